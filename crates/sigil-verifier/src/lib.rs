@@ -1,1 +1,11 @@
-//! x
+//! sigil-verifier: Sigstore bundle verification for sigil.
+//!
+//! This crate owns everything that decides whether a signature is genuine:
+//! trust roots, bundle parsing, certificate chains, transparency-log proofs,
+//! timestamps, and the verification policy. It has no Kubernetes dependencies.
+#![forbid(unsafe_code)]
+
+pub mod bundle;
+pub mod crypto;
+pub mod trust;
+pub mod x509;

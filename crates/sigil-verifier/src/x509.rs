@@ -1,0 +1,356 @@
+//! An owned, pre-digested X.509 certificate: everything verification reads
+//! from a certificate is extracted once at parse time (key, validity, names,
+//! constraints, extensions), so trust material parsed at start-up is reused
+//! without re-parsing and without borrowing from the input buffer.
+
+use time::OffsetDateTime;
+use x509_parser::prelude::{FromDer as _, GeneralName, ParsedExtension, X509Certificate};
+
+use crate::crypto::{HashAlgorithm, PublicKey, SignatureError};
+
+/// OID of the extended key usage `codeSigning`.
+pub const OID_EKU_CODE_SIGNING: &str = "1.3.6.1.5.5.7.3.3";
+/// OID of the extended key usage `timeStamping`.
+pub const OID_EKU_TIME_STAMPING: &str = "1.3.6.1.5.5.7.3.8";
+/// OID of the embedded SCT list extension (RFC 6962).
+pub const OID_SCT_LIST: &str = "1.3.6.1.4.1.11129.2.4.2";
+
+/// Why a certificate could not be parsed or checked.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum CertificateError {
+    /// The DER does not parse as an X.509 certificate.
+    #[error("malformed X.509 certificate: {0}")]
+    Malformed(String),
+    /// The certificate's public key is of an unsupported type.
+    #[error("unsupported certificate public key: {0}")]
+    UnsupportedKey(String),
+    /// The certificate's signature algorithm is not one sigil accepts.
+    #[error("unsupported certificate signature algorithm {0}")]
+    UnsupportedAlgorithm(String),
+    /// The certificate is not signed by the given issuer.
+    #[error("certificate `{subject}` is not signed by `{issuer}`: {reason}")]
+    BadSignature {
+        /// Subject of the certificate checked.
+        subject: String,
+        /// Subject of the would-be issuer.
+        issuer: String,
+        /// What failed.
+        reason: String,
+    },
+}
+
+/// The signature algorithm a certificate (or CMS signer) was signed with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SignatureAlgorithm {
+    /// ECDSA with the given hash.
+    Ecdsa(HashAlgorithm),
+    /// RSA PKCS#1 v1.5 with the given hash.
+    RsaPkcs1(HashAlgorithm),
+    /// Ed25519.
+    Ed25519,
+}
+
+impl SignatureAlgorithm {
+    /// Maps a signature algorithm OID (dotted) to a supported algorithm.
+    pub fn from_oid(oid: &str) -> Option<Self> {
+        Some(match oid {
+            "1.2.840.10045.4.3.2" => Self::Ecdsa(HashAlgorithm::Sha256),
+            "1.2.840.10045.4.3.3" => Self::Ecdsa(HashAlgorithm::Sha384),
+            "1.2.840.10045.4.3.4" => Self::Ecdsa(HashAlgorithm::Sha512),
+            "1.2.840.113549.1.1.11" => Self::RsaPkcs1(HashAlgorithm::Sha256),
+            "1.2.840.113549.1.1.12" => Self::RsaPkcs1(HashAlgorithm::Sha384),
+            "1.2.840.113549.1.1.13" => Self::RsaPkcs1(HashAlgorithm::Sha512),
+            "1.3.101.112" => Self::Ed25519,
+            _ => return None,
+        })
+    }
+
+    /// The hash the algorithm applies to the signed data.
+    pub fn hash(self) -> HashAlgorithm {
+        match self {
+            Self::Ecdsa(h) | Self::RsaPkcs1(h) => h,
+            Self::Ed25519 => HashAlgorithm::Sha512,
+        }
+    }
+}
+
+/// One X.509 extension, raw.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Extension {
+    /// Dotted OID.
+    pub oid: String,
+    /// Whether the extension is marked critical.
+    pub critical: bool,
+    /// The extension value (contents of the OCTET STRING).
+    pub value: Vec<u8>,
+}
+
+/// A parsed certificate with its verification-relevant fields.
+#[derive(Debug, Clone)]
+pub struct Certificate {
+    /// The full DER encoding.
+    pub der: Vec<u8>,
+    /// The DER of the TBSCertificate (what the issuer signed).
+    pub tbs: Vec<u8>,
+    /// The signature algorithm, when supported.
+    pub signature_algorithm: Option<SignatureAlgorithm>,
+    /// Dotted OID of the signature algorithm (for messages).
+    pub signature_algorithm_oid: String,
+    /// The issuer's signature bytes.
+    pub signature: Vec<u8>,
+    /// DER SubjectPublicKeyInfo.
+    pub spki_der: Vec<u8>,
+    /// The subject public key, when of a supported type.
+    pub public_key: Option<PublicKey>,
+    /// DER of the subject Name.
+    pub subject_der: Vec<u8>,
+    /// DER of the issuer Name.
+    pub issuer_der: Vec<u8>,
+    /// Human-readable subject, for messages.
+    pub subject: String,
+    /// Human-readable issuer, for messages.
+    pub issuer: String,
+    /// Serial number, big-endian bytes.
+    pub serial: Vec<u8>,
+    /// Start of validity (inclusive).
+    pub not_before: OffsetDateTime,
+    /// End of validity (inclusive).
+    pub not_after: OffsetDateTime,
+    /// Basic constraints `cA`.
+    pub is_ca: bool,
+    /// Basic constraints `pathLenConstraint`.
+    pub path_len: Option<u32>,
+    /// Key usage `keyCertSign`, when the extension is present.
+    pub key_cert_sign: Option<bool>,
+    /// Key usage `digitalSignature`, when the extension is present.
+    pub digital_signature: Option<bool>,
+    /// Extended key usages (dotted OIDs), when the extension is present.
+    pub extended_key_usages: Option<Vec<String>>,
+    /// SAN URIs.
+    pub san_uris: Vec<String>,
+    /// SAN e-mail addresses.
+    pub san_emails: Vec<String>,
+    /// SAN DNS names.
+    pub san_dns: Vec<String>,
+    /// SAN otherName values that are UTF8Strings (Fulcio's username SAN), raw.
+    pub san_other: Vec<(String, Vec<u8>)>,
+    /// Subject key identifier.
+    pub subject_key_id: Option<Vec<u8>>,
+    /// Authority key identifier (keyIdentifier field).
+    pub authority_key_id: Option<Vec<u8>>,
+    /// Every extension, raw, in order.
+    pub extensions: Vec<Extension>,
+}
+
+impl Certificate {
+    /// Parses a DER certificate. Trailing bytes are an error.
+    pub fn from_der(der: &[u8]) -> Result<Self, CertificateError> {
+        let (rest, cert) = X509Certificate::from_der(der)
+            .map_err(|e| CertificateError::Malformed(e.to_string()))?;
+        if !rest.is_empty() {
+            return Err(CertificateError::Malformed(format!(
+                "{} trailing bytes after the certificate",
+                rest.len()
+            )));
+        }
+        let tbs = cert.tbs_certificate.as_ref().to_vec();
+        let sig_oid = cert.signature_algorithm.algorithm.to_id_string();
+        let spki_der = cert.public_key().raw.to_vec();
+        let public_key = PublicKey::from_spki_der(&spki_der).ok();
+        let validity = cert.validity();
+        let mut out = Self {
+            der: der.to_vec(),
+            tbs,
+            signature_algorithm: SignatureAlgorithm::from_oid(&sig_oid),
+            signature_algorithm_oid: sig_oid,
+            signature: cert.signature_value.data.to_vec(),
+            spki_der,
+            public_key,
+            subject_der: cert.subject().as_raw().to_vec(),
+            issuer_der: cert.issuer().as_raw().to_vec(),
+            subject: cert.subject().to_string(),
+            issuer: cert.issuer().to_string(),
+            serial: cert.raw_serial().to_vec(),
+            not_before: validity.not_before.to_datetime(),
+            not_after: validity.not_after.to_datetime(),
+            is_ca: false,
+            path_len: None,
+            key_cert_sign: None,
+            digital_signature: None,
+            extended_key_usages: None,
+            san_uris: Vec::new(),
+            san_emails: Vec::new(),
+            san_dns: Vec::new(),
+            san_other: Vec::new(),
+            subject_key_id: None,
+            authority_key_id: None,
+            extensions: Vec::new(),
+        };
+        let mut seen = std::collections::HashSet::new();
+        for ext in cert.extensions() {
+            let oid = ext.oid.to_id_string();
+            if !seen.insert(oid.clone()) {
+                return Err(CertificateError::Malformed(format!(
+                    "extension {oid} appears more than once"
+                )));
+            }
+            match ext.parsed_extension() {
+                ParsedExtension::BasicConstraints(bc) => {
+                    out.is_ca = bc.ca;
+                    out.path_len = bc.path_len_constraint;
+                }
+                ParsedExtension::KeyUsage(ku) => {
+                    out.key_cert_sign = Some(ku.key_cert_sign());
+                    out.digital_signature = Some(ku.digital_signature());
+                }
+                ParsedExtension::ExtendedKeyUsage(eku) => {
+                    let mut v = Vec::new();
+                    if eku.code_signing {
+                        v.push(OID_EKU_CODE_SIGNING.to_owned());
+                    }
+                    if eku.time_stamping {
+                        v.push(OID_EKU_TIME_STAMPING.to_owned());
+                    }
+                    if eku.any {
+                        v.push("2.5.29.37.0".to_owned());
+                    }
+                    if eku.server_auth {
+                        v.push("1.3.6.1.5.5.7.3.1".to_owned());
+                    }
+                    if eku.client_auth {
+                        v.push("1.3.6.1.5.5.7.3.2".to_owned());
+                    }
+                    if eku.email_protection {
+                        v.push("1.3.6.1.5.5.7.3.4".to_owned());
+                    }
+                    if eku.ocsp_signing {
+                        v.push("1.3.6.1.5.5.7.3.9".to_owned());
+                    }
+                    v.extend(eku.other.iter().map(|o| o.to_id_string()));
+                    out.extended_key_usages = Some(v);
+                }
+                ParsedExtension::SubjectAlternativeName(san) => {
+                    for name in &san.general_names {
+                        match name {
+                            GeneralName::URI(u) => out.san_uris.push((*u).to_owned()),
+                            GeneralName::RFC822Name(e) => out.san_emails.push((*e).to_owned()),
+                            GeneralName::DNSName(d) => out.san_dns.push((*d).to_owned()),
+                            GeneralName::OtherName(oid, value) => {
+                                out.san_other.push((oid.to_id_string(), value.to_vec()))
+                            }
+                            _ => {}
+                        }
+                    }
+                }
+                ParsedExtension::SubjectKeyIdentifier(id) => {
+                    out.subject_key_id = Some(id.0.to_vec());
+                }
+                ParsedExtension::AuthorityKeyIdentifier(aki) => {
+                    out.authority_key_id = aki.key_identifier.as_ref().map(|k| k.0.to_vec());
+                }
+                ParsedExtension::ParseError { error } if ext.critical => {
+                    return Err(CertificateError::Malformed(format!(
+                        "critical extension {oid} does not parse: {error}"
+                    )));
+                }
+                _ => {}
+            }
+            out.extensions.push(Extension {
+                oid,
+                critical: ext.critical,
+                value: ext.value.to_vec(),
+            });
+        }
+        Ok(out)
+    }
+
+    /// Parses every certificate of a PEM document, in order.
+    pub fn from_pem_chain(pem: &str) -> Result<Vec<Self>, CertificateError> {
+        crate::crypto::pem_decode_all(pem, "CERTIFICATE")
+            .map_err(CertificateError::Malformed)?
+            .iter()
+            .map(|der| Self::from_der(der))
+            .collect()
+    }
+
+    /// The raw value of the extension with this dotted OID, if present.
+    pub fn extension(&self, oid: &str) -> Option<&Extension> {
+        self.extensions.iter().find(|e| e.oid == oid)
+    }
+
+    /// Whether `at` lies within the certificate's validity (both ends inclusive).
+    pub fn is_valid_at(&self, at: OffsetDateTime) -> bool {
+        self.not_before <= at && at <= self.not_after
+    }
+
+    /// Whether the certificate is self-issued and self-signed.
+    pub fn is_self_signed(&self) -> bool {
+        self.subject_der == self.issuer_der && self.verify_issued_by(self).is_ok()
+    }
+
+    /// Whether the extended key usage extension lists `oid`.
+    pub fn has_eku(&self, oid: &str) -> bool {
+        self.extended_key_usages
+            .as_ref()
+            .is_some_and(|v| v.iter().any(|o| o == oid))
+    }
+
+    /// Checks that `issuer`'s name matches this certificate's issuer and that
+    /// `issuer`'s key signed this certificate.
+    pub fn verify_issued_by(&self, issuer: &Certificate) -> Result<(), CertificateError> {
+        let fail = |reason: String| CertificateError::BadSignature {
+            subject: self.subject.clone(),
+            issuer: issuer.subject.clone(),
+            reason,
+        };
+        if self.issuer_der != issuer.subject_der {
+            return Err(fail("issuer name does not match".into()));
+        }
+        let key = issuer
+            .public_key
+            .as_ref()
+            .ok_or_else(|| fail("issuer key type unsupported".into()))?;
+        let alg = self.signature_algorithm.ok_or_else(|| {
+            CertificateError::UnsupportedAlgorithm(self.signature_algorithm_oid.clone())
+        })?;
+        verify_with_algorithm(key, alg, &self.tbs, &self.signature).map_err(|e| fail(e.to_string()))
+    }
+}
+
+/// Verifies `signature` over `data` with `key` under the given algorithm,
+/// refusing algorithm/key mismatches (e.g. an RSA algorithm with an EC key).
+pub fn verify_with_algorithm(
+    key: &PublicKey,
+    alg: SignatureAlgorithm,
+    data: &[u8],
+    signature: &[u8],
+) -> Result<(), SignatureError> {
+    let matches = matches!(
+        (key, alg),
+        (
+            PublicKey::P256(_) | PublicKey::P384(_),
+            SignatureAlgorithm::Ecdsa(_)
+        ) | (PublicKey::Rsa(_), SignatureAlgorithm::RsaPkcs1(_))
+            | (PublicKey::Ed25519(_), SignatureAlgorithm::Ed25519)
+    );
+    if !matches {
+        return Err(SignatureError::Unsupported {
+            scheme: key.scheme(),
+            what: "signature of a different algorithm",
+        });
+    }
+    key.verify(data, signature, alg.hash())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn garbage_is_a_malformed_certificate() {
+        assert!(matches!(
+            Certificate::from_der(&[0x30, 0x03, 0x02, 0x01, 0x01]),
+            Err(CertificateError::Malformed(_))
+        ));
+    }
+}
