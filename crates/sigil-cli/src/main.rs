@@ -1,1 +1,179 @@
-fn main() {}
+//! `sigil`: verify Sigstore bundles (and, later, images and policies) from the
+//! command line with exactly the verifier the admission webhook uses.
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use anyhow::{Context as _, Result, bail};
+use clap::{Args, Parser, Subcommand};
+use sigil_verifier::bundle::Bundle;
+use sigil_verifier::crypto::PublicKey;
+use sigil_verifier::identity::{IdentityMatcher, IdentityPolicy};
+use sigil_verifier::trust::TrustedRoot;
+use sigil_verifier::verify::{Artifact, SignedContent, VerificationPolicy, verify_bundle};
+
+/// Verify Sigstore signatures the way the sigil admission controller does.
+#[derive(Parser)]
+#[command(name = "sigil", version, about, long_about = None)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Verify a Sigstore bundle against an artifact (sigstore-conformance CLI protocol).
+    VerifyBundle(VerifyBundleArgs),
+}
+
+#[derive(Args)]
+struct VerifyBundleArgs {
+    /// The Sigstore bundle (JSON).
+    #[arg(long, value_name = "FILE")]
+    bundle: PathBuf,
+    /// Expected certificate identity (SAN), exact match.
+    #[arg(
+        long,
+        value_name = "ID",
+        requires = "certificate_oidc_issuer",
+        conflicts_with = "key"
+    )]
+    certificate_identity: Option<String>,
+    /// Expected OIDC issuer, exact match.
+    #[arg(long, value_name = "URL", requires = "certificate_identity")]
+    certificate_oidc_issuer: Option<String>,
+    /// PEM public key of a managed-key signer.
+    #[arg(long, value_name = "PEM")]
+    key: Option<PathBuf>,
+    /// A trusted_root.json to use instead of the embedded public-good root.
+    #[arg(long, value_name = "FILE", conflicts_with = "staging")]
+    trusted_root: Option<PathBuf>,
+    /// Use the embedded Sigstore staging trust root.
+    #[arg(long)]
+    staging: bool,
+    /// The artifact: a file path, or `sha256:<64 hex>` when no such file exists.
+    #[arg(value_name = "FILE_OR_DIGEST")]
+    artifact: String,
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::VerifyBundle(args) => verify_bundle_cmd(&args),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn load_root(trusted_root: Option<&Path>, staging: bool) -> Result<TrustedRoot> {
+    match trusted_root {
+        Some(path) => {
+            let json = std::fs::read_to_string(path)
+                .with_context(|| format!("cannot read trusted root {}", path.display()))?;
+            TrustedRoot::from_json(&json)
+                .with_context(|| format!("invalid trusted root {}", path.display()))
+        }
+        None if staging => Ok(TrustedRoot::staging()?),
+        None => Ok(TrustedRoot::public_good()?),
+    }
+}
+
+/// Parses `sha256:<64 hex>` into a digest.
+fn parse_digest(s: &str) -> Option<[u8; 32]> {
+    let hex_part = s.strip_prefix("sha256:")?;
+    if hex_part.len() != 64 {
+        return None;
+    }
+    let mut out = [0u8; 32];
+    hex::decode_to_slice(hex_part, &mut out).ok()?;
+    Some(out)
+}
+
+fn verify_bundle_cmd(args: &VerifyBundleArgs) -> Result<()> {
+    let root = load_root(args.trusted_root.as_deref(), args.staging)?;
+    let bundle_json = std::fs::read(&args.bundle)
+        .with_context(|| format!("cannot read bundle {}", args.bundle.display()))?;
+    let bundle = Bundle::from_json(&bundle_json)
+        .with_context(|| format!("invalid bundle {}", args.bundle.display()))?;
+
+    let policy = match (
+        &args.key,
+        &args.certificate_identity,
+        &args.certificate_oidc_issuer,
+    ) {
+        (Some(key), None, None) => {
+            let pem = std::fs::read_to_string(key)
+                .with_context(|| format!("cannot read key {}", key.display()))?;
+            let key = PublicKey::from_pem(&pem)
+                .with_context(|| format!("invalid public key {}", key.display()))?;
+            VerificationPolicy::key(key)
+        }
+        (None, Some(id), Some(issuer)) => VerificationPolicy::keyless(IdentityPolicy {
+            subject: IdentityMatcher::Exact(id.clone()),
+            issuer: IdentityMatcher::Exact(issuer.clone()),
+        }),
+        _ => {
+            bail!("give either --key PEM, or --certificate-identity with --certificate-oidc-issuer")
+        }
+    };
+
+    let path = Path::new(&args.artifact);
+    let bytes;
+    let artifact = match parse_digest(&args.artifact) {
+        Some(d) if !path.exists() => Artifact::Sha256(d),
+        _ => {
+            bytes = std::fs::read(path)
+                .with_context(|| format!("cannot read artifact {}", path.display()))?;
+            Artifact::Bytes(&bytes)
+        }
+    };
+
+    let verified = verify_bundle(
+        &bundle,
+        artifact,
+        &policy,
+        &root,
+        time::OffsetDateTime::now_utc(),
+    )
+    .with_context(|| format!("{} did not verify", args.bundle.display()))?;
+
+    println!("Verified OK: {}", args.bundle.display());
+    if let Some(id) = &verified.identity {
+        println!("  identity:  {}", id.subject);
+        println!("  issuer:    {}", id.issuer.as_deref().unwrap_or("(none)"));
+    } else {
+        println!("  signer:    managed key");
+    }
+    if let SignedContent::Dsse { statement, .. } = &verified.content {
+        println!("  predicate: {}", statement.predicate_type);
+    }
+    match verified.verified_times.first() {
+        Some((t, source)) => println!("  signed at: {t} ({source})"),
+        None => println!("  signed at: (no verified time)"),
+    }
+    if let Some(idx) = verified.log_index {
+        println!(
+            "  log index: {idx} ({})",
+            verified.log_url.as_deref().unwrap_or("unknown log")
+        );
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn digest_arguments_need_sha256_and_64_hex_characters() {
+        assert!(parse_digest(&format!("sha256:{}", "ab".repeat(32))).is_some());
+        assert!(parse_digest(&format!("sha512:{}", "ab".repeat(32))).is_none());
+        assert!(parse_digest("sha256:abc").is_none());
+        assert!(parse_digest(&format!("sha256:{}", "zz".repeat(32))).is_none());
+    }
+}

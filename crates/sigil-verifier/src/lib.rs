@@ -7,5 +7,6 @@
 
 pub mod bundle;
 pub mod crypto;
+pub mod dsse;
 pub mod trust;
 pub mod x509;

@@ -3,8 +3,9 @@
 //! Sigstore public-good and staging roots.
 //!
 //! Validity windows (`validFor`) are closed intervals: both `start` and `end`
-//! are inside. A key or authority without a `start` is never considered valid,
-//! because a trust root that cannot say when a key became trusted is broken.
+//! are inside. A key or authority without a `start` is rejected when the root
+//! is loaded: a trust root that cannot say when a key became trusted is broken,
+//! and treating the missing bound as "forever" would widen trust silently.
 
 use base64::Engine as _;
 use serde::Deserialize;
@@ -39,7 +40,8 @@ pub enum TrustRootError {
     },
 }
 
-/// A closed validity interval. `start: None` means "never valid".
+/// A closed validity interval. `start: None` (never produced by the parser)
+/// means "never valid".
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ValidFor {
     /// First instant of validity (inclusive).
@@ -206,8 +208,15 @@ fn valid_for(field: &str, raw: Option<&RawValidFor>) -> Result<ValidFor, TrustRo
             })
             .transpose()
         };
+    let start = parse("start", raw.and_then(|r| r.start.as_ref()))?;
+    if start.is_none() {
+        return Err(TrustRootError::Field {
+            field: format!("{field}.validFor.start"),
+            reason: "missing; every key and authority needs the time its trust starts".into(),
+        });
+    }
     Ok(ValidFor {
-        start: parse("start", raw.and_then(|r| r.start.as_ref()))?,
+        start,
         end: parse("end", raw.and_then(|r| r.end.as_ref()))?,
     })
 }
