@@ -1,0 +1,92 @@
+//! Criterion benchmarks of whole-bundle verification on public material from
+//! the sigstore-conformance suite (read from ../shared at run time):
+//! - a public-good DSSE bundle: Fulcio chain + SCT + Rekor v1 inclusion proof +
+//!   checkpoint + SET;
+//! - a v0.3 message-signature bundle logged to Rekor v2 with an RFC 3161
+//!   timestamp (chain + SCT + inclusion proof + Ed25519 checkpoint + TSA).
+//!
+//! Parsing the bundle is measured separately from verifying it, because the
+//! webhook parses once and may verify against several policies.
+
+use std::path::{Path, PathBuf};
+
+use criterion::{Criterion, criterion_group, criterion_main};
+use sigil_verifier::bundle::Bundle;
+use sigil_verifier::identity::{IdentityMatcher, IdentityPolicy};
+use sigil_verifier::trust::TrustedRoot;
+use sigil_verifier::verify::{Artifact, VerificationPolicy, verify_bundle};
+
+const IDENTITY: &str = "https://github.com/sigstore-conformance/extremely-dangerous-public-oidc-beacon/.github/workflows/extremely-dangerous-oidc-beacon.yml@refs/heads/main";
+const ISSUER: &str = "https://token.actions.githubusercontent.com";
+
+fn case(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../../shared/sigstore-conformance/bundle-verify")
+        .join(name)
+}
+
+struct Fixture {
+    bundle_json: Vec<u8>,
+    root: TrustedRoot,
+    artifact: Vec<u8>,
+}
+
+fn fixture(name: &str) -> Fixture {
+    let dir = case(name);
+    let root = match std::fs::read_to_string(dir.join("trusted_root.json")) {
+        Ok(json) => TrustedRoot::from_json(&json).expect("case trusted root"),
+        Err(_) => TrustedRoot::public_good().expect("embedded root"),
+    };
+    let artifact_path = if dir.join("artifact").exists() {
+        dir.join("artifact")
+    } else {
+        dir.join("../a.txt")
+    };
+    Fixture {
+        bundle_json: std::fs::read(dir.join("bundle.sigstore.json")).expect("bundle"),
+        root,
+        artifact: std::fs::read(artifact_path).expect("artifact"),
+    }
+}
+
+fn bench(c: &mut Criterion) {
+    let policy = VerificationPolicy::keyless(IdentityPolicy {
+        subject: IdentityMatcher::Exact(IDENTITY.into()),
+        issuer: IdentityMatcher::Exact(ISSUER.into()),
+    });
+    let now = time::OffsetDateTime::now_utc();
+    for (label, name) in [
+        ("dsse_rekor_v1_set_proof_checkpoint", "happy-path-intoto-in-dsse-v3"),
+        ("message_rekor_v2_tsa", "rekor2-happy-path"),
+    ] {
+        let f = fixture(name);
+        let bundle = Bundle::from_json(&f.bundle_json).expect("bundle parses");
+        let digest = sigil_verifier::crypto::sha256(&f.artifact);
+        verify_bundle(&bundle, Artifact::Sha256(digest), &policy, &f.root, now)
+            .expect("benchmark bundle verifies");
+        c.bench_function(&format!("parse/{label}"), |b| {
+            b.iter(|| Bundle::from_json(std::hint::black_box(&f.bundle_json)))
+        });
+        c.bench_function(&format!("verify/{label}"), |b| {
+            b.iter(|| {
+                verify_bundle(
+                    std::hint::black_box(&bundle),
+                    Artifact::Sha256(digest),
+                    &policy,
+                    &f.root,
+                    now,
+                )
+            })
+        });
+        c.bench_function(&format!("parse_and_verify/{label}"), |b| {
+            b.iter(|| {
+                let bundle = Bundle::from_json(std::hint::black_box(&f.bundle_json))?;
+                verify_bundle(&bundle, Artifact::Sha256(digest), &policy, &f.root, now)
+                    .map_err(|e| sigil_verifier::bundle::BundleError::Json(e.to_string()))
+            })
+        });
+    }
+}
+
+criterion_group!(benches, bench);
+criterion_main!(benches);
