@@ -1,0 +1,244 @@
+//! Writes testkit scenarios to a directory, one subdirectory per scenario,
+//! laid out like sigstore-conformance cases (`bundle.sigstore.json`,
+//! `artifact`, `trusted_root.json`, `identity`, `issuer`, `key.pub`) plus
+//! `trust_config.json` for sigstore-python and DER/PEM pieces for openssl.
+//!
+//! Usage: `cargo run -p sigil-testkit --example mint -- OUT_DIR [SEED]`
+
+use std::fs;
+use std::path::Path;
+
+use anyhow::Context as _;
+use sigil_testkit::{
+    BundleSpec, BundleVersion, ChainSpec, Content, SctSpec, Testkit, TimestampSpec, TlogSpec,
+    TrustRootSpec, TsaOptions, V1Kind, V2Kind,
+};
+
+/// One scenario and whether a conforming verifier should accept it.
+struct Scenario {
+    name: &'static str,
+    spec: BundleSpec,
+    dsse: bool,
+    expect_ok: bool,
+}
+
+fn scenarios() -> Vec<Scenario> {
+    let d = BundleSpec::default;
+    let v2 = BundleSpec::rekor_v2;
+    let ok = |name, spec, dsse| Scenario {
+        name,
+        spec,
+        dsse,
+        expect_ok: true,
+    };
+    let bad = |name, spec, dsse| Scenario {
+        name,
+        spec,
+        dsse,
+        expect_ok: false,
+    };
+    vec![
+        ok(
+            "v1-message-v0.1",
+            BundleSpec {
+                version: BundleVersion::V01,
+                ..d()
+            },
+            false,
+        ),
+        ok(
+            "v1-message-v0.2",
+            BundleSpec {
+                version: BundleVersion::V02,
+                ..d()
+            },
+            false,
+        ),
+        ok("v1-message-v0.3", d(), false),
+        ok(
+            "v1-message-v0.3-alt",
+            BundleSpec {
+                version: BundleVersion::V03Alt,
+                ..d()
+            },
+            false,
+        ),
+        ok(
+            "v1-message-email",
+            BundleSpec::email("alice@sigil.test", "https://accounts.sigil.test"),
+            false,
+        ),
+        ok(
+            "v1-message-tsa",
+            BundleSpec {
+                timestamp: TimestampSpec::without_certs(),
+                ..d()
+            },
+            false,
+        ),
+        ok(
+            "v1-message-sct-extensions",
+            BundleSpec {
+                sct: SctSpec::WithExtensions(vec![0, 0, 5, 0, 0, 0, 0, 7]),
+                ..d()
+            },
+            false,
+        ),
+        ok("v1-dsse", d(), true),
+        ok(
+            "v1-intoto",
+            BundleSpec {
+                tlog: TlogSpec::RekorV1(V1Kind::Intoto),
+                version: BundleVersion::V02,
+                timestamp: TimestampSpec::embedded(),
+                ..d()
+            },
+            true,
+        ),
+        ok("v2-message-tsa-embedded", v2(), false),
+        ok(
+            "v2-message-tsa-no-certs",
+            BundleSpec {
+                timestamp: TimestampSpec::without_certs(),
+                ..v2()
+            },
+            false,
+        ),
+        ok("v2-dsse-hashedrekord", v2(), true),
+        ok(
+            "v2-dsse-dsse002",
+            BundleSpec {
+                tlog: TlogSpec::RekorV2(V2Kind::Dsse),
+                ..v2()
+            },
+            true,
+        ),
+        ok("managed-key-v1", BundleSpec::managed_key(), false),
+        bad(
+            "no-sct_fail",
+            BundleSpec {
+                sct: SctSpec::None,
+                ..d()
+            },
+            false,
+        ),
+        bad(
+            "untrusted-sct_fail",
+            BundleSpec {
+                sct: SctSpec::Untrusted,
+                ..d()
+            },
+            false,
+        ),
+        bad(
+            "chain-with-root_fail",
+            BundleSpec {
+                version: BundleVersion::V01,
+                chain: ChainSpec::WithRoot,
+                ..d()
+            },
+            false,
+        ),
+        bad(
+            "tsa-wrong-imprint_fail",
+            BundleSpec {
+                timestamp: TimestampSpec::Rfc3161(TsaOptions {
+                    embed_certs: true,
+                    gen_time: None,
+                    wrong_imprint: true,
+                }),
+                ..v2()
+            },
+            false,
+        ),
+        bad(
+            "tsa-outside-cert-validity_fail",
+            BundleSpec {
+                timestamp: TimestampSpec::Rfc3161(TsaOptions {
+                    embed_certs: true,
+                    gen_time: Some(sigil_testkit::DEFAULT_SIGNING_TIME + 3600),
+                    wrong_imprint: false,
+                }),
+                ..v2()
+            },
+            false,
+        ),
+        bad(
+            "integrated-time-after-cert-expiry_fail",
+            BundleSpec {
+                integrated_time: Some(sigil_testkit::DEFAULT_SIGNING_TIME + 3600),
+                ..d()
+            },
+            false,
+        ),
+    ]
+}
+
+fn main() -> anyhow::Result<()> {
+    let mut args = std::env::args().skip(1);
+    let out = args.next().context("usage: mint OUT_DIR [SEED]")?;
+    let seed: u64 = args.next().map(|s| s.parse()).transpose()?.unwrap_or(42);
+    let kit = Testkit::new(seed);
+    let out = Path::new(&out);
+    fs::create_dir_all(out)?;
+    let trusted_root = kit.trusted_root_json();
+    let trust_config = kit.client_trust_config_json(&TrustRootSpec::default());
+    let mut index = String::new();
+    for sc in scenarios() {
+        let dir = out.join(sc.name);
+        fs::create_dir_all(&dir)?;
+        let artifact = format!("artifact for {}\n", sc.name).into_bytes();
+        let content = if sc.dsse {
+            Content::in_toto(
+                &artifact,
+                "https://slsa.dev/provenance/v1",
+                serde_json::json!({"buildDefinition": {"buildType": "https://sigil.test/build"}}),
+            )
+        } else {
+            Content::Message(artifact.clone())
+        };
+        let minted = kit.sign(&sc.spec, content).with_context(|| sc.name)?;
+        fs::write(dir.join("bundle.sigstore.json"), &minted.json)?;
+        fs::write(dir.join("artifact"), &artifact)?;
+        fs::write(dir.join("trusted_root.json"), &trusted_root)?;
+        fs::write(dir.join("trust_config.json"), &trust_config)?;
+        fs::write(dir.join("identity"), sc.spec.identity.as_str())?;
+        fs::write(dir.join("issuer"), &sc.spec.oidc_issuer)?;
+        if let Some(pem) = &minted.public_key_pem {
+            fs::write(dir.join("key.pub"), pem)?;
+        }
+        if let Some(leaf) = &minted.leaf {
+            fs::write(dir.join("leaf.pem"), leaf.cert_pem())?;
+        }
+        if let Some(ts) = &minted.timestamp {
+            fs::write(dir.join("timestamp.tsr"), ts)?;
+        }
+        fs::write(dir.join("signature.bin"), &minted.signature)?;
+        index.push_str(&format!(
+            "{} {}\n",
+            sc.name,
+            if sc.expect_ok { "ok" } else { "fail" }
+        ));
+    }
+    fs::write(
+        out.join("fulcio-chain.pem"),
+        format!(
+            "{}{}",
+            kit.fulcio.intermediate.cert_pem(),
+            kit.fulcio.root.cert_pem()
+        ),
+    )?;
+    fs::write(out.join("fulcio-root.pem"), kit.fulcio.root.cert_pem())?;
+    fs::write(
+        out.join("fulcio-intermediate.pem"),
+        kit.fulcio.intermediate.cert_pem(),
+    )?;
+    fs::write(out.join("tsa-root.pem"), kit.tsa.root.cert_pem())?;
+    fs::write(out.join("tsa-signer.pem"), kit.tsa.signer.cert_pem())?;
+    fs::write(out.join("ctlog.pub"), kit.ct_log.key.public_key_pem())?;
+    fs::write(out.join("trusted_root.json"), &trusted_root)?;
+    fs::write(out.join("trust_config.json"), &trust_config)?;
+    fs::write(out.join("scenarios.txt"), index)?;
+    println!("wrote {}", out.display());
+    Ok(())
+}
