@@ -14,78 +14,104 @@ use sigil_testkit::{
     TrustRootSpec, TsaOptions, V1Kind, V2Kind,
 };
 
-/// One scenario and whether a conforming verifier should accept it.
+/// What is signed.
+#[derive(Clone, Copy)]
+enum Kind {
+    Message,
+    /// In-toto statement whose subject has a name.
+    DsseNamed,
+    /// In-toto statement whose subject has only a digest (cosign v3).
+    DsseNameless,
+}
+
+/// One scenario and what a conforming verifier should say: `ok`, `fail`,
+/// or `nocheck:<why>` when sigstore-python cannot judge it.
 struct Scenario {
     name: &'static str,
     spec: BundleSpec,
-    dsse: bool,
-    expect_ok: bool,
+    kind: Kind,
+    expect: &'static str,
 }
 
 fn scenarios() -> Vec<Scenario> {
+    use Kind::{DsseNamed, DsseNameless, Message};
     let d = BundleSpec::default;
     let v2 = BundleSpec::rekor_v2;
-    let ok = |name, spec, dsse| Scenario {
+    let sc = |name, spec, kind, expect| Scenario {
         name,
         spec,
-        dsse,
-        expect_ok: true,
+        kind,
+        expect,
     };
-    let bad = |name, spec, dsse| Scenario {
-        name,
-        spec,
-        dsse,
-        expect_ok: false,
+    let tsa = |embed_certs, gen_time, wrong_imprint| {
+        TimestampSpec::Rfc3161(TsaOptions {
+            embed_certs,
+            gen_time,
+            wrong_imprint,
+        })
     };
+    let late = Some(sigil_testkit::DEFAULT_SIGNING_TIME + 3600);
     vec![
-        ok(
+        sc(
             "v1-message-v0.1",
             BundleSpec {
                 version: BundleVersion::V01,
                 ..d()
             },
-            false,
+            Message,
+            "ok",
         ),
-        ok(
+        sc(
             "v1-message-v0.2",
             BundleSpec {
                 version: BundleVersion::V02,
                 ..d()
             },
-            false,
+            Message,
+            "ok",
         ),
-        ok("v1-message-v0.3", d(), false),
-        ok(
+        sc("v1-message-v0.3", d(), Message, "ok"),
+        sc(
             "v1-message-v0.3-alt",
             BundleSpec {
                 version: BundleVersion::V03Alt,
                 ..d()
             },
-            false,
+            Message,
+            "ok",
         ),
-        ok(
+        sc(
             "v1-message-email",
             BundleSpec::email("alice@sigil.test", "https://accounts.sigil.test"),
-            false,
+            Message,
+            "ok",
         ),
-        ok(
+        sc(
             "v1-message-tsa",
             BundleSpec {
                 timestamp: TimestampSpec::without_certs(),
                 ..d()
             },
-            false,
+            Message,
+            "ok",
         ),
-        ok(
+        sc(
             "v1-message-sct-extensions",
             BundleSpec {
                 sct: SctSpec::WithExtensions(vec![0, 0, 5, 0, 0, 0, 0, 7]),
                 ..d()
             },
-            false,
+            Message,
+            "ok",
         ),
-        ok("v1-dsse", d(), true),
-        ok(
+        sc("v1-dsse", d(), DsseNamed, "ok"),
+        sc(
+            "v1-dsse-nameless-subject",
+            d(),
+            DsseNameless,
+            "nocheck:sigstore-python requires subject.name",
+        ),
+        sc(
             "v1-intoto",
             BundleSpec {
                 tlog: TlogSpec::RekorV1(V1Kind::Intoto),
@@ -93,83 +119,108 @@ fn scenarios() -> Vec<Scenario> {
                 timestamp: TimestampSpec::embedded(),
                 ..d()
             },
-            true,
+            DsseNamed,
+            "nocheck:sigstore-python verifies no intoto entries",
         ),
-        ok("v2-message-tsa-embedded", v2(), false),
-        ok(
+        sc("v2-message-tsa-embedded", v2(), Message, "ok"),
+        sc(
             "v2-message-tsa-no-certs",
             BundleSpec {
                 timestamp: TimestampSpec::without_certs(),
                 ..v2()
             },
-            false,
+            Message,
+            "ok",
         ),
-        ok("v2-dsse-hashedrekord", v2(), true),
-        ok(
+        sc("v2-dsse-hashedrekord", v2(), DsseNamed, "ok"),
+        sc(
             "v2-dsse-dsse002",
             BundleSpec {
                 tlog: TlogSpec::RekorV2(V2Kind::Dsse),
                 ..v2()
             },
-            true,
+            DsseNamed,
+            "nocheck:sigstore-python verifies no dsse 0.0.2 entries",
         ),
-        ok("managed-key-v1", BundleSpec::managed_key(), false),
-        bad(
+        sc(
+            "managed-key-v1",
+            BundleSpec::managed_key(),
+            Message,
+            "nocheck:the sigstore CLI has no managed-key verification",
+        ),
+        sc(
             "no-sct_fail",
             BundleSpec {
                 sct: SctSpec::None,
                 ..d()
             },
-            false,
+            Message,
+            "fail",
         ),
-        bad(
+        sc(
             "untrusted-sct_fail",
             BundleSpec {
                 sct: SctSpec::Untrusted,
                 ..d()
             },
-            false,
+            Message,
+            "fail",
         ),
-        bad(
+        sc(
             "chain-with-root_fail",
             BundleSpec {
                 version: BundleVersion::V01,
                 chain: ChainSpec::WithRoot,
                 ..d()
             },
-            false,
+            Message,
+            "nocheck:sigstore-python only warns about a root in the chain",
         ),
-        bad(
+        sc(
             "tsa-wrong-imprint_fail",
             BundleSpec {
-                timestamp: TimestampSpec::Rfc3161(TsaOptions {
-                    embed_certs: true,
-                    gen_time: None,
-                    wrong_imprint: true,
-                }),
+                timestamp: tsa(true, None, true),
                 ..v2()
             },
-            false,
+            Message,
+            "fail",
         ),
-        bad(
+        sc(
             "tsa-outside-cert-validity_fail",
             BundleSpec {
-                timestamp: TimestampSpec::Rfc3161(TsaOptions {
-                    embed_certs: true,
-                    gen_time: Some(sigil_testkit::DEFAULT_SIGNING_TIME + 3600),
-                    wrong_imprint: false,
-                }),
+                timestamp: tsa(true, late, false),
                 ..v2()
             },
-            false,
+            Message,
+            "fail",
         ),
-        bad(
+        sc(
             "integrated-time-after-cert-expiry_fail",
             BundleSpec {
-                integrated_time: Some(sigil_testkit::DEFAULT_SIGNING_TIME + 3600),
+                integrated_time: late,
                 ..d()
             },
-            false,
+            Message,
+            "fail",
+        ),
+        sc(
+            "v2-no-timestamp_fail",
+            BundleSpec {
+                timestamp: TimestampSpec::None,
+                ..v2()
+            },
+            Message,
+            "fail",
+        ),
+        sc(
+            "no-tlog_fail",
+            BundleSpec {
+                tlog: TlogSpec::None,
+                timestamp: TimestampSpec::embedded(),
+                ..d()
+            },
+            Message,
+            "fail",
         ),
     ]
 }
@@ -188,14 +239,13 @@ fn main() -> anyhow::Result<()> {
         let dir = out.join(sc.name);
         fs::create_dir_all(&dir)?;
         let artifact = format!("artifact for {}\n", sc.name).into_bytes();
-        let content = if sc.dsse {
-            Content::in_toto(
-                &artifact,
-                "https://slsa.dev/provenance/v1",
-                serde_json::json!({"buildDefinition": {"buildType": "https://sigil.test/build"}}),
-            )
-        } else {
-            Content::Message(artifact.clone())
+        let predicate =
+            serde_json::json!({"buildDefinition": {"buildType": "https://sigil.test/build"}});
+        let provenance = "https://slsa.dev/provenance/v1";
+        let content = match sc.kind {
+            Kind::Message => Content::Message(artifact.clone()),
+            Kind::DsseNamed => Content::in_toto_named("artifact", &artifact, provenance, predicate),
+            Kind::DsseNameless => Content::in_toto(&artifact, provenance, predicate),
         };
         let minted = kit.sign(&sc.spec, content).with_context(|| sc.name)?;
         fs::write(dir.join("bundle.sigstore.json"), &minted.json)?;
@@ -214,11 +264,7 @@ fn main() -> anyhow::Result<()> {
             fs::write(dir.join("timestamp.tsr"), ts)?;
         }
         fs::write(dir.join("signature.bin"), &minted.signature)?;
-        index.push_str(&format!(
-            "{} {}\n",
-            sc.name,
-            if sc.expect_ok { "ok" } else { "fail" }
-        ));
+        index.push_str(&format!("{} {}\n", sc.name, sc.expect));
     }
     fs::write(
         out.join("fulcio-chain.pem"),

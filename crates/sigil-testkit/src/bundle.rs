@@ -257,10 +257,43 @@ impl Content {
     pub fn in_toto(artifact: &[u8], predicate_type: &str, predicate: Value) -> Self {
         let digest: [u8; 32] = Sha256::digest(artifact).into();
         Content::Dsse {
-            payload_type: "application/vnd.in-toto+json".to_owned(),
+            payload_type: IN_TOTO_PAYLOAD_TYPE.to_owned(),
             payload: in_toto_statement(&digest, predicate_type, predicate),
         }
     }
+
+    /// A DSSE in-toto statement (v1) about `artifact` whose subject also has a `name`.
+    pub fn in_toto_named(
+        name: &str,
+        artifact: &[u8],
+        predicate_type: &str,
+        predicate: Value,
+    ) -> Self {
+        let digest: [u8; 32] = Sha256::digest(artifact).into();
+        Content::Dsse {
+            payload_type: IN_TOTO_PAYLOAD_TYPE.to_owned(),
+            payload: in_toto_statement_named(name, &digest, predicate_type, predicate),
+        }
+    }
+}
+
+/// The DSSE payload type of in-toto statements.
+pub const IN_TOTO_PAYLOAD_TYPE: &str = "application/vnd.in-toto+json";
+
+/// An in-toto Statement v1 whose single subject has a `name` and a `sha256` digest (canonical JSON).
+pub fn in_toto_statement_named(
+    name: &str,
+    subject_digest_sha256: &[u8; 32],
+    predicate_type: &str,
+    predicate: Value,
+) -> Vec<u8> {
+    canonical(&json!({
+        "_type": "https://in-toto.io/Statement/v1",
+        "subject": [{"name": name, "digest": {"sha256": hex::encode(subject_digest_sha256)}}],
+        "predicateType": predicate_type,
+        "predicate": predicate,
+    }))
+    .into_bytes()
 }
 
 /// An in-toto Statement v1 whose single subject has only a `sha256` digest and

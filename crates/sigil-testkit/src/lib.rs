@@ -35,8 +35,9 @@ pub mod tsa;
 pub mod x509;
 
 pub use bundle::{
-    BundleSpec, BundleVersion, ChainSpec, Content, KeySpec, MintedBundle, SctSpec, TimestampSpec,
-    TlogSpec, TsaOptions, V1Kind, V2Kind, in_toto_statement,
+    BundleSpec, BundleVersion, ChainSpec, Content, IN_TOTO_PAYLOAD_TYPE, KeySpec, MintedBundle,
+    SctSpec, TimestampSpec, TlogSpec, TsaOptions, V1Kind, V2Kind, in_toto_statement,
+    in_toto_statement_named,
 };
 pub use fulcio::GithubWorkflow;
 pub use keys::KeyPair;
