@@ -31,6 +31,8 @@ struct Scenario {
     spec: BundleSpec,
     kind: Kind,
     expect: &'static str,
+    /// A kit other than the default one (e.g. with different certificate validity).
+    kit: Option<Testkit>,
 }
 
 fn scenarios() -> Vec<Scenario> {
@@ -42,6 +44,7 @@ fn scenarios() -> Vec<Scenario> {
         spec,
         kind,
         expect,
+        kit: None,
     };
     let tsa = |embed_certs, gen_time, wrong_imprint| {
         TimestampSpec::Rfc3161(TsaOptions {
@@ -186,7 +189,7 @@ fn scenarios() -> Vec<Scenario> {
             "fail",
         ),
         sc(
-            "tsa-outside-cert-validity_fail",
+            "tsa-time-after-leaf-expiry_fail",
             BundleSpec {
                 timestamp: tsa(true, late, false),
                 ..v2()
@@ -194,6 +197,13 @@ fn scenarios() -> Vec<Scenario> {
             Message,
             "fail",
         ),
+        Scenario {
+            kit: Some(Testkit::new(42).with_tsa_validity(
+                sigil_testkit::EPOCH_2020,
+                sigil_testkit::DEFAULT_SIGNING_TIME - 1,
+            )),
+            ..sc("tsa-outside-tsa-cert-validity_fail", v2(), Message, "fail")
+        },
         sc(
             "integrated-time-after-cert-expiry_fail",
             BundleSpec {
@@ -247,6 +257,9 @@ fn main() -> anyhow::Result<()> {
             Kind::DsseNamed => Content::in_toto_named("artifact", &artifact, provenance, predicate),
             Kind::DsseNameless => Content::in_toto(&artifact, provenance, predicate),
         };
+        let kit = sc.kit.as_ref().unwrap_or(&kit);
+        let trusted_root = kit.trusted_root_json();
+        let trust_config = kit.client_trust_config_json(&TrustRootSpec::default());
         let minted = kit.sign(&sc.spec, content).with_context(|| sc.name)?;
         fs::write(dir.join("bundle.sigstore.json"), &minted.json)?;
         fs::write(dir.join("artifact"), &artifact)?;

@@ -114,6 +114,19 @@ impl Testkit {
         }
     }
 
+    /// Replaces the TSA by one (same keys) whose certificates are valid over `[not_before, not_after]`.
+    pub fn with_tsa_validity(mut self, not_before: i64, not_after: i64) -> Self {
+        self.tsa = tsa::Tsa::new(self.seed, "tsa", &self.tsa.uri, not_before, not_after);
+        self
+    }
+
+    /// Replaces the Fulcio CA by one (same keys) whose CA certificates are valid over `[not_before, not_after]`.
+    pub fn with_fulcio_validity(mut self, not_before: i64, not_after: i64) -> Self {
+        self.fulcio =
+            fulcio::FulcioCa::new(self.seed, "fulcio", &self.fulcio.uri, not_before, not_after);
+        self
+    }
+
     /// Signs `data` with the managed key (ECDSA P-256, SHA-256, DER signature).
     pub fn sign_blob(&self, data: &[u8]) -> Vec<u8> {
         self.managed_key.sign(data)
