@@ -526,12 +526,16 @@ pub(crate) fn mint(
         "verificationMaterial": Value::Object(material),
     });
     match &envelope {
-        Some(env) => bundle["dsseEnvelope"] = env.to_json(),
+        Some(env) => crate::json::insert(&mut bundle, "dsseEnvelope", env.to_json()),
         None => {
-            bundle["messageSignature"] = json!({
-                "messageDigest": {"algorithm": "SHA2_256", "digest": B64.encode(artifact_digest)},
-                "signature": B64.encode(&signature),
-            });
+            crate::json::insert(
+                &mut bundle,
+                "messageSignature",
+                json!({
+                    "messageDigest": {"algorithm": "SHA2_256", "digest": B64.encode(artifact_digest)},
+                    "signature": B64.encode(&signature),
+                }),
+            );
         }
     }
 

@@ -43,6 +43,13 @@ fn write(value: &Value, out: &mut String) {
     }
 }
 
+/// Inserts `key: value` into `target` if it is an object (a no-op otherwise).
+pub fn insert(target: &mut Value, key: &str, value: Value) {
+    if let Some(map) = target.as_object_mut() {
+        map.insert(key.to_owned(), value);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

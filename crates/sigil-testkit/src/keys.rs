@@ -218,11 +218,9 @@ mod tests {
         use p256::pkcs8::DecodePublicKey as _;
         let k = KeyPair::p256(3, "y");
         p256::PublicKey::from_public_key_der(&k.spki_der()).unwrap();
-        use p384::pkcs8::DecodePublicKey as _;
         let k = KeyPair::p384(3, "y");
         p384::PublicKey::from_public_key_der(&k.spki_der()).unwrap();
         let k = KeyPair::ed25519(3, "y");
-        use ed25519_dalek::pkcs8::DecodePublicKey as _;
         ed25519_dalek::VerifyingKey::from_public_key_der(&k.spki_der()).unwrap();
     }
 }

@@ -220,19 +220,27 @@ impl TlogEntry {
             "canonicalizedBody": B64.encode(&self.body),
         });
         if let Some(t) = self.integrated_time {
-            v["integratedTime"] = json!(t.to_string());
+            crate::json::insert(&mut v, "integratedTime", json!(t.to_string()));
         }
         if let Some(set) = &self.set {
-            v["inclusionPromise"] = json!({"signedEntryTimestamp": B64.encode(set)});
+            crate::json::insert(
+                &mut v,
+                "inclusionPromise",
+                json!({"signedEntryTimestamp": B64.encode(set)}),
+            );
         }
         if let Some(p) = &self.inclusion_proof {
-            v["inclusionProof"] = json!({
-                "logIndex": p.log_index.to_string(),
-                "rootHash": B64.encode(p.root_hash),
-                "treeSize": p.tree_size.to_string(),
-                "hashes": p.hashes.iter().map(|h| B64.encode(h)).collect::<Vec<_>>(),
-                "checkpoint": {"envelope": p.checkpoint},
-            });
+            crate::json::insert(
+                &mut v,
+                "inclusionProof",
+                json!({
+                    "logIndex": p.log_index.to_string(),
+                    "rootHash": B64.encode(p.root_hash),
+                    "treeSize": p.tree_size.to_string(),
+                    "hashes": p.hashes.iter().map(|h| B64.encode(h)).collect::<Vec<_>>(),
+                    "checkpoint": {"envelope": p.checkpoint},
+                }),
+            );
         }
         v
     }

@@ -35,7 +35,7 @@ impl ValidFor {
     fn to_json(self) -> Value {
         let mut v = json!({"start": rfc3339(self.start)});
         if let Some(end) = self.end {
-            v["end"] = json!(rfc3339(end));
+            crate::json::insert(&mut v, "end", json!(rfc3339(end)));
         }
         v
     }
