@@ -69,5 +69,31 @@ else
   echo "PASS  openssl: wrong-imprint TSA reply rejected"; pass=$((pass + 1))
 fi
 
+# Python `cryptography` (independent of sigstore-python's verifier): the
+# managed-key signature, and the Rekor v1 SET and checkpoint signature.
+if "$venv/bin/python" - "$out" <<'PY'; then pass=$((pass + 1)); else failed=$((failed + 1)); fi
+import base64, json, sys
+from pathlib import Path
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+out = Path(sys.argv[1])
+d = out / "managed-key-v1"
+key = serialization.load_pem_public_key((d / "key.pub").read_bytes())
+b = json.loads((d / "bundle.sigstore.json").read_text())
+key.verify(base64.b64decode(b["messageSignature"]["signature"]), (d / "artifact").read_bytes(), ec.ECDSA(hashes.SHA256()))
+tr = json.loads((out / "trusted_root.json").read_text())
+rekor = serialization.load_der_public_key(base64.b64decode(tr["tlogs"][0]["publicKey"]["rawBytes"]))
+e = b["verificationMaterial"]["tlogEntries"][0]
+payload = json.dumps({"body": e["canonicalizedBody"], "integratedTime": int(e["integratedTime"]),
+                      "logID": base64.b64decode(e["logId"]["keyId"]).hex(), "logIndex": int(e["logIndex"])},
+                     sort_keys=True, separators=(",", ":")).encode()
+rekor.verify(base64.b64decode(e["inclusionPromise"]["signedEntryTimestamp"]), payload, ec.ECDSA(hashes.SHA256()))
+cp = e["inclusionProof"]["checkpoint"]["envelope"]
+note, sigs = cp.split("\n\n", 1)
+sig = base64.b64decode(sigs.split(" ")[-1])
+rekor.verify(sig[4:], (note + "\n").encode(), ec.ECDSA(hashes.SHA256()))
+print("PASS  python-cryptography: managed-key signature, SET and checkpoint signature verify")
+PY
+
 echo "$pass passed, $failed failed"
 [ "$failed" -eq 0 ]

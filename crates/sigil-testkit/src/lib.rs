@@ -9,6 +9,21 @@
 //! root. The same seed always yields byte-identical output: keys come from
 //! the seed and ECDSA signatures are RFC 6979 deterministic.
 //!
+//! ```
+//! use sigil_testkit::{BundleSpec, Content, Testkit};
+//!
+//! let kit = Testkit::new(42);
+//! let minted = kit.sign(&BundleSpec::rekor_v2(), Content::Message(b"artifact".to_vec()))?;
+//! let trusted_root = kit.trusted_root_json();
+//! assert!(minted.json.contains("hashedRekordV002") || minted.json.contains("canonicalizedBody"));
+//! assert!(trusted_root.contains("PKIX_ED25519"));
+//! # Ok::<(), sigil_testkit::TestkitError>(())
+//! ```
+//!
+//! Independent check: `scripts/check-with-sigstore-python.sh` mints every
+//! scenario of `examples/mint.rs` and verifies it with sigstore-python
+//! (offline, the kit's own trust config), openssl and Python `cryptography`.
+//!
 //! Dev-only: nothing here is meant for production, and it must never depend
 //! on `sigil-verifier` (which dev-depends on it).
 #![forbid(unsafe_code)]
