@@ -6,6 +6,8 @@
 #![forbid(unsafe_code)]
 
 pub mod bundle;
+pub mod checkpoint;
 pub mod crypto;
+pub mod merkle;
 pub mod trust;
 pub mod x509;
