@@ -9,5 +9,6 @@ pub mod bundle;
 pub mod checkpoint;
 pub mod crypto;
 pub mod merkle;
+pub mod tlog;
 pub mod trust;
 pub mod x509;
