@@ -788,7 +788,6 @@ impl<'a> Body<'a> {
     }
 
     fn hashedrekord_v002(&self) -> Result<(), TlogError> {
-        const BASE: &str = "spec.hashedRekordV002";
         let sig = self.b64("spec.hashedRekordV002.signature.content")?;
         let digest = self.b64("spec.hashedRekordV002.data.digest")?;
         let alg = self.str("spec.hashedRekordV002.data.algorithm")?;
@@ -831,7 +830,7 @@ impl<'a> Body<'a> {
         }
         let verifier = self
             .value("spec.hashedRekordV002.signature.verifier")
-            .ok_or_else(|| self.field_err(&join(BASE, "signature.verifier"), "missing"))?;
+            .ok_or_else(|| self.field_err("spec.hashedRekordV002.signature.verifier", "missing"))?;
         self.check_v2_verifier(verifier, "spec.hashedRekordV002.signature.verifier")
     }
 
