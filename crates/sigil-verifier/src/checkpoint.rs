@@ -536,4 +536,15 @@ pub(crate) mod tests {
         assert_eq!(ok.tree_size, 0);
         assert_eq!(ok.extensions, vec!["x: y"]);
     }
+
+    proptest::proptest! {
+        #[test]
+        fn arbitrary_notes_never_panic(text in "(?s).{0,300}", lines in proptest::collection::vec("[a-z0-9 =+/\u{2014}-]{0,20}", 0..8)) {
+            let _ = parse_checkpoint(&text);
+            let joined = lines.join("\n");
+            let _ = parse_checkpoint(&joined);
+            let root = TrustedRoot::public_good().unwrap();
+            let _ = verify_checkpoint(&joined, &root.tlogs[0]);
+        }
+    }
 }
