@@ -6,7 +6,10 @@
 #![forbid(unsafe_code)]
 
 pub mod bundle;
+pub mod checkpoint;
 pub mod crypto;
 pub mod dsse;
+pub mod merkle;
+pub mod tlog;
 pub mod trust;
 pub mod x509;
