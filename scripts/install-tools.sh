@@ -1,0 +1,193 @@
+#!/usr/bin/env bash
+# Installs the third-party tools that sigil's tests and benchmarks drive (peer
+# verifiers, local OCI registries, an image pusher) into a cache directory, and
+# prints that cache's bin/ directory on stdout. Everything else goes to stderr, so
+#   PATH="$(scripts/install-tools.sh):$PATH"
+# works. Re-running is cheap: a tool whose version stamp matches is left alone.
+#
+# Usage: scripts/install-tools.sh [--list] [TOOL...]   (no TOOL: install all)
+# Tools: cosign olareg crane docker-registry sigstore-python
+# Cache: ${SIGIL_TOOLS_DIR:-<repo>/.cache/tools}; see scripts/README.md.
+set -euo pipefail
+
+# Pinned versions. Each must be served by the Go module proxy, PyPI or Debian:
+# the machines reach nothing else.
+COSIGN_VERSION=v3.1.3            # newest v3.x on the Go proxy
+OLAREG_VERSION=v0.2.2            # newest olareg the Go proxy serves
+CRANE_VERSION=v0.22.1            # github.com/google/go-containerregistry
+SIGSTORE_PYTHON_VERSION=4.5.1    # newest 4.x on PyPI
+DOCKER_REGISTRY_PACKAGE=docker-registry   # Debian's distribution 2.8
+
+ALL_TOOLS=(cosign olareg crane docker-registry sigstore-python)
+
+REPO=$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")/.." && pwd)
+TOOLS_DIR=${SIGIL_TOOLS_DIR:-$REPO/.cache/tools}
+BIN=$TOOLS_DIR/bin
+STAMPS=$TOOLS_DIR/stamps
+
+log() { printf 'install-tools: %s\n' "$*" >&2; }
+die() { log "error: $*"; exit 1; }
+
+usage() {
+    sed -n '8,10s/^# \{0,1\}//p' "${BASH_SOURCE[0]}" >&2
+}
+
+# A stamp records what was installed; the tool counts as present only when the
+# stamp says exactly $2 and the binary $3 is executable.
+is_current() {
+    local name=$1 want=$2 binary=$3
+    [[ -x $binary && -f $STAMPS/$name && "$(<"$STAMPS/$name")" == "$want" ]]
+}
+
+write_stamp() {
+    printf '%s\n' "$2" >"$STAMPS/$1"
+}
+
+need() {
+    command -v "$1" >/dev/null 2>&1 || die "'$1' is not on PATH; $2"
+}
+
+# Builds MODULE/cmd/NAME@VERSION into $BIN. The stamp includes the Go version,
+# so a toolchain change rebuilds.
+#   go_tool NAME PACKAGE VERSION install   plain `go install PACKAGE@VERSION`
+#   go_tool NAME PACKAGE VERSION wrapped   `go get` + `go build` in a throwaway
+#       module that requires only MODULE@VERSION. Same dependency versions as
+#       `go install` (minimal version selection over that one requirement), but
+#       it never asks the proxy for the module's version list, which `go install`
+#       does (to look for a deprecation notice) and which the proxy refuses for
+#       some modules (olareg: "403 Forbidden ... @v/list").
+go_tool() {
+    local name=$1 pkg=$2 version=$3 mode=$4
+    need go "install Go (the polyglot machine ships /usr/local/go)"
+    local want
+    want="$pkg@$version $(go env GOVERSION)"
+    if is_current "$name" "$want" "$BIN/$name"; then
+        log "$name $version: up to date"
+        return
+    fi
+    local flags
+    flags="$(go env GOFLAGS) -trimpath"
+    # GOTOOLCHAIN=local: never fetch another Go; fail loudly if the module wants one.
+    case $mode in
+        install)
+            log "$name $version: go install $pkg@$version"
+            GOBIN=$BIN GOFLAGS=$flags GOTOOLCHAIN=local go install "$pkg@$version"
+            ;;
+        wrapped)
+            log "$name $version: go build $pkg in a wrapper module requiring $version"
+            local work
+            work=$(mktemp -d "$TOOLS_DIR/build.XXXXXX")
+            # set -e does not apply inside a subshell tested by `if`: chain with &&.
+            if ! (cd "$work" &&
+                GOTOOLCHAIN=local go mod init "sigil-tools/$name" >&2 &&
+                GOTOOLCHAIN=local go get "$pkg@$version" >&2 &&
+                GOFLAGS=$flags GOTOOLCHAIN=local go build -o "$BIN/$name.tmp" "$pkg"); then
+                rm -rf -- "$work" "$BIN/$name.tmp"
+                die "$name: build failed"
+            fi
+            rm -rf -- "$work"
+            mv -f -- "$BIN/$name.tmp" "$BIN/$name"
+            ;;
+        *) die "go_tool: unknown mode $mode" ;;
+    esac
+    [[ -x $BIN/$name ]] || die "$name: the build produced no $BIN/$name"
+    write_stamp "$name" "$want"
+}
+
+install_cosign() {
+    go_tool cosign github.com/sigstore/cosign/v3/cmd/cosign "$COSIGN_VERSION" install
+}
+
+install_olareg() {
+    go_tool olareg github.com/olareg/olareg/cmd/olareg "$OLAREG_VERSION" wrapped
+}
+
+install_crane() {
+    go_tool crane github.com/google/go-containerregistry/cmd/crane "$CRANE_VERSION" install
+}
+
+# Debian's package installs system-wide; we only link it into $BIN. It is not
+# reinstalled or upgraded when present.
+install_docker_registry() {
+    local path=/usr/bin/docker-registry
+    if [[ ! -x $path ]]; then
+        need apt-get "install Debian's $DOCKER_REGISTRY_PACKAGE package by hand"
+        local sudo=()
+        if [[ $(id -u) -ne 0 ]]; then
+            need sudo "run as root to apt-get install $DOCKER_REGISTRY_PACKAGE"
+            sudo=(sudo)
+        fi
+        log "docker-registry: apt-get install $DOCKER_REGISTRY_PACKAGE"
+        # The package list may be missing or stale on a fresh machine.
+        if ! "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive \
+                apt-get install -y --no-install-recommends "$DOCKER_REGISTRY_PACKAGE" >&2; then
+            "${sudo[@]}" apt-get update >&2
+            "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive \
+                apt-get install -y --no-install-recommends "$DOCKER_REGISTRY_PACKAGE" >&2
+        fi
+        [[ -x $path ]] || die "docker-registry: package installed but $path is missing"
+    else
+        log "docker-registry: present"
+    fi
+    ln -sfn "$path" "$BIN/docker-registry"
+    log "docker-registry: $path"
+}
+
+install_sigstore_python() {
+    local venv=$TOOLS_DIR/venv
+    need python3 "install Python 3.9 or newer"
+    local want
+    want="sigstore==$SIGSTORE_PYTHON_VERSION $(python3 -c 'import sys; print(sys.version.split()[0])')"
+    if is_current sigstore-python "$want" "$venv/bin/sigstore" && [[ -L $BIN/sigstore ]]; then
+        log "sigstore-python $SIGSTORE_PYTHON_VERSION: up to date"
+        return
+    fi
+    log "sigstore-python $SIGSTORE_PYTHON_VERSION: pip install into $venv"
+    # A venv built by another Python (or half-built) is thrown away.
+    rm -rf -- "$venv"
+    python3 -m venv "$venv"
+    "$venv/bin/python" -m pip install --quiet --disable-pip-version-check \
+        "sigstore==$SIGSTORE_PYTHON_VERSION" >&2
+    [[ -x $venv/bin/sigstore ]] || die "sigstore-python: $venv/bin/sigstore is missing"
+    ln -sfn ../venv/bin/sigstore "$BIN/sigstore"
+    write_stamp sigstore-python "$want"
+}
+
+main() {
+    local tools=()
+    while (($#)); do
+        case $1 in
+            -h | --help) usage; exit 0 ;;
+            --list) printf '%s\n' "${ALL_TOOLS[@]}"; exit 0 ;;
+            -*) usage; die "unknown option: $1" ;;
+            *) tools+=("$1") ;;
+        esac
+        shift
+    done
+    ((${#tools[@]})) || tools=("${ALL_TOOLS[@]}")
+
+    local t
+    for t in "${tools[@]}"; do
+        case $t in
+            cosign | olareg | crane | docker-registry | sigstore-python) ;;
+            *) usage; die "unknown tool: $t (known: ${ALL_TOOLS[*]})" ;;
+        esac
+    done
+
+    mkdir -p -- "$BIN" "$STAMPS"
+    # Two runs at once (parallel test jobs) would race on go install and pip.
+    if command -v flock >/dev/null 2>&1; then
+        exec 9>"$TOOLS_DIR/.lock"
+        flock 9
+    fi
+
+    local start
+    for t in "${tools[@]}"; do
+        start=$SECONDS
+        "install_${t//-/_}"
+        log "$t: $((SECONDS - start))s"
+    done
+    printf '%s\n' "$BIN"
+}
+
+main "$@"
