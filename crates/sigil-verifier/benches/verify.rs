@@ -56,7 +56,10 @@ fn bench(c: &mut Criterion) {
     });
     let now = time::OffsetDateTime::now_utc();
     for (label, name) in [
-        ("dsse_rekor_v1_set_proof_checkpoint", "happy-path-intoto-in-dsse-v3"),
+        (
+            "dsse_rekor_v1_set_proof_checkpoint",
+            "happy-path-intoto-in-dsse-v3",
+        ),
         ("message_rekor_v2_tsa", "rekor2-happy-path"),
     ] {
         let f = fixture(name);

@@ -2,7 +2,7 @@
 //! both spellings) parsed from their protobuf-JSON form into decoded bytes.
 //!
 //! Parsing checks shape only: versions, required fields per version, base64 and
-//! integer syntax. Whether anything verifies is decided in [`crate::verify`].
+//! integer syntax. Whether anything verifies is decided by the `verify` module.
 
 use base64::Engine as _;
 use serde::Deserialize;
@@ -299,8 +299,21 @@ fn field(path: &str, reason: impl Into<String>) -> BundleError {
 
 /// Decodes standard base64 (padding optional, as protobuf-JSON allows), also
 /// accepting the URL-safe alphabet, which protobuf-JSON parsers accept too.
+///
+/// ASCII whitespace is skipped, as Go's and Python's decoders do: some signers
+/// wrap long base64 values with newlines.
 pub(crate) fn decode_b64(path: &str, s: &str) -> Result<Vec<u8>, BundleError> {
     use base64::engine::general_purpose::{STANDARD, STANDARD_NO_PAD, URL_SAFE, URL_SAFE_NO_PAD};
+    let compact;
+    let s = if s.bytes().any(|b| b.is_ascii_whitespace()) {
+        compact = s
+            .chars()
+            .filter(|c| !c.is_ascii_whitespace())
+            .collect::<String>();
+        compact.as_str()
+    } else {
+        s
+    };
     STANDARD
         .decode(s)
         .or_else(|_| STANDARD_NO_PAD.decode(s))

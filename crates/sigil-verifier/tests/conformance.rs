@@ -51,9 +51,15 @@ fn run_case(dir: &Path, digest_mode: bool) -> Result<(), String> {
     } else {
         Artifact::Bytes(&bytes)
     };
-    verify_bundle(&bundle, artifact, &policy, &root, time::OffsetDateTime::now_utc())
-        .map(|_| ())
-        .map_err(|e| e.to_string())
+    verify_bundle(
+        &bundle,
+        artifact,
+        &policy,
+        &root,
+        time::OffsetDateTime::now_utc(),
+    )
+    .map(|_| ())
+    .map_err(|e| e.to_string())
 }
 
 #[test]
@@ -66,7 +72,11 @@ fn every_conformance_case_gets_the_expected_verdict_in_path_and_digest_mode() {
         .map(|e| e.file_name().to_string_lossy().into_owned())
         .collect();
     names.sort();
-    assert!(names.len() >= 70, "expected the full conformance suite, found {} cases", names.len());
+    assert!(
+        names.len() >= 70,
+        "expected the full conformance suite, found {} cases",
+        names.len()
+    );
     let mut wrong = Vec::new();
     for name in &names {
         let expect_ok = !name.ends_with("_fail");
@@ -82,5 +92,10 @@ fn every_conformance_case_gets_the_expected_verdict_in_path_and_digest_mode() {
             }
         }
     }
-    assert!(wrong.is_empty(), "{} wrong verdicts:\n{}", wrong.len(), wrong.join("\n"));
+    assert!(
+        wrong.is_empty(),
+        "{} wrong verdicts:\n{}",
+        wrong.len(),
+        wrong.join("\n")
+    );
 }
