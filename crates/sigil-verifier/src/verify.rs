@@ -200,14 +200,6 @@ pub enum VerifyError {
         "no verified signing time: the bundle needs a transparency log entry with a signed entry timestamp or an RFC 3161 timestamp from a trusted authority"
     )]
     NoVerifiedTime,
-    /// A verified time falls outside the log key's validity.
-    #[error("transparency log {log} was not trusted at {time} (outside its validFor)")]
-    LogKeyNotValid {
-        /// The log's base URL.
-        log: String,
-        /// The time checked.
-        time: String,
-    },
     /// The certificate chain failed at a verified time.
     #[error("certificate chain at {time} ({source_kind}): {source}")]
     Chain {
@@ -246,7 +238,6 @@ impl VerifyError {
             Self::NoTlogEntry => "no-tlog-entry",
             Self::Timestamp { .. } => "timestamp",
             Self::NoVerifiedTime => "no-verified-time",
-            Self::LogKeyNotValid { .. } => "log-key-not-valid",
             Self::Chain { .. } => "certificate-chain",
             Self::Sct(_) => "sct",
             Self::Identity(_) => "identity",
@@ -376,7 +367,7 @@ pub fn verify_bundle(
         return Err(VerifyError::NoTlogEntry);
     }
     let mut verified_times: Vec<(OffsetDateTime, TimeSource)> = Vec::new();
-    let mut v2_logs = Vec::new();
+    let mut untimed_entries = Vec::new();
     let mut first_log = None;
     let ctx = EntryContext {
         bundle,
@@ -394,8 +385,8 @@ pub fn verify_bundle(
         if let Some(t) = v.integrated_time {
             verified_times.push((t, TimeSource::IntegratedTime { log_index: v.log_index }));
         }
-        if v.rekor_v2 {
-            v2_logs.push(v.log);
+        if v.integrated_time.is_none() {
+            untimed_entries.push((index, v));
         }
     }
 
@@ -415,18 +406,17 @@ pub fn verify_bundle(
     }
     verified_times.sort_by_key(|(t, _)| *t);
 
-    // A Rekor v2 entry carries no time of its own: its log key must have been
-    // valid at the times the timestamp authorities vouch for.
-    for log in v2_logs {
-        if let Some(l) = root.tlogs.get(log) {
-            for (t, _) in &verified_times {
-                if !l.valid_for.contains(*t) {
-                    return Err(VerifyError::LogKeyNotValid {
-                        log: l.base_url.clone(),
-                        time: rfc3339(*t),
-                    });
-                }
-            }
+    // A Rekor v2 entry (or a v1 entry without a SET) carries no verified time
+    // of its own: its log key must have been valid at the times the timestamp
+    // authorities vouch for.
+    for (index, entry) in &untimed_entries {
+        for (t, _) in &verified_times {
+            entry
+                .check_log_valid_at(root, *t)
+                .map_err(|source| VerifyError::Tlog {
+                    index: *index,
+                    source,
+                })?;
         }
     }
 
