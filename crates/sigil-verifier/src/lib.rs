@@ -6,6 +6,9 @@
 #![forbid(unsafe_code)]
 
 pub mod bundle;
+pub mod chain;
 pub mod crypto;
+pub mod identity;
+pub mod sct;
 pub mod trust;
 pub mod x509;
