@@ -7,11 +7,14 @@
 //! be byte-identical to a certificate of the authority that matched, and a
 //! bundle that carries a root is rejected outright.
 
+use std::sync::Mutex;
+
 use time::OffsetDateTime;
 
+use crate::crypto::sha256;
 use crate::sct::{describe, rfc3339};
 use crate::trust::{CertificateAuthority, TrustedRoot};
-use crate::x509::{Certificate, OID_EKU_CODE_SIGNING};
+use crate::x509::{Certificate, CertificateError, OID_EKU_CODE_SIGNING};
 
 /// OID of `anyExtendedKeyUsage`.
 const OID_EKU_ANY: &str = "2.5.29.37.0";
@@ -99,19 +102,20 @@ pub enum ChainError {
     },
     /// No authority of the trust root has a certificate named like the leaf's issuer.
     #[error(
-        "signing certificate {cert} was issued by `{issuer}`, which is not a certificate authority \
-         of the trust root; use the trust root of the Sigstore instance that issued it"
+        "signing certificate with serial {serial} was issued by `{issuer}`, which is not a \
+         certificate authority of the trust root; use the trust root of the Sigstore instance \
+         that issued it"
     )]
     UnknownIssuer {
-        /// Description of the leaf.
-        cert: String,
+        /// The leaf's serial number, hex.
+        serial: String,
         /// The leaf's issuer name.
         issuer: String,
     },
     /// The matching authority was not valid at the signing time.
     #[error(
-        "certificate authority {authority} issued the signing certificate, but the trust root \
-         trusts it only {valid_for}, and the signature was made at {at}"
+        "certificate authority {authority} is named as the signing certificate's issuer, but the \
+         trust root trusts it only {valid_for} and the signature was made at {at}"
     )]
     AuthorityNotValidAt {
         /// The authority's URI and name.
@@ -299,7 +303,7 @@ fn try_authority(
         .collect();
     if candidates.is_empty() {
         return Err(ChainError::UnknownIssuer {
-            cert: describe(leaf),
+            serial: hex::encode(&leaf.serial),
             issuer: leaf.issuer.clone(),
         });
     }
@@ -392,11 +396,10 @@ fn check_ca_path(
         }
         match certs.peek() {
             Some(parent) => {
-                ca.verify_issued_by(parent)
-                    .map_err(|e| ChainError::BrokenAuthorityChain {
-                        authority: authority_name(authority),
-                        reason: e.to_string(),
-                    })?;
+                verify_ca_link(ca, parent).map_err(|e| ChainError::BrokenAuthorityChain {
+                    authority: authority_name(authority),
+                    reason: e.to_string(),
+                })?;
             }
             None => {
                 // The anchor is trusted because the trust root lists it, not
@@ -417,6 +420,49 @@ fn check_ca_path(
         if ca.subject_der != ca.issuer_der {
             intermediates_below = intermediates_below.saturating_add(1);
         }
+    }
+    Ok(())
+}
+
+/// CA→CA links of trust-root chains already verified, keyed by a SHA-256
+/// over everything `verify_issued_by` reads (names, signed bytes, signature,
+/// algorithm, issuer key). Every admission re-checks the same one or two
+/// links, and a P-384 verification costs about a millisecond; a signature
+/// over identical bytes with an identical key cannot change its verdict.
+static VERIFIED_CA_LINKS: Mutex<Vec<[u8; 32]>> = Mutex::new(Vec::new());
+
+/// Bound on [`VERIFIED_CA_LINKS`]: trust roots hold a handful of authorities.
+const MAX_CACHED_LINKS: usize = 64;
+
+fn verify_ca_link(child: &Certificate, parent: &Certificate) -> Result<(), CertificateError> {
+    let mut input = Vec::with_capacity(child.tbs.len() + 1024);
+    for part in [
+        child.issuer_der.as_slice(),
+        child.tbs.as_slice(),
+        child.signature.as_slice(),
+        format!("{:?}", child.signature_algorithm).as_bytes(),
+        parent.subject_der.as_slice(),
+        parent.spki_der.as_slice(),
+    ] {
+        // Length-prefixed so that no two different inputs concatenate alike.
+        input.extend_from_slice(&(part.len() as u64).to_be_bytes());
+        input.extend_from_slice(part);
+    }
+    let key = sha256(&input);
+    // A poisoned lock only means another thread panicked mid-insert; treat
+    // it as a cache miss rather than trusting or failing anything.
+    if VERIFIED_CA_LINKS
+        .lock()
+        .is_ok_and(|links| links.contains(&key))
+    {
+        return Ok(());
+    }
+    child.verify_issued_by(parent)?;
+    if let Ok(mut links) = VERIFIED_CA_LINKS.lock() {
+        if links.len() >= MAX_CACHED_LINKS {
+            links.clear();
+        }
+        links.push(key);
     }
     Ok(())
 }
@@ -733,6 +779,24 @@ mod tests {
             matches!(err, ChainError::BrokenAuthorityChain { .. }),
             "{err}"
         );
+    }
+
+    #[test]
+    fn a_tampered_trust_root_intermediate_fails_even_after_a_cached_success() {
+        let (certs, root) = case!("happy-path-v0.3");
+        let at = at_issuance(&certs[0]);
+        assert!(verify_fulcio_chain(&certs[0], &[], &root, at).is_ok());
+        let mut r = root.clone();
+        let mut der = r.certificate_authorities[1].chain[0].der.clone();
+        // The last byte of the DER is the last byte of the signature.
+        *der.last_mut().unwrap() ^= 0x01;
+        r.certificate_authorities[1].chain[0] = Certificate::from_der(&der).unwrap();
+        let err = verify_fulcio_chain(&certs[0], &[], &r, at).unwrap_err();
+        assert!(
+            matches!(err, ChainError::BrokenAuthorityChain { .. }),
+            "{err}"
+        );
+        assert!(verify_fulcio_chain(&certs[0], &[], &root, at).is_ok());
     }
 
     #[test]

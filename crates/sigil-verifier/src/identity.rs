@@ -353,7 +353,7 @@ impl std::fmt::Display for IdentityMatcher {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             Self::Exact(s) => write!(f, "`{s}`"),
-            Self::Regex(r) => write!(f, "matching regular expression `{}`", r.as_str()),
+            Self::Regex(r) => write!(f, "regular expression `{}`", r.as_str()),
         }
     }
 }

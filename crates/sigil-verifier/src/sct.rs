@@ -239,8 +239,12 @@ fn check_one(
 }
 
 /// Maps the TLS `HashAlgorithm` and `SignatureAlgorithm` bytes (RFC 5246
-/// §7.4.1.4.1) to a scheme sigil can verify.
+/// §7.4.1.4.1) to a scheme sigil can verify; (8, 7) is TLS 1.3's ed25519
+/// code point (RFC 8446), which Static CT logs may use.
 fn sct_algorithm(hash: u8, sig: u8) -> Option<SignatureAlgorithm> {
+    if (hash, sig) == (8, 7) {
+        return Some(SignatureAlgorithm::Ed25519);
+    }
     let hash = match hash {
         4 => HashAlgorithm::Sha256,
         5 => HashAlgorithm::Sha384,
@@ -671,10 +675,7 @@ mod tests {
         }
         let err = verify_embedded_scts(&certs[0], &issuer, &root).unwrap_err();
         assert!(matches!(err, SctError::LogKeyNotValid { .. }), "{err}");
-        assert!(
-            err.to_string().contains("2024-03-19T17:26:26.47Z"),
-            "{err}"
-        );
+        assert!(err.to_string().contains("2024-03-19T17:26:26.47Z"), "{err}");
     }
 
     #[test]
