@@ -288,7 +288,7 @@ fn try_authority(
     // Names (and key identifiers, when both sides have them) select the
     // candidates cheaply, so authorities of other instances cost no signature
     // check and do not drown the useful failure.
-    let candidates: Vec<usize> = authority
+    let candidates: Vec<(usize, &Certificate)> = authority
         .chain
         .iter()
         .enumerate()
@@ -299,7 +299,6 @@ fn try_authority(
                     _ => true,
                 }
         })
-        .map(|(i, _)| i)
         .collect();
     if candidates.is_empty() {
         return Err(ChainError::UnknownIssuer {
@@ -320,19 +319,14 @@ fn try_authority(
         });
     }
     let mut best: Option<ChainError> = None;
-    for index in candidates {
-        let result = authority
-            .chain
-            .get(index)
-            .ok_or(ChainError::NoAuthorities)
-            .and_then(|issuer| {
-                leaf.verify_issued_by(issuer)
-                    .map_err(|e| ChainError::LeafSignature {
-                        cert: describe(leaf),
-                        issuer: issuer.subject.clone(),
-                        authority: authority_name(authority),
-                        reason: e.to_string(),
-                    })
+    for (index, issuer) in candidates {
+        let result = leaf
+            .verify_issued_by(issuer)
+            .map_err(|e| ChainError::LeafSignature {
+                cert: describe(leaf),
+                issuer: issuer.subject.clone(),
+                authority: authority_name(authority),
+                reason: e.to_string(),
             })
             .and_then(|()| check_ca_path(authority, index, at))
             .and_then(|()| check_bundle_chain(bundle_chain, authority));
