@@ -6,10 +6,13 @@
 #![forbid(unsafe_code)]
 
 pub mod bundle;
+pub mod chain;
 pub mod checkpoint;
 pub mod crypto;
 pub mod dsse;
+pub mod identity;
 pub mod merkle;
+pub mod sct;
 pub mod tlog;
 pub mod trust;
 pub mod x509;
