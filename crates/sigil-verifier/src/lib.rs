@@ -7,5 +7,6 @@
 
 pub mod bundle;
 pub mod crypto;
+pub mod der;
 pub mod trust;
 pub mod x509;
