@@ -9,4 +9,5 @@ pub mod bundle;
 pub mod crypto;
 pub mod der;
 pub mod trust;
+pub mod tsa;
 pub mod x509;
