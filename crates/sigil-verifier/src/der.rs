@@ -658,4 +658,28 @@ mod tests {
         assert_eq!(context(0, true), 0xa0);
         assert_eq!(context(1, false), 0x81);
     }
+
+    /// Walks every element of `r`, descending into constructed ones.
+    fn walk(mut r: Reader<'_>, depth: usize) {
+        while !r.is_empty() {
+            let Ok(tlv) = r.read_any() else { return };
+            assert!(tlv.raw.len() >= tlv.value.len() + 2);
+            if tlv.tag & 0x20 != 0 && depth < 64 {
+                walk(tlv.reader(), depth + 1);
+            }
+            let _ = (
+                tlv.oid(),
+                tlv.integer_bytes(),
+                tlv.generalized_time(),
+                tlv.boolean(),
+            );
+        }
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn arbitrary_input_never_panics(bytes in proptest::collection::vec(proptest::num::u8::ANY, 0..512)) {
+            walk(Reader::new(&bytes), 0);
+        }
+    }
 }

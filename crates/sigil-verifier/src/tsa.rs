@@ -883,7 +883,15 @@ fn parse_signer_info<'a>(info: &Tlv<'a>) -> Result<SignerFields<'a>, TimestampEr
     r.finish().map_err(&m)?;
 
     let (sig_oid, params) = algorithm_identifier(&sig_alg)?;
+    // ECDSA and Ed25519 take no parameters, RSA PKCS#1 v1.5 a NULL; anything
+    // else (RSASSA-PSS parameters) is an algorithm sigil does not support.
     if let Some(p) = params {
+        if p.tag != der::NULL {
+            return Err(TimestampError::UnsupportedAlgorithm {
+                what: "SignerInfo signature algorithm parameters",
+                oid: sig_oid,
+            });
+        }
         p.null()
             .map_err(malformed("SignerInfo signatureAlgorithm"))?;
     }
@@ -920,7 +928,7 @@ struct SignedAttrs<'a> {
 
 fn parse_signed_attrs<'a>(attrs: &Tlv<'a>) -> Result<SignedAttrs<'a>, TimestampError> {
     let m = malformed("signedAttrs");
-    let mut seen: Vec<String> = Vec::new();
+    let mut seen: HashSet<String> = HashSet::new();
     let mut content_type = None;
     let mut message_digest = None;
     let mut ess = Vec::new();
@@ -977,7 +985,7 @@ fn parse_signed_attrs<'a>(attrs: &Tlv<'a>) -> Result<SignedAttrs<'a>, TimestampE
             OID_SIGNING_CERTIFICATE_V2 => ess.push(parse_signing_certificate(&single()?, true)?),
             _ => {}
         }
-        seen.push(oid);
+        seen.insert(oid);
     }
     Ok(SignedAttrs {
         content_type: content_type
@@ -1410,5 +1418,37 @@ mod tests {
             s.spawn(|| sweep("rekor2-happy-path"));
             s.spawn(|| sweep("rekor2-timestamp-without-embedded-cert"));
         });
+    }
+
+    static HAPPY: std::sync::LazyLock<Case> =
+        std::sync::LazyLock::new(|| case("rekor2-happy-path"));
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(256))]
+
+        #[test]
+        fn arbitrary_bytes_are_rejected_without_panicking(
+            bytes in proptest::collection::vec(proptest::num::u8::ANY, 0..2048)
+        ) {
+            proptest::prop_assert!(verify_rfc3161(&bytes, &HAPPY.signed, &HAPPY.root).is_err());
+        }
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(48))]
+
+        #[test]
+        fn several_byte_changes_never_yield_another_time(
+            edits in proptest::collection::vec((proptest::num::usize::ANY, 1u8..=255), 1..4)
+        ) {
+            let mut token = HAPPY.token.clone();
+            for (pos, mask) in &edits {
+                let i = pos % token.len();
+                token[i] ^= mask;
+            }
+            if let Ok(got) = verify_rfc3161(&token, &HAPPY.signed, &HAPPY.root) {
+                proptest::prop_assert_eq!(got.time, t("2025-06-12T12:02:20Z"));
+            }
+        }
     }
 }
