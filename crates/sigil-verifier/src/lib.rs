@@ -13,6 +13,7 @@ pub mod der;
 pub mod dsse;
 pub mod identity;
 pub mod merkle;
+pub mod policy;
 pub mod sct;
 pub mod tlog;
 pub mod trust;

@@ -1,0 +1,1 @@
+//! sigil-api: placeholder
