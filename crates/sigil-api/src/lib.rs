@@ -7,7 +7,9 @@
 #![forbid(unsafe_code)]
 
 pub mod cip;
+pub mod compile;
 pub mod crds;
+pub mod lint;
 pub mod trustroot;
 
 pub use cip::{ClusterImagePolicy, ClusterImagePolicySpec};
