@@ -512,9 +512,16 @@ fn matcher(
         (None, Some(r)) => match regex::RegexBuilder::new(r).size_limit(1 << 20).build() {
             Ok(re) => Some(IdentityMatcher::Regex(re)),
             Err(e) => {
+                // The regex crate's message spans lines; status and admission
+                // messages are single lines.
+                let reason = e
+                    .to_string()
+                    .split_whitespace()
+                    .collect::<Vec<_>>()
+                    .join(" ");
                 errs.add(
                     format!("{path}.{field}RegExp"),
-                    format!("invalid regex: {e}"),
+                    format!("invalid regex: {reason}"),
                 );
                 None
             }

@@ -8,6 +8,7 @@
 
 pub mod cip;
 pub mod compile;
+pub mod convert;
 pub mod crds;
 pub mod lint;
 pub mod trustroot;

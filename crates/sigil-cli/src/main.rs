@@ -1,6 +1,8 @@
 //! `sigil`: verify Sigstore bundles (and, later, images and policies) from the
 //! command line with exactly the verifier the admission webhook uses.
 
+mod policy_cmd;
+
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
@@ -24,6 +26,8 @@ struct Cli {
 enum Command {
     /// Verify a Sigstore bundle against an artifact (sigstore-conformance CLI protocol).
     VerifyBundle(VerifyBundleArgs),
+    /// Lint ClusterImagePolicy/TrustRoot files, convert from policy-controller.
+    Policy(policy_cmd::PolicyArgs),
 }
 
 #[derive(Args)]
@@ -60,6 +64,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::VerifyBundle(args) => verify_bundle_cmd(&args),
+        Command::Policy(args) => policy_cmd::run(&args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
