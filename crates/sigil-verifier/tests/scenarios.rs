@@ -176,7 +176,7 @@ fn rekor_v2_entries_verify_with_a_timestamp_with_or_without_embedded_certificate
         for kind in [V2Kind::HashedRekord, V2Kind::Dsse] {
             let spec = BundleSpec {
                 tlog: TlogSpec::RekorV2(kind),
-                timestamp: timestamp.clone(),
+                timestamp,
                 ..BundleSpec::default()
             };
             let minted = if kind == V2Kind::Dsse {
