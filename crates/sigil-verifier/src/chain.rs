@@ -7,14 +7,11 @@
 //! be byte-identical to a certificate of the authority that matched, and a
 //! bundle that carries a root is rejected outright.
 
-use std::sync::Mutex;
-
 use time::OffsetDateTime;
 
-use crate::crypto::sha256;
 use crate::sct::{describe, rfc3339};
 use crate::trust::{CertificateAuthority, TrustedRoot};
-use crate::x509::{Certificate, CertificateError, OID_EKU_CODE_SIGNING};
+use crate::x509::{Certificate, OID_EKU_CODE_SIGNING};
 
 /// OID of `anyExtendedKeyUsage`.
 const OID_EKU_ANY: &str = "2.5.29.37.0";
@@ -390,9 +387,11 @@ fn check_ca_path(
         }
         match certs.peek() {
             Some(parent) => {
-                verify_ca_link(ca, parent).map_err(|e| ChainError::BrokenAuthorityChain {
-                    authority: authority_name(authority),
-                    reason: e.to_string(),
+                crate::x509::verify_trust_link(ca, parent).map_err(|e| {
+                    ChainError::BrokenAuthorityChain {
+                        authority: authority_name(authority),
+                        reason: e.to_string(),
+                    }
                 })?;
             }
             None => {
@@ -414,49 +413,6 @@ fn check_ca_path(
         if ca.subject_der != ca.issuer_der {
             intermediates_below = intermediates_below.saturating_add(1);
         }
-    }
-    Ok(())
-}
-
-/// CA→CA links of trust-root chains already verified, keyed by a SHA-256
-/// over everything `verify_issued_by` reads (names, signed bytes, signature,
-/// algorithm, issuer key). Every admission re-checks the same one or two
-/// links, and a P-384 verification costs about a millisecond; a signature
-/// over identical bytes with an identical key cannot change its verdict.
-static VERIFIED_CA_LINKS: Mutex<Vec<[u8; 32]>> = Mutex::new(Vec::new());
-
-/// Bound on [`VERIFIED_CA_LINKS`]: trust roots hold a handful of authorities.
-const MAX_CACHED_LINKS: usize = 64;
-
-fn verify_ca_link(child: &Certificate, parent: &Certificate) -> Result<(), CertificateError> {
-    let mut input = Vec::with_capacity(child.tbs.len() + 1024);
-    for part in [
-        child.issuer_der.as_slice(),
-        child.tbs.as_slice(),
-        child.signature.as_slice(),
-        format!("{:?}", child.signature_algorithm).as_bytes(),
-        parent.subject_der.as_slice(),
-        parent.spki_der.as_slice(),
-    ] {
-        // Length-prefixed so that no two different inputs concatenate alike.
-        input.extend_from_slice(&(part.len() as u64).to_be_bytes());
-        input.extend_from_slice(part);
-    }
-    let key = sha256(&input);
-    // A poisoned lock only means another thread panicked mid-insert; treat
-    // it as a cache miss rather than trusting or failing anything.
-    if VERIFIED_CA_LINKS
-        .lock()
-        .is_ok_and(|links| links.contains(&key))
-    {
-        return Ok(());
-    }
-    child.verify_issued_by(parent)?;
-    if let Ok(mut links) = VERIFIED_CA_LINKS.lock() {
-        if links.len() >= MAX_CACHED_LINKS {
-            links.clear();
-        }
-        links.push(key);
     }
     Ok(())
 }
