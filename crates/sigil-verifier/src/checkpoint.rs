@@ -333,34 +333,9 @@ pub fn verify_checkpoint(text: &str, log: &TransparencyLog) -> Result<Checkpoint
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
-    use crate::bundle::Bundle;
     use crate::trust::TrustedRoot;
-    use std::path::PathBuf;
 
-    /// The shared sigstore-conformance `bundle-verify` directory. The repo may be
-    /// checked out at `/work/<repo>` or in a worktree one level deeper, so look
-    /// upwards from the crate for `shared/`.
-    pub(crate) fn conformance_dir() -> PathBuf {
-        let crate_dir = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
-        crate_dir
-            .ancestors()
-            .map(|a| a.join("shared/sigstore-conformance/bundle-verify"))
-            .find(|p| p.is_dir())
-            .expect("../shared/sigstore-conformance/bundle-verify not found above the crate")
-    }
-
-    pub(crate) fn case_bundle(case: &str) -> Bundle {
-        let json = std::fs::read(conformance_dir().join(case).join("bundle.sigstore.json"))
-            .unwrap_or_else(|e| panic!("{case}: {e}"));
-        Bundle::from_json(&json).unwrap_or_else(|e| panic!("{case}: {e}"))
-    }
-
-    pub(crate) fn case_root(case: &str) -> TrustedRoot {
-        match std::fs::read_to_string(conformance_dir().join(case).join("trusted_root.json")) {
-            Ok(json) => TrustedRoot::from_json(&json).unwrap(),
-            Err(_) => TrustedRoot::public_good().unwrap(),
-        }
-    }
+    pub(crate) use crate::test_support::{case_bundle, case_root, conformance_dir};
 
     fn case_checkpoint(case: &str) -> String {
         case_bundle(case).tlog_entries[0]

@@ -14,6 +14,8 @@ pub mod dsse;
 pub mod identity;
 pub mod merkle;
 pub mod sct;
+#[cfg(test)]
+mod test_support;
 pub mod tlog;
 pub mod trust;
 pub mod tsa;

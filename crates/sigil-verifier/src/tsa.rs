@@ -1052,15 +1052,7 @@ mod tests {
     use super::*;
     use crate::trust::parse_rfc3339;
 
-    /// The conformance suite in `../shared`, found above the crate so the
-    /// tests run from the main checkout and from worktrees alike.
-    fn cases_dir() -> std::path::PathBuf {
-        std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-            .ancestors()
-            .map(|a| a.join("shared/sigstore-conformance/bundle-verify"))
-            .find(|p| p.is_dir())
-            .expect("../shared/sigstore-conformance/bundle-verify not found above the crate")
-    }
+    use crate::test_support::conformance_dir as cases_dir;
 
     struct Case {
         token: Vec<u8>,
