@@ -10,6 +10,7 @@ pub mod checkpoint;
 pub mod crypto;
 pub mod dsse;
 pub mod merkle;
+pub mod oci;
 pub mod tlog;
 pub mod trust;
 pub mod x509;
