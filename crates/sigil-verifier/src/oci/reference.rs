@@ -188,7 +188,6 @@ mod tests {
                 "index.docker.io",
                 "library/nginx",
                 Some("latest"),
-                false,
             ),
             (
                 "nginx:1.27",
@@ -196,7 +195,6 @@ mod tests {
                 "index.docker.io",
                 "library/nginx",
                 Some("1.27"),
-                false,
             ),
             (
                 "docker.io/nginx",
@@ -204,7 +202,6 @@ mod tests {
                 "index.docker.io",
                 "library/nginx",
                 Some("latest"),
-                false,
             ),
             (
                 "user/app",
@@ -212,7 +209,6 @@ mod tests {
                 "index.docker.io",
                 "user/app",
                 Some("latest"),
-                false,
             ),
             (
                 "ghcr.io/o/r/app:v1",
@@ -220,7 +216,6 @@ mod tests {
                 "ghcr.io",
                 "o/r/app",
                 Some("v1"),
-                false,
             ),
             (
                 "127.0.0.1:5001/test/app:v1",
@@ -228,7 +223,6 @@ mod tests {
                 "127.0.0.1:5001",
                 "test/app",
                 Some("v1"),
-                false,
             ),
             (
                 "localhost:5000/app",
@@ -236,7 +230,6 @@ mod tests {
                 "localhost:5000",
                 "app",
                 Some("latest"),
-                false,
             ),
         ];
         for (input, registry, host, name, tag) in cases {
