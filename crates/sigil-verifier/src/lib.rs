@@ -9,6 +9,8 @@ pub mod bundle;
 pub mod checkpoint;
 pub mod crypto;
 pub mod dsse;
+pub mod image;
+pub mod legacy;
 pub mod merkle;
 pub mod oci;
 pub mod tlog;
