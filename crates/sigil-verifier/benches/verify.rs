@@ -8,6 +8,14 @@
 //! Parsing the bundle is measured separately from verifying it, because the
 //! webhook parses once and may verify against several policies.
 
+// Test and benchmark glue: a failed fixture load should abort loudly.
+#![allow(
+    clippy::expect_used,
+    clippy::unwrap_used,
+    clippy::indexing_slicing,
+    missing_docs
+)]
+
 use std::path::{Path, PathBuf};
 
 use criterion::{Criterion, criterion_group, criterion_main};

@@ -27,12 +27,12 @@ pub enum BundleError {
         reason: String,
     },
     /// A certificate in the bundle does not parse.
-    #[error("bundle field `{field}`: {source}")]
+    #[error("bundle field `{field}`: {cause}")]
     Certificate {
         /// JSON path of the certificate.
         field: String,
         /// The parse failure.
-        source: CertificateError,
+        cause: CertificateError,
     },
 }
 
@@ -353,9 +353,9 @@ fn non_negative(path: &str, v: Option<&serde_json::Value>) -> Result<i64, Bundle
 
 fn certificate(path: &str, raw: &RawBytes) -> Result<Certificate, BundleError> {
     let der = required_b64(&format!("{path}.rawBytes"), raw.raw_bytes.as_ref())?;
-    Certificate::from_der(&der).map_err(|source| BundleError::Certificate {
+    Certificate::from_der(&der).map_err(|cause| BundleError::Certificate {
         field: path.to_owned(),
-        source,
+        cause,
     })
 }
 

@@ -6,13 +6,19 @@
 #![forbid(unsafe_code)]
 
 pub mod bundle;
+pub mod chain;
 pub mod checkpoint;
 pub mod crypto;
+pub mod der;
 pub mod dsse;
+pub mod identity;
 pub mod image;
 pub mod legacy;
 pub mod merkle;
 pub mod oci;
+pub mod sct;
 pub mod tlog;
 pub mod trust;
+pub mod tsa;
+pub mod verify;
 pub mod x509;

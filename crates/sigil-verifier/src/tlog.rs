@@ -175,12 +175,12 @@ pub enum TlogError {
         why: &'static str,
     },
     /// The inclusion proof does not verify.
-    #[error("transparency log entry {log_index}: {source}")]
+    #[error("transparency log entry {log_index}: {cause}")]
     InclusionProof {
         /// The entry's log index.
         log_index: i64,
         /// The Merkle failure.
-        source: MerkleError,
+        cause: MerkleError,
     },
     /// A checkpoint is required with the inclusion proof but absent.
     #[error(
@@ -193,12 +193,12 @@ pub enum TlogError {
         why: &'static str,
     },
     /// The checkpoint is malformed or not signed by the log.
-    #[error("transparency log entry {log_index}: {source}")]
+    #[error("transparency log entry {log_index}: {cause}")]
     Checkpoint {
         /// The entry's log index.
         log_index: i64,
         /// The checkpoint failure.
-        source: CheckpointError,
+        cause: CheckpointError,
     },
     /// The checkpoint is about another tree than the inclusion proof.
     #[error(
@@ -489,7 +489,7 @@ fn verify_proof(
     checkpoint_required: Option<&'static str>,
 ) -> Result<(), TlogError> {
     let log_index = entry.log_index;
-    let merkle = |source| TlogError::InclusionProof { log_index, source };
+    let merkle = |cause| TlogError::InclusionProof { log_index, cause };
     // The bundle parser rejects negative values; a failed conversion here is
     // still an out-of-range index, never a panic.
     let index = u64::try_from(proof.log_index).unwrap_or(u64::MAX);
@@ -509,8 +509,8 @@ fn verify_proof(
             None => Ok(()),
         };
     };
-    let cp = verify_checkpoint(text, log)
-        .map_err(|source| TlogError::Checkpoint { log_index, source })?;
+    let cp =
+        verify_checkpoint(text, log).map_err(|cause| TlogError::Checkpoint { log_index, cause })?;
     if !checkpoint_origin_ok(&cp.origin, log, rekor_v2) {
         return Err(TlogError::CheckpointMismatch {
             field: "origin",

@@ -18,7 +18,9 @@ use crate::bundle::{Bundle, BundleVersion, Content, SigningMaterial};
 use crate::chain::{ChainError, verify_fulcio_chain};
 use crate::crypto::{HashAlgorithm, PublicKey, SignatureError, sha256};
 use crate::dsse::{Statement, StatementError, pae};
-use crate::identity::{FulcioIdentity, IdentityError, IdentityPolicy, check_identity, fulcio_identity};
+use crate::identity::{
+    FulcioIdentity, IdentityError, IdentityPolicy, check_identity, fulcio_identity,
+};
 use crate::sct::{SctError, verify_embedded_scts};
 use crate::tlog::{EntryContext, TlogError, verify_tlog_entry};
 use crate::trust::TrustedRoot;
@@ -177,23 +179,23 @@ pub enum VerifyError {
     #[error(transparent)]
     Statement(StatementError),
     /// A transparency-log entry failed.
-    #[error("transparency log entry {index}: {source}")]
+    #[error("{cause}")]
     Tlog {
         /// Index of the entry in the bundle.
         index: usize,
         /// The failure.
-        source: TlogError,
+        cause: TlogError,
     },
     /// No transparency-log entry although one is required.
     #[error("bundle has no transparency log entry; sigil requires one")]
     NoTlogEntry,
     /// An RFC 3161 timestamp failed.
-    #[error("RFC 3161 timestamp {index}: {source}")]
+    #[error("{cause}")]
     Timestamp {
         /// Index of the timestamp in the bundle.
         index: usize,
         /// The failure.
-        source: TimestampError,
+        cause: TimestampError,
     },
     /// No verified signing time for a certificate-based bundle.
     #[error(
@@ -201,14 +203,14 @@ pub enum VerifyError {
     )]
     NoVerifiedTime,
     /// The certificate chain failed at a verified time.
-    #[error("certificate chain at {time} ({source_kind}): {source}")]
+    #[error("certificate chain at {time} ({source_kind}): {cause}")]
     Chain {
         /// The verified time used.
         time: String,
         /// Where the time came from.
         source_kind: String,
         /// The failure.
-        source: ChainError,
+        cause: Box<ChainError>,
     },
     /// The embedded SCT failed.
     #[error(transparent)]
@@ -303,8 +305,12 @@ fn verify_content(
                     env.signatures.len()
                 )));
             };
-            key.verify(&pae(&env.payload_type, &env.payload), sig, key.default_hash())
-                .map_err(VerifyError::Signature)?;
+            key.verify(
+                &pae(&env.payload_type, &env.payload),
+                sig,
+                key.default_hash(),
+            )
+            .map_err(VerifyError::Signature)?;
             let statement = Statement::from_payload(&env.payload_type, &env.payload)
                 .map_err(VerifyError::Statement)?;
             statement
@@ -378,12 +384,17 @@ pub fn verify_bundle(
     };
     for (index, entry) in bundle.tlog_entries.iter().enumerate() {
         let v = verify_tlog_entry(entry, &ctx, root)
-            .map_err(|source| VerifyError::Tlog { index, source })?;
+            .map_err(|cause| VerifyError::Tlog { index, cause })?;
         if first_log.is_none() {
             first_log = Some((v.log_index, v.log));
         }
         if let Some(t) = v.integrated_time {
-            verified_times.push((t, TimeSource::IntegratedTime { log_index: v.log_index }));
+            verified_times.push((
+                t,
+                TimeSource::IntegratedTime {
+                    log_index: v.log_index,
+                },
+            ));
         }
         if v.integrated_time.is_none() {
             untimed_entries.push((index, v));
@@ -395,7 +406,7 @@ pub fn verify_bundle(
         let signed = bundle.signature_bytes().unwrap_or_default();
         for (index, token) in bundle.rfc3161_timestamps.iter().enumerate() {
             let ts = verify_rfc3161(token, signed, root)
-                .map_err(|source| VerifyError::Timestamp { index, source })?;
+                .map_err(|cause| VerifyError::Timestamp { index, cause })?;
             let authority = root
                 .timestamp_authorities
                 .get(ts.authority)
@@ -413,28 +424,37 @@ pub fn verify_bundle(
         for (t, _) in &verified_times {
             entry
                 .check_log_valid_at(root, *t)
-                .map_err(|source| VerifyError::Tlog {
+                .map_err(|cause| VerifyError::Tlog {
                     index: *index,
-                    source,
+                    cause,
                 })?;
         }
     }
 
     // 5. Certificate: chain, validity at every verified time, SCT, identity.
     let mut identity = None;
-    if let (Some(certs), SignerPolicy::Keyless { identities, require_sct }) = (certs, &policy.signer) {
-        let (leaf, rest) = certs
-            .split_first()
-            .ok_or_else(|| VerifyError::SignerMismatch("bundle has an empty certificate chain".into()))?;
+    if let (
+        Some(certs),
+        SignerPolicy::Keyless {
+            identities,
+            require_sct,
+        },
+    ) = (certs, &policy.signer)
+    {
+        let (leaf, rest) = certs.split_first().ok_or_else(|| {
+            VerifyError::SignerMismatch("bundle has an empty certificate chain".into())
+        })?;
         if verified_times.is_empty() {
             return Err(VerifyError::NoVerifiedTime);
         }
         let mut matched = None;
         for (t, source) in &verified_times {
-            let m = verify_fulcio_chain(leaf, rest, root, *t).map_err(|source_err| VerifyError::Chain {
-                time: rfc3339(*t),
-                source_kind: source.to_string(),
-                source: source_err,
+            let m = verify_fulcio_chain(leaf, rest, root, *t).map_err(|source_err| {
+                VerifyError::Chain {
+                    time: rfc3339(*t),
+                    source_kind: source.to_string(),
+                    cause: Box::new(source_err),
+                }
             })?;
             matched.get_or_insert(m);
         }

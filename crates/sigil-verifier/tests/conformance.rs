@@ -2,6 +2,14 @@
 //! the library API (the CLI run of the same cases is `make conformance`).
 //! The case files stay in ../shared; they are read at run time, never copied.
 
+// Test and benchmark glue: a failed fixture load should abort loudly.
+#![allow(
+    clippy::expect_used,
+    clippy::unwrap_used,
+    clippy::indexing_slicing,
+    missing_docs
+)]
+
 use std::path::{Path, PathBuf};
 
 use sigil_verifier::bundle::Bundle;

@@ -2,6 +2,14 @@
 //! panic. Inputs are random bytes and mutations of real conformance bundles and
 //! trust roots (read from ../shared at run time).
 
+// Test and benchmark glue: a failed fixture load should abort loudly.
+#![allow(
+    clippy::expect_used,
+    clippy::unwrap_used,
+    clippy::indexing_slicing,
+    missing_docs
+)]
+
 use std::path::{Path, PathBuf};
 
 use base64::Engine as _;
