@@ -130,10 +130,11 @@ fn non_empty<'a>(a: &'a BTreeMap<String, String>, key: &str) -> Option<&'a str> 
         .filter(|s| !s.trim().is_empty())
 }
 
+/// Signer material, log entries and RFC 3161 tokens read from annotations.
+type Evidence = (SigningMaterial, Vec<TlogEntry>, Vec<Vec<u8>>);
+
 /// Reads the signer material and log/timestamp evidence from the annotations.
-fn evidence(
-    annotations: &BTreeMap<String, String>,
-) -> Result<(SigningMaterial, Vec<TlogEntry>, Vec<Vec<u8>>), LegacyError> {
+fn evidence(annotations: &BTreeMap<String, String>) -> Result<Evidence, LegacyError> {
     let signing = match non_empty(annotations, CERTIFICATE_ANNOTATION) {
         Some(pem) => {
             let mut certs =

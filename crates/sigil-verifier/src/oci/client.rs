@@ -619,7 +619,8 @@ impl Session<'_> {
             return Err(RegistryError::Denied {
                 url: url.to_string(),
                 status: s,
-                hint: "access refused; check the registry credentials and their permissions".into(),
+                hint: "access forbidden; check the registry credentials and their permissions"
+                    .into(),
             });
         }
         Err(RegistryError::Status {
