@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use axum::Router;
 use axum::body::Body;
-use axum::http::{Method, Response, StatusCode, Uri};
+use axum::http::{Method, Response, Uri};
 use sigil_verifier::crypto::PublicKey;
 use sigil_verifier::image::{
     ImageError, ImagePolicy, ImageVerdict, VerifyImageOptions, verify_image,
