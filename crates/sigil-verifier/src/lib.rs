@@ -12,7 +12,10 @@ pub mod crypto;
 pub mod der;
 pub mod dsse;
 pub mod identity;
+pub mod image;
+pub mod legacy;
 pub mod merkle;
+pub mod oci;
 pub mod sct;
 #[cfg(test)]
 mod test_support;
