@@ -307,10 +307,14 @@ pub fn verify_checkpoint(text: &str, log: &TransparencyLog) -> Result<Checkpoint
     let (signed, _) = split_note(text)?;
     let hints = log_key_hints(log);
     let mut failure = None;
+    // A signature line counts only when both its key name and its key hint
+    // are the log's: the hint alone is four bytes, and C2SP verifiers bind a
+    // key to its name, so a line under another name is someone else's
+    // (a witness's cosignature, or a forgery) whatever its hint says.
     for sig in checkpoint
         .signatures
         .iter()
-        .filter(|s| hints.contains(&s.key_hint))
+        .filter(|s| s.name == log.origin && hints.contains(&s.key_hint))
     {
         // Ed25519 signs the text itself; ECDSA (Rekor v1) signs its SHA-256.
         match key.verify(signed.as_bytes(), &sig.signature, HashAlgorithm::Sha256) {

@@ -450,47 +450,6 @@ const ALLOWANCES: &[Allowance] = &[
     },
 ];
 
-/// Flips the verifier accepts although it must not. Each has an ignored test
-/// below that fails until the verifier is fixed; the sweep tolerates (and
-/// prints) them so that it keeps guarding everything else meanwhile.
-struct KnownBug {
-    field: &'static str,
-    covers: fn(original: &[u8], offset: Option<usize>) -> bool,
-    kinds: &'static [Kind],
-    what: &'static str,
-}
-
-const KNOWN_BUGS: &[KnownBug] = &[
-    KnownBug {
-        field: "verificationMaterial.tlogEntries[].inclusionProof.checkpoint.envelope",
-        covers: |orig, off| off.is_some_and(|o| checkpoint_key_names(orig).contains(&o)),
-        kinds: &[
-            Kind::MessageV01,
-            Kind::MessageV02,
-            Kind::MessageV03,
-            Kind::DsseV03,
-            Kind::Intoto,
-            Kind::Rekor2TsaCerts,
-            Kind::Rekor2TsaNoCerts,
-            Kind::Rekor2Dsse,
-            Kind::ManagedKey,
-        ],
-        what: "checkpoint signature lines are matched by key hint only; the key name is not \
-               compared with the log's",
-    },
-    KnownBug {
-        field: "verificationMaterial.tlogEntries[].logIndex",
-        covers: |_, _| true,
-        kinds: &[
-            Kind::Rekor2TsaCerts,
-            Kind::Rekor2TsaNoCerts,
-            Kind::Rekor2Dsse,
-        ],
-        what: "a Rekor v2 entry's logIndex is neither checked against inclusionProof.logIndex nor \
-               ignored: any value verifies and is reported as the verified log index",
-    },
-];
-
 /// Byte offsets of the key names in a signed note's signature lines
 /// (`— <name> <base64>`).
 fn checkpoint_key_names(note: &[u8]) -> std::ops::Range<usize> {
@@ -573,8 +532,6 @@ struct FieldReport {
     flips: usize,
     /// Flips accepted under an allowance (facts the same).
     allowed: usize,
-    /// Flips accepted because of a known verifier bug.
-    known_bug: usize,
     nanos: u128,
 }
 
@@ -657,13 +614,6 @@ fn sweep(s: &Subject) -> (BTreeMap<String, FieldReport>, Vec<String>) {
             let covered = |field: &str, covers: fn(&[u8], Option<usize>) -> bool| {
                 field == leaf.normalised && covers(&original_bytes, m.offset)
             };
-            if KNOWN_BUGS
-                .iter()
-                .any(|b| b.kinds.contains(&s.kind) && covered(b.field, b.covers))
-            {
-                entry.known_bug += 1;
-                continue;
-            }
             match ALLOWANCES.iter().find(|a| covered(a.field, a.covers)) {
                 Some(a) => {
                     let same = match a.facts {
@@ -713,9 +663,6 @@ fn run_sweep(kind: Kind) {
                 "{} accepted with the same facts (allowance)",
                 r.allowed
             ));
-        }
-        if r.known_bug > 0 {
-            notes.push(format!("{} accepted: KNOWN VERIFIER BUG", r.known_bug));
         }
         println!(
             "  {field}: {} flips, {} us each{}{}",
@@ -978,9 +925,7 @@ const CHECKPOINT: &[&str] = &[
 ];
 
 #[test]
-#[ignore = "bug: checkpoint signature lines are matched by key hint only, the key name is not compared with the log's (KNOWN_BUGS[0])"]
 fn a_checkpoint_signed_under_another_key_name_is_rejected() {
-    assert!(KNOWN_BUGS[0].what.contains("key name"));
     for kind in [Kind::MessageV03, Kind::Rekor2TsaNoCerts] {
         let s = Subject::new(kind);
         let mut path = s.json.clone();
@@ -1005,9 +950,7 @@ fn a_checkpoint_signed_under_another_key_name_is_rejected() {
 }
 
 #[test]
-#[ignore = "bug: a Rekor v2 entry's logIndex is not checked against inclusionProof.logIndex and is reported as the verified log index (KNOWN_BUGS[1])"]
 fn a_rekor_v2_entry_whose_log_index_differs_from_its_inclusion_proof_is_rejected() {
-    assert!(KNOWN_BUGS[1].what.contains("logIndex"));
     let s = Subject::new(Kind::Rekor2TsaNoCerts);
     let got = verify_replaced(
         &s,
