@@ -5,7 +5,7 @@ CARGO ?= cargo
 SHARED ?= $(abspath ../shared)
 SIGIL := target/release/sigil
 
-.PHONY: all build release test unit fmt fmt-check lint bench conformance ci demo tools clean
+.PHONY: all build release test unit fmt fmt-check lint bench conformance ci demo tools clean test-registry bench-image
 
 all: build
 
@@ -40,6 +40,14 @@ conformance: release
 	$(SHARED)/tools/sigstore-conformance-run -- $(SIGIL)
 
 ci: test conformance
+
+## `sigil verify` against real registries (olareg, docker-registry) and real cosign v3 signatures.
+test-registry:
+	e2e/registry-fixtures.sh
+
+## `sigil verify` vs `cosign verify`, key-based, both formats, on a local registry.
+bench-image: release
+	e2e/bench-verify-image.sh
 
 ## Tools used by tests and benchmarks (cosign, olareg, crane, sigstore-python).
 tools:

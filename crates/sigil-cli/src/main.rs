@@ -2,6 +2,7 @@
 //! command line with exactly the verifier the admission webhook uses.
 
 mod policy_cmd;
+mod verify_image;
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -26,8 +27,22 @@ struct Cli {
 enum Command {
     /// Verify a Sigstore bundle against an artifact (sigstore-conformance CLI protocol).
     VerifyBundle(VerifyBundleArgs),
+    /// Verify an image's signatures or attestations in its registry (like `cosign verify`).
+    Verify(VerifyArgs),
     /// Lint ClusterImagePolicy/TrustRoot files, convert from policy-controller.
     Policy(policy_cmd::PolicyArgs),
+}
+
+#[derive(Args)]
+struct VerifyArgs {
+    #[command(flatten)]
+    image: verify_image::VerifyImageArgs,
+    /// Use the embedded Sigstore staging trust root.
+    #[arg(long, conflicts_with = "trusted_root_file")]
+    staging: bool,
+    /// A trusted_root.json to use instead of the embedded public-good root.
+    #[arg(long = "trusted-root", value_name = "FILE")]
+    trusted_root_file: Option<PathBuf>,
 }
 
 #[derive(Args)]
@@ -64,6 +79,16 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::VerifyBundle(args) => verify_bundle_cmd(&args),
+        Command::Verify(args) => {
+            let verified = load_root(args.trusted_root_file.as_deref(), args.staging)
+                .and_then(|root| verify_image::run(&args.image, &root));
+            match verified {
+                Ok(true) => Ok(()),
+                // The verdict is already printed; only the exit code remains.
+                Ok(false) => return ExitCode::FAILURE,
+                Err(e) => Err(e),
+            }
+        }
         Command::Policy(args) => policy_cmd::run(&args),
     };
     match result {

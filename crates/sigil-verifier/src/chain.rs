@@ -7,14 +7,11 @@
 //! be byte-identical to a certificate of the authority that matched, and a
 //! bundle that carries a root is rejected outright.
 
-use std::sync::Mutex;
-
 use time::OffsetDateTime;
 
-use crate::crypto::sha256;
 use crate::sct::{describe, rfc3339};
 use crate::trust::{CertificateAuthority, TrustedRoot};
-use crate::x509::{Certificate, CertificateError, OID_EKU_CODE_SIGNING};
+use crate::x509::{Certificate, OID_EKU_CODE_SIGNING};
 
 /// OID of `anyExtendedKeyUsage`.
 const OID_EKU_ANY: &str = "2.5.29.37.0";
@@ -390,9 +387,11 @@ fn check_ca_path(
         }
         match certs.peek() {
             Some(parent) => {
-                verify_ca_link(ca, parent).map_err(|e| ChainError::BrokenAuthorityChain {
-                    authority: authority_name(authority),
-                    reason: e.to_string(),
+                crate::x509::verify_trust_link(ca, parent).map_err(|e| {
+                    ChainError::BrokenAuthorityChain {
+                        authority: authority_name(authority),
+                        reason: e.to_string(),
+                    }
                 })?;
             }
             None => {
@@ -418,49 +417,6 @@ fn check_ca_path(
     Ok(())
 }
 
-/// CA→CA links of trust-root chains already verified, keyed by a SHA-256
-/// over everything `verify_issued_by` reads (names, signed bytes, signature,
-/// algorithm, issuer key). Every admission re-checks the same one or two
-/// links, and a P-384 verification costs about a millisecond; a signature
-/// over identical bytes with an identical key cannot change its verdict.
-static VERIFIED_CA_LINKS: Mutex<Vec<[u8; 32]>> = Mutex::new(Vec::new());
-
-/// Bound on [`VERIFIED_CA_LINKS`]: trust roots hold a handful of authorities.
-const MAX_CACHED_LINKS: usize = 64;
-
-fn verify_ca_link(child: &Certificate, parent: &Certificate) -> Result<(), CertificateError> {
-    let mut input = Vec::with_capacity(child.tbs.len() + 1024);
-    for part in [
-        child.issuer_der.as_slice(),
-        child.tbs.as_slice(),
-        child.signature.as_slice(),
-        format!("{:?}", child.signature_algorithm).as_bytes(),
-        parent.subject_der.as_slice(),
-        parent.spki_der.as_slice(),
-    ] {
-        // Length-prefixed so that no two different inputs concatenate alike.
-        input.extend_from_slice(&(part.len() as u64).to_be_bytes());
-        input.extend_from_slice(part);
-    }
-    let key = sha256(&input);
-    // A poisoned lock only means another thread panicked mid-insert; treat
-    // it as a cache miss rather than trusting or failing anything.
-    if VERIFIED_CA_LINKS
-        .lock()
-        .is_ok_and(|links| links.contains(&key))
-    {
-        return Ok(());
-    }
-    child.verify_issued_by(parent)?;
-    if let Ok(mut links) = VERIFIED_CA_LINKS.lock() {
-        if links.len() >= MAX_CACHED_LINKS {
-            links.clear();
-        }
-        links.push(key);
-    }
-    Ok(())
-}
-
 fn check_bundle_chain(
     bundle_chain: &[Certificate],
     authority: &CertificateAuthority,
@@ -480,61 +436,12 @@ fn check_bundle_chain(
 /// Conformance material shared by the tests of `chain`, `sct` and `identity`.
 #[cfg(test)]
 pub(crate) mod test_support {
-    use std::path::PathBuf;
-
     use time::OffsetDateTime;
 
-    use crate::bundle::{Bundle, SigningMaterial};
     use crate::trust::TrustedRoot;
     use crate::x509::Certificate;
 
-    /// `shared/sigstore-conformance/bundle-verify`, read at run time: first
-    /// `CARGO_MANIFEST_DIR/../../../shared` (the main checkout), else the
-    /// nearest ancestor holding `shared/` (git worktrees live deeper).
-    pub(crate) fn conformance_dir() -> Option<PathBuf> {
-        let manifest = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
-        let rel = "shared/sigstore-conformance/bundle-verify";
-        let found = std::iter::once(manifest.join("../../..").join(rel))
-            .chain(manifest.ancestors().map(|a| a.join(rel)))
-            .find(|d| d.is_dir());
-        if found.is_none() {
-            eprintln!(
-                "skipping: sigstore-conformance material not found above {}",
-                manifest.display()
-            );
-        }
-        found
-    }
-
-    /// The certificates a conformance case's bundle carries (leaf first) and
-    /// the trust root it is verified against; `None` (test skipped) only
-    /// when the conformance material is absent.
-    pub(crate) fn case_leaf_and_root(case: &str) -> Option<(Vec<Certificate>, TrustedRoot)> {
-        let dir = conformance_dir()?.join(case);
-        let json = std::fs::read(dir.join("bundle.sigstore.json")).unwrap();
-        let bundle = Bundle::from_json(&json).unwrap();
-        let certs = match bundle.signing {
-            SigningMaterial::Certificates(c) => c,
-            SigningMaterial::PublicKey { .. } => panic!("{case} is not certificate-based"),
-        };
-        let root = match std::fs::read_to_string(dir.join("trusted_root.json")) {
-            Ok(j) => TrustedRoot::from_json(&j).unwrap(),
-            Err(_) => TrustedRoot::public_good().unwrap(),
-        };
-        Some((certs, root))
-    }
-
-    /// `case!("name")`: the case's certificates and trust root, or return
-    /// from the test (skipping it) when the conformance material is absent.
-    macro_rules! case {
-        ($name:expr) => {
-            match $crate::chain::test_support::case_leaf_and_root($name) {
-                Some(v) => v,
-                None => return,
-            }
-        };
-    }
-    pub(crate) use case;
+    pub(crate) use crate::test_support::case_leaf_and_root;
 
     /// A time inside the leaf's ten-minute validity.
     pub(crate) fn at_issuance(leaf: &Certificate) -> OffsetDateTime {
@@ -556,19 +463,14 @@ pub(crate) mod test_support {
 
 #[cfg(test)]
 mod tests {
-    use super::test_support::{at_issuance, case, case_leaf_and_root};
+    use super::test_support::{at_issuance, case_leaf_and_root};
     use super::*;
     use crate::trust::parse_rfc3339;
 
-    fn verify_case(case: &str) -> Option<Result<ChainMatch, ChainError>> {
-        let (certs, root) = case_leaf_and_root(case)?;
+    fn verify_case(case: &str) -> Result<ChainMatch, ChainError> {
+        let (certs, root) = case_leaf_and_root(case);
         let leaf = &certs[0];
-        Some(verify_fulcio_chain(
-            leaf,
-            &certs[1..],
-            &root,
-            at_issuance(leaf),
-        ))
+        verify_fulcio_chain(leaf, &certs[1..], &root, at_issuance(leaf))
     }
 
     #[test]
@@ -580,7 +482,7 @@ mod tests {
             "happy-path-v0.3-new-mediaType",
             "happy-path-intoto-in-dsse-v3",
         ] {
-            let Some(r) = verify_case(case) else { return };
+            let r = verify_case(case);
             let m = r.unwrap_or_else(|e| panic!("{case}: {e}"));
             assert_eq!(
                 m,
@@ -595,9 +497,7 @@ mod tests {
 
     #[test]
     fn a_custom_trust_root_with_an_rsa_ca_is_honoured() {
-        let Some(r) = verify_case("bundle-with-sct-with-extensions") else {
-            return;
-        };
+        let r = verify_case("bundle-with-sct-with-extensions");
         let m = r.unwrap();
         assert_eq!(
             m,
@@ -610,9 +510,7 @@ mod tests {
 
     #[test]
     fn a_bundle_carrying_a_root_is_rejected() {
-        let Some(r) = verify_case("bundle-with-root-cert_fail") else {
-            return;
-        };
+        let r = verify_case("bundle-with-root-cert_fail");
         let err = r.unwrap_err();
         assert!(matches!(err, ChainError::BundleCarriesRoot { .. }), "{err}");
         assert!(
@@ -623,13 +521,13 @@ mod tests {
 
     #[test]
     fn a_bundle_intermediate_must_be_the_trust_roots_own() {
-        let (certs, root) = case!("happy-path-v0.3");
+        let (certs, root) = case_leaf_and_root("happy-path-v0.3");
         let at = at_issuance(&certs[0]);
         let trusted = root.certificate_authorities[1].chain[0].clone();
         assert!(verify_fulcio_chain(&certs[0], &[trusted], &root, at).is_ok());
         // The bundle-with-root-cert_fail intermediate has the same name and
         // key as the public-good one but different bytes.
-        let (other, _) = case!("bundle-with-root-cert_fail");
+        let (other, _) = case_leaf_and_root("bundle-with-root-cert_fail");
         let foreign = other
             .iter()
             .find(|c| c.is_ca && c.subject_der != c.issuer_der)
@@ -644,7 +542,7 @@ mod tests {
 
     #[test]
     fn a_leaf_verified_after_its_expiry_fails() {
-        let (certs, root) = case!("happy-path-v0.3");
+        let (certs, root) = case_leaf_and_root("happy-path-v0.3");
         let leaf = &certs[0];
         for at in [
             leaf.not_after + time::Duration::seconds(1),
@@ -660,7 +558,7 @@ mod tests {
 
     #[test]
     fn an_authority_outside_its_valid_for_is_not_trusted() {
-        let (certs, mut root) = case!("happy-path-v0.3");
+        let (certs, mut root) = case_leaf_and_root("happy-path-v0.3");
         for ca in &mut root.certificate_authorities {
             ca.valid_for.end = parse_rfc3339("2024-01-01T00:00:00Z");
         }
@@ -674,7 +572,7 @@ mod tests {
     #[test]
     fn a_leaf_not_yet_valid_at_the_log_time_fails() {
         // The case's leaf claims 2030 while its log entry is from 2023-02-01.
-        let (certs, root) = case!("intoto-expired-certificate_fail");
+        let (certs, root) = case_leaf_and_root("intoto-expired-certificate_fail");
         let at = parse_rfc3339("2023-02-01T00:00:00Z").unwrap();
         let err = verify_fulcio_chain(&certs[0], &[], &root, at).unwrap_err();
         assert!(matches!(err, ChainError::NotValidAt { .. }), "{err}");
@@ -683,7 +581,7 @@ mod tests {
 
     #[test]
     fn a_flipped_tbs_byte_breaks_the_chain() {
-        let (certs, root) = case!("happy-path-v0.3");
+        let (certs, root) = case_leaf_and_root("happy-path-v0.3");
         let mut der = certs[0].der.clone();
         // First byte of the serial number: 30 82 LL LL 30 82 LL LL A0 03 02 01 02 02 14 <serial>.
         der[15] ^= 0x01;
@@ -694,7 +592,7 @@ mod tests {
 
     #[test]
     fn a_leaf_from_another_instance_names_its_issuer() {
-        let (certs, _) = case!("bundle-with-sct-with-extensions");
+        let (certs, _) = case_leaf_and_root("bundle-with-sct-with-extensions");
         let root = TrustedRoot::public_good().unwrap();
         let err = verify_fulcio_chain(&certs[0], &[], &root, at_issuance(&certs[0])).unwrap_err();
         assert!(matches!(err, ChainError::UnknownIssuer { .. }), "{err}");
@@ -712,7 +610,7 @@ mod tests {
 
     #[test]
     fn leaf_usages_and_critical_extensions_are_enforced() {
-        let (certs, root) = case!("happy-path-v0.3");
+        let (certs, root) = case_leaf_and_root("happy-path-v0.3");
         let at = at_issuance(&certs[0]);
 
         let mut no_eku = certs[0].clone();
@@ -747,7 +645,7 @@ mod tests {
 
     #[test]
     fn ca_constraints_in_the_trust_root_are_enforced() {
-        let (certs, root) = case!("happy-path-v0.3");
+        let (certs, root) = case_leaf_and_root("happy-path-v0.3");
         let at = at_issuance(&certs[0]);
         let with = |f: &dyn Fn(&mut Certificate)| {
             let mut r = root.clone();
@@ -777,7 +675,7 @@ mod tests {
 
     #[test]
     fn a_tampered_trust_root_intermediate_fails_even_after_a_cached_success() {
-        let (certs, root) = case!("happy-path-v0.3");
+        let (certs, root) = case_leaf_and_root("happy-path-v0.3");
         let at = at_issuance(&certs[0]);
         assert!(verify_fulcio_chain(&certs[0], &[], &root, at).is_ok());
         let mut r = root.clone();
@@ -795,7 +693,7 @@ mod tests {
 
     #[test]
     fn an_empty_trust_root_says_so() {
-        let (certs, mut root) = case!("happy-path-v0.3");
+        let (certs, mut root) = case_leaf_and_root("happy-path-v0.3");
         root.certificate_authorities.clear();
         let err = verify_fulcio_chain(&certs[0], &[], &root, at_issuance(&certs[0])).unwrap_err();
         assert_eq!(err, ChainError::NoAuthorities);

@@ -307,10 +307,14 @@ pub fn verify_checkpoint(text: &str, log: &TransparencyLog) -> Result<Checkpoint
     let (signed, _) = split_note(text)?;
     let hints = log_key_hints(log);
     let mut failure = None;
+    // A signature line counts only when both its key name and its key hint
+    // are the log's: the hint alone is four bytes, and C2SP verifiers bind a
+    // key to its name, so a line under another name is someone else's
+    // (a witness's cosignature, or a forgery) whatever its hint says.
     for sig in checkpoint
         .signatures
         .iter()
-        .filter(|s| hints.contains(&s.key_hint))
+        .filter(|s| s.name == log.origin && hints.contains(&s.key_hint))
     {
         // Ed25519 signs the text itself; ECDSA (Rekor v1) signs its SHA-256.
         match key.verify(signed.as_bytes(), &sig.signature, HashAlgorithm::Sha256) {
@@ -333,34 +337,9 @@ pub fn verify_checkpoint(text: &str, log: &TransparencyLog) -> Result<Checkpoint
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
-    use crate::bundle::Bundle;
     use crate::trust::TrustedRoot;
-    use std::path::PathBuf;
 
-    /// The shared sigstore-conformance `bundle-verify` directory. The repo may be
-    /// checked out at `/work/<repo>` or in a worktree one level deeper, so look
-    /// upwards from the crate for `shared/`.
-    pub(crate) fn conformance_dir() -> PathBuf {
-        let crate_dir = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
-        crate_dir
-            .ancestors()
-            .map(|a| a.join("shared/sigstore-conformance/bundle-verify"))
-            .find(|p| p.is_dir())
-            .expect("../shared/sigstore-conformance/bundle-verify not found above the crate")
-    }
-
-    pub(crate) fn case_bundle(case: &str) -> Bundle {
-        let json = std::fs::read(conformance_dir().join(case).join("bundle.sigstore.json"))
-            .unwrap_or_else(|e| panic!("{case}: {e}"));
-        Bundle::from_json(&json).unwrap_or_else(|e| panic!("{case}: {e}"))
-    }
-
-    pub(crate) fn case_root(case: &str) -> TrustedRoot {
-        match std::fs::read_to_string(conformance_dir().join(case).join("trusted_root.json")) {
-            Ok(json) => TrustedRoot::from_json(&json).unwrap(),
-            Err(_) => TrustedRoot::public_good().unwrap(),
-        }
-    }
+    pub(crate) use crate::test_support::{case_bundle, case_root, conformance_dir};
 
     fn case_checkpoint(case: &str) -> String {
         case_bundle(case).tlog_entries[0]

@@ -405,16 +405,11 @@ pub fn check_identity(id: &FulcioIdentity, policy: &IdentityPolicy) -> Result<()
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::chain::test_support::{case_leaf_and_root, conformance_dir};
+    use crate::test_support::{case_leaf_and_root, conformance_dir};
 
-    /// The leaf of a conformance case, or return (skip) when the material is absent.
-    macro_rules! leaf {
-        ($case:expr) => {
-            match case_leaf_and_root($case) {
-                Some((mut certs, _)) => certs.remove(0),
-                None => return,
-            }
-        };
+    /// The leaf of a conformance case.
+    fn leaf(case: &str) -> Certificate {
+        case_leaf_and_root(case).0.remove(0)
     }
 
     const DEFAULT_IDENTITY: &str = "https://github.com/sigstore-conformance/extremely-dangerous-public-oidc-beacon/.github/workflows/extremely-dangerous-oidc-beacon.yml@refs/heads/main";
@@ -431,11 +426,9 @@ mod tests {
     fn happy_path_v0_3_identity_is_the_conformance_default() {
         // The conformance suite's README names these defaults; the case has
         // no `identity`/`issuer` file overriding them.
-        let Some(dir) = conformance_dir() else {
-            return;
-        };
+        let dir = conformance_dir();
         assert!(!dir.join("happy-path-v0.3/identity").exists());
-        let id = fulcio_identity(&leaf!("happy-path-v0.3")).unwrap();
+        let id = fulcio_identity(&leaf("happy-path-v0.3")).unwrap();
         assert_eq!(id.subject, DEFAULT_IDENTITY);
         assert_eq!(id.subjects, vec![DEFAULT_IDENTITY.to_owned()]);
         assert_eq!(id.issuer.as_deref(), Some(DEFAULT_ISSUER));
@@ -444,7 +437,7 @@ mod tests {
 
     #[test]
     fn happy_path_v0_3_github_extensions_are_read() {
-        let ext = fulcio_identity(&leaf!("happy-path-v0.3"))
+        let ext = fulcio_identity(&leaf("happy-path-v0.3"))
             .unwrap()
             .extensions;
         let sha = "c7b3dfb335f051e1c86bda4c716fac97df62ad81";
@@ -501,7 +494,7 @@ mod tests {
 
     #[test]
     fn extensions_serialise_with_sigstore_go_names_and_skip_absent_ones() {
-        let ext = fulcio_identity(&leaf!("happy-path-v0.3"))
+        let ext = fulcio_identity(&leaf("happy-path-v0.3"))
             .unwrap()
             .extensions;
         let json = serde_json::to_value(&ext).unwrap();
@@ -519,7 +512,7 @@ mod tests {
 
     #[test]
     fn the_deprecated_issuer_is_used_when_the_der_one_is_absent() {
-        let mut cert = leaf!("happy-path-v0.3");
+        let mut cert = leaf("happy-path-v0.3");
         cert.extensions.retain(|e| e.oid != OID_ISSUER_V2);
         let id = fulcio_identity(&cert).unwrap();
         assert_eq!(id.issuer.as_deref(), Some(DEFAULT_ISSUER));
@@ -532,7 +525,7 @@ mod tests {
 
     #[test]
     fn the_der_issuer_wins_over_the_deprecated_one() {
-        let mut cert = leaf!("happy-path-v0.3");
+        let mut cert = leaf("happy-path-v0.3");
         for e in &mut cert.extensions {
             if e.oid == OID_ISSUER_V1 {
                 e.value = b"https://old.example".to_vec();
@@ -546,7 +539,7 @@ mod tests {
 
     #[test]
     fn a_malformed_der_extension_is_an_error_naming_it() {
-        let mut cert = leaf!("happy-path-v0.3");
+        let mut cert = leaf("happy-path-v0.3");
         for e in &mut cert.extensions {
             if e.oid == "1.3.6.1.4.1.57264.1.12" {
                 e.value.truncate(e.value.len() - 1);
@@ -558,7 +551,7 @@ mod tests {
 
     #[test]
     fn email_and_username_sans_are_subjects_when_there_is_no_uri() {
-        let mut cert = leaf!("happy-path-v0.3");
+        let mut cert = leaf("happy-path-v0.3");
         cert.san_uris.clear();
         cert.san_emails = vec!["dev@example.com".into()];
         assert_eq!(fulcio_identity(&cert).unwrap().subject, "dev@example.com");
@@ -575,7 +568,7 @@ mod tests {
 
     #[test]
     fn any_of_several_sans_may_match() {
-        let mut cert = leaf!("happy-path-v0.3");
+        let mut cert = leaf("happy-path-v0.3");
         cert.san_emails = vec!["dev@example.com".into()];
         let id = fulcio_identity(&cert).unwrap();
         assert_eq!(id.subject, DEFAULT_IDENTITY, "URI comes first");
@@ -586,7 +579,7 @@ mod tests {
 
     #[test]
     fn regexes_are_unanchored_like_cosign() {
-        let id = fulcio_identity(&leaf!("happy-path-v0.3")).unwrap();
+        let id = fulcio_identity(&leaf("happy-path-v0.3")).unwrap();
         let policy = |s: &str, i: &str| IdentityPolicy {
             subject: IdentityMatcher::Regex(regex::Regex::new(s).unwrap()),
             issuer: IdentityMatcher::Regex(regex::Regex::new(i).unwrap()),
@@ -609,7 +602,7 @@ mod tests {
 
     #[test]
     fn mismatches_name_what_was_expected_and_found() {
-        let id = fulcio_identity(&leaf!("happy-path-v0.3")).unwrap();
+        let id = fulcio_identity(&leaf("happy-path-v0.3")).unwrap();
         let err = check_identity(&id, &exact("https://github.com/other/repo", DEFAULT_ISSUER))
             .unwrap_err();
         let msg = err.to_string();
@@ -638,15 +631,13 @@ mod tests {
             "happy-path-v0.1",
             "happy-path-intoto-in-dsse-v3",
         ] {
-            let Some(dir) = conformance_dir() else {
-                return;
-            };
+            let dir = conformance_dir();
             let dir = dir.join(case);
             let subject = std::fs::read_to_string(dir.join("identity"))
                 .unwrap_or_else(|_| DEFAULT_IDENTITY.into());
             let issuer = std::fs::read_to_string(dir.join("issuer"))
                 .unwrap_or_else(|_| DEFAULT_ISSUER.into());
-            let id = fulcio_identity(&leaf!(case)).unwrap();
+            let id = fulcio_identity(&leaf(case)).unwrap();
             check_identity(&id, &exact(subject.trim(), issuer.trim()))
                 .unwrap_or_else(|e| panic!("{case}: {e}"));
         }

@@ -12,9 +12,14 @@ pub mod crypto;
 pub mod der;
 pub mod dsse;
 pub mod identity;
+pub mod image;
+pub mod legacy;
 pub mod merkle;
+pub mod oci;
 pub mod policy;
 pub mod sct;
+#[cfg(test)]
+mod test_support;
 pub mod tlog;
 pub mod trust;
 pub mod tsa;

@@ -568,14 +568,14 @@ pub(crate) fn write_tlv(out: &mut Vec<u8>, tag: u8, content: &[u8]) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::chain::test_support::{at_issuance, case, case_leaf_and_root, chain_issuer};
+    use crate::chain::test_support::{at_issuance, case_leaf_and_root, chain_issuer};
     use proptest::prelude::*;
 
-    fn verify_case(case: &str) -> Option<Result<VerifiedSct, SctError>> {
-        let (certs, root) = case_leaf_and_root(case)?;
+    fn verify_case(case: &str) -> Result<VerifiedSct, SctError> {
+        let (certs, root) = case_leaf_and_root(case);
         let leaf = certs.first().unwrap();
         let issuer = chain_issuer(leaf, &certs, &root, at_issuance(leaf));
-        Some(verify_embedded_scts(leaf, &issuer, &root))
+        verify_embedded_scts(leaf, &issuer, &root)
     }
 
     #[test]
@@ -586,7 +586,7 @@ mod tests {
             "happy-path-v0.3",
             "happy-path-intoto-in-dsse-v3",
         ] {
-            let Some(r) = verify_case(case) else { return };
+            let r = verify_case(case);
             let sct = r.unwrap_or_else(|e| panic!("{case}: {e}"));
             let root = TrustedRoot::public_good().unwrap();
             assert_eq!(
@@ -598,9 +598,7 @@ mod tests {
 
     #[test]
     fn happy_path_v0_3_sct_timestamp_is_read() {
-        let Some(r) = verify_case("happy-path-v0.3") else {
-            return;
-        };
+        let r = verify_case("happy-path-v0.3");
         let sct = r.unwrap();
         // 2024-03-19T17:26:26.470Z.
         assert_eq!(sct.timestamp_ms, 0x0000_018e_57c0_07a6);
@@ -608,18 +606,14 @@ mod tests {
 
     #[test]
     fn an_sct_with_extensions_verifies() {
-        let Some(r) = verify_case("bundle-with-sct-with-extensions") else {
-            return;
-        };
+        let r = verify_case("bundle-with-sct-with-extensions");
         let sct = r.unwrap();
         assert_eq!(sct.log, 0);
     }
 
     #[test]
     fn a_trust_root_with_the_wrong_ct_key_fails() {
-        let Some(r) = verify_case("invalid-ct-key_fail") else {
-            return;
-        };
+        let r = verify_case("invalid-ct-key_fail");
         let err = r.unwrap_err();
         assert!(
             matches!(
@@ -632,7 +626,7 @@ mod tests {
 
     #[test]
     fn a_flipped_sct_signature_byte_fails() {
-        let (certs, root) = case!("happy-path-v0.3");
+        let (certs, root) = case_leaf_and_root("happy-path-v0.3");
         let mut leaf = certs.first().unwrap().clone();
         let issuer = chain_issuer(&leaf, &certs, &root, at_issuance(&leaf));
         let ext = leaf
@@ -648,7 +642,7 @@ mod tests {
 
     #[test]
     fn a_flipped_tbs_byte_fails_the_sct() {
-        let (certs, root) = case!("happy-path-v0.3");
+        let (certs, root) = case_leaf_and_root("happy-path-v0.3");
         let mut der = certs.first().unwrap().der.clone();
         // First byte of the serial number: 30 82 LL LL 30 82 LL LL A0 03 02 01 02 02 14 <serial>.
         der[15] ^= 0x01;
@@ -660,7 +654,7 @@ mod tests {
 
     #[test]
     fn a_wrong_issuer_key_fails_the_sct() {
-        let (certs, root) = case!("happy-path-v0.3");
+        let (certs, root) = case_leaf_and_root("happy-path-v0.3");
         let wrong_issuer = root.certificate_authorities[1].chain[1].clone();
         let err = verify_embedded_scts(&certs[0], &wrong_issuer, &root).unwrap_err();
         assert!(matches!(err, SctError::BadSignature { .. }), "{err}");
@@ -668,7 +662,7 @@ mod tests {
 
     #[test]
     fn an_sct_outside_the_log_key_validity_fails() {
-        let (certs, mut root) = case!("happy-path-v0.3");
+        let (certs, mut root) = case_leaf_and_root("happy-path-v0.3");
         let issuer = root.certificate_authorities[1].chain[0].clone();
         for log in &mut root.ctlogs {
             log.valid_for.end = crate::trust::parse_rfc3339("2024-03-19T17:26:26Z");
@@ -688,7 +682,7 @@ mod tests {
 
     #[test]
     fn the_precert_tbs_drops_only_the_sct_extension() {
-        let (certs, _) = case!("happy-path-v0.3");
+        let (certs, _) = case_leaf_and_root("happy-path-v0.3");
         let leaf = &certs[0];
         let pre = precert_tbs(&leaf.tbs).unwrap();
         let ext_len = leaf.extension(OID_SCT_LIST).unwrap().value.len();
@@ -752,9 +746,7 @@ mod tests {
 
         #[test]
         fn truncated_sct_lists_are_errors(cut in 0usize..200) {
-            let Some((certs, _)) = case_leaf_and_root("happy-path-v0.3") else {
-                return Ok(());
-            };
+            let (certs, _) = case_leaf_and_root("happy-path-v0.3");
             let list = der_octet_string(&certs[0].extension(OID_SCT_LIST).unwrap().value).unwrap().to_vec();
             let cut = cut.min(list.len().saturating_sub(1));
             prop_assert!(parse_sct_list(&list[..cut]).is_err());

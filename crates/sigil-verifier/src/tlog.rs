@@ -28,6 +28,16 @@ pub const MAX_FUTURE_SKEW: Duration = Duration::minutes(5);
 /// Why a log entry was rejected.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum TlogError {
+    /// A Rekor v2 entry's `logIndex` is not the leaf its inclusion proof proves.
+    #[error(
+        "transparency log entry {log_index} carries an inclusion proof for leaf {proof_index}; a Rekor v2 entry's index must be its leaf index"
+    )]
+    IndexMismatch {
+        /// The entry's log index.
+        log_index: i64,
+        /// The inclusion proof's leaf index.
+        proof_index: i64,
+    },
     /// No log in the trusted root has the entry's log ID.
     #[error(
         "transparency log entry {log_index} comes from log {log_id_hex} (base64 {log_id_b64}), which the trusted root does not contain; use the trust root of the Sigstore instance that logged it"
@@ -489,6 +499,15 @@ fn verify_proof(
     checkpoint_required: Option<&'static str>,
 ) -> Result<(), TlogError> {
     let log_index = entry.log_index;
+    // A Rekor v2 log is a single tree: the entry's index is its leaf index,
+    // and nothing else binds the reported index to the proven leaf. (A v1
+    // index is global across shards and is covered by the SET instead.)
+    if rekor_v2 && proof.log_index != log_index {
+        return Err(TlogError::IndexMismatch {
+            log_index,
+            proof_index: proof.log_index,
+        });
+    }
     let merkle = |cause| TlogError::InclusionProof { log_index, cause };
     // The bundle parser rejects negative values; a failed conversion here is
     // still an out-of-range index, never a panic.

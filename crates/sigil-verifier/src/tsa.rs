@@ -443,41 +443,11 @@ fn anchor<'c>(
                 parent.subject
             )));
         }
-        verify_trusted_link(child, parent)
+        crate::x509::verify_trust_link(child, parent)
             .map_err(|e| untrusted(format!("trust-root TSA chain does not verify: {e}")))?;
     }
     path.extend(trusted);
     Ok(path)
-}
-
-/// Links between trust-root certificates already verified in this process,
-/// keyed by the SHA-256 of child and parent DER. Trust material does not
-/// change between timestamps, so its signatures are checked once rather than
-/// on every admission; only successes are kept, and the set is bounded.
-static VERIFIED_LINKS: std::sync::LazyLock<std::sync::Mutex<HashSet<[u8; 64]>>> =
-    std::sync::LazyLock::new(Default::default);
-const MAX_VERIFIED_LINKS: usize = 1024;
-
-fn verify_trusted_link(
-    child: &Certificate,
-    parent: &Certificate,
-) -> Result<(), crate::x509::CertificateError> {
-    let mut key = [0u8; 64];
-    let (c, p) = key.split_at_mut(32);
-    c.copy_from_slice(&crate::crypto::sha256(&child.der));
-    p.copy_from_slice(&crate::crypto::sha256(&parent.der));
-    // A poisoned lock only costs the cache, never the check.
-    if VERIFIED_LINKS.lock().is_ok_and(|set| set.contains(&key)) {
-        return Ok(());
-    }
-    child.verify_issued_by(parent)?;
-    if let Ok(mut set) = VERIFIED_LINKS.lock() {
-        if set.len() >= MAX_VERIFIED_LINKS {
-            set.clear();
-        }
-        set.insert(key);
-    }
-    Ok(())
 }
 
 /// RFC 3161 §2.3: the signer's certificate has exactly one EKU, timeStamping,
@@ -1082,15 +1052,7 @@ mod tests {
     use super::*;
     use crate::trust::parse_rfc3339;
 
-    /// The conformance suite in `../shared`, found above the crate so the
-    /// tests run from the main checkout and from worktrees alike.
-    fn cases_dir() -> std::path::PathBuf {
-        std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-            .ancestors()
-            .map(|a| a.join("shared/sigstore-conformance/bundle-verify"))
-            .find(|p| p.is_dir())
-            .expect("../shared/sigstore-conformance/bundle-verify not found above the crate")
-    }
+    use crate::test_support::conformance_dir as cases_dir;
 
     struct Case {
         token: Vec<u8>,

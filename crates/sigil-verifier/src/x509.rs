@@ -317,6 +317,47 @@ impl Certificate {
     }
 }
 
+/// Certificate links already verified in this process, keyed by the SHA-256
+/// of the child's and the parent's DER. Only links between trust-root
+/// certificates go through here: every admission re-checks the same one or
+/// two CA links, a P-384 check costs most of a millisecond, and a signature
+/// over identical bytes with an identical key cannot change its verdict. Only
+/// successes are kept, and the set is bounded.
+static VERIFIED_TRUST_LINKS: std::sync::LazyLock<
+    std::sync::Mutex<std::collections::HashSet<[u8; 64]>>,
+> = std::sync::LazyLock::new(Default::default);
+
+/// Bound on [`VERIFIED_TRUST_LINKS`]; trust roots hold a handful of authorities.
+const MAX_VERIFIED_TRUST_LINKS: usize = 1024;
+
+/// [`Certificate::verify_issued_by`] for links between trust-root
+/// certificates, remembered once verified (see [`VERIFIED_TRUST_LINKS`]).
+/// Never use it for bundle-supplied certificates.
+pub fn verify_trust_link(
+    child: &Certificate,
+    parent: &Certificate,
+) -> Result<(), CertificateError> {
+    let mut key = [0u8; 64];
+    let (c, p) = key.split_at_mut(32);
+    c.copy_from_slice(&crate::crypto::sha256(&child.der));
+    p.copy_from_slice(&crate::crypto::sha256(&parent.der));
+    // A poisoned lock only costs the cache, never the check.
+    if VERIFIED_TRUST_LINKS
+        .lock()
+        .is_ok_and(|set| set.contains(&key))
+    {
+        return Ok(());
+    }
+    child.verify_issued_by(parent)?;
+    if let Ok(mut set) = VERIFIED_TRUST_LINKS.lock() {
+        if set.len() >= MAX_VERIFIED_TRUST_LINKS {
+            set.clear();
+        }
+        set.insert(key);
+    }
+    Ok(())
+}
+
 /// Verifies `signature` over `data` with `key` under the given algorithm,
 /// refusing algorithm/key mismatches (e.g. an RSA algorithm with an EC key).
 pub fn verify_with_algorithm(

@@ -1,0 +1,985 @@
+//! The registry HTTP client: authentication, limits, digest checks and the
+//! round-trip count of one verification.
+//!
+//! Why not oci-client's `Client`: sigil needs things it does not offer — the
+//! referrers API with `Link` pagination and `artifactType` in index entries,
+//! hard body-size limits enforced while reading, a per-request timeout inside
+//! a total deadline, a digest check of every body fetched by digest, HEAD with
+//! `Docker-Content-Digest` and a GET fallback, and a count of round trips. So
+//! requests go through reqwest (the HTTP client oci-client itself builds on),
+//! configured with rustls on the ring provider; oci-client supplies reference
+//! parsing (see `reference`).
+//!
+//! Credentials: a request carries the credential configured for its own host
+//! only. A bearer token endpoint (`realm`) gets the credential only when its
+//! host is the registry host, or for Docker Hub's own pair (`index.docker.io`
+//! → `auth.docker.io`); any other realm is asked for an anonymous token. A
+//! realm over plain http is refused unless its host is allowed to be insecure.
+//! reqwest drops `Authorization` on redirects to another host, so blob
+//! redirects to storage services do not leak it either.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::Duration;
+
+use base64::Engine as _;
+use reqwest::header::{ACCEPT, AUTHORIZATION, CONTENT_LENGTH, HeaderMap, LINK, WWW_AUTHENTICATE};
+use reqwest::{Method, StatusCode};
+use serde::Deserialize;
+use tokio::time::Instant;
+use url::Url;
+
+use super::auth::{Challenge, Credential, Credentials, normalize_host, parse_challenge};
+use super::reference::{Digest, Repository};
+
+/// Media types sigil accepts for manifests and indexes.
+pub const MANIFEST_ACCEPT: &str = "application/vnd.oci.image.manifest.v1+json, application/vnd.oci.image.index.v1+json, application/vnd.docker.distribution.manifest.v2+json, application/vnd.docker.distribution.manifest.list.v2+json";
+
+/// Bounds on what one verification may cost. Every bound, when hit, is a
+/// typed error naming the limit.
+#[derive(Debug, Clone)]
+pub struct Limits {
+    /// Largest manifest or index body accepted.
+    pub max_manifest_bytes: u64,
+    /// Largest blob (bundle, signature payload) accepted.
+    pub max_blob_bytes: u64,
+    /// Most referrers (after filtering) or signature layers considered.
+    pub max_referrers: usize,
+    /// Most referrers-API pages followed.
+    pub max_pages: usize,
+    /// Most redirects followed per request.
+    pub max_redirects: usize,
+    /// Timeout of one request, body included.
+    pub request_timeout: Duration,
+    /// Deadline of a whole verification (all requests of one session).
+    pub total_deadline: Duration,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Self {
+            max_manifest_bytes: 4 << 20,
+            max_blob_bytes: 16 << 20,
+            max_referrers: 128,
+            max_pages: 5,
+            max_redirects: 5,
+            request_timeout: Duration::from_secs(10),
+            total_deadline: Duration::from_secs(30),
+        }
+    }
+}
+
+/// A registry request that failed. `reason()` gives a stable label.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RegistryError {
+    /// One request took longer than the per-request timeout.
+    #[error(
+        "registry timeout after {after:?} on {url}; the registry is slow or unreachable (raise the request timeout if it is just slow)"
+    )]
+    Timeout {
+        /// The request URL.
+        url: String,
+        /// The timeout that expired.
+        after: Duration,
+    },
+    /// The verification's total deadline passed.
+    #[error("deadline of {deadline:?} for this image passed before {url} answered")]
+    Deadline {
+        /// The request URL.
+        url: String,
+        /// The total deadline.
+        deadline: Duration,
+    },
+    /// The connection failed.
+    #[error("cannot reach registry at {url}: {reason}")]
+    Connect {
+        /// The request URL.
+        url: String,
+        /// Transport error.
+        reason: String,
+    },
+    /// The registry refused access.
+    #[error("registry answered {status} for {url}: {hint}")]
+    Denied {
+        /// The request URL.
+        url: String,
+        /// HTTP status.
+        status: u16,
+        /// What to do about it.
+        hint: String,
+    },
+    /// The registry answered with an unexpected status.
+    #[error("registry answered {status} for {url}{}", if *.status == 429 { " (rate limited; retry later)" } else { "" })]
+    Status {
+        /// The request URL.
+        url: String,
+        /// HTTP status.
+        status: u16,
+    },
+    /// A body exceeded its size limit.
+    #[error("{what} at {url} is larger than the limit of {limit} bytes; refusing to read it")]
+    TooLarge {
+        /// The request URL.
+        url: String,
+        /// What was being read.
+        what: &'static str,
+        /// The limit.
+        limit: u64,
+    },
+    /// The body did not hash to the digest it was fetched by or announced with.
+    #[error(
+        "content at {url} has digest {found}, not {expected}; the registry served wrong or tampered content"
+    )]
+    DigestMismatch {
+        /// The request URL.
+        url: String,
+        /// Digest expected.
+        expected: String,
+        /// Digest of the body.
+        found: String,
+    },
+    /// The body was cut short or the connection broke mid-body.
+    #[error("reading the body of {url} failed: {reason}")]
+    Body {
+        /// The request URL.
+        url: String,
+        /// Transport error.
+        reason: String,
+    },
+    /// Too many redirects, or a redirect loop.
+    #[error("too many redirects (more than {limit}) or a redirect loop at {url}")]
+    Redirects {
+        /// The request URL.
+        url: String,
+        /// The limit.
+        limit: usize,
+    },
+    /// More referrers or signature layers than the limit.
+    #[error("{what} for {subject} lists more than {limit} entries; refusing to consider them all")]
+    TooMany {
+        /// What was counted.
+        what: &'static str,
+        /// The image or tag.
+        subject: String,
+        /// The limit.
+        limit: usize,
+    },
+    /// More referrers pages than the limit.
+    #[error("referrers of {subject} span more than {limit} pages")]
+    TooManyPages {
+        /// The image.
+        subject: String,
+        /// The limit.
+        limit: usize,
+    },
+    /// A JSON body did not parse.
+    #[error("{what} at {url} is not valid JSON of the expected shape: {reason}")]
+    Json {
+        /// The request URL.
+        url: String,
+        /// What was being parsed.
+        what: &'static str,
+        /// Parser error.
+        reason: String,
+    },
+    /// The bearer-token flow failed.
+    #[error("getting a registry token from {realm} failed: {reason}")]
+    Token {
+        /// The token endpoint.
+        realm: String,
+        /// What went wrong.
+        reason: String,
+    },
+    /// A URL could not be built or a server-supplied URL was refused.
+    #[error("bad URL {url}: {reason}")]
+    Url {
+        /// The URL or its base.
+        url: String,
+        /// What is wrong with it.
+        reason: String,
+    },
+}
+
+impl RegistryError {
+    /// A stable, short label for metrics and machine-readable output.
+    pub fn reason(&self) -> &'static str {
+        match self {
+            Self::Timeout { .. } => "registry-timeout",
+            Self::Deadline { .. } => "deadline",
+            Self::Connect { .. } => "registry-unreachable",
+            Self::Denied { .. } => "registry-denied",
+            Self::Status { .. } => "registry-status",
+            Self::TooLarge { .. } => "too-large",
+            Self::DigestMismatch { .. } => "content-digest-mismatch",
+            Self::Body { .. } => "truncated-body",
+            Self::Redirects { .. } => "redirects",
+            Self::TooMany { .. } => "too-many-entries",
+            Self::TooManyPages { .. } => "too-many-pages",
+            Self::Json { .. } => "bad-json",
+            Self::Token { .. } => "token",
+            Self::Url { .. } => "bad-url",
+        }
+    }
+}
+
+/// An OCI descriptor (also an index entry), with the fields sigil reads.
+#[derive(Debug, Clone, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct Descriptor {
+    /// Media type of the referenced content.
+    #[serde(default)]
+    pub media_type: String,
+    /// Digest of the referenced content.
+    pub digest: String,
+    /// Size in bytes.
+    #[serde(default)]
+    pub size: i64,
+    /// Artifact type (index entries of the referrers API).
+    #[serde(default)]
+    pub artifact_type: Option<String>,
+    /// Annotations.
+    #[serde(default)]
+    pub annotations: BTreeMap<String, String>,
+}
+
+/// An image manifest or index, with the fields sigil reads.
+#[derive(Debug, Clone, Deserialize, Default)]
+#[serde(rename_all = "camelCase")]
+pub struct Manifest {
+    /// Media type, if written.
+    #[serde(default)]
+    pub media_type: Option<String>,
+    /// Artifact type, if written.
+    #[serde(default)]
+    pub artifact_type: Option<String>,
+    /// Config descriptor (manifests).
+    #[serde(default)]
+    pub config: Option<Descriptor>,
+    /// Layers (manifests).
+    #[serde(default)]
+    pub layers: Vec<Descriptor>,
+    /// Entries (indexes).
+    #[serde(default)]
+    pub manifests: Vec<Descriptor>,
+    /// Subject (OCI 1.1 referrers).
+    #[serde(default)]
+    pub subject: Option<Descriptor>,
+    /// Annotations.
+    #[serde(default)]
+    pub annotations: BTreeMap<String, String>,
+}
+
+/// How to reach registries.
+#[derive(Debug, Clone, Default)]
+pub struct ClientConfig {
+    /// Credentials per registry host.
+    pub credentials: Credentials,
+    /// Talk plain http to every registry (`--allow-insecure-registry`).
+    pub allow_insecure_all: bool,
+    /// Hosts to talk plain http to (`--insecure-registry HOST`).
+    pub insecure_hosts: Vec<String>,
+    /// Bounds.
+    pub limits: Limits,
+}
+
+/// A registry client for one credential set. Cheap to share; tokens are cached.
+#[derive(Debug)]
+pub struct RegistryClient {
+    http: reqwest::Client,
+    credentials: Credentials,
+    allow_insecure_all: bool,
+    insecure_hosts: HashSet<String>,
+    limits: Limits,
+    // Authorization header per (host, repository), learnt from challenges.
+    auth_cache: Mutex<HashMap<(String, String), String>>,
+}
+
+/// A fetched response body.
+#[derive(Debug)]
+pub struct Fetched {
+    /// HTTP status.
+    pub status: StatusCode,
+    /// Response headers.
+    pub headers: HeaderMap,
+    /// The body, within its limit.
+    pub body: Vec<u8>,
+    /// The final URL.
+    pub url: String,
+}
+
+/// One verification's use of the client: its deadline and round-trip count.
+#[derive(Debug)]
+pub struct Session<'a> {
+    client: &'a RegistryClient,
+    deadline: Instant,
+    round_trips: AtomicU32,
+}
+
+impl RegistryClient {
+    /// Builds a client. Fails only if the TLS stack cannot be set up.
+    pub fn new(config: ClientConfig) -> Result<Self, RegistryError> {
+        let max = config.limits.max_redirects;
+        let policy = reqwest::redirect::Policy::custom(move |attempt| {
+            let downgrade = attempt.url().scheme() == "http"
+                && attempt
+                    .previous()
+                    .last()
+                    .is_some_and(|u| u.scheme() == "https");
+            if attempt.previous().len() > max || downgrade {
+                attempt.error("too many redirects or a redirect from https to http")
+            } else {
+                attempt.follow()
+            }
+        });
+        let http = reqwest::Client::builder()
+            .use_rustls_tls()
+            .redirect(policy)
+            .connect_timeout(config.limits.request_timeout)
+            .user_agent(concat!("sigil/", env!("CARGO_PKG_VERSION")))
+            .build()
+            .map_err(|e| RegistryError::Connect {
+                url: String::new(),
+                reason: format!("cannot build the HTTP client: {e}"),
+            })?;
+        Ok(Self {
+            http,
+            credentials: config.credentials,
+            allow_insecure_all: config.allow_insecure_all,
+            insecure_hosts: config
+                .insecure_hosts
+                .iter()
+                .map(|h| normalize_host(h))
+                .collect(),
+            limits: config.limits,
+            auth_cache: Mutex::new(HashMap::new()),
+        })
+    }
+
+    /// The client's limits.
+    pub fn limits(&self) -> &Limits {
+        &self.limits
+    }
+
+    /// Starts a session whose deadline is the limits' total deadline from now.
+    pub fn session(&self) -> Session<'_> {
+        Session {
+            client: self,
+            deadline: Instant::now() + self.limits.total_deadline,
+            round_trips: AtomicU32::new(0),
+        }
+    }
+
+    fn insecure(&self, host: &str) -> bool {
+        self.allow_insecure_all || self.insecure_hosts.contains(&normalize_host(host))
+    }
+
+    /// The base URL of a registry host.
+    pub fn base_url(&self, host: &str) -> Result<Url, RegistryError> {
+        let scheme = if self.insecure(host) { "http" } else { "https" };
+        let s = format!("{scheme}://{host}/");
+        Url::parse(&s).map_err(|e| RegistryError::Url {
+            url: s,
+            reason: e.to_string(),
+        })
+    }
+}
+
+fn cached_auth(client: &RegistryClient, key: &(String, String)) -> Option<String> {
+    client
+        .auth_cache
+        .lock()
+        .ok()
+        .and_then(|m| m.get(key).cloned())
+}
+
+fn store_auth(client: &RegistryClient, key: (String, String), value: String) {
+    if let Ok(mut m) = client.auth_cache.lock() {
+        m.insert(key, value);
+    }
+}
+
+fn basic_header(username: &str, password: &str) -> String {
+    let raw = format!("{username}:{password}");
+    format!(
+        "Basic {}",
+        base64::engine::general_purpose::STANDARD.encode(raw)
+    )
+}
+
+fn credential_header(c: &Credential) -> String {
+    match c {
+        Credential::Basic { username, password } => basic_header(username, password),
+        Credential::Bearer(t) => format!("Bearer {t}"),
+    }
+}
+
+/// Whether credentials for `registry_host` may be sent to a token realm on `realm_host`.
+pub fn realm_may_receive_credentials(registry_host: &str, realm_host: &str) -> bool {
+    let (r, t) = (normalize_host(registry_host), normalize_host(realm_host));
+    r == t || (r == "index.docker.io" && t == "auth.docker.io")
+}
+
+#[derive(Deserialize)]
+struct TokenResponse {
+    #[serde(default)]
+    token: Option<String>,
+    #[serde(default)]
+    access_token: Option<String>,
+}
+
+impl Session<'_> {
+    /// Registry round trips made so far (token requests included).
+    pub fn round_trips(&self) -> u32 {
+        self.round_trips.load(Ordering::Relaxed)
+    }
+
+    /// The client.
+    pub fn client(&self) -> &RegistryClient {
+        self.client
+    }
+
+    fn timeout_for(&self, url: &str) -> Result<Duration, RegistryError> {
+        let remaining = self.deadline.saturating_duration_since(Instant::now());
+        if remaining.is_zero() {
+            return Err(RegistryError::Deadline {
+                url: url.to_string(),
+                deadline: self.client.limits.total_deadline,
+            });
+        }
+        Ok(remaining.min(self.client.limits.request_timeout))
+    }
+
+    /// One HTTP exchange, body read within `max` bytes and the timeout.
+    async fn exchange(
+        &self,
+        method: Method,
+        url: &Url,
+        accept: &str,
+        auth: Option<&str>,
+        max: u64,
+        what: &'static str,
+    ) -> Result<Fetched, RegistryError> {
+        let u = url.to_string();
+        let timeout = self.timeout_for(&u)?;
+        let per_request = timeout == self.client.limits.request_timeout;
+        let expired = || {
+            if per_request {
+                RegistryError::Timeout {
+                    url: u.clone(),
+                    after: timeout,
+                }
+            } else {
+                RegistryError::Deadline {
+                    url: u.clone(),
+                    deadline: self.client.limits.total_deadline,
+                }
+            }
+        };
+        self.round_trips.fetch_add(1, Ordering::Relaxed);
+        let mut req = self
+            .client
+            .http
+            .request(method, url.clone())
+            .header(ACCEPT, accept);
+        if let Some(a) = auth {
+            req = req.header(AUTHORIZATION, a);
+        }
+        let work = async {
+            let mut resp = req.send().await.map_err(|e| {
+                if e.is_redirect() {
+                    RegistryError::Redirects {
+                        url: u.clone(),
+                        limit: self.client.limits.max_redirects,
+                    }
+                } else {
+                    RegistryError::Connect {
+                        url: u.clone(),
+                        reason: error_chain(&e),
+                    }
+                }
+            })?;
+            let status = resp.status();
+            let headers = resp.headers().clone();
+            let final_url = resp.url().to_string();
+            let declared = headers
+                .get(CONTENT_LENGTH)
+                .and_then(|v| v.to_str().ok())
+                .and_then(|v| v.parse::<u64>().ok());
+            if declared.is_some_and(|n| n > max) {
+                return Err(RegistryError::TooLarge {
+                    url: final_url,
+                    what,
+                    limit: max,
+                });
+            }
+            let mut body = Vec::new();
+            // Bounded: the loop ends when the body ends or passes `max`.
+            while let Some(chunk) = resp.chunk().await.map_err(|e| RegistryError::Body {
+                url: final_url.clone(),
+                reason: error_chain(&e),
+            })? {
+                if body.len() as u64 + chunk.len() as u64 > max {
+                    return Err(RegistryError::TooLarge {
+                        url: final_url,
+                        what,
+                        limit: max,
+                    });
+                }
+                body.extend_from_slice(&chunk);
+            }
+            Ok(Fetched {
+                status,
+                headers,
+                body,
+                url: final_url,
+            })
+        };
+        tokio::time::timeout(timeout, work)
+            .await
+            .map_err(|_| expired())?
+    }
+
+    /// A request to a registry on behalf of `repo`, answering auth challenges.
+    pub async fn request(
+        &self,
+        method: Method,
+        url: &Url,
+        repo: &Repository,
+        accept: &str,
+        max: u64,
+        what: &'static str,
+    ) -> Result<Fetched, RegistryError> {
+        let key = (normalize_host(&repo.host), repo.name.clone());
+        let auth = cached_auth(self.client, &key);
+        let first = self
+            .exchange(method.clone(), url, accept, auth.as_deref(), max, what)
+            .await?;
+        if first.status != StatusCode::UNAUTHORIZED {
+            return self.check_status(first, url);
+        }
+        let challenge = first
+            .headers
+            .get(WWW_AUTHENTICATE)
+            .and_then(|v| v.to_str().ok())
+            .and_then(parse_challenge);
+        let credential = self.client.credentials.for_host(&repo.host);
+        let header = match challenge {
+            Some(Challenge::Bearer { realm, service, .. }) => {
+                self.token(
+                    &repo.host,
+                    &repo.name,
+                    &realm,
+                    service.as_deref(),
+                    credential,
+                )
+                .await?
+            }
+            Some(Challenge::Basic) => match credential {
+                Some(c) => credential_header(c),
+                None => return Err(self.denied(url, 401, repo)),
+            },
+            None => return Err(self.denied(url, 401, repo)),
+        };
+        if auth.as_deref() == Some(header.as_str()) {
+            return Err(self.denied(url, 401, repo));
+        }
+        store_auth(self.client, key, header.clone());
+        let second = self
+            .exchange(method, url, accept, Some(&header), max, what)
+            .await?;
+        self.check_status(second, url)
+    }
+
+    fn denied(&self, url: &Url, status: u16, repo: &Repository) -> RegistryError {
+        let have = self.client.credentials.for_host(&repo.host).is_some();
+        let hint = match (status, have) {
+            (401, false) => format!(
+                "anonymous access to {repo} was refused; give credentials for {} (docker config or pull secret)",
+                repo.host
+            ),
+            (401, true) => format!("the credentials for {} were refused; check them", repo.host),
+            _ => format!(
+                "access to {repo} is forbidden for these credentials; check the pull secret's permissions"
+            ),
+        };
+        RegistryError::Denied {
+            url: url.to_string(),
+            status,
+            hint,
+        }
+    }
+
+    fn check_status(&self, f: Fetched, url: &Url) -> Result<Fetched, RegistryError> {
+        let s = f.status.as_u16();
+        if f.status.is_success() || s == 404 {
+            return Ok(f);
+        }
+        if s == 401 || s == 403 {
+            return Err(RegistryError::Denied {
+                url: url.to_string(),
+                status: s,
+                hint: "access forbidden; check the registry credentials and their permissions"
+                    .into(),
+            });
+        }
+        Err(RegistryError::Status {
+            url: url.to_string(),
+            status: s,
+        })
+    }
+
+    async fn token(
+        &self,
+        host: &str,
+        repo: &str,
+        realm: &str,
+        service: Option<&str>,
+        credential: Option<&Credential>,
+    ) -> Result<String, RegistryError> {
+        let terr = |reason: String| RegistryError::Token {
+            realm: realm.to_string(),
+            reason,
+        };
+        let mut url = Url::parse(realm).map_err(|e| terr(format!("realm is not a URL: {e}")))?;
+        let realm_host = match (url.host_str(), url.port()) {
+            (Some(h), Some(p)) => format!("{h}:{p}"),
+            (Some(h), None) => h.to_string(),
+            (None, _) => return Err(terr("realm has no host".into())),
+        };
+        match url.scheme() {
+            "https" => {}
+            "http" if self.client.insecure(&realm_host) => {}
+            s => {
+                return Err(terr(format!(
+                    "realm scheme `{s}` is not allowed; only https (or http for hosts marked insecure)"
+                )));
+            }
+        }
+        {
+            let mut q = url.query_pairs_mut();
+            if let Some(s) = service {
+                q.append_pair("service", s);
+            }
+            // Our own scope, never the challenge's: sigil only ever pulls.
+            q.append_pair("scope", &format!("repository:{repo}:pull"));
+        }
+        let auth = match credential {
+            Some(c) if realm_may_receive_credentials(host, &realm_host) => {
+                Some(credential_header(c))
+            }
+            _ => None,
+        };
+        let f = self
+            .exchange(
+                Method::GET,
+                &url,
+                "application/json",
+                auth.as_deref(),
+                1 << 20,
+                "token response",
+            )
+            .await?;
+        if !f.status.is_success() {
+            return Err(terr(format!(
+                "token endpoint answered {}",
+                f.status.as_u16()
+            )));
+        }
+        let t: TokenResponse = serde_json::from_slice(&f.body)
+            .map_err(|e| terr(format!("bad token response: {e}")))?;
+        let token = t
+            .token
+            .or(t.access_token)
+            .filter(|t| !t.is_empty())
+            .ok_or_else(|| terr("no token in the response".into()))?;
+        Ok(format!("Bearer {token}"))
+    }
+
+    fn v2_url(&self, repo: &Repository, tail: &str) -> Result<Url, RegistryError> {
+        let base = self.client.base_url(&repo.host)?;
+        let path = format!("v2/{}/{tail}", repo.name);
+        base.join(&path).map_err(|e| RegistryError::Url {
+            url: path,
+            reason: e.to_string(),
+        })
+    }
+
+    /// Resolves a tag to a digest: HEAD with `Docker-Content-Digest`, or GET
+    /// and SHA-256 of the body when the header is missing. `None` when the
+    /// tag does not exist.
+    pub async fn resolve_tag(
+        &self,
+        repo: &Repository,
+        tag: &str,
+    ) -> Result<Option<Digest>, RegistryError> {
+        let url = self.v2_url(repo, &format!("manifests/{tag}"))?;
+        let max = self.client.limits.max_manifest_bytes;
+        let head = self
+            .request(Method::HEAD, &url, repo, MANIFEST_ACCEPT, max, "manifest")
+            .await;
+        match head {
+            Ok(f) if f.status == StatusCode::NOT_FOUND => return Ok(None),
+            Ok(f) if f.status.is_success() => {
+                if let Some(d) = header_digest(&f.headers) {
+                    return Ok(Some(d));
+                }
+            }
+            // Some registries refuse HEAD (405) or fail it; GET decides.
+            Ok(_) | Err(RegistryError::Status { .. }) => {}
+            Err(e) => return Err(e),
+        }
+        Ok(self.manifest(repo, tag, None).await?.map(|(_, d, _)| d))
+    }
+
+    /// Fetches a manifest by tag or digest. By digest, the body must hash to
+    /// it; by tag, it must hash to `Docker-Content-Digest` when the registry
+    /// sends one. `None` on 404.
+    pub async fn manifest(
+        &self,
+        repo: &Repository,
+        reference: &str,
+        expected: Option<Digest>,
+    ) -> Result<Option<(Vec<u8>, Digest, Manifest)>, RegistryError> {
+        let url = self.v2_url(repo, &format!("manifests/{reference}"))?;
+        let max = self.client.limits.max_manifest_bytes;
+        let f = self
+            .request(Method::GET, &url, repo, MANIFEST_ACCEPT, max, "manifest")
+            .await?;
+        if f.status == StatusCode::NOT_FOUND {
+            return Ok(None);
+        }
+        let found = Digest::of(&f.body);
+        let announced = header_digest(&f.headers);
+        for want in [expected, announced].into_iter().flatten() {
+            if want != found {
+                return Err(RegistryError::DigestMismatch {
+                    url: url.to_string(),
+                    expected: want.to_string(),
+                    found: found.to_string(),
+                });
+            }
+        }
+        let m: Manifest = serde_json::from_slice(&f.body).map_err(|e| RegistryError::Json {
+            url: url.to_string(),
+            what: "manifest",
+            reason: e.to_string(),
+        })?;
+        Ok(Some((f.body, found, m)))
+    }
+
+    /// Fetches a blob by descriptor: size checked against the limit before
+    /// the request, digest checked after. A missing blob is an error.
+    pub async fn blob(
+        &self,
+        repo: &Repository,
+        desc: &Descriptor,
+    ) -> Result<Vec<u8>, RegistryError> {
+        let max = self.client.limits.max_blob_bytes;
+        let url = self.v2_url(repo, &format!("blobs/{}", desc.digest))?;
+        let expected = Digest::parse(&desc.digest).map_err(|e| RegistryError::Url {
+            url: url.to_string(),
+            reason: e.to_string(),
+        })?;
+        if desc.size < 0 || desc.size as u64 > max {
+            return Err(RegistryError::TooLarge {
+                url: url.to_string(),
+                what: "blob",
+                limit: max,
+            });
+        }
+        let f = self
+            .request(Method::GET, &url, repo, "*/*", max, "blob")
+            .await?;
+        if f.status == StatusCode::NOT_FOUND {
+            return Err(RegistryError::Status {
+                url: url.to_string(),
+                status: 404,
+            });
+        }
+        let found = Digest::of(&f.body);
+        if found != expected {
+            return Err(RegistryError::DigestMismatch {
+                url: url.to_string(),
+                expected: expected.to_string(),
+                found: found.to_string(),
+            });
+        }
+        Ok(f.body)
+    }
+
+    /// Lists referrers of `digest` through the referrers API, following
+    /// `Link` pagination on the same origin. `None` when the API is absent
+    /// (404), so the caller falls back to the tag schema.
+    pub async fn referrers(
+        &self,
+        repo: &Repository,
+        digest: &Digest,
+    ) -> Result<Option<Vec<Descriptor>>, RegistryError> {
+        let limits = &self.client.limits;
+        let mut url = self.v2_url(repo, &format!("referrers/{digest}"))?;
+        let origin = url.origin();
+        let mut out = Vec::new();
+        let subject = format!("{repo}@{digest}");
+        for page in 0..limits.max_pages {
+            let f = self
+                .request(
+                    Method::GET,
+                    &url,
+                    repo,
+                    "application/vnd.oci.image.index.v1+json",
+                    limits.max_manifest_bytes,
+                    "referrers list",
+                )
+                .await?;
+            if f.status == StatusCode::NOT_FOUND {
+                // A 404 on a later page is a broken registry, not an absent API.
+                return if page == 0 {
+                    Ok(None)
+                } else {
+                    Err(RegistryError::Status {
+                        url: url.to_string(),
+                        status: 404,
+                    })
+                };
+            }
+            let index: Manifest =
+                serde_json::from_slice(&f.body).map_err(|e| RegistryError::Json {
+                    url: url.to_string(),
+                    what: "referrers list",
+                    reason: e.to_string(),
+                })?;
+            out.extend(index.manifests);
+            if out.len() > limits.max_referrers {
+                return Err(RegistryError::TooMany {
+                    what: "referrers list",
+                    subject,
+                    limit: limits.max_referrers,
+                });
+            }
+            let Some(next) = next_link(&f.headers) else {
+                return Ok(Some(out));
+            };
+            let next_url = url.join(&next).map_err(|e| RegistryError::Url {
+                url: next.clone(),
+                reason: e.to_string(),
+            })?;
+            if next_url.origin() != origin {
+                return Err(RegistryError::Url {
+                    url: next_url.to_string(),
+                    reason: "referrers pagination points to another host; refusing to follow"
+                        .into(),
+                });
+            }
+            url = next_url;
+        }
+        Err(RegistryError::TooManyPages {
+            subject,
+            limit: limits.max_pages,
+        })
+    }
+}
+
+fn header_digest(h: &HeaderMap) -> Option<Digest> {
+    h.get("docker-content-digest")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|s| Digest::parse(s.trim()).ok())
+}
+
+/// The `rel="next"` target of a `Link` header, if any.
+pub fn next_link(h: &HeaderMap) -> Option<String> {
+    for v in h.get_all(LINK) {
+        let Ok(s) = v.to_str() else { continue };
+        for part in s.split(',') {
+            let mut pieces = part.split(';');
+            let target = pieces.next()?.trim();
+            let is_next = pieces.any(|p| {
+                let p = p.trim().to_ascii_lowercase();
+                p == "rel=\"next\"" || p == "rel=next"
+            });
+            if is_next {
+                return target
+                    .strip_prefix('<')
+                    .and_then(|t| t.strip_suffix('>'))
+                    .map(str::to_string);
+            }
+        }
+    }
+    None
+}
+
+fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut s = e.to_string();
+    let mut src = e.source();
+    // Bounded: error chains are short, and we stop after a few levels anyway.
+    for _ in 0..5 {
+        let Some(inner) = src else { break };
+        s.push_str(": ");
+        s.push_str(&inner.to_string());
+        src = inner.source();
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use reqwest::header::HeaderValue;
+
+    #[test]
+    fn link_headers_yield_the_next_page_only() {
+        let mut h = HeaderMap::new();
+        h.insert(
+            LINK,
+            HeaderValue::from_static(r#"</v2/a/referrers/sha256:x?n=2&last=b>; rel="next""#),
+        );
+        assert_eq!(
+            next_link(&h).as_deref(),
+            Some("/v2/a/referrers/sha256:x?n=2&last=b")
+        );
+        h.insert(LINK, HeaderValue::from_static(r#"</prev>; rel="prev""#));
+        assert_eq!(next_link(&h), None);
+    }
+
+    #[test]
+    fn credentials_go_to_a_token_realm_only_on_the_registry_host_or_docker_hubs_pair() {
+        assert!(realm_may_receive_credentials("r.example", "r.example"));
+        assert!(realm_may_receive_credentials("docker.io", "auth.docker.io"));
+        assert!(!realm_may_receive_credentials(
+            "r.example",
+            "auth.r.example"
+        ));
+        assert!(!realm_may_receive_credentials(
+            "r.example:5000",
+            "r.example:5001"
+        ));
+        assert!(!realm_may_receive_credentials("ghcr.io", "auth.docker.io"));
+    }
+
+    #[test]
+    fn default_limits_match_the_documented_bounds() {
+        let l = Limits::default();
+        assert_eq!(l.max_manifest_bytes, 4 * 1024 * 1024);
+        assert_eq!(l.max_blob_bytes, 16 * 1024 * 1024);
+        assert_eq!(l.max_referrers, 128);
+        assert_eq!(l.max_pages, 5);
+        assert!(l.request_timeout <= l.total_deadline);
+    }
+
+    #[test]
+    fn plain_http_is_used_only_for_hosts_marked_insecure() {
+        let c = RegistryClient::new(ClientConfig {
+            insecure_hosts: vec!["127.0.0.1:5000".into()],
+            ..Default::default()
+        })
+        .unwrap();
+        assert_eq!(c.base_url("127.0.0.1:5000").unwrap().scheme(), "http");
+        assert_eq!(c.base_url("127.0.0.1:5001").unwrap().scheme(), "https");
+        let c = RegistryClient::new(ClientConfig {
+            allow_insecure_all: true,
+            ..Default::default()
+        })
+        .unwrap();
+        assert_eq!(c.base_url("r.example").unwrap().scheme(), "http");
+    }
+}

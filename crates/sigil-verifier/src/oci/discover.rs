@@ -1,0 +1,419 @@
+//! Discovery of an image's signatures and attestations: OCI 1.1 referrers
+//! (API, or the `sha256-<hex>` tag-schema fallback) holding Sigstore bundles,
+//! and cosign's legacy `sha256-<hex>.sig` / `.att` tags.
+//!
+//! Discovery only fetches (with every body's digest checked); it decides
+//! nothing about trust. A candidate that cannot be fetched or is malformed is
+//! kept, marked unusable with the reason, so the final verdict can list it.
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use super::client::{Descriptor, Manifest, RegistryError, Session};
+use super::reference::{Digest, Repository};
+use crate::bundle::BUNDLE_MEDIA_TYPES;
+
+/// cosign's predicate type for a plain image signature in the new format.
+pub const COSIGN_SIGN_PREDICATE: &str = "https://sigstore.dev/cosign/sign/v1";
+/// Layer media type of a legacy simple-signing payload.
+pub const SIMPLE_SIGNING_MEDIA_TYPE: &str = "application/vnd.dev.cosign.simplesigning.v1+json";
+/// Layer media type of a legacy attestation (DSSE envelope).
+pub const DSSE_MEDIA_TYPE: &str = "application/vnd.dsse.envelope.v1+json";
+/// Artifact type of cosign v2's experimental OCI 1.1 legacy-payload referrers.
+pub const COSIGN_SIG_ARTIFACT_TYPE: &str = "application/vnd.dev.cosign.artifact.sig.v1+json";
+/// Annotation carrying a referrer's predicate type (informational; the signed statement decides).
+pub const PREDICATE_TYPE_ANNOTATION: &str = "dev.sigstore.bundle.predicateType";
+
+/// What discovery looks for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Want {
+    /// Signatures: predicate `https://sigstore.dev/cosign/sign/v1` bundles and `.sig` layers.
+    Signatures,
+    /// Attestations of this predicate type: bundles and `.att` layers.
+    Attestations(String),
+}
+
+impl Want {
+    fn predicate(&self) -> &str {
+        match self {
+            Self::Signatures => COSIGN_SIGN_PREDICATE,
+            Self::Attestations(p) => p,
+        }
+    }
+}
+
+/// Where signatures are looked for, as policy-controller's `source`.
+#[derive(Debug, Clone, Default)]
+pub struct DiscoveryOptions {
+    /// Repository holding the signatures (`source.oci`), when not the image's own.
+    pub signature_repository: Option<Repository>,
+    /// Prefix of the legacy tags (`tagPrefix`).
+    pub tag_prefix: String,
+}
+
+/// How a candidate was stored.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CandidateFormat {
+    /// A Sigstore bundle found through the referrers API.
+    BundleReferrer,
+    /// A Sigstore bundle found through the `sha256-<hex>` fallback tag.
+    BundleFallbackTag,
+    /// A legacy simple-signing layer (`.sig` tag or a cosign v2 experimental referrer).
+    LegacySignature,
+    /// A legacy DSSE attestation layer (`.att` tag).
+    LegacyAttestation,
+}
+
+impl fmt::Display for CandidateFormat {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Self::BundleReferrer => "sigstore bundle (OCI referrer)",
+            Self::BundleFallbackTag => "sigstore bundle (referrers fallback tag)",
+            Self::LegacySignature => "cosign legacy signature",
+            Self::LegacyAttestation => "cosign legacy attestation",
+        })
+    }
+}
+
+/// The fetched material of a candidate.
+#[derive(Debug, Clone)]
+pub enum Material {
+    /// A Sigstore bundle (JSON).
+    Bundle(Vec<u8>),
+    /// A simple-signing payload with its layer annotations.
+    SimpleSigning {
+        /// The payload bytes, exactly as signed.
+        payload: Vec<u8>,
+        /// The layer's annotations (signature, certificate, chain, bundle, timestamp).
+        annotations: BTreeMap<String, String>,
+    },
+    /// A DSSE envelope (JSON) with its layer annotations.
+    Dsse {
+        /// The envelope JSON.
+        envelope: Vec<u8>,
+        /// The layer's annotations.
+        annotations: BTreeMap<String, String>,
+    },
+    /// Could not be fetched or is not of the expected shape.
+    Unusable(String),
+}
+
+/// One signature or attestation found for the image.
+#[derive(Debug, Clone)]
+pub struct Candidate {
+    /// How it was stored.
+    pub format: CandidateFormat,
+    /// Where: `registry/repo@sha256:...` of the referrer, or `registry/repo:tag` and layer.
+    pub location: String,
+    /// The material.
+    pub material: Material,
+}
+
+/// Everything discovery saw.
+#[derive(Debug, Clone, Default)]
+pub struct Discovery {
+    /// Candidates of the wanted kind.
+    pub candidates: Vec<Candidate>,
+    /// Where discovery looked, for "no signature found" messages.
+    pub looked_in: Vec<String>,
+    /// Referrers skipped because their annotations name another predicate type.
+    pub skipped: Vec<String>,
+    /// Places that could not be read (the rest of discovery went on).
+    pub errors: Vec<(String, RegistryError)>,
+}
+
+fn is_bundle_type(t: &str) -> bool {
+    BUNDLE_MEDIA_TYPES.contains(&t)
+}
+
+/// Discovers candidates for `digest` of `image_repo`.
+pub async fn discover(
+    session: &Session<'_>,
+    image_repo: &Repository,
+    digest: &Digest,
+    want: &Want,
+    options: &DiscoveryOptions,
+) -> Discovery {
+    let repo = options.signature_repository.as_ref().unwrap_or(image_repo);
+    let mut out = Discovery::default();
+    discover_referrers(session, repo, digest, want, &mut out).await;
+    let suffix = match want {
+        Want::Signatures => "sig",
+        Want::Attestations(_) => "att",
+    };
+    let tag = format!("{}{}.{suffix}", options.tag_prefix, digest.tag_stem());
+    discover_legacy(session, repo, &tag, want, &mut out).await;
+    out
+}
+
+async fn discover_referrers(
+    session: &Session<'_>,
+    repo: &Repository,
+    digest: &Digest,
+    want: &Want,
+    out: &mut Discovery,
+) {
+    let limits = session.client().limits().clone();
+    let (entries, format) = match session.referrers(repo, digest).await {
+        Ok(Some(entries)) => {
+            out.looked_in
+                .push(format!("referrers API of {repo}@{digest}"));
+            (entries, CandidateFormat::BundleReferrer)
+        }
+        Ok(None) => {
+            let tag = digest.tag_stem();
+            out.looked_in
+                .push(format!("referrers fallback tag {repo}:{tag}"));
+            match session.manifest(repo, &tag, None).await {
+                Ok(Some((_, _, index))) => (index.manifests, CandidateFormat::BundleFallbackTag),
+                Ok(None) => return,
+                Err(e) => {
+                    out.errors.push((format!("{repo}:{tag}"), e));
+                    return;
+                }
+            }
+        }
+        Err(e) => {
+            out.errors
+                .push((format!("referrers API of {repo}@{digest}"), e));
+            return;
+        }
+    };
+    if entries.len() > limits.max_referrers {
+        out.errors.push((
+            format!("{repo}:{}", digest.tag_stem()),
+            RegistryError::TooMany {
+                what: "referrers index",
+                subject: format!("{repo}@{digest}"),
+                limit: limits.max_referrers,
+            },
+        ));
+        return;
+    }
+    for entry in entries {
+        // Filter here rather than with `?artifactType=`: the API takes one
+        // value per request and sigil accepts several spellings; some
+        // registries also report an empty artifactType, so those are fetched.
+        let at = entry.artifact_type.as_deref().unwrap_or("");
+        if !(at.is_empty() || is_bundle_type(at) || at == COSIGN_SIG_ARTIFACT_TYPE) {
+            continue;
+        }
+        if let Some(p) = entry.annotations.get(PREDICATE_TYPE_ANNOTATION) {
+            if p != want.predicate() {
+                out.skipped.push(format!("{repo}@{} ({p})", entry.digest));
+                continue;
+            }
+        }
+        let location = format!("{repo}@{}", entry.digest);
+        fetch_referrer(session, repo, digest, &entry, want, format, location, out).await;
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn fetch_referrer(
+    session: &Session<'_>,
+    repo: &Repository,
+    digest: &Digest,
+    entry: &Descriptor,
+    want: &Want,
+    format: CandidateFormat,
+    location: String,
+    out: &mut Discovery,
+) {
+    let unusable = |format, location: &str, why: String| Candidate {
+        format,
+        location: location.to_string(),
+        material: Material::Unusable(why),
+    };
+    let expected = match Digest::parse(&entry.digest) {
+        Ok(d) => d,
+        Err(e) => {
+            out.candidates
+                .push(unusable(format, &location, e.to_string()));
+            return;
+        }
+    };
+    let manifest = match session.manifest(repo, &entry.digest, Some(expected)).await {
+        Ok(Some((_, _, m))) => m,
+        Ok(None) => {
+            out.candidates.push(unusable(
+                format,
+                &location,
+                "referrer manifest is listed but missing (404)".into(),
+            ));
+            return;
+        }
+        Err(e) => {
+            out.candidates
+                .push(unusable(format, &location, e.to_string()));
+            return;
+        }
+    };
+    // The referrer must say it is about this image, whatever the listing said.
+    match manifest.subject.as_ref().map(|s| s.digest.as_str()) {
+        Some(s) if s == digest.to_string() => {}
+        other => {
+            out.candidates.push(unusable(
+                format,
+                &location,
+                format!(
+                    "referrer subject is {}, not the image {digest}",
+                    other.unwrap_or("missing")
+                ),
+            ));
+            return;
+        }
+    }
+    if let Some(p) = manifest.annotations.get(PREDICATE_TYPE_ANNOTATION) {
+        if p != want.predicate() {
+            out.skipped.push(format!("{location} ({p})"));
+            return;
+        }
+    }
+    let legacy = is_legacy_referrer(&manifest);
+    if legacy {
+        if *want != Want::Signatures {
+            return;
+        }
+        layer_candidates(
+            session,
+            repo,
+            &manifest,
+            want,
+            CandidateFormat::LegacySignature,
+            &location,
+            out,
+        )
+        .await;
+        return;
+    }
+    if !is_bundle_manifest(&manifest) {
+        // Not a Sigstore artifact (an SBOM, say): not a candidate.
+        return;
+    }
+    let Some(layer) = manifest
+        .layers
+        .iter()
+        .find(|l| is_bundle_type(&l.media_type))
+    else {
+        out.candidates.push(unusable(
+            format,
+            &location,
+            "bundle referrer has no bundle layer".into(),
+        ));
+        return;
+    };
+    let material = match session.blob(repo, layer).await {
+        Ok(b) => Material::Bundle(b),
+        Err(e) => Material::Unusable(format!("bundle layer {}: {e}", layer.digest)),
+    };
+    out.candidates.push(Candidate {
+        format,
+        location,
+        material,
+    });
+}
+
+fn is_bundle_manifest(m: &Manifest) -> bool {
+    m.artifact_type.as_deref().is_some_and(is_bundle_type)
+        || m.config
+            .as_ref()
+            .is_some_and(|c| is_bundle_type(&c.media_type))
+        || m.layers.iter().any(|l| is_bundle_type(&l.media_type))
+}
+
+fn is_legacy_referrer(m: &Manifest) -> bool {
+    m.artifact_type.as_deref() == Some(COSIGN_SIG_ARTIFACT_TYPE)
+        || m.config
+            .as_ref()
+            .is_some_and(|c| c.media_type == COSIGN_SIG_ARTIFACT_TYPE)
+}
+
+async fn discover_legacy(
+    session: &Session<'_>,
+    repo: &Repository,
+    tag: &str,
+    want: &Want,
+    out: &mut Discovery,
+) {
+    out.looked_in.push(format!("{repo}:{tag}"));
+    let manifest = match session.manifest(repo, tag, None).await {
+        Ok(Some((_, _, m))) => m,
+        Ok(None) => return,
+        Err(e) => {
+            out.errors.push((format!("{repo}:{tag}"), e));
+            return;
+        }
+    };
+    let format = match want {
+        Want::Signatures => CandidateFormat::LegacySignature,
+        Want::Attestations(_) => CandidateFormat::LegacyAttestation,
+    };
+    layer_candidates(
+        session,
+        repo,
+        &manifest,
+        want,
+        format,
+        &format!("{repo}:{tag}"),
+        out,
+    )
+    .await;
+}
+
+async fn layer_candidates(
+    session: &Session<'_>,
+    repo: &Repository,
+    manifest: &Manifest,
+    want: &Want,
+    format: CandidateFormat,
+    location: &str,
+    out: &mut Discovery,
+) {
+    let limit = session.client().limits().max_referrers;
+    if manifest.layers.len() > limit {
+        out.errors.push((
+            location.to_string(),
+            RegistryError::TooMany {
+                what: "signature layers",
+                subject: location.to_string(),
+                limit,
+            },
+        ));
+        return;
+    }
+    let media = match want {
+        Want::Signatures => SIMPLE_SIGNING_MEDIA_TYPE,
+        Want::Attestations(_) => DSSE_MEDIA_TYPE,
+    };
+    for (i, layer) in manifest.layers.iter().enumerate() {
+        if layer.media_type != media {
+            continue;
+        }
+        if let (Want::Attestations(p), Some(lp)) = (want, layer.annotations.get("predicateType")) {
+            if lp != p {
+                out.skipped.push(format!("{location} layer {i} ({lp})"));
+                continue;
+            }
+        }
+        let loc = format!("{location} layer {i} ({})", layer.digest);
+        let material = match session.blob(repo, layer).await {
+            Ok(bytes) => match want {
+                Want::Signatures => Material::SimpleSigning {
+                    payload: bytes,
+                    annotations: layer.annotations.clone(),
+                },
+                Want::Attestations(_) => Material::Dsse {
+                    envelope: bytes,
+                    annotations: layer.annotations.clone(),
+                },
+            },
+            Err(e) => Material::Unusable(e.to_string()),
+        };
+        out.candidates.push(Candidate {
+            format,
+            location: loc,
+            material,
+        });
+    }
+}

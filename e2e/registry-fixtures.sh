@@ -1,0 +1,192 @@
+#!/usr/bin/env bash
+# Real registries + real cosign fixtures for `sigil verify`.
+#
+# Starts olareg (referrers API) and Debian's docker-registry (no referrers API,
+# so cosign writes the sha256-<hex> fallback tag) on free 127.0.0.1 ports,
+# pushes small images with crane, signs them key-based with cosign v3 in the
+# new bundle format and the legacy format, attests one, and builds an unsigned
+# image, one signed by another key, and one carrying signatures moved from
+# another image. Then runs the given command with SIGIL_REGISTRY_FIXTURES
+# naming the fixture file, and stops the registries on exit.
+#
+#   e2e/registry-fixtures.sh [-- COMMAND...]    default command: the ignored
+#                                               registry_real tests + CLI checks
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+REPO_ROOT=$PWD
+
+BIN=$(scripts/install-tools.sh cosign crane olareg docker-registry)
+export PATH="$BIN:$PATH"
+WORK=$(mktemp -d "${TMPDIR:-/tmp}/sigil-registry.XXXXXX")
+PIDS=()
+cleanup() {
+  for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
+  for p in "${PIDS[@]}"; do wait "$p" 2>/dev/null || true; done
+  rm -rf "$WORK"
+}
+trap cleanup EXIT INT TERM
+
+free_port() {
+  python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()'
+}
+wait_port() { # host:port, bounded to ~10 s
+  for _ in $(seq 1 100); do
+    if curl -fsS -o /dev/null "http://$1/v2/" 2>/dev/null; then return 0; fi
+    sleep 0.1
+  done
+  echo "registry at $1 did not come up" >&2
+  return 1
+}
+
+P1=$(free_port); P2=$(free_port)
+OLAREG=127.0.0.1:$P1
+DOCKREG=127.0.0.1:$P2
+olareg serve --addr 127.0.0.1 --port "$P1" --store-type mem >"$WORK/olareg.log" 2>&1 &
+PIDS+=($!)
+cat >"$WORK/docker-registry.yml" <<YML
+version: 0.1
+log:
+  level: warn
+storage:
+  filesystem:
+    rootdirectory: $WORK/dr-store
+  delete:
+    enabled: true
+http:
+  addr: $DOCKREG
+YML
+docker-registry serve "$WORK/docker-registry.yml" >"$WORK/docker-registry.log" 2>&1 &
+PIDS+=($!)
+wait_port "$OLAREG"
+wait_port "$DOCKREG"
+
+cd "$WORK"
+export COSIGN_PASSWORD=
+export COSIGN_YES=true
+# cosign must not reach the network: no TUF, no tlog, no signing config.
+ORIG_HOME=$HOME
+export TUF_ROOT=$WORK/tuf HOME=$WORK
+cosign generate-key-pair --output-key-prefix key1 >/dev/null 2>&1
+cosign generate-key-pair --output-key-prefix key2 >/dev/null 2>&1
+echo '{"buildType":"https://example.com/sigil-test","builder":{"id":"sigil-test"}}' >predicate.json
+SIGN=(--use-signing-config=false --tlog-upload=false --allow-insecure-registry --yes)
+
+push_image() { # registry repo tag content -> digest
+  mkdir -p "layer-$4"; echo "$4" >"layer-$4/hello.txt"
+  tar -C "layer-$4" --owner=0 --group=0 --mtime=@0 -cf "layer-$4.tar" hello.txt
+  crane append --insecure --oci-empty-base -f "layer-$4.tar" -t "$1/$2:$3" >/dev/null 2>&1
+  crane digest --insecure "$1/$2:$3"
+}
+
+# Rewrites the new-format signature referrer of image FROM so its subject is
+# image TO, and publishes it (by digest; plus the fallback tag where the
+# registry has no referrers API): a signature "moved" onto another image.
+move_referrer() { # registry repo from-digest to-digest
+  python3 - "$@" <<'PY'
+import hashlib, json, sys, urllib.request, urllib.error
+reg, repo, src, dst = sys.argv[1:5]
+base = f"http://{reg}/v2/{repo}"
+IDX = "application/vnd.oci.image.index.v1+json"
+MAN = "application/vnd.oci.image.manifest.v1+json"
+def get(path, accept=MAN + ", " + IDX):
+    req = urllib.request.Request(base + path, headers={"Accept": accept})
+    with urllib.request.urlopen(req, timeout=10) as r:
+        return r.read()
+def put(path, body, ctype):
+    req = urllib.request.Request(base + path, data=body, method="PUT", headers={"Content-Type": ctype})
+    urllib.request.urlopen(req, timeout=10).read()
+try:
+    index = json.loads(get(f"/referrers/{src}", IDX)); api = True
+except urllib.error.HTTPError:
+    index = json.loads(get(f"/manifests/sha256-{src[7:]}")); api = False
+for d in index["manifests"]:
+    m = json.loads(get(f"/manifests/{d['digest']}"))
+    if m.get("annotations", {}).get("dev.sigstore.bundle.predicateType") == "https://sigstore.dev/cosign/sign/v1":
+        break
+else:
+    sys.exit("no signature referrer found to move")
+target = get(f"/manifests/{dst}")
+m["subject"] = {"mediaType": MAN, "digest": dst, "size": len(target)}
+body = json.dumps(m, separators=(",", ":")).encode()
+digest = "sha256:" + hashlib.sha256(body).hexdigest()
+put(f"/manifests/{digest}", body, MAN)
+if not api:
+    idx = {"schemaVersion": 2, "mediaType": IDX, "manifests": [
+        {"mediaType": MAN, "digest": digest, "size": len(body), "artifactType": m.get("artifactType", "")}]}
+    put(f"/manifests/sha256-{dst[7:]}", json.dumps(idx).encode(), IDX)
+PY
+}
+
+FIX=$WORK/fixtures.env
+{
+  echo "KEY1=$WORK/key1.pub"
+  echo "KEY2=$WORK/key2.pub"
+} >"$FIX"
+for pair in "olareg:$OLAREG" "dockreg:$DOCKREG"; do
+  name=${pair%%:*}; R=${pair#*:}
+  A=$(push_image "$R" test/app new "$name-new")
+  L=$(push_image "$R" test/app legacy "$name-legacy")
+  T=$(push_image "$R" test/app att "$name-att")
+  U=$(push_image "$R" test/app unsigned "$name-unsigned")
+  O=$(push_image "$R" test/app other "$name-other")
+  M=$(push_image "$R" test/app moved "$name-moved")
+  cosign sign --key key1.key "${SIGN[@]}" "$R/test/app@$A" >/dev/null 2>&1
+  cosign sign --key key1.key "${SIGN[@]}" --new-bundle-format=false "$R/test/app@$L" >/dev/null 2>&1
+  cosign attest --key key1.key "${SIGN[@]}" --predicate predicate.json --type slsaprovenance "$R/test/app@$T" >/dev/null 2>&1
+  cosign attest --key key1.key "${SIGN[@]}" --new-bundle-format=false --predicate predicate.json --type slsaprovenance "$R/test/app@$T" >/dev/null 2>&1
+  cosign sign --key key2.key "${SIGN[@]}" "$R/test/app@$O" >/dev/null 2>&1
+  cosign sign --key key2.key "${SIGN[@]}" --new-bundle-format=false "$R/test/app@$O" >/dev/null 2>&1
+  move_referrer "$R" test/app "$A" "$M"
+  crane copy --insecure "$R/test/app:sha256-${L#sha256:}.sig" "$R/test/app:sha256-${M#sha256:}.sig" >/dev/null 2>&1
+  {
+    echo "${name^^}=$R"
+    echo "${name^^}_NEW=$R/test/app@$A"
+    echo "${name^^}_LEGACY=$R/test/app@$L"
+    echo "${name^^}_ATT=$R/test/app@$T"
+    echo "${name^^}_UNSIGNED=$R/test/app@$U"
+    echo "${name^^}_OTHER=$R/test/app@$O"
+    echo "${name^^}_MOVED=$R/test/app@$M"
+  } >>"$FIX"
+done
+echo "fixtures: $FIX" >&2
+export SIGIL_REGISTRY_FIXTURES=$FIX
+export HOME=$ORIG_HOME
+cd "$REPO_ROOT"
+
+if [ "${1:-}" = "--" ]; then
+  shift
+  "$@"
+  exit $?
+fi
+
+# Default: the library tests against the fixtures, then the CLI itself.
+cargo test -q -p sigil-verifier --test registry_real -- --ignored --test-threads 2
+cargo build -q -p sigil-cli
+SIGIL=${CARGO_TARGET_DIR:-target}/debug/sigil
+# shellcheck disable=SC1090
+. "$FIX"
+pass=0; fail=0
+expect() { # want-exit description args...
+  local want=$1 what=$2; shift 2
+  local got=0
+  timeout 60 "$SIGIL" verify --allow-insecure-registry --insecure-ignore-tlog "$@" >"$WORK/out" 2>&1 || got=$?
+  if { [ "$want" = 0 ] && [ "$got" = 0 ]; } || { [ "$want" != 0 ] && [ "$got" != 0 ]; }; then
+    pass=$((pass + 1))
+  else
+    fail=$((fail + 1)); echo "FAIL: $what (exit $got)"; cat "$WORK/out"
+  fi
+}
+for n in OLAREG DOCKREG; do
+  v() { eval echo "\$${n}_$1"; }
+  expect 0 "$n new-format signature" --key "$KEY1" "$(v NEW)"
+  expect 0 "$n legacy signature" --key "$KEY1" "$(v LEGACY)"
+  expect 0 "$n attestation" --key "$KEY1" --type slsaprovenance "$(v ATT)"
+  expect 1 "$n attestation only, no signature" --key "$KEY1" "$(v ATT)"
+  expect 1 "$n unsigned" --key "$KEY1" "$(v UNSIGNED)"
+  expect 1 "$n other key" --key "$KEY1" "$(v OTHER)"
+  expect 0 "$n other key with that key" --key "$KEY2" "$(v OTHER)"
+  expect 1 "$n moved signature" --key "$KEY1" "$(v MOVED)"
+  expect 0 "$n by tag" --key "$KEY1" "$(eval echo "\$${n}")/test/app:new"
+done
+echo "cli: $pass passed, $fail failed"
+[ "$fail" = 0 ]
