@@ -128,15 +128,20 @@ pub fn image_signature_bundle(
 
 /// The referrer manifest cosign v3 pushes for a bundle: artifact type and
 /// layer media type `application/vnd.dev.sigstore.bundle.v0.3+json`, the
-/// empty config, `subject` naming the image, and the content and predicate
-/// type annotations.
+/// empty config (whose descriptor cosign v3.1 also gives the artifact type),
+/// `subject` naming the image, and the content and predicate type
+/// annotations.
 pub fn bundle_referrer(bundle_json: &[u8], predicate_type: &str, subject: Value) -> OciManifest {
     let empty = b"{}".to_vec();
+    let mut config = descriptor(OCI_EMPTY, &empty);
+    if let Some(obj) = config.as_object_mut() {
+        obj.insert("artifactType".into(), json!(BUNDLE_V03));
+    }
     let manifest = json!({
         "schemaVersion": 2,
         "mediaType": OCI_MANIFEST,
         "artifactType": BUNDLE_V03,
-        "config": descriptor(OCI_EMPTY, &empty),
+        "config": config,
         "layers": [descriptor(BUNDLE_V03, bundle_json)],
         "subject": subject,
         "annotations": {
