@@ -1,0 +1,456 @@
+//! The ClusterImagePolicy reconciler: resolves the Secrets and ConfigMaps a
+//! policy refers to (in sigil's namespace only), compiles it with sigil-api's
+//! compiler, publishes the compiled version to the snapshot, and reports
+//! `Ready` with `observedGeneration` plus an Event when that changes. A
+//! rejected generation is not published; the snapshot keeps the last
+//! accepted one. Changes of referenced Secrets, ConfigMaps and TrustRoots
+//! re-reconcile the policies that refer to them.
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures_util::{Stream, StreamExt, TryStreamExt};
+use k8s_openapi::api::core::v1::{ConfigMap, Secret};
+use kube::ResourceExt;
+use kube::api::Api;
+use kube::runtime::controller::Action;
+use kube::runtime::reflector::{self, ObjectRef, Store};
+use kube::runtime::{Controller, WatchStreamExt, watcher};
+use sigil_api::cip::{ClusterImagePolicy, ClusterImagePolicySpec, KeyRef, Policy};
+use sigil_api::compile::{Offline, compile_policy, trust_root_refs};
+use sigil_api::snapshot::SnapshotPolicy;
+
+use crate::context::Context;
+use crate::error::{Error, Result};
+use crate::status::{self, Verdict};
+
+/// The controller's name in metrics.
+pub const CONTROLLER: &str = "policy";
+/// How often an accepted policy is checked again without a change.
+const RESYNC: Duration = Duration::from_secs(3600);
+/// How soon a policy with a missing reference is retried.
+const RETRY_UNRESOLVED: Duration = Duration::from_secs(30);
+
+/// The Secrets, ConfigMaps and TrustRoots a policy refers to.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct References {
+    /// Secret names (in sigil's namespace).
+    pub secrets: BTreeSet<String>,
+    /// ConfigMap names (in sigil's namespace).
+    pub config_maps: BTreeSet<String>,
+    /// TrustRoot names.
+    pub trust_roots: BTreeSet<String>,
+}
+
+/// What `spec` refers to.
+pub fn references(spec: &ClusterImagePolicySpec) -> References {
+    let mut refs = References::default();
+    let policy = |p: &Option<Policy>, refs: &mut References| {
+        if let Some(name) = p
+            .as_ref()
+            .and_then(|p| p.config_map_ref.as_ref())
+            .and_then(|r| r.get("name"))
+            .and_then(|n| n.as_str())
+        {
+            refs.config_maps.insert(name.to_owned());
+        }
+    };
+    policy(&spec.policy, &mut refs);
+    for a in &spec.authorities {
+        let keys = [
+            a.key.as_ref(),
+            a.keyless.as_ref().and_then(|k| k.ca_cert.as_ref()),
+        ];
+        for key in keys.into_iter().flatten() {
+            if let Some(s) = &key.secret_ref {
+                refs.secrets.insert(s.name.clone());
+            }
+        }
+        let roots = [
+            a.keyless.as_ref().and_then(|k| k.trust_root_ref.as_ref()),
+            a.ctlog.as_ref().and_then(|c| c.trust_root_ref.as_ref()),
+            a.rfc3161_timestamp
+                .as_ref()
+                .and_then(|t| t.trust_root_ref.as_ref()),
+        ];
+        refs.trust_roots
+            .extend(roots.into_iter().flatten().cloned());
+        for att in &a.attestations {
+            policy(&att.policy, &mut refs);
+        }
+    }
+    refs
+}
+
+/// Returns `spec` with every Secret and ConfigMap reference replaced by its
+/// content, or the problems found (one line each, naming the field).
+pub async fn resolve(
+    spec: &ClusterImagePolicySpec,
+    ctx: &Context,
+) -> Result<Result<ClusterImagePolicySpec, Vec<String>>> {
+    let mut spec = spec.clone();
+    let mut problems = Vec::new();
+    let r = Resolver { ctx };
+    for (i, a) in spec.authorities.iter_mut().enumerate() {
+        if let Some(key) = &mut a.key {
+            r.key(&format!("spec.authorities[{i}].key"), key, &mut problems)
+                .await?;
+        }
+        if let Some(ca) = a.keyless.as_mut().and_then(|k| k.ca_cert.as_mut()) {
+            r.key(
+                &format!("spec.authorities[{i}].keyless.ca-cert"),
+                ca,
+                &mut problems,
+            )
+            .await?;
+        }
+        for (j, att) in a.attestations.iter_mut().enumerate() {
+            if let Some(p) = &mut att.policy {
+                r.policy(
+                    &format!("spec.authorities[{i}].attestations[{j}].policy"),
+                    p,
+                    &mut problems,
+                )
+                .await?;
+            }
+        }
+    }
+    if let Some(p) = &mut spec.policy {
+        r.policy("spec.policy", p, &mut problems).await?;
+    }
+    Ok(if problems.is_empty() {
+        Ok(spec)
+    } else {
+        Err(problems)
+    })
+}
+
+struct Resolver<'a> {
+    ctx: &'a Context,
+}
+
+impl Resolver<'_> {
+    /// Checks that `namespace` is sigil's: the controller may read Secrets
+    /// and ConfigMaps only there.
+    fn namespace_ok(&self, path: &str, namespace: &str, problems: &mut Vec<String>) -> bool {
+        let ns = &self.ctx.args.namespace;
+        if namespace.is_empty() || namespace == ns {
+            true
+        } else {
+            problems.push(format!(
+                "{path}: namespace `{namespace}` is not sigil's namespace `{ns}`; sigil reads \
+                 referenced Secrets and ConfigMaps only from its own namespace: move the object there"
+            ));
+            false
+        }
+    }
+
+    async fn key(&self, path: &str, key: &mut KeyRef, problems: &mut Vec<String>) -> Result<()> {
+        let Some(secret_ref) = key.secret_ref.clone() else {
+            return Ok(());
+        };
+        if key.data.is_some() {
+            // Both set: the compiler reports it.
+            return Ok(());
+        }
+        let path = format!("{path}.secretRef");
+        if !self.namespace_ok(&path, &secret_ref.namespace, problems) {
+            return Ok(());
+        }
+        let ns = &self.ctx.args.namespace;
+        let name = &secret_ref.name;
+        let api: Api<Secret> = Api::namespaced(self.ctx.client.clone(), ns);
+        let secret = api
+            .get_opt(name)
+            .await
+            .map_err(|e| Error::kube(format!("reading Secret {ns}/{name}"), e))?;
+        let Some(secret) = secret else {
+            problems.push(format!(
+                "{path}: Secret {ns}/{name} not found; create it with the PEM as its only data entry"
+            ));
+            return Ok(());
+        };
+        let data = secret.data.unwrap_or_default();
+        let mut entries = data.iter();
+        match (entries.next(), entries.next()) {
+            (Some((_, value)), None) => match String::from_utf8(value.0.clone()) {
+                Ok(pem) => {
+                    key.data = Some(pem);
+                    key.secret_ref = None;
+                }
+                Err(_) => problems.push(format!(
+                    "{path}: Secret {ns}/{name} holds binary data; store the PEM text"
+                )),
+            },
+            (None, _) => problems.push(format!(
+                "{path}: Secret {ns}/{name} has no data; put the PEM in its only data entry"
+            )),
+            (Some(_), Some(_)) => problems.push(format!(
+                "{path}: Secret {ns}/{name} has {} data entries ({}); it must hold exactly one, the PEM",
+                data.len(),
+                data.keys().cloned().collect::<Vec<_>>().join(", ")
+            )),
+        }
+        Ok(())
+    }
+
+    async fn policy(&self, path: &str, p: &mut Policy, problems: &mut Vec<String>) -> Result<()> {
+        let Some(reference) = p.config_map_ref.clone() else {
+            return Ok(());
+        };
+        let path = format!("{path}.configMapRef");
+        let field = |f: &str| {
+            reference
+                .get(f)
+                .and_then(|v| v.as_str())
+                .unwrap_or_default()
+                .to_owned()
+        };
+        let (name, namespace, key) = (field("name"), field("namespace"), field("key"));
+        if name.is_empty() {
+            problems.push(format!("{path}.name: the ConfigMap's name is required"));
+            return Ok(());
+        }
+        if !self.namespace_ok(&path, &namespace, problems) {
+            return Ok(());
+        }
+        let ns = &self.ctx.args.namespace;
+        let api: Api<ConfigMap> = Api::namespaced(self.ctx.client.clone(), ns);
+        let cm = api
+            .get_opt(&name)
+            .await
+            .map_err(|e| Error::kube(format!("reading ConfigMap {ns}/{name}"), e))?;
+        let Some(cm) = cm else {
+            problems.push(format!(
+                "{path}: ConfigMap {ns}/{name} not found; create it with the Rego module"
+            ));
+            return Ok(());
+        };
+        let data = cm.data.unwrap_or_default();
+        let module = if key.is_empty() {
+            let mut values = data.values();
+            match (values.next(), values.next()) {
+                (Some(v), None) => Some(v.clone()),
+                _ => {
+                    problems.push(format!(
+                        "{path}: ConfigMap {ns}/{name} has {} entries; set configMapRef.key to the one holding the Rego module",
+                        data.len()
+                    ));
+                    None
+                }
+            }
+        } else {
+            let v = data.get(&key).cloned();
+            if v.is_none() {
+                problems.push(format!(
+                    "{path}.key: ConfigMap {ns}/{name} has no entry `{key}`"
+                ));
+            }
+            v
+        };
+        if let Some(module) = module {
+            p.data = Some(module);
+            p.config_map_ref = None;
+        }
+        Ok(())
+    }
+}
+
+/// Reconciles one ClusterImagePolicy.
+pub async fn reconcile(cip: Arc<ClusterImagePolicy>, ctx: Arc<Context>) -> Result<Action> {
+    ctx.ensure_leader()?;
+    ctx.metrics.reconciled(CONTROLLER);
+    let name = cip.name_any();
+    let generation = cip.metadata.generation.unwrap_or_default();
+    let (mut verdict, requeue) = match resolve(&cip.spec, &ctx).await? {
+        Err(problems) => (
+            Verdict::failed("Ready", "UnresolvedReference", problems.join("; ")),
+            RETRY_UNRESOLVED,
+        ),
+        Ok(spec) => match compile_policy(&name, &spec, &Offline) {
+            Err(e) => (Verdict::failed("Ready", "Invalid", e.to_string()), RESYNC),
+            Ok(compiled) => {
+                let mut missing = Vec::new();
+                for root in trust_root_refs(&compiled).into_keys() {
+                    if ctx.publisher.trust_root(&root).await.is_none() {
+                        missing.push(root);
+                    }
+                }
+                if missing.is_empty() {
+                    ctx.publisher
+                        .accept_policy(SnapshotPolicy {
+                            name: name.clone(),
+                            uid: cip.uid().unwrap_or_default(),
+                            generation,
+                            resource_version: cip.resource_version().unwrap_or_default(),
+                            spec,
+                        })
+                        .await?;
+                    (
+                        Verdict::ok(
+                            "Ready",
+                            "Accepted",
+                            format!(
+                                "generation {generation} compiled and is enforced by the webhook"
+                            ),
+                        ),
+                        RESYNC,
+                    )
+                } else {
+                    (
+                        Verdict::failed(
+                            "Ready",
+                            "UnresolvedReference",
+                            format!(
+                                "TrustRoot {} not found or not Ready; create it or fix trustRootRef",
+                                missing.join(", ")
+                            ),
+                        ),
+                        RETRY_UNRESOLVED,
+                    )
+                }
+            }
+        },
+    };
+    if !verdict.ok {
+        verdict.message = match ctx.publisher.policy(&name).await {
+            Some(good) => format!(
+                "generation {generation} rejected: {}; the webhook keeps enforcing generation {}",
+                verdict.message, good.generation
+            ),
+            None => format!(
+                "generation {generation} rejected: {}; the webhook does not enforce this policy",
+                verdict.message
+            ),
+        };
+    }
+    ctx.metrics.policy_state(&name, Some(verdict.ok));
+    let previous = cip
+        .status
+        .as_ref()
+        .map(|s| s.conditions.as_slice())
+        .unwrap_or_default();
+    let observed = cip.status.as_ref().and_then(|s| s.observed_generation);
+    if status::changed(previous, &verdict, generation) || observed != Some(generation) {
+        let conditions = status::conditions(previous, std::slice::from_ref(&verdict), generation);
+        status::apply_status(
+            &ctx,
+            cip.as_ref(),
+            serde_json::json!({"observedGeneration": generation, "conditions": conditions}),
+        )
+        .await?;
+        status::event(&ctx, cip.as_ref(), &verdict).await;
+    }
+    Ok(Action::requeue(requeue))
+}
+
+/// What to do after a failed reconcile: count it and retry soon.
+pub fn error_policy(_cip: Arc<ClusterImagePolicy>, error: &Error, ctx: Arc<Context>) -> Action {
+    ctx.metrics.failed(CONTROLLER, error.metric_label());
+    if matches!(error, Error::NotLeader(_)) {
+        return Action::await_change();
+    }
+    tracing::warn!(%error, "ClusterImagePolicy reconcile failed");
+    Action::requeue(Duration::from_secs(10))
+}
+
+fn policies_referring(
+    store: &Store<ClusterImagePolicy>,
+    refers: impl Fn(&References) -> bool,
+) -> Vec<ObjectRef<ClusterImagePolicy>> {
+    store
+        .state()
+        .iter()
+        .filter(|cip| refers(&references(&cip.spec)))
+        .map(|cip| ObjectRef::from_obj(cip.as_ref()))
+        .collect()
+}
+
+/// Runs the ClusterImagePolicy controller until `shutdown` resolves.
+/// `trust_root_changed` names TrustRoots whose published material changed.
+pub async fn run(
+    ctx: Arc<Context>,
+    trust_root_changed: impl Stream<Item = String> + Send + 'static,
+    shutdown: impl std::future::Future<Output = ()> + Send + Sync + 'static,
+) {
+    let client = ctx.client.clone();
+    let ns = ctx.args.namespace.clone();
+    let (reader, writer) = reflector::store();
+    let prune_ctx = ctx.clone();
+    let prune_reader = reader.clone();
+    let objects = reflector::reflector(
+        writer,
+        watcher(
+            Api::<ClusterImagePolicy>::all(client.clone()),
+            watcher::Config::default(),
+        ),
+    )
+    .and_then(move |event| {
+        let ctx = prune_ctx.clone();
+        let reader = prune_reader.clone();
+        async move {
+            prune(&ctx, &reader, &event).await;
+            Ok(event)
+        }
+    })
+    .default_backoff()
+    .applied_objects();
+
+    let secrets = reader.clone();
+    let config_maps = reader.clone();
+    let roots = reader.clone();
+    let trust_root_triggers = trust_root_changed.flat_map(move |name| {
+        futures_util::stream::iter(policies_referring(&roots, |r| {
+            r.trust_roots.contains(&name)
+        }))
+    });
+    Controller::for_stream(objects, reader)
+        .watches(
+            Api::<Secret>::namespaced(client.clone(), &ns),
+            watcher::Config::default(),
+            move |s: Secret| policies_referring(&secrets, |r| r.secrets.contains(&s.name_any())),
+        )
+        .watches(
+            Api::<ConfigMap>::namespaced(client, &ns),
+            watcher::Config::default(),
+            move |c: ConfigMap| {
+                policies_referring(&config_maps, |r| r.config_maps.contains(&c.name_any()))
+            },
+        )
+        .reconcile_on(trust_root_triggers)
+        .graceful_shutdown_on(shutdown)
+        .run(reconcile, error_policy, ctx)
+        .for_each(|result| async move {
+            if let Err(e) = result {
+                tracing::debug!(error = %e, "policy controller event");
+            }
+        })
+        .await;
+}
+
+/// Unpublishes deleted policies: on a delete event, and once the initial
+/// list is complete (policies deleted while the controller was down).
+async fn prune(
+    ctx: &Context,
+    reader: &Store<ClusterImagePolicy>,
+    event: &watcher::Event<ClusterImagePolicy>,
+) {
+    if ctx.ensure_leader().is_err() {
+        return;
+    }
+    let result = match event {
+        watcher::Event::Delete(cip) => {
+            ctx.metrics.policy_state(&cip.name_any(), None);
+            ctx.publisher.remove_policy(&cip.name_any()).await
+        }
+        watcher::Event::InitDone => {
+            let live = reader.state().iter().map(|c| c.name_any()).collect();
+            ctx.publisher.retain_policies(&live).await
+        }
+        _ => return,
+    };
+    if let Err(e) = result {
+        tracing::warn!(error = %e, "could not unpublish deleted policies; retried on the next change");
+    }
+}
