@@ -367,6 +367,13 @@ fn policies_referring(
         .collect()
 }
 
+/// Maps a changed Secret to the policies that refer to it.
+pub fn secret_mapper(
+    store: Store<ClusterImagePolicy>,
+) -> impl Fn(Secret) -> Vec<ObjectRef<ClusterImagePolicy>> + Send + Sync + 'static {
+    move |s: Secret| policies_referring(&store, |r| r.secrets.contains(&s.name_any()))
+}
+
 /// Runs the ClusterImagePolicy controller until `shutdown` resolves.
 /// `trust_root_changed` names TrustRoots whose published material changed.
 pub async fn run(
@@ -397,8 +404,8 @@ pub async fn run(
     .default_backoff()
     .applied_objects();
 
-    let secrets = reader.clone();
     let config_maps = reader.clone();
+    let secrets = secret_mapper(reader.clone());
     let roots = reader.clone();
     let trust_root_triggers = trust_root_changed.flat_map(move |name| {
         futures_util::stream::iter(policies_referring(&roots, |r| {
@@ -409,7 +416,7 @@ pub async fn run(
         .watches(
             Api::<Secret>::namespaced(client.clone(), &ns),
             watcher::Config::default(),
-            move |s: Secret| policies_referring(&secrets, |r| r.secrets.contains(&s.name_any())),
+            secrets,
         )
         .watches(
             Api::<ConfigMap>::namespaced(client, &ns),
@@ -452,5 +459,376 @@ async fn prune(
     };
     if let Err(e) = result {
         tracing::warn!(error = %e, "could not unpublish deleted policies; retried on the next change");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(
+        clippy::unwrap_used,
+        clippy::expect_used,
+        clippy::panic,
+        clippy::indexing_slicing
+    )]
+
+    use http::Method;
+    use kube::runtime::reflector;
+    use kube::runtime::watcher::Event;
+    use serde_json::{Value, json};
+
+    use super::*;
+    use crate::fixtures::*;
+
+    fn key_spec(key: Value) -> Value {
+        json!({"images": [{"glob": "ghcr.io/acme/**"}], "authorities": [{"key": key}]})
+    }
+
+    async fn reconcile_path(api: &FakeApi, ctx: &Arc<Context>, name: &str) -> Result<Action> {
+        reconcile(
+            object::<ClusterImagePolicy>(api, &cip_path(name)),
+            ctx.clone(),
+        )
+        .await
+    }
+
+    fn ready(api: &FakeApi, name: &str) -> Value {
+        let obj = api.get(&cip_path(name)).unwrap();
+        obj["status"]["conditions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["type"] == "Ready")
+            .unwrap()
+            .clone()
+    }
+
+    #[tokio::test]
+    async fn a_valid_policy_gets_ready_true_its_status_an_event_and_a_place_in_the_snapshot() {
+        let (client, api) = FakeApi::start();
+        let (ctx, _rx, _l) = context(client, true);
+        api.put(
+            &cip_path("p"),
+            cip("p", 1, key_spec(json!({"data": P256_PUB}))),
+        );
+
+        reconcile_path(&api, &ctx, "p").await.unwrap();
+
+        let obj = api.get(&cip_path("p")).unwrap();
+        assert_eq!(obj["status"]["observedGeneration"], 1);
+        let cond = ready(&api, "p");
+        assert_eq!(cond["status"], "True");
+        assert_eq!(cond["reason"], "Accepted");
+        assert_eq!(
+            api.requests_to(Method::PATCH, &format!("{}/status", cip_path("p")))
+                .len(),
+            1
+        );
+        assert_eq!(api.event_notes().len(), 1);
+        assert_eq!(api.event_notes()[0].0, "Accepted");
+        let snapshot = stored_snapshot(&api).unwrap();
+        assert_eq!(snapshot.policies.len(), 1);
+        assert_eq!(snapshot.policies[0].generation, 1);
+        snapshot.validate().unwrap();
+    }
+
+    #[tokio::test]
+    async fn a_second_reconcile_without_change_writes_nothing() {
+        let (client, api) = FakeApi::start();
+        let (ctx, _rx, _l) = context(client, true);
+        api.put(
+            &cip_path("p"),
+            cip("p", 1, key_spec(json!({"data": P256_PUB}))),
+        );
+        reconcile_path(&api, &ctx, "p").await.unwrap();
+        let writes = |api: &FakeApi| {
+            api.requests()
+                .iter()
+                .filter(|r| r.method != Method::GET)
+                .count()
+        };
+        let before = writes(&api);
+
+        reconcile_path(&api, &ctx, "p").await.unwrap();
+
+        assert_eq!(writes(&api), before, "{:#?}", api.requests().last());
+    }
+
+    #[tokio::test]
+    async fn a_secret_key_is_resolved_inline_and_a_secret_change_re_reconciles_the_policy() {
+        let (client, api) = FakeApi::start();
+        let (ctx, _rx, _l) = context(client, true);
+        api.put(
+            &secret_path("cosign-key"),
+            secret("cosign-key", &[("cosign.pub", P256_PUB)]),
+        );
+        api.put(
+            &cip_path("p"),
+            cip(
+                "p",
+                1,
+                key_spec(json!({"secretRef": {"name": "cosign-key"}})),
+            ),
+        );
+        reconcile_path(&api, &ctx, "p").await.unwrap();
+        let spec = &stored_snapshot(&api).unwrap().policies[0].spec;
+        let key = spec.authorities[0].key.as_ref().unwrap();
+        assert_eq!(key.data.as_deref(), Some(P256_PUB));
+        assert!(key.secret_ref.is_none());
+
+        // The Secret changes: the controller's mapper names the policy…
+        let (reader, mut writer) = reflector::store::<ClusterImagePolicy>();
+        writer.apply_watcher_event(&Event::Apply(
+            (*object::<ClusterImagePolicy>(&api, &cip_path("p"))).clone(),
+        ));
+        api.put(
+            &secret_path("cosign-key"),
+            secret("cosign-key", &[("cosign.pub", ED_PUB)]),
+        );
+        let changed: k8s_openapi::api::core::v1::Secret =
+            serde_json::from_value(api.get(&secret_path("cosign-key")).unwrap()).unwrap();
+        let unrelated: k8s_openapi::api::core::v1::Secret =
+            serde_json::from_value(secret("other", &[("x", "y")])).unwrap();
+        assert_eq!(
+            secret_mapper(reader.clone())(changed),
+            vec![ObjectRef::new("p")]
+        );
+        assert!(secret_mapper(reader)(unrelated).is_empty());
+
+        // …and its reconcile publishes the new key.
+        reconcile_path(&api, &ctx, "p").await.unwrap();
+        let spec = &stored_snapshot(&api).unwrap().policies[0].spec;
+        assert_eq!(
+            spec.authorities[0].key.as_ref().unwrap().data.as_deref(),
+            Some(ED_PUB)
+        );
+    }
+
+    #[tokio::test]
+    async fn an_invalid_policy_gets_ready_false_and_is_not_published() {
+        let (client, api) = FakeApi::start();
+        let (ctx, _rx, _l) = context(client, true);
+        api.put(
+            &cip_path("bad"),
+            cip("bad", 1, key_spec(json!({"data": "not a key"}))),
+        );
+
+        reconcile_path(&api, &ctx, "bad").await.unwrap();
+
+        let cond = ready(&api, "bad");
+        assert_eq!(cond["status"], "False");
+        assert_eq!(cond["reason"], "Invalid");
+        let message = cond["message"].as_str().unwrap();
+        assert!(
+            message.contains("spec.authorities[0].key.data"),
+            "{message}"
+        );
+        assert!(
+            message.contains("the webhook does not enforce this policy"),
+            "{message}"
+        );
+        assert_eq!(api.event_notes()[0].0, "Invalid");
+        assert!(stored_snapshot(&api).is_none_or(|s| s.policies.is_empty()));
+    }
+
+    #[tokio::test]
+    async fn a_rejected_new_generation_keeps_the_last_good_spec_in_the_snapshot() {
+        let (client, api) = FakeApi::start();
+        let (ctx, _rx, _l) = context(client, true);
+        api.put(
+            &cip_path("p"),
+            cip("p", 1, key_spec(json!({"data": P256_PUB}))),
+        );
+        reconcile_path(&api, &ctx, "p").await.unwrap();
+        let good = stored_snapshot(&api).unwrap();
+
+        let mut obj = api.get(&cip_path("p")).unwrap();
+        obj["metadata"]["generation"] = 2.into();
+        obj["spec"]["authorities"][0]["key"]["data"] = "garbage".into();
+        api.put(&cip_path("p"), obj);
+        reconcile_path(&api, &ctx, "p").await.unwrap();
+
+        let cond = ready(&api, "p");
+        assert_eq!(cond["status"], "False");
+        assert_eq!(cond["observedGeneration"], 2);
+        assert!(
+            cond["message"]
+                .as_str()
+                .unwrap()
+                .contains("keeps enforcing generation 1")
+        );
+        let now = stored_snapshot(&api).unwrap();
+        assert_eq!(now.policies, good.policies);
+        assert_eq!(now.revision, good.revision);
+    }
+
+    #[tokio::test]
+    async fn after_a_restart_the_last_good_specs_are_recovered_from_the_secret() {
+        let (client, api) = FakeApi::start();
+        let (ctx, _rx, _l) = context(client.clone(), true);
+        api.put(
+            &cip_path("p"),
+            cip("p", 1, key_spec(json!({"data": P256_PUB}))),
+        );
+        reconcile_path(&api, &ctx, "p").await.unwrap();
+        let before = stored_snapshot(&api).unwrap();
+
+        // A new controller process starts while generation 2 is invalid.
+        let (restarted, _rx2, _l2) = context(client, true);
+        assert_eq!(
+            restarted.publisher.recover().await.unwrap(),
+            Some(before.revision)
+        );
+        let mut obj = api.get(&cip_path("p")).unwrap();
+        obj["metadata"]["generation"] = 2.into();
+        obj["spec"]["mode"] = "sometimes".into();
+        api.put(&cip_path("p"), obj);
+        reconcile_path(&api, &restarted, "p").await.unwrap();
+        api.put(
+            &cip_path("q"),
+            cip("q", 1, key_spec(json!({"data": ED_PUB}))),
+        );
+        reconcile_path(&api, &restarted, "q").await.unwrap();
+
+        let after = stored_snapshot(&api).unwrap();
+        assert!(after.revision > before.revision);
+        let p = after.policies.iter().find(|p| p.name == "p").unwrap();
+        assert_eq!(p.generation, 1);
+        assert!(after.policies.iter().any(|p| p.name == "q"));
+    }
+
+    #[tokio::test]
+    async fn a_missing_secret_or_one_outside_sigils_namespace_is_an_unresolved_reference() {
+        let (client, api) = FakeApi::start();
+        let (ctx, _rx, _l) = context(client, true);
+        api.put(
+            &cip_path("m"),
+            cip("m", 1, key_spec(json!({"secretRef": {"name": "nope"}}))),
+        );
+        api.put(
+            &cip_path("o"),
+            cip(
+                "o",
+                1,
+                key_spec(json!({"secretRef": {"name": "k", "namespace": "default"}})),
+            ),
+        );
+
+        let action = reconcile_path(&api, &ctx, "m").await.unwrap();
+        reconcile_path(&api, &ctx, "o").await.unwrap();
+
+        assert_eq!(action, Action::requeue(RETRY_UNRESOLVED));
+        let m = ready(&api, "m");
+        assert_eq!(m["reason"], "UnresolvedReference");
+        assert!(
+            m["message"]
+                .as_str()
+                .unwrap()
+                .contains("Secret sigil-system/nope not found")
+        );
+        let o = ready(&api, "o");
+        assert!(
+            o["message"]
+                .as_str()
+                .unwrap()
+                .contains("not sigil's namespace")
+        );
+    }
+
+    #[tokio::test]
+    async fn a_configmap_policy_is_resolved_inline() {
+        let (client, api) = FakeApi::start();
+        let (ctx, _rx, _l) = context(client, true);
+        let rego = "package sigstore\nisCompliant := true\n";
+        api.put(
+            &configmap_path("rego"),
+            json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "rego", "namespace": NS}, "data": {"policy.rego": rego}}),
+        );
+        let mut spec = key_spec(json!({"data": P256_PUB}));
+        spec["policy"] =
+            json!({"type": "rego", "configMapRef": {"name": "rego", "key": "policy.rego"}});
+        api.put(&cip_path("p"), cip("p", 1, spec));
+
+        reconcile_path(&api, &ctx, "p").await.unwrap();
+
+        assert_eq!(ready(&api, "p")["status"], "True", "{}", ready(&api, "p"));
+        let snapshot = stored_snapshot(&api).unwrap();
+        let policy = snapshot.policies[0].spec.policy.as_ref().unwrap();
+        assert_eq!(policy.data.as_deref(), Some(rego));
+        assert!(policy.config_map_ref.is_none());
+    }
+
+    #[tokio::test]
+    async fn a_policy_waiting_for_a_trust_root_is_not_published_until_it_loads() {
+        let (client, api) = FakeApi::start();
+        let (ctx, _rx, _l) = context(client, true);
+        let spec = json!({"images": [{"glob": "**"}], "authorities": [{"keyless": {
+            "identities": [{"issuer": "https://issuer", "subject": "me"}],
+            "trustRootRef": "private"}}]});
+        api.put(&cip_path("p"), cip("p", 1, spec));
+
+        reconcile_path(&api, &ctx, "p").await.unwrap();
+
+        let cond = ready(&api, "p");
+        assert_eq!(cond["reason"], "UnresolvedReference");
+        assert!(
+            cond["message"]
+                .as_str()
+                .unwrap()
+                .contains("TrustRoot private")
+        );
+        let (reader, mut writer) = reflector::store::<ClusterImagePolicy>();
+        writer.apply_watcher_event(&Event::Apply(
+            (*object::<ClusterImagePolicy>(&api, &cip_path("p"))).clone(),
+        ));
+        assert_eq!(
+            policies_referring(&reader, |r| r.trust_roots.contains("private")),
+            vec![ObjectRef::new("p")]
+        );
+    }
+
+    #[tokio::test]
+    async fn a_replica_that_lost_the_lease_does_not_reconcile() {
+        let (client, api) = FakeApi::start();
+        let (ctx, _rx, _l) = context(client, false);
+        api.put(
+            &cip_path("p"),
+            cip("p", 1, key_spec(json!({"data": P256_PUB}))),
+        );
+
+        let err = reconcile_path(&api, &ctx, "p").await.unwrap_err();
+
+        assert!(matches!(err, Error::NotLeader(_)));
+        assert!(api.requests().is_empty());
+        assert_eq!(
+            error_policy(object(&api, &cip_path("p")), &err, ctx),
+            Action::await_change()
+        );
+    }
+
+    #[tokio::test]
+    async fn deleted_policies_are_unpublished() {
+        let (client, api) = FakeApi::start();
+        let (ctx, _rx, _l) = context(client, true);
+        for name in ["a", "b"] {
+            api.put(
+                &cip_path(name),
+                cip(name, 1, key_spec(json!({"data": P256_PUB}))),
+            );
+            reconcile_path(&api, &ctx, name).await.unwrap();
+        }
+        let (reader, mut writer) = reflector::store::<ClusterImagePolicy>();
+        writer.apply_watcher_event(&Event::Apply(
+            (*object::<ClusterImagePolicy>(&api, &cip_path("b"))).clone(),
+        ));
+
+        prune(&ctx, &reader, &Event::InitDone).await;
+
+        let names: Vec<String> = stored_snapshot(&api)
+            .unwrap()
+            .policies
+            .into_iter()
+            .map(|p| p.name)
+            .collect();
+        assert_eq!(names, vec!["b".to_owned()]);
     }
 }

@@ -148,6 +148,14 @@ impl Publisher {
     pub async fn accept_policy(&self, policy: SnapshotPolicy) -> Result<u64> {
         let mut state = self.state.lock().await;
         let name = policy.name.clone();
+        // A status write bumps resourceVersion; that alone is no new version.
+        if let Some(held) = state.policies.get(&name)
+            && held.uid == policy.uid
+            && held.generation == policy.generation
+            && held.spec == policy.spec
+        {
+            return self.flush(&mut state).await;
+        }
         let previous = state.policies.insert(name.clone(), policy);
         let result = self.flush(&mut state).await;
         if let Err(Error::Snapshot(_)) = &result {
