@@ -368,3 +368,146 @@ pub fn stored_snapshot(api: &FakeApi) -> Option<sigil_api::snapshot::PolicySnaps
 pub fn object<K: serde::de::DeserializeOwned>(api: &FakeApi, path: &str) -> Arc<K> {
     Arc::new(serde_json::from_value(api.get(path).unwrap()).unwrap())
 }
+
+/// A TUF repository signed with Ed25519 keys from fixed seeds, one key per
+/// role, holding one target `trusted_root.json`.
+pub struct TufRepo {
+    pub root_key: ed25519_dalek::SigningKey,
+    pub timestamp_key: ed25519_dalek::SigningKey,
+    pub snapshot_key: ed25519_dalek::SigningKey,
+    pub targets_key: ed25519_dalek::SigningKey,
+    pub expires: String,
+    pub target: Vec<u8>,
+    pub consistent: bool,
+    pub timestamp_version: u64,
+}
+
+fn key_json(k: &ed25519_dalek::SigningKey) -> Value {
+    json!({"keytype": "ed25519", "scheme": "ed25519", "keyval": {"public": hex::encode(k.verifying_key().to_bytes())}})
+}
+
+pub fn keyid(k: &ed25519_dalek::SigningKey) -> String {
+    hex::encode(sigil_verifier::crypto::sha256(
+        &k.verifying_key().to_bytes(),
+    ))
+}
+
+/// Wraps `signed` in an envelope signed by `keys`.
+pub fn sign(signed: Value, keys: &[&ed25519_dalek::SigningKey]) -> Vec<u8> {
+    use ed25519_dalek::Signer as _;
+    let mut message = Vec::new();
+    crate::tuf::canonical_json(&signed, &mut message).unwrap();
+    let signatures: Vec<Value> = keys
+        .iter()
+        .map(|k| json!({"keyid": keyid(k), "sig": hex::encode(k.sign(&message).to_bytes())}))
+        .collect();
+    serde_json::to_vec_pretty(&json!({"signed": signed, "signatures": signatures})).unwrap()
+}
+
+pub fn seed_key(seed: u8) -> ed25519_dalek::SigningKey {
+    ed25519_dalek::SigningKey::from_bytes(&[seed; 32])
+}
+
+impl TufRepo {
+    pub fn new(target: &[u8]) -> Self {
+        Self {
+            root_key: seed_key(1),
+            timestamp_key: seed_key(2),
+            snapshot_key: seed_key(3),
+            targets_key: seed_key(4),
+            expires: "2099-01-01T00:00:00Z".into(),
+            target: target.to_vec(),
+            consistent: false,
+            timestamp_version: 1,
+        }
+    }
+
+    /// The signed part of a root of `version` whose root role is `root_key`.
+    pub fn root_signed(&self, version: u64, root_key: &ed25519_dalek::SigningKey) -> Value {
+        let mut keys = serde_json::Map::new();
+        for k in [
+            root_key,
+            &self.timestamp_key,
+            &self.snapshot_key,
+            &self.targets_key,
+        ] {
+            keys.insert(keyid(k), key_json(k));
+        }
+        let role = |k: &ed25519_dalek::SigningKey| json!({"keyids": [keyid(k)], "threshold": 1});
+        json!({
+            "_type": "root", "spec_version": "1.0", "version": version, "expires": self.expires,
+            "consistent_snapshot": self.consistent, "keys": keys,
+            "roles": {
+                "root": role(root_key), "timestamp": role(&self.timestamp_key),
+                "snapshot": role(&self.snapshot_key), "targets": role(&self.targets_key),
+            },
+        })
+    }
+
+    /// `1.root.json`, signed by its root key.
+    pub fn root(&self) -> Vec<u8> {
+        sign(self.root_signed(1, &self.root_key), &[&self.root_key])
+    }
+
+    /// Every metadata and target file, by repository path.
+    pub fn files(&self) -> BTreeMap<String, Vec<u8>> {
+        let target_hash = hex::encode(sigil_verifier::crypto::sha256(&self.target));
+        let targets = sign(
+            json!({"_type": "targets", "spec_version": "1.0", "version": 1, "expires": self.expires,
+                "targets": {"trusted_root.json": {"length": self.target.len(), "hashes": {"sha256": target_hash}}}}),
+            &[&self.targets_key],
+        );
+        let snapshot = sign(
+            json!({"_type": "snapshot", "spec_version": "1.0", "version": 1, "expires": self.expires,
+                "meta": {"targets.json": {"version": 1}}}),
+            &[&self.snapshot_key],
+        );
+        let timestamp = sign(
+            json!({"_type": "timestamp", "spec_version": "1.0", "version": self.timestamp_version, "expires": self.expires,
+                "meta": {"snapshot.json": {"version": 1, "length": snapshot.len(),
+                    "hashes": {"sha256": hex::encode(sigil_verifier::crypto::sha256(&snapshot))}}}}),
+            &[&self.timestamp_key],
+        );
+        let mut files = BTreeMap::new();
+        files.insert("1.root.json".into(), self.root());
+        files.insert("timestamp.json".into(), timestamp);
+        if self.consistent {
+            files.insert("1.snapshot.json".into(), snapshot);
+            files.insert("1.targets.json".into(), targets);
+            files.insert(
+                format!("targets/{target_hash}.trusted_root.json"),
+                self.target.clone(),
+            );
+        } else {
+            files.insert("snapshot.json".into(), snapshot);
+            files.insert("targets.json".into(), targets);
+            files.insert("targets/trusted_root.json".into(), self.target.clone());
+        }
+        files
+    }
+}
+
+/// A TUF mirror on 127.0.0.1 serving the files in the shared map; returns
+/// its URL.
+pub async fn serve_mirror(files: Arc<Mutex<BTreeMap<String, Vec<u8>>>>) -> String {
+    use axum::extract::{Path, State};
+    use axum::http::StatusCode;
+    async fn file(
+        State(files): State<Arc<Mutex<BTreeMap<String, Vec<u8>>>>>,
+        Path(path): Path<String>,
+    ) -> Result<Vec<u8>, StatusCode> {
+        files
+            .lock()
+            .unwrap()
+            .get(&path)
+            .cloned()
+            .ok_or(StatusCode::NOT_FOUND)
+    }
+    let app = axum::Router::new()
+        .route("/{*path}", axum::routing::get(file))
+        .with_state(files);
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    format!("http://{addr}")
+}

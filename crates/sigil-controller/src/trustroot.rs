@@ -233,3 +233,230 @@ async fn prune(ctx: &Context, reader: &Store<TrustRoot>, event: &watcher::Event<
         tracing::warn!(error = %e, "could not unpublish deleted trust roots; retried on the next change");
     }
 }
+
+#[cfg(test)]
+mod tests {
+    #![allow(
+        clippy::unwrap_used,
+        clippy::expect_used,
+        clippy::panic,
+        clippy::indexing_slicing
+    )]
+
+    use std::collections::BTreeMap;
+    use std::sync::Mutex;
+
+    use base64::Engine as _;
+    use base64::engine::general_purpose::STANDARD;
+    use serde_json::{Value, json};
+
+    use super::*;
+    use crate::fixtures::*;
+
+    fn trust_root(name: &str, generation: i64, spec: Value) -> Value {
+        json!({
+            "apiVersion": "policy.sigil.dev/v1alpha1", "kind": "TrustRoot",
+            "metadata": {"name": name, "generation": generation},
+            "spec": spec,
+        })
+    }
+
+    fn condition(api: &FakeApi, name: &str, type_: &str) -> Value {
+        let obj = api.get(&trustroot_path(name)).unwrap();
+        obj["status"]["conditions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["type"] == type_)
+            .unwrap()
+            .clone()
+    }
+
+    async fn reconcile_path(api: &FakeApi, ctx: &Arc<Context>, name: &str) -> Result<Action> {
+        reconcile(object::<TrustRoot>(api, &trustroot_path(name)), ctx.clone()).await
+    }
+
+    fn published(api: &FakeApi, name: &str) -> Option<String> {
+        stored_snapshot(api)?
+            .trust_roots
+            .into_iter()
+            .find(|t| t.name == name)
+            .map(|t| t.trusted_root_json)
+    }
+
+    const PUBLIC_GOOD: &str = sigil_verifier::trust::PUBLIC_GOOD_JSON;
+
+    #[tokio::test]
+    async fn sigstore_keys_become_a_trusted_root_the_verifier_loads_and_are_published() {
+        let (client, api) = FakeApi::start();
+        let (ctx, mut changed, _l) = context(client, true);
+        api.put(
+            &trustroot_path("own"),
+            trust_root("own", 1, json!({"sigstoreKeys": {
+                "certificateAuthorities": [{"subject": {"organization": "acme", "commonName": "ca"},
+                    "uri": "https://fulcio.acme", "certChain": STANDARD.encode(CA_PEM)}],
+                "tLogs": [{"baseURL": "https://rekor.acme", "publicKey": STANDARD.encode(P256_PUB)}],
+            }})),
+        );
+
+        reconcile_path(&api, &ctx, "own").await.unwrap();
+
+        assert_eq!(condition(&api, "own", "Ready")["status"], "True");
+        let json = published(&api, "own").unwrap();
+        let root = sigil_verifier::trust::TrustedRoot::from_json(&json).unwrap();
+        assert_eq!(root.certificate_authorities.len(), 1);
+        assert_eq!(root.tlogs[0].base_url, "https://rekor.acme");
+        assert_eq!(changed.try_recv().unwrap(), "own");
+        assert_eq!(api.event_notes()[0].0, "Loaded");
+    }
+
+    #[tokio::test]
+    async fn a_remote_trust_root_is_verified_through_tuf_and_a_failed_refresh_keeps_the_last_root()
+    {
+        let (client, api) = FakeApi::start();
+        let (ctx, _rx, _l) = context(client, true);
+        let repo = TufRepo::new(PUBLIC_GOOD.as_bytes());
+        let files = Arc::new(Mutex::new(repo.files()));
+        let mirror = serve_mirror(files.clone()).await;
+        api.put(
+            &trustroot_path("remote"),
+            trust_root(
+                "remote",
+                1,
+                json!({"remote": {"mirror": mirror, "root": STANDARD.encode(repo.root())}}),
+            ),
+        );
+        let action = reconcile_path(&api, &ctx, "remote").await.unwrap();
+        assert_eq!(action, Action::requeue(ctx.args.trust_root_refresh()));
+        assert_eq!(published(&api, "remote").as_deref(), Some(PUBLIC_GOOD));
+        assert_eq!(condition(&api, "remote", "Fresh")["status"], "True");
+
+        // The mirror now serves a timestamp that expired.
+        let mut stale = TufRepo::new(b"{}");
+        stale.expires = "2021-01-01T00:00:00Z".into();
+        let timestamp = stale.files()["timestamp.json"].clone();
+        files
+            .lock()
+            .unwrap()
+            .insert("timestamp.json".into(), timestamp);
+        let action = reconcile_path(&api, &ctx, "remote").await.unwrap();
+
+        assert_eq!(action, Action::requeue(RETRY));
+        assert_eq!(published(&api, "remote").as_deref(), Some(PUBLIC_GOOD));
+        let fresh = condition(&api, "remote", "Fresh");
+        assert_eq!(fresh["status"], "False");
+        assert_eq!(fresh["reason"], "LoadFailed");
+        assert!(
+            fresh["message"]
+                .as_str()
+                .unwrap()
+                .contains("timestamp metadata expired"),
+            "{fresh}"
+        );
+        let ready = condition(&api, "remote", "Ready");
+        assert_eq!(ready["status"], "True");
+        assert_eq!(ready["reason"], "StaleMaterial");
+        assert!(
+            api.event_notes()
+                .iter()
+                .any(|(reason, note)| reason == "LoadFailed" && note.contains("expired"))
+        );
+    }
+
+    #[tokio::test]
+    async fn an_unreachable_mirror_on_first_load_gives_ready_false_and_publishes_nothing() {
+        let (client, api) = FakeApi::start();
+        let (ctx, _rx, _l) = context(client, true);
+        let repo = TufRepo::new(PUBLIC_GOOD.as_bytes());
+        let mirror = serve_mirror(Arc::new(Mutex::new(BTreeMap::new()))).await;
+        api.put(
+            &trustroot_path("r"),
+            trust_root(
+                "r",
+                1,
+                json!({"remote": {"mirror": mirror, "root": STANDARD.encode(repo.root())}}),
+            ),
+        );
+
+        reconcile_path(&api, &ctx, "r").await.unwrap();
+
+        let ready = condition(&api, "r", "Ready");
+        assert_eq!(ready["status"], "False");
+        assert!(
+            ready["message"]
+                .as_str()
+                .unwrap()
+                .contains("timestamp.json not found"),
+            "{ready}"
+        );
+        assert!(published(&api, "r").is_none());
+    }
+
+    #[tokio::test]
+    async fn a_serialized_repository_is_read_from_its_archive() {
+        let (client, api) = FakeApi::start();
+        let (ctx, _rx, _l) = context(client, true);
+        let repo = TufRepo::new(PUBLIC_GOOD.as_bytes());
+        let mut tar = tar::Builder::new(flate2::write::GzEncoder::new(
+            Vec::new(),
+            flate2::Compression::fast(),
+        ));
+        for (path, data) in repo.files() {
+            let mut header = tar::Header::new_gnu();
+            header.set_size(data.len() as u64);
+            header.set_mode(0o644);
+            header.set_cksum();
+            tar.append_data(&mut header, format!("repository/{path}"), data.as_slice())
+                .unwrap();
+        }
+        let tgz = tar.into_inner().unwrap().finish().unwrap();
+        api.put(
+            &trustroot_path("airgap"),
+            trust_root(
+                "airgap",
+                1,
+                json!({"repository": {
+                "root": STANDARD.encode(repo.root()), "mirrorFS": STANDARD.encode(tgz)}}),
+            ),
+        );
+
+        reconcile_path(&api, &ctx, "airgap").await.unwrap();
+
+        assert_eq!(
+            condition(&api, "airgap", "Ready")["status"],
+            "True",
+            "{}",
+            condition(&api, "airgap", "Ready")
+        );
+        assert_eq!(published(&api, "airgap").as_deref(), Some(PUBLIC_GOOD));
+    }
+
+    #[tokio::test]
+    async fn an_invalid_trust_root_is_not_published() {
+        let (client, api) = FakeApi::start();
+        let (ctx, _rx, _l) = context(client, true);
+        api.put(
+            &trustroot_path("bad"),
+            trust_root(
+                "bad",
+                1,
+                json!({"sigstoreKeys": {"tLogs": [{"baseURL": "https://r", "publicKey": "%%%"}]}}),
+            ),
+        );
+
+        reconcile_path(&api, &ctx, "bad").await.unwrap();
+
+        let ready = condition(&api, "bad", "Ready");
+        assert_eq!(
+            (ready["status"].as_str(), ready["reason"].as_str()),
+            (Some("False"), Some("Invalid"))
+        );
+        assert!(
+            ready["message"]
+                .as_str()
+                .unwrap()
+                .contains("spec.sigstoreKeys.tLogs[0].publicKey")
+        );
+        assert!(published(&api, "bad").is_none());
+    }
+}

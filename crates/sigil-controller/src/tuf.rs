@@ -770,3 +770,273 @@ pub async fn fetch_target(
     };
     Ok((bytes, state))
 }
+
+#[cfg(test)]
+mod tests {
+    #![allow(
+        clippy::unwrap_used,
+        clippy::expect_used,
+        clippy::panic,
+        clippy::indexing_slicing
+    )]
+
+    use serde_json::json;
+
+    use super::*;
+    use crate::fixtures::{TufRepo, seed_key, sign};
+
+    fn archive(files: BTreeMap<String, Vec<u8>>) -> Source {
+        Source::Archive {
+            files,
+            targets: "targets".into(),
+        }
+    }
+
+    fn now() -> OffsetDateTime {
+        OffsetDateTime::now_utc()
+    }
+
+    #[tokio::test]
+    async fn a_repository_signed_by_its_roles_yields_the_target() {
+        let repo = TufRepo::new(b"{\"hello\":1}");
+        let (bytes, state) = fetch_target(
+            &archive(repo.files()),
+            &repo.root(),
+            None,
+            "trusted_root.json",
+            now(),
+        )
+        .await
+        .unwrap();
+        assert_eq!(bytes, b"{\"hello\":1}");
+        assert_eq!((state.root_version, state.timestamp_version), (1, 1));
+    }
+
+    #[tokio::test]
+    async fn consistent_snapshots_are_fetched_by_version_and_by_hash() {
+        let mut repo = TufRepo::new(b"target");
+        repo.consistent = true;
+        let (bytes, _) = fetch_target(
+            &archive(repo.files()),
+            &repo.root(),
+            None,
+            "trusted_root.json",
+            now(),
+        )
+        .await
+        .unwrap();
+        assert_eq!(bytes, b"target");
+    }
+
+    #[tokio::test]
+    async fn metadata_signed_by_a_key_outside_its_role_is_rejected() {
+        let repo = TufRepo::new(b"t");
+        let mut files = repo.files();
+        let forged = sign(
+            serde_json::from_slice::<Value>(&files["timestamp.json"]).unwrap()["signed"].clone(),
+            &[&seed_key(9)],
+        );
+        files.insert("timestamp.json".into(), forged);
+        let err = fetch_target(
+            &archive(files),
+            &repo.root(),
+            None,
+            "trusted_root.json",
+            now(),
+        )
+        .await
+        .unwrap_err();
+        assert!(
+            matches!(err, TufError::Threshold { ref role, valid: 0, .. } if role == "timestamp"),
+            "{err}"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_tampered_signed_part_fails_its_signature() {
+        let repo = TufRepo::new(b"t");
+        let mut files = repo.files();
+        let mut targets: Value = serde_json::from_slice(&files["targets.json"]).unwrap();
+        targets["signed"]["targets"]["trusted_root.json"]["length"] = 2.into();
+        files.insert("targets.json".into(), serde_json::to_vec(&targets).unwrap());
+        let err = fetch_target(
+            &archive(files),
+            &repo.root(),
+            None,
+            "trusted_root.json",
+            now(),
+        )
+        .await
+        .unwrap_err();
+        assert!(matches!(err, TufError::Threshold { .. }), "{err}");
+    }
+
+    #[tokio::test]
+    async fn expired_metadata_is_rejected() {
+        let mut repo = TufRepo::new(b"t");
+        repo.expires = "2020-01-01T00:00:00Z".into();
+        let err = fetch_target(
+            &archive(repo.files()),
+            &repo.root(),
+            None,
+            "trusted_root.json",
+            now(),
+        )
+        .await
+        .unwrap_err();
+        assert!(
+            matches!(err, TufError::Expired { ref role, .. } if role == "root"),
+            "{err}"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_timestamp_older_than_the_trusted_one_is_a_rollback() {
+        let mut repo = TufRepo::new(b"t");
+        repo.timestamp_version = 5;
+        let (_, state) = fetch_target(
+            &archive(repo.files()),
+            &repo.root(),
+            None,
+            "trusted_root.json",
+            now(),
+        )
+        .await
+        .unwrap();
+        repo.timestamp_version = 4;
+        let err = fetch_target(
+            &archive(repo.files()),
+            &repo.root(),
+            Some(&state),
+            "trusted_root.json",
+            now(),
+        )
+        .await
+        .unwrap_err();
+        assert_eq!(
+            err,
+            TufError::Rollback {
+                role: "timestamp".into(),
+                had: 5,
+                got: 4
+            }
+        );
+    }
+
+    #[tokio::test]
+    async fn a_new_root_needs_the_signatures_of_the_old_and_the_new_root_keys() {
+        let repo = TufRepo::new(b"t");
+        let new_key = seed_key(7);
+        let rotated = repo.root_signed(2, &new_key);
+
+        let mut files = repo.files();
+        files.insert(
+            "2.root.json".into(),
+            sign(rotated.clone(), &[&repo.root_key, &new_key]),
+        );
+        let (_, state) = fetch_target(
+            &archive(files),
+            &repo.root(),
+            None,
+            "trusted_root.json",
+            now(),
+        )
+        .await
+        .unwrap();
+        assert_eq!(state.root_version, 2);
+
+        let mut files = repo.files();
+        files.insert("2.root.json".into(), sign(rotated, &[&new_key]));
+        let err = fetch_target(
+            &archive(files),
+            &repo.root(),
+            None,
+            "trusted_root.json",
+            now(),
+        )
+        .await
+        .unwrap_err();
+        assert!(
+            matches!(err, TufError::Threshold { ref file, .. } if file == "2.root.json"),
+            "{err}"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_target_whose_bytes_differ_from_its_hash_is_rejected() {
+        let repo = TufRepo::new(b"good");
+        let mut files = repo.files();
+        files.insert("targets/trusted_root.json".into(), b"evil".to_vec());
+        let err = fetch_target(
+            &archive(files),
+            &repo.root(),
+            None,
+            "trusted_root.json",
+            now(),
+        )
+        .await
+        .unwrap_err();
+        assert!(matches!(err, TufError::Mismatch { .. }), "{err}");
+    }
+
+    #[tokio::test]
+    async fn ecdsa_p256_keys_as_sigstore_uses_them_verify() {
+        use p256::ecdsa::signature::Signer as _;
+        use p256::pkcs8::EncodePublicKey as _;
+        let key = p256::ecdsa::SigningKey::from_slice(&[7u8; 32]).unwrap();
+        let pem = key
+            .verifying_key()
+            .to_public_key_pem(p256::pkcs8::LineEnding::LF)
+            .unwrap();
+        let id = "p256-key";
+        let sign_p256 = |signed: Value| {
+            let mut message = Vec::new();
+            canonical_json(&signed, &mut message).unwrap();
+            let sig: p256::ecdsa::Signature = key.sign(&message);
+            serde_json::to_vec(&json!({"signed": signed, "signatures": [
+                {"keyid": id, "sig": hex::encode(sig.to_der().as_bytes())}]}))
+            .unwrap()
+        };
+        let role = json!({"keyids": [id], "threshold": 1});
+        let root = sign_p256(
+            json!({"_type": "root", "version": 1, "expires": "2099-01-01T00:00:00Z",
+            "consistent_snapshot": false,
+            "keys": {id: {"keytype": "ecdsa", "scheme": "ecdsa-sha2-nistp256", "keyval": {"public": pem}}},
+            "roles": {"root": role, "timestamp": role, "snapshot": role, "targets": role}}),
+        );
+        let target = b"tr".to_vec();
+        let mut files = BTreeMap::new();
+        files.insert(
+            "targets.json".to_owned(),
+            sign_p256(json!({"_type": "targets", "version": 3,
+            "expires": "2099-01-01T00:00:00Z", "targets": {"trusted_root.json": {"length": 2,
+            "hashes": {"sha512": hex::encode(Sha512::digest(&target))}}}})),
+        );
+        files.insert(
+            "snapshot.json".to_owned(),
+            sign_p256(json!({"_type": "snapshot", "version": 2,
+            "expires": "2099-01-01T00:00:00Z", "meta": {"targets.json": {"version": 3}}})),
+        );
+        files.insert(
+            "timestamp.json".to_owned(),
+            sign_p256(json!({"_type": "timestamp", "version": 2,
+            "expires": "2099-01-01T00:00:00Z", "meta": {"snapshot.json": {"version": 2}}})),
+        );
+        files.insert("targets/trusted_root.json".to_owned(), target.clone());
+        let (bytes, _) = fetch_target(&archive(files), &root, None, "trusted_root.json", now())
+            .await
+            .unwrap();
+        assert_eq!(bytes, target);
+    }
+
+    #[test]
+    fn canonical_json_sorts_keys_and_escapes_only_quotes_and_backslashes() {
+        let mut out = Vec::new();
+        canonical_json(&json!({"b": [1, true, null], "a": "x\"y\\z\né"}), &mut out).unwrap();
+        assert_eq!(
+            String::from_utf8(out).unwrap(),
+            "{\"a\":\"x\\\"y\\\\z\né\",\"b\":[1,true,null]}"
+        );
+        assert!(canonical_json(&json!({"f": 1.5}), &mut Vec::new()).is_err());
+    }
+}
