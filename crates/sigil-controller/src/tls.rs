@@ -499,3 +499,146 @@ pub async fn run(ctx: Arc<Context>, shutdown: impl std::future::Future<Output = 
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, clippy::indexing_slicing)]
+
+    use base64::Engine as _;
+    use serde_json::{Value, json};
+
+    use super::*;
+    use crate::fixtures::*;
+
+    fn webhook_config(kind: &str, name: &str) -> Value {
+        json!({
+            "apiVersion": "admissionregistration.k8s.io/v1", "kind": kind,
+            "metadata": {"name": name},
+            "webhooks": [{"name": "validate.sigil.dev", "admissionReviewVersions": ["v1"], "sideEffects": "None",
+                "clientConfig": {"service": {"name": "sigil-webhook", "namespace": NS}}}],
+        })
+    }
+
+    const MUTATING: &str = "/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations/sigil-webhook";
+    const VALIDATING: &str = "/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations/sigil-webhook";
+
+    fn ca_bundle(api: &FakeApi, path: &str) -> String {
+        let b64 = api.get(path).unwrap()["webhooks"][0]["clientConfig"]["caBundle"].as_str().unwrap().to_owned();
+        String::from_utf8(base64::engine::general_purpose::STANDARD.decode(b64).unwrap()).unwrap()
+    }
+
+    fn stored(api: &FakeApi) -> Material {
+        let secret: Secret = serde_json::from_value(api.get(&secret_path("sigil-webhook-tls")).unwrap()).unwrap();
+        Material::from_secret(&secret)
+    }
+
+    fn setup() -> (Arc<Context>, FakeApi, tokio::sync::watch::Sender<bool>) {
+        let (client, api) = FakeApi::start();
+        let (ctx, _rx, leading) = context(client, true);
+        api.put(MUTATING, webhook_config("MutatingWebhookConfiguration", "sigil-webhook"));
+        api.put(VALIDATING, webhook_config("ValidatingWebhookConfiguration", "sigil-webhook"));
+        (ctx, api, leading)
+    }
+
+    fn leaf(m: &Material) -> Certificate {
+        Certificate::from_pem_chain(&m.tls_crt).unwrap().remove(0)
+    }
+
+    #[tokio::test]
+    async fn a_first_sync_creates_a_ca_and_a_serving_certificate_and_sets_both_ca_bundles() {
+        let (ctx, api, _l) = setup();
+        let now = OffsetDateTime::now_utc();
+
+        sync(&ctx, now).await.unwrap();
+
+        let m = stored(&api);
+        assert_eq!(m.ca_certs.len(), 1);
+        let ca = Certificate::from_pem_chain(&m.ca_certs[0]).unwrap().remove(0);
+        let leaf = leaf(&m);
+        leaf.verify_issued_by(&ca).unwrap();
+        for name in dns_names("sigil-webhook", NS) {
+            assert!(leaf.san_dns.contains(&name), "{name}");
+        }
+        assert_eq!(ca_bundle(&api, MUTATING), m.ca_bundle());
+        assert_eq!(ca_bundle(&api, VALIDATING), m.ca_bundle());
+
+        // In sync: nothing is written again.
+        let writes = api.requests().iter().filter(|r| r.method != http::Method::GET).count();
+        sync(&ctx, now).await.unwrap();
+        assert_eq!(api.requests().iter().filter(|r| r.method != http::Method::GET).count(), writes);
+    }
+
+    #[tokio::test]
+    async fn a_serving_certificate_near_expiry_is_renewed_by_the_same_ca() {
+        let (ctx, api, _l) = setup();
+        let now = OffsetDateTime::now_utc();
+        sync(&ctx, now).await.unwrap();
+        let first = stored(&api);
+
+        let later = now + LEAF_VALIDITY - LEAF_RENEW_BEFORE + Duration::days(1);
+        sync(&ctx, later).await.unwrap();
+
+        let second = stored(&api);
+        assert_ne!(second.tls_crt, first.tls_crt);
+        assert_eq!(second.ca_certs, first.ca_certs, "the CA stays, so the caBundle stays valid");
+        assert_eq!(ca_bundle(&api, MUTATING), first.ca_bundle());
+        // The old certificate is still valid while the webhook reloads.
+        assert!(leaf(&first).is_valid_at(later));
+        assert!(leaf(&second).not_after > leaf(&first).not_after);
+    }
+
+    #[tokio::test]
+    async fn certificate_rotation_of_an_expiring_ca_updates_ca_bundle_with_old_and_new_ca() {
+        let (ctx, api, _l) = setup();
+        let now = OffsetDateTime::now_utc();
+        sync(&ctx, now).await.unwrap();
+        let first = stored(&api);
+
+        let later = now + CA_VALIDITY - CA_RENEW_BEFORE + Duration::days(1);
+        sync(&ctx, later).await.unwrap();
+
+        let second = stored(&api);
+        assert_eq!(second.ca_certs.len(), 2);
+        assert_eq!(second.ca_certs[1], first.ca_certs[0], "the old CA stays trusted");
+        let new_ca = Certificate::from_pem_chain(&second.ca_certs[0]).unwrap().remove(0);
+        leaf(&second).verify_issued_by(&new_ca).unwrap();
+        assert_eq!(ca_bundle(&api, MUTATING), second.ca_bundle());
+        assert_eq!(ca_bundle(&api, VALIDATING), second.ca_bundle());
+        // caBundle was updated before the Secret holding the new certificate.
+        let order: Vec<String> = api
+            .requests()
+            .into_iter()
+            .filter(|r| r.method != http::Method::GET)
+            .map(|r| r.path)
+            .collect();
+        let last_bundle = order.iter().rposition(|p| p == VALIDATING).unwrap();
+        let last_secret = order.iter().rposition(|p| p.ends_with("sigil-webhook-tls")).unwrap();
+        assert!(last_bundle < last_secret, "{order:?}");
+    }
+
+    #[tokio::test]
+    async fn a_reset_ca_bundle_is_repaired() {
+        let (ctx, api, _l) = setup();
+        let now = OffsetDateTime::now_utc();
+        sync(&ctx, now).await.unwrap();
+        api.put(MUTATING, webhook_config("MutatingWebhookConfiguration", "sigil-webhook"));
+
+        sync(&ctx, now).await.unwrap();
+
+        assert_eq!(ca_bundle(&api, MUTATING), stored(&api).ca_bundle());
+    }
+
+    #[tokio::test]
+    async fn cert_manager_mode_steps_aside() {
+        let (client, api) = FakeApi::start();
+        let (ctx, _rx, _l) = context(client.clone(), true);
+        let mut args = ctx.args.clone();
+        args.cert_manager = true;
+        let (tx, _rx) = tokio::sync::mpsc::unbounded_channel();
+        let ctx = Arc::new(Context::new(client, args, ctx.metrics.clone(), ctx.leading.clone(), tx));
+
+        run(ctx, async {}).await;
+
+        assert!(api.requests().is_empty());
+    }
+}
