@@ -243,3 +243,81 @@ fn unresolved_secret(policy: &CompiledPolicy) -> Option<String> {
         _ => None,
     })
 }
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)]
+
+    use super::*;
+
+    const KEY: &str = include_str!("../tests/data/p256.pub");
+
+    fn policy(name: &str, key: serde_json::Value) -> SnapshotPolicy {
+        SnapshotPolicy {
+            name: name.into(),
+            uid: format!("uid-{name}"),
+            generation: 1,
+            resource_version: "1".into(),
+            spec: serde_json::from_value(serde_json::json!({
+                "images": [{"glob": "**"}], "authorities": [{"key": key}]}))
+            .unwrap(),
+        }
+    }
+
+    fn snapshot(policies: Vec<SnapshotPolicy>) -> PolicySnapshot {
+        PolicySnapshot {
+            revision: 3,
+            generated_at: "2026-01-01T00:00:00Z".into(),
+            policies,
+            ..PolicySnapshot::empty()
+        }
+    }
+
+    #[test]
+    fn a_snapshot_round_trips_through_json_and_validates() {
+        let s = snapshot(vec![policy("p", serde_json::json!({"data": KEY}))]);
+        let parsed = PolicySnapshot::from_slice(s.to_json().as_bytes()).unwrap();
+        assert_eq!(parsed, s);
+        let valid = parsed.validate().unwrap();
+        assert_eq!(valid.revision, 3);
+        assert!(valid.policies.contains_key("p"));
+    }
+
+    #[test]
+    fn a_policy_with_an_unresolved_secret_is_refused() {
+        let s = snapshot(vec![policy(
+            "p",
+            serde_json::json!({"secretRef": {"name": "k"}}),
+        )]);
+        let err = s.validate().unwrap_err();
+        assert!(err.to_string().contains("not resolved inline"), "{err}");
+    }
+
+    #[test]
+    fn a_policy_that_does_not_compile_or_names_a_missing_trust_root_is_refused() {
+        let s = snapshot(vec![policy("p", serde_json::json!({"data": "junk"}))]);
+        assert!(matches!(s.validate(), Err(SnapshotError::Policy { .. })));
+        let mut p = policy("k", serde_json::json!({"data": KEY}));
+        p.spec.authorities[0].ctlog = Some(crate::cip::TLog {
+            url: None,
+            trust_root_ref: Some("private".into()),
+        });
+        let err = snapshot(vec![p]).validate().unwrap_err();
+        assert!(err.to_string().contains("private"), "{err}");
+    }
+
+    #[test]
+    fn another_api_version_or_a_duplicate_name_is_refused() {
+        let mut s = snapshot(vec![]);
+        s.api_version = "policy.sigil.dev/snapshot/v9".into();
+        assert!(matches!(
+            PolicySnapshot::from_slice(s.to_json().as_bytes()),
+            Err(SnapshotError::ApiVersion(_))
+        ));
+        let p = policy("p", serde_json::json!({"data": KEY}));
+        assert!(matches!(
+            snapshot(vec![p.clone(), p]).validate(),
+            Err(SnapshotError::Duplicate { .. })
+        ));
+    }
+}

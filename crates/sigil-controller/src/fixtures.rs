@@ -487,13 +487,16 @@ impl TufRepo {
     }
 }
 
+/// Files of a mirror, shared with the test that changes them.
+pub type MirrorFiles = Arc<Mutex<BTreeMap<String, Vec<u8>>>>;
+
 /// A TUF mirror on 127.0.0.1 serving the files in the shared map; returns
 /// its URL.
-pub async fn serve_mirror(files: Arc<Mutex<BTreeMap<String, Vec<u8>>>>) -> String {
+pub async fn serve_mirror(files: MirrorFiles) -> String {
     use axum::extract::{Path, State};
     use axum::http::StatusCode;
     async fn file(
-        State(files): State<Arc<Mutex<BTreeMap<String, Vec<u8>>>>>,
+        State(files): State<MirrorFiles>,
         Path(path): Path<String>,
     ) -> Result<Vec<u8>, StatusCode> {
         files

@@ -246,3 +246,125 @@ impl Elector {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    #![allow(
+        clippy::unwrap_used,
+        clippy::expect_used,
+        clippy::panic,
+        clippy::indexing_slicing
+    )]
+
+    use serde_json::json;
+
+    use super::*;
+    use crate::fixtures::*;
+
+    fn elector(client: Client, identity: &str) -> (Elector, watch::Receiver<bool>) {
+        let args = Args {
+            namespace: NS.into(),
+            identity: identity.into(),
+            lease_duration_secs: 1,
+            renew_deadline_secs: 1,
+            retry_period_secs: 1,
+            ..Args::default()
+        };
+        let (tx, rx) = watch::channel(false);
+        let e = Elector::new(
+            client,
+            &args,
+            tx,
+            Arc::new(Metrics::default()),
+            Arc::default(),
+        );
+        (e, rx)
+    }
+
+    fn holder(api: &FakeApi) -> Option<String> {
+        api.get(&lease_path("sigil-controller")).unwrap()["spec"]["holderIdentity"]
+            .as_str()
+            .map(str::to_owned)
+    }
+
+    #[tokio::test]
+    async fn the_first_replica_creates_the_lease_and_leads_and_a_second_stands_by() {
+        let (client, api) = FakeApi::start();
+        let (mut a, _) = elector(client.clone(), "a");
+        let (mut b, _) = elector(client, "b");
+
+        assert!(a.try_acquire_or_renew().await.unwrap());
+        assert!(!b.try_acquire_or_renew().await.unwrap());
+        assert!(a.try_acquire_or_renew().await.unwrap(), "the leader renews");
+        assert!(
+            !b.try_acquire_or_renew().await.unwrap(),
+            "a renewed lease is not taken"
+        );
+
+        assert_eq!(holder(&api).as_deref(), Some("a"));
+    }
+
+    #[tokio::test]
+    async fn a_standby_takes_over_once_the_lease_is_not_renewed_for_its_duration() {
+        let (client, api) = FakeApi::start();
+        let (mut a, _) = elector(client.clone(), "a");
+        let (mut b, _) = elector(client, "b");
+        assert!(a.try_acquire_or_renew().await.unwrap());
+        assert!(!b.try_acquire_or_renew().await.unwrap());
+
+        // The leader dies: no more renewals.
+        tokio::time::sleep(Duration::from_millis(1100)).await;
+        assert!(b.try_acquire_or_renew().await.unwrap());
+
+        assert_eq!(holder(&api).as_deref(), Some("b"));
+        let lease = api.get(&lease_path("sigil-controller")).unwrap();
+        assert_eq!(lease["spec"]["leaseTransitions"], 1);
+    }
+
+    #[tokio::test]
+    async fn a_released_lease_is_taken_at_once() {
+        let (client, api) = FakeApi::start();
+        let (mut a, _) = elector(client.clone(), "a");
+        let (mut b, _) = elector(client, "b");
+        assert!(a.try_acquire_or_renew().await.unwrap());
+        assert!(!b.try_acquire_or_renew().await.unwrap());
+
+        a.release().await.unwrap();
+
+        assert_eq!(holder(&api), None);
+        assert!(b.try_acquire_or_renew().await.unwrap());
+    }
+
+    #[tokio::test]
+    async fn a_leader_that_sees_another_holder_stops_leading() {
+        let (client, api) = FakeApi::start();
+        let (a, leading) = elector(client, "a");
+        let (stop_tx, mut stop_rx) = watch::channel(false);
+        let task = tokio::spawn(a.run(async move {
+            let _ = stop_rx.wait_for(|s| *s).await;
+        }));
+        let mut l = leading.clone();
+        tokio::time::timeout(Duration::from_secs(5), l.wait_for(|v| *v))
+            .await
+            .unwrap()
+            .unwrap();
+
+        // Another replica wrote the Lease (e.g. after a network partition).
+        let mut lease = api.get(&lease_path("sigil-controller")).unwrap();
+        lease["spec"]["holderIdentity"] = json!("b");
+        lease["spec"]["renewTime"] = json!(k8s_openapi::jiff::Timestamp::now().to_string());
+        api.put(&lease_path("sigil-controller"), lease);
+
+        tokio::time::timeout(Duration::from_secs(5), l.wait_for(|v| !*v))
+            .await
+            .unwrap()
+            .unwrap();
+        stop_tx.send(true).unwrap();
+        task.await.unwrap();
+        assert_eq!(
+            holder(&api).as_deref(),
+            Some("b"),
+            "a replica that lost does not release another's lease"
+        );
+    }
+}

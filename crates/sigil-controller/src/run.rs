@@ -160,3 +160,68 @@ pub async fn lead(
     );
     tracing::info!("reconcilers stopped");
 }
+
+#[cfg(test)]
+mod tests {
+    #![allow(
+        clippy::unwrap_used,
+        clippy::expect_used,
+        clippy::panic,
+        clippy::indexing_slicing
+    )]
+
+    use std::time::Duration;
+
+    use serde_json::json;
+
+    use super::*;
+    use crate::fixtures::*;
+
+    #[tokio::test]
+    async fn losing_the_lease_stops_the_reconcilers() {
+        let (client, api) = FakeApi::start();
+        let (ctx, _rx, leading_tx) = context(client.clone(), true);
+        api.put(
+            &cip_path("p"),
+            cip(
+                "p",
+                1,
+                json!({"images": [{"glob": "**"}], "authorities": [{"key": {"data": P256_PUB}}]}),
+            ),
+        );
+        let (_stop_tx, stop_rx) = watch::channel(false);
+        let task = tokio::spawn({
+            let (args, metrics, leading) =
+                (ctx.args.clone(), ctx.metrics.clone(), ctx.leading.clone());
+            async move { lead(client, &args, metrics, leading, stop_rx).await }
+        });
+        // The leader reconciles: the policy gets its status.
+        tokio::time::timeout(Duration::from_secs(10), async {
+            while api.get(&cip_path("p")).unwrap()["status"].is_null() {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        })
+        .await
+        .unwrap();
+
+        leading_tx.send(false).unwrap();
+
+        tokio::time::timeout(Duration::from_secs(10), task)
+            .await
+            .unwrap()
+            .unwrap();
+        let writes = |api: &FakeApi| {
+            api.requests()
+                .iter()
+                .filter(|r| r.method != http::Method::GET)
+                .count()
+        };
+        let after = writes(&api);
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        assert_eq!(
+            writes(&api),
+            after,
+            "nothing is written once the lease is lost"
+        );
+    }
+}

@@ -69,3 +69,67 @@ pub async fn serve(
         .await
         .map_err(|e| fail(e.to_string()))
 }
+
+#[cfg(test)]
+mod tests {
+    #![allow(
+        clippy::unwrap_used,
+        clippy::expect_used,
+        clippy::panic,
+        clippy::indexing_slicing
+    )]
+
+    use axum::body::Body;
+    use axum::http::Request;
+    use tower::ServiceExt as _;
+
+    use super::*;
+
+    async fn get(router: Router, path: &str) -> (StatusCode, String) {
+        let response = router
+            .oneshot(Request::get(path).body(Body::empty()).unwrap())
+            .await
+            .unwrap();
+        let status = response.status();
+        let bytes = axum::body::to_bytes(response.into_body(), 1 << 20)
+            .await
+            .unwrap();
+        (status, String::from_utf8(bytes.to_vec()).unwrap())
+    }
+
+    #[tokio::test]
+    async fn healthz_is_ok_and_readyz_waits_for_the_api_server() {
+        let metrics = Arc::new(Metrics::default());
+        let ready = Arc::new(AtomicBool::new(false));
+        let app = router(metrics, ready.clone());
+        assert_eq!(get(app.clone(), "/healthz").await.0, StatusCode::OK);
+        assert_eq!(
+            get(app.clone(), "/readyz").await.0,
+            StatusCode::SERVICE_UNAVAILABLE
+        );
+        ready.store(true, Ordering::Relaxed);
+        assert_eq!(get(app, "/readyz").await.0, StatusCode::OK);
+    }
+
+    #[tokio::test]
+    async fn metrics_show_reconciliations_errors_policy_states_and_trust_root_age() {
+        let metrics = Arc::new(Metrics::default());
+        metrics.reconciled("policy");
+        metrics.failed("policy", "kube");
+        metrics.policy_state("a", Some(true));
+        metrics.policy_state("b", Some(false));
+        metrics.trust_root_refreshed("own", 1);
+        let (status, text) = get(router(metrics, Arc::default()), "/metrics").await;
+        assert_eq!(status, StatusCode::OK);
+        for line in [
+            "sigil_controller_reconciliations_total{controller=\"policy\"} 1",
+            "sigil_controller_reconcile_errors_total{controller=\"policy\",reason=\"kube\"} 1",
+            "sigil_controller_policies{state=\"ready\"} 1",
+            "sigil_controller_policies{state=\"not_ready\"} 1",
+            "sigil_controller_trust_root_last_refresh_timestamp_seconds{trust_root=\"own\"} 1",
+        ] {
+            assert!(text.contains(line), "{line} missing in\n{text}");
+        }
+        assert!(text.contains("sigil_controller_trust_root_age_seconds{trust_root=\"own\"}"));
+    }
+}

@@ -502,7 +502,12 @@ pub async fn run(ctx: Arc<Context>, shutdown: impl std::future::Future<Output = 
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, clippy::indexing_slicing)]
+    #![allow(
+        clippy::unwrap_used,
+        clippy::expect_used,
+        clippy::panic,
+        clippy::indexing_slicing
+    )]
 
     use base64::Engine as _;
     use serde_json::{Value, json};
@@ -519,24 +524,41 @@ mod tests {
         })
     }
 
-    const MUTATING: &str = "/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations/sigil-webhook";
-    const VALIDATING: &str = "/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations/sigil-webhook";
+    const MUTATING: &str =
+        "/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations/sigil-webhook";
+    const VALIDATING: &str =
+        "/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations/sigil-webhook";
 
     fn ca_bundle(api: &FakeApi, path: &str) -> String {
-        let b64 = api.get(path).unwrap()["webhooks"][0]["clientConfig"]["caBundle"].as_str().unwrap().to_owned();
-        String::from_utf8(base64::engine::general_purpose::STANDARD.decode(b64).unwrap()).unwrap()
+        let b64 = api.get(path).unwrap()["webhooks"][0]["clientConfig"]["caBundle"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+        String::from_utf8(
+            base64::engine::general_purpose::STANDARD
+                .decode(b64)
+                .unwrap(),
+        )
+        .unwrap()
     }
 
     fn stored(api: &FakeApi) -> Material {
-        let secret: Secret = serde_json::from_value(api.get(&secret_path("sigil-webhook-tls")).unwrap()).unwrap();
+        let secret: Secret =
+            serde_json::from_value(api.get(&secret_path("sigil-webhook-tls")).unwrap()).unwrap();
         Material::from_secret(&secret)
     }
 
     fn setup() -> (Arc<Context>, FakeApi, tokio::sync::watch::Sender<bool>) {
         let (client, api) = FakeApi::start();
         let (ctx, _rx, leading) = context(client, true);
-        api.put(MUTATING, webhook_config("MutatingWebhookConfiguration", "sigil-webhook"));
-        api.put(VALIDATING, webhook_config("ValidatingWebhookConfiguration", "sigil-webhook"));
+        api.put(
+            MUTATING,
+            webhook_config("MutatingWebhookConfiguration", "sigil-webhook"),
+        );
+        api.put(
+            VALIDATING,
+            webhook_config("ValidatingWebhookConfiguration", "sigil-webhook"),
+        );
         (ctx, api, leading)
     }
 
@@ -553,7 +575,9 @@ mod tests {
 
         let m = stored(&api);
         assert_eq!(m.ca_certs.len(), 1);
-        let ca = Certificate::from_pem_chain(&m.ca_certs[0]).unwrap().remove(0);
+        let ca = Certificate::from_pem_chain(&m.ca_certs[0])
+            .unwrap()
+            .remove(0);
         let leaf = leaf(&m);
         leaf.verify_issued_by(&ca).unwrap();
         for name in dns_names("sigil-webhook", NS) {
@@ -563,9 +587,19 @@ mod tests {
         assert_eq!(ca_bundle(&api, VALIDATING), m.ca_bundle());
 
         // In sync: nothing is written again.
-        let writes = api.requests().iter().filter(|r| r.method != http::Method::GET).count();
+        let writes = api
+            .requests()
+            .iter()
+            .filter(|r| r.method != http::Method::GET)
+            .count();
         sync(&ctx, now).await.unwrap();
-        assert_eq!(api.requests().iter().filter(|r| r.method != http::Method::GET).count(), writes);
+        assert_eq!(
+            api.requests()
+                .iter()
+                .filter(|r| r.method != http::Method::GET)
+                .count(),
+            writes
+        );
     }
 
     #[tokio::test]
@@ -580,7 +614,10 @@ mod tests {
 
         let second = stored(&api);
         assert_ne!(second.tls_crt, first.tls_crt);
-        assert_eq!(second.ca_certs, first.ca_certs, "the CA stays, so the caBundle stays valid");
+        assert_eq!(
+            second.ca_certs, first.ca_certs,
+            "the CA stays, so the caBundle stays valid"
+        );
         assert_eq!(ca_bundle(&api, MUTATING), first.ca_bundle());
         // The old certificate is still valid while the webhook reloads.
         assert!(leaf(&first).is_valid_at(later));
@@ -599,8 +636,13 @@ mod tests {
 
         let second = stored(&api);
         assert_eq!(second.ca_certs.len(), 2);
-        assert_eq!(second.ca_certs[1], first.ca_certs[0], "the old CA stays trusted");
-        let new_ca = Certificate::from_pem_chain(&second.ca_certs[0]).unwrap().remove(0);
+        assert_eq!(
+            second.ca_certs[1], first.ca_certs[0],
+            "the old CA stays trusted"
+        );
+        let new_ca = Certificate::from_pem_chain(&second.ca_certs[0])
+            .unwrap()
+            .remove(0);
         leaf(&second).verify_issued_by(&new_ca).unwrap();
         assert_eq!(ca_bundle(&api, MUTATING), second.ca_bundle());
         assert_eq!(ca_bundle(&api, VALIDATING), second.ca_bundle());
@@ -612,7 +654,10 @@ mod tests {
             .map(|r| r.path)
             .collect();
         let last_bundle = order.iter().rposition(|p| p == VALIDATING).unwrap();
-        let last_secret = order.iter().rposition(|p| p.ends_with("sigil-webhook-tls")).unwrap();
+        let last_secret = order
+            .iter()
+            .rposition(|p| p.ends_with("sigil-webhook-tls"))
+            .unwrap();
         assert!(last_bundle < last_secret, "{order:?}");
     }
 
@@ -621,7 +666,10 @@ mod tests {
         let (ctx, api, _l) = setup();
         let now = OffsetDateTime::now_utc();
         sync(&ctx, now).await.unwrap();
-        api.put(MUTATING, webhook_config("MutatingWebhookConfiguration", "sigil-webhook"));
+        api.put(
+            MUTATING,
+            webhook_config("MutatingWebhookConfiguration", "sigil-webhook"),
+        );
 
         sync(&ctx, now).await.unwrap();
 
@@ -635,7 +683,13 @@ mod tests {
         let mut args = ctx.args.clone();
         args.cert_manager = true;
         let (tx, _rx) = tokio::sync::mpsc::unbounded_channel();
-        let ctx = Arc::new(Context::new(client, args, ctx.metrics.clone(), ctx.leading.clone(), tx));
+        let ctx = Arc::new(Context::new(
+            client,
+            args,
+            ctx.metrics.clone(),
+            ctx.leading.clone(),
+            tx,
+        ));
 
         run(ctx, async {}).await;
 
