@@ -488,6 +488,7 @@ pub async fn run(ctx: Arc<Context>, shutdown: impl std::future::Future<Output = 
     let mut shutdown = std::pin::pin!(shutdown);
     loop {
         tokio::select! {
+            biased;
             () = &mut shutdown => return,
             _ = tick.tick() => {}
             Some(()) = changes.next() => {}
@@ -495,7 +496,11 @@ pub async fn run(ctx: Arc<Context>, shutdown: impl std::future::Future<Output = 
         if let Err(e) = sync(&ctx, OffsetDateTime::now_utc()).await {
             ctx.metrics.failed("tls", e.metric_label());
             tracing::warn!(error = %e, "webhook TLS sync failed; retrying");
-            tokio::time::sleep(StdDuration::from_secs(5)).await;
+            tokio::select! {
+                biased;
+                () = &mut shutdown => return,
+                () = tokio::time::sleep(StdDuration::from_secs(5)) => {}
+            }
         }
     }
 }
