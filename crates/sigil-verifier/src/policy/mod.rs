@@ -9,6 +9,7 @@
 pub mod eval;
 pub mod glob;
 pub mod model;
+pub mod registry;
 pub mod rego;
 pub mod render;
 
