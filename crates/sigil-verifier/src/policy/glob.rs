@@ -20,6 +20,8 @@
 
 use std::fmt;
 
+use crate::oci::reference::{ImageRef, ReferenceError};
+
 /// Docker Hub's canonical registry host, as policy-controller writes it.
 pub const DOCKER_HUB: &str = "index.docker.io";
 
@@ -68,82 +70,28 @@ pub struct ImageName {
 }
 
 impl ImageName {
-    /// Parses and normalizes a reference.
+    /// Parses and normalizes a reference with the same parser the registry
+    /// client uses ([`crate::oci::reference::ImageRef`]), so a policy sees an
+    /// image exactly as it will be fetched; only the registry is spelt the
+    /// policy-controller way (`index.docker.io` for Docker Hub).
     pub fn parse(input: &str) -> Result<Self, GlobError> {
-        let invalid = |reason: &str| GlobError::InvalidImage {
+        let parsed = ImageRef::parse(input).map_err(|e| GlobError::InvalidImage {
             input: input.chars().take(MAX_REFERENCE_LEN).collect(),
-            reason: reason.to_owned(),
-        };
-        if input.is_empty() || input.len() > MAX_REFERENCE_LEN {
-            return Err(invalid("empty or longer than 1024 characters"));
-        }
-        let (rest, digest) = match input.split_once('@') {
-            Some((rest, digest)) => {
-                let (algorithm, hex) = digest
-                    .split_once(':')
-                    .ok_or_else(|| invalid("a digest is algorithm:hex"))?;
-                let valid_algorithm = !algorithm.is_empty()
-                    && algorithm.bytes().all(|b| {
-                        b.is_ascii_lowercase() || b.is_ascii_digit() || b"+._-".contains(&b)
-                    });
-                let valid_hex = hex.len() >= 32 && hex.bytes().all(|b| b.is_ascii_hexdigit());
-                if !valid_algorithm || !valid_hex {
-                    return Err(invalid("malformed digest"));
-                }
-                (rest, Some(digest.to_owned()))
-            }
-            None => (input, None),
-        };
-        // A tag is what follows the last `:` after the last `/`; a `:` before
-        // that is a registry port.
-        let last_slash = rest.rfind('/').map_or(0, |i| i + 1);
-        let (name, tag) = match rest.get(last_slash..).and_then(|t| t.find(':')) {
-            Some(i) => {
-                let at = last_slash + i;
-                let tag = rest.get(at + 1..).unwrap_or_default();
-                if !valid_tag(tag) {
-                    return Err(invalid("malformed tag"));
-                }
-                (rest.get(..at).unwrap_or_default(), Some(tag.to_owned()))
-            }
-            None => (rest, None),
-        };
-        let (registry, repository) = match name.split_once('/') {
-            Some((first, path))
-                if first.contains('.') || first.contains(':') || first == "localhost" =>
-            {
-                (first.to_owned(), path.to_owned())
-            }
-            _ => ("docker.io".to_owned(), name.to_owned()),
-        };
-        if !valid_registry(&registry) {
-            return Err(invalid("malformed registry host"));
-        }
-        if !valid_repository(&repository) {
-            return Err(invalid(
-                "repository path must be lowercase letters, digits and `._-` separated by `/`",
-            ));
-        }
-        let (registry, repository) = if is_docker_hub(&registry) {
-            let repository = if repository.contains('/') {
-                repository
-            } else {
-                format!("library/{repository}")
-            };
-            (DOCKER_HUB.to_owned(), repository)
+            reason: match e {
+                ReferenceError::Invalid { reason, .. } => reason,
+                ReferenceError::Digest(d) => format!("`{d}` is not a sha256 digest"),
+            },
+        })?;
+        let registry = if is_docker_hub(&parsed.repository.registry) {
+            DOCKER_HUB.to_owned()
         } else {
-            (registry, repository)
-        };
-        let tag = if tag.is_none() && digest.is_none() {
-            Some("latest".to_owned())
-        } else {
-            tag
+            parsed.repository.registry
         };
         Ok(Self {
             registry,
-            repository,
-            tag,
-            digest,
+            repository: parsed.repository.name,
+            tag: parsed.tag,
+            digest: parsed.digest.map(|d| d.to_string()),
             original: input.to_owned(),
         })
     }
@@ -197,38 +145,6 @@ fn is_docker_hub(registry: &str) -> bool {
         registry,
         "docker.io" | "index.docker.io" | "registry-1.docker.io"
     )
-}
-
-fn valid_registry(registry: &str) -> bool {
-    !registry.is_empty()
-        && registry
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b".-:[]".contains(&b))
-}
-
-fn valid_repository(repository: &str) -> bool {
-    !repository.is_empty()
-        && repository.split('/').all(|component| {
-            !component.is_empty()
-                && component
-                    .bytes()
-                    .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b"._-".contains(&b))
-                && component
-                    .bytes()
-                    .next()
-                    .is_some_and(|b| b.is_ascii_alphanumeric())
-        })
-}
-
-fn valid_tag(tag: &str) -> bool {
-    (1..=128).contains(&tag.len())
-        && tag
-            .bytes()
-            .next()
-            .is_some_and(|b| b.is_ascii_alphanumeric() || b == b'_')
-        && tag
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b"_.-".contains(&b))
 }
 
 /// A compiled `images[].glob`.
