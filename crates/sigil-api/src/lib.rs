@@ -11,6 +11,7 @@ pub mod compile;
 pub mod convert;
 pub mod crds;
 pub mod lint;
+pub mod snapshot;
 pub mod trustroot;
 
 pub use cip::{ClusterImagePolicy, ClusterImagePolicySpec};

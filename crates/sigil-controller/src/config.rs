@@ -1,0 +1,98 @@
+//! Command-line and environment settings.
+
+use std::time::Duration;
+
+use clap::{Parser, ValueEnum};
+
+/// sigil-controller's settings.
+#[derive(Parser, Debug, Clone)]
+#[command(name = "sigil-controller", version, about)]
+pub struct Args {
+    /// sigil's namespace: where the snapshot, TLS and referenced Secrets and
+    /// ConfigMaps, and the Lease live.
+    #[arg(long, env = "POD_NAMESPACE", default_value = "sigil-system")]
+    pub namespace: String,
+    /// This replica's identity in the Lease (the pod name).
+    #[arg(long, env = "POD_NAME", default_value = "sigil-controller")]
+    pub identity: String,
+    /// Address of the metrics and health endpoints.
+    #[arg(long, default_value = "0.0.0.0:8080")]
+    pub listen: String,
+    /// Log format.
+    #[arg(long, value_enum, default_value_t = LogFormat::Text)]
+    pub log_format: LogFormat,
+    /// Name of the leader-election Lease.
+    #[arg(long, default_value = "sigil-controller")]
+    pub lease_name: String,
+    /// How long a Lease stays valid without renewal (seconds); a standby
+    /// takes over within this time after the leader dies.
+    #[arg(long, default_value_t = 15)]
+    pub lease_duration_secs: u64,
+    /// How long the leader keeps leading while renewals fail (seconds);
+    /// shorter than the lease duration so it stops before a standby starts.
+    #[arg(long, default_value_t = 10)]
+    pub renew_deadline_secs: u64,
+    /// How often the Lease is renewed or its acquisition retried (seconds).
+    #[arg(long, default_value_t = 2)]
+    pub retry_period_secs: u64,
+    /// How often remote TrustRoots are refreshed from their TUF mirror (seconds).
+    #[arg(long, default_value_t = 3600)]
+    pub trust_root_refresh_secs: u64,
+    /// cert-manager owns the webhook certificate and caBundle: do not touch them.
+    #[arg(long)]
+    pub cert_manager: bool,
+    /// Name of the webhook's Service (its DNS names go into the certificate).
+    #[arg(long, default_value = "sigil-webhook")]
+    pub webhook_service: String,
+    /// Name of the Secret holding the webhook's CA and serving certificate.
+    #[arg(long, default_value = "sigil-webhook-tls")]
+    pub webhook_tls_secret: String,
+    /// Name of sigil's MutatingWebhookConfiguration.
+    #[arg(long, default_value = "sigil-webhook")]
+    pub mutating_webhook: String,
+    /// Name of sigil's ValidatingWebhookConfiguration.
+    #[arg(long, default_value = "sigil-webhook")]
+    pub validating_webhook: String,
+    /// How often the certificates are checked (seconds); webhook
+    /// configuration changes are also watched.
+    #[arg(long, default_value_t = 600)]
+    pub tls_check_secs: u64,
+}
+
+/// Log output format.
+#[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LogFormat {
+    /// Human-readable lines.
+    Text,
+    /// One JSON object per line.
+    Json,
+}
+
+impl Default for Args {
+    fn default() -> Self {
+        Self::parse_from(["sigil-controller"])
+    }
+}
+
+impl Args {
+    /// Lease validity.
+    pub fn lease_duration(&self) -> Duration {
+        Duration::from_secs(self.lease_duration_secs.max(1))
+    }
+    /// Renew deadline.
+    pub fn renew_deadline(&self) -> Duration {
+        Duration::from_secs(self.renew_deadline_secs.max(1))
+    }
+    /// Retry period.
+    pub fn retry_period(&self) -> Duration {
+        Duration::from_secs(self.retry_period_secs.max(1))
+    }
+    /// Remote trust-root refresh interval.
+    pub fn trust_root_refresh(&self) -> Duration {
+        Duration::from_secs(self.trust_root_refresh_secs.max(60))
+    }
+    /// TLS check interval.
+    pub fn tls_check(&self) -> Duration {
+        Duration::from_secs(self.tls_check_secs.max(10))
+    }
+}

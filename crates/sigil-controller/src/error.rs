@@ -1,0 +1,66 @@
+//! The crate's error type: what failed, on which object, and a stable reason
+//! label for the `sigil_controller_reconcile_errors_total` metric.
+
+/// A reconcile, election or TLS step that failed; the step is retried.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// A Kubernetes API call failed.
+    #[error("Kubernetes API: {action}: {source}; check the controller's RBAC and the API server")]
+    Kube {
+        /// What was being done, naming the object.
+        action: String,
+        /// The client's error.
+        #[source]
+        source: Box<kube::Error>,
+    },
+    /// This replica does not hold the leader Lease, so it must not write.
+    #[error("not the leader: another replica holds Lease {0}; this replica stands by")]
+    NotLeader(String),
+    /// The policy snapshot could not be built.
+    #[error("policy snapshot not written: {0}")]
+    Snapshot(String),
+    /// Webhook certificates could not be generated or parsed.
+    #[error("webhook TLS: {0}")]
+    Tls(String),
+    /// A TUF repository could not be read or verified.
+    #[error(transparent)]
+    Tuf(#[from] crate::tuf::TufError),
+    /// The HTTP endpoint could not be served.
+    #[error("serving {addr}: {reason}")]
+    Serve {
+        /// The listen address.
+        addr: String,
+        /// Why it failed.
+        reason: String,
+    },
+}
+
+impl Error {
+    /// Wraps a client error with what was being done.
+    pub fn kube(action: impl Into<String>, source: kube::Error) -> Self {
+        Self::Kube {
+            action: action.into(),
+            source: Box::new(source),
+        }
+    }
+
+    /// A short stable label for metrics.
+    pub fn metric_label(&self) -> &'static str {
+        match self {
+            Self::Kube { .. } => "kube",
+            Self::NotLeader(_) => "not_leader",
+            Self::Snapshot(_) => "snapshot",
+            Self::Tls(_) => "tls",
+            Self::Tuf(_) => "tuf",
+            Self::Serve { .. } => "serve",
+        }
+    }
+
+    /// Whether the API answered 404 Not Found.
+    pub fn is_not_found(&self) -> bool {
+        matches!(self, Self::Kube { source, .. } if matches!(source.as_ref(), kube::Error::Api(s) if s.code == 404))
+    }
+}
+
+/// The crate's result type.
+pub type Result<T, E = Error> = std::result::Result<T, E>;

@@ -1,0 +1,516 @@
+//! Test fixtures: an in-memory Kubernetes API server behind `tower-test`,
+//! so every reconcile path runs without a cluster. It stores objects by
+//! path, answers GET/POST/PUT/PATCH/DELETE like the API server does for
+//! them (404, 409 on a stale `resourceVersion`, server-side apply and merge
+//! patches as JSON merges, status subresources), lists collections as empty
+//! and ends watches at once, and records every request for assertions.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing
+)]
+#![allow(unreachable_pub, dead_code, missing_docs)]
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+
+use http::{Method, Request, Response, StatusCode};
+use kube::Client;
+use kube::client::Body;
+use serde_json::{Value, json};
+
+/// One request the fake API server received.
+#[derive(Debug, Clone)]
+pub struct Recorded {
+    pub method: Method,
+    pub path: String,
+    pub body: Value,
+}
+
+#[derive(Default)]
+struct Store {
+    objects: BTreeMap<String, Value>,
+    requests: Vec<Recorded>,
+    resource_version: u64,
+}
+
+/// The fake API server's state, shared with the test.
+#[derive(Clone, Default)]
+pub struct FakeApi {
+    store: Arc<Mutex<Store>>,
+}
+
+pub const NS: &str = "sigil-system";
+
+pub fn secret_path(name: &str) -> String {
+    format!("/api/v1/namespaces/{NS}/secrets/{name}")
+}
+pub fn configmap_path(name: &str) -> String {
+    format!("/api/v1/namespaces/{NS}/configmaps/{name}")
+}
+pub fn cip_path(name: &str) -> String {
+    format!("/apis/policy.sigil.dev/v1alpha1/clusterimagepolicies/{name}")
+}
+pub fn trustroot_path(name: &str) -> String {
+    format!("/apis/policy.sigil.dev/v1alpha1/trustroots/{name}")
+}
+pub fn lease_path(name: &str) -> String {
+    format!("/apis/coordination.k8s.io/v1/namespaces/{NS}/leases/{name}")
+}
+
+fn merge(target: &mut Value, patch: &Value) {
+    match (target, patch) {
+        (Value::Object(t), Value::Object(p)) => {
+            for (k, v) in p {
+                if v.is_null() {
+                    t.remove(k);
+                } else {
+                    merge(t.entry(k.clone()).or_insert(Value::Null), v);
+                }
+            }
+        }
+        (t, p) => *t = p.clone(),
+    }
+}
+
+fn status(code: StatusCode, reason: &str, message: &str) -> Response<Body> {
+    let body = json!({
+        "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+        "message": message, "reason": reason, "code": code.as_u16(),
+    });
+    Response::builder()
+        .status(code)
+        .body(Body::from(serde_json::to_vec(&body).unwrap()))
+        .unwrap()
+}
+
+fn ok(code: StatusCode, obj: &Value) -> Response<Body> {
+    Response::builder()
+        .status(code)
+        .body(Body::from(serde_json::to_vec(obj).unwrap()))
+        .unwrap()
+}
+
+/// Whether `path` names a single object (an odd number of segments after
+/// the group/version prefix means a collection).
+fn is_collection(path: &str) -> bool {
+    let segments: Vec<&str> = path.trim_matches('/').split('/').collect();
+    let rest = if segments[0] == "api" {
+        &segments[2..]
+    } else {
+        &segments[3..]
+    };
+    let rest = if rest.first() == Some(&"namespaces") && rest.len() > 2 {
+        &rest[2..]
+    } else {
+        rest
+    };
+    rest.len() == 1
+}
+
+impl FakeApi {
+    /// A client talking to a new fake API server.
+    pub fn start() -> (Client, FakeApi) {
+        let (service, mut handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
+        let api = FakeApi::default();
+        let server = api.clone();
+        tokio::spawn(async move {
+            while let Some((request, send)) = handle.next_request().await {
+                let response = server.handle(request).await;
+                send.send_response(response);
+            }
+        });
+        (Client::new(service, NS), api)
+    }
+
+    /// Stores `obj` at `path` (seeding), stamping a resourceVersion and uid.
+    pub fn put(&self, path: &str, mut obj: Value) {
+        let mut s = self.store.lock().unwrap();
+        s.resource_version += 1;
+        let rv = s.resource_version.to_string();
+        let meta = obj["metadata"].as_object_mut().unwrap();
+        meta.insert("resourceVersion".into(), rv.into());
+        meta.entry("uid")
+            .or_insert_with(|| format!("uid-{path}").into());
+        s.objects.insert(path.to_owned(), obj);
+    }
+
+    /// The object stored at `path`.
+    pub fn get(&self, path: &str) -> Option<Value> {
+        self.store.lock().unwrap().objects.get(path).cloned()
+    }
+
+    /// Every request so far.
+    pub fn requests(&self) -> Vec<Recorded> {
+        self.store.lock().unwrap().requests.clone()
+    }
+
+    /// Requests with `method` whose path starts with `prefix`.
+    pub fn requests_to(&self, method: Method, prefix: &str) -> Vec<Recorded> {
+        self.requests()
+            .into_iter()
+            .filter(|r| r.method == method && r.path.starts_with(prefix))
+            .collect()
+    }
+
+    /// Events published so far (their `note`s).
+    pub fn event_notes(&self) -> Vec<(String, String)> {
+        self.requests()
+            .into_iter()
+            .filter(|r| r.path.contains("/events"))
+            .map(|r| {
+                (
+                    r.body["reason"].as_str().unwrap_or_default().to_owned(),
+                    r.body["note"].as_str().unwrap_or_default().to_owned(),
+                )
+            })
+            .collect()
+    }
+
+    async fn handle(&self, request: Request<Body>) -> Response<Body> {
+        let method = request.method().clone();
+        let path = request.uri().path().to_owned();
+        let query = request.uri().query().unwrap_or_default().to_owned();
+        let bytes = request.into_body().collect_bytes().await.unwrap();
+        let body: Value = if bytes.is_empty() {
+            Value::Null
+        } else {
+            serde_json::from_slice(&bytes).unwrap_or(Value::Null)
+        };
+        let mut s = self.store.lock().unwrap();
+        s.requests.push(Recorded {
+            method: method.clone(),
+            path: path.clone(),
+            body: body.clone(),
+        });
+        let (object_path, subresource) = match path.strip_suffix("/status") {
+            Some(p) if !is_collection(&path) => (p.to_owned(), true),
+            _ => (path.clone(), false),
+        };
+        match method {
+            Method::GET if is_collection(&path) => {
+                if query.contains("watch=true") {
+                    return ok(StatusCode::OK, &Value::Null).map(|_| Body::empty());
+                }
+                let items: Vec<Value> = s
+                    .objects
+                    .iter()
+                    .filter(|(p, _)| p.rsplit_once('/').is_some_and(|(dir, _)| dir == path))
+                    .map(|(_, v)| v.clone())
+                    .collect();
+                let rv = s.resource_version.to_string();
+                ok(
+                    StatusCode::OK,
+                    &json!({"kind": "List", "apiVersion": "v1", "metadata": {"resourceVersion": rv}, "items": items}),
+                )
+            }
+            Method::GET => match s.objects.get(&object_path) {
+                Some(obj) => ok(StatusCode::OK, obj),
+                None => status(
+                    StatusCode::NOT_FOUND,
+                    "NotFound",
+                    &format!("{path} not found"),
+                ),
+            },
+            Method::POST => {
+                let name = body["metadata"]["name"]
+                    .as_str()
+                    .unwrap_or("generated")
+                    .to_owned();
+                let target = format!("{path}/{name}");
+                if s.objects.contains_key(&target) {
+                    return status(
+                        StatusCode::CONFLICT,
+                        "AlreadyExists",
+                        &format!("{target} exists"),
+                    );
+                }
+                s.resource_version += 1;
+                let mut obj = body;
+                obj["metadata"]["resourceVersion"] = s.resource_version.to_string().into();
+                s.objects.insert(target, obj.clone());
+                ok(StatusCode::CREATED, &obj)
+            }
+            Method::PUT => {
+                let Some(current) = s.objects.get(&object_path) else {
+                    return status(
+                        StatusCode::NOT_FOUND,
+                        "NotFound",
+                        &format!("{path} not found"),
+                    );
+                };
+                let want = body["metadata"]["resourceVersion"].as_str();
+                if want.is_some() && want != current["metadata"]["resourceVersion"].as_str() {
+                    return status(
+                        StatusCode::CONFLICT,
+                        "Conflict",
+                        "the object has been modified",
+                    );
+                }
+                s.resource_version += 1;
+                let mut obj = body;
+                obj["metadata"]["resourceVersion"] = s.resource_version.to_string().into();
+                s.objects.insert(object_path, obj.clone());
+                ok(StatusCode::OK, &obj)
+            }
+            Method::PATCH => {
+                let apply = query.contains("fieldManager");
+                let exists = s.objects.contains_key(&object_path);
+                if !exists && (subresource || !apply) {
+                    return status(
+                        StatusCode::NOT_FOUND,
+                        "NotFound",
+                        &format!("{path} not found"),
+                    );
+                }
+                s.resource_version += 1;
+                let rv = s.resource_version.to_string();
+                let obj = s
+                    .objects
+                    .entry(object_path)
+                    .or_insert_with(|| json!({"metadata": {}}));
+                if subresource {
+                    merge(obj, &json!({"status": body["status"]}));
+                } else {
+                    merge(obj, &body);
+                }
+                obj["metadata"]["resourceVersion"] = rv.into();
+                let obj = obj.clone();
+                ok(StatusCode::OK, &obj)
+            }
+            Method::DELETE => match s.objects.remove(&object_path) {
+                Some(obj) => ok(StatusCode::OK, &obj),
+                None => status(
+                    StatusCode::NOT_FOUND,
+                    "NotFound",
+                    &format!("{path} not found"),
+                ),
+            },
+            _ => status(
+                StatusCode::METHOD_NOT_ALLOWED,
+                "MethodNotAllowed",
+                "unsupported",
+            ),
+        }
+    }
+}
+
+/// A leading (or not) context on `client`, and the receiver of its
+/// trust-root change notices.
+pub fn context(
+    client: Client,
+    leading: bool,
+) -> (
+    Arc<crate::Context>,
+    tokio::sync::mpsc::UnboundedReceiver<String>,
+    tokio::sync::watch::Sender<bool>,
+) {
+    let args = crate::Args {
+        namespace: NS.into(),
+        identity: "replica-a".into(),
+        ..crate::Args::default()
+    };
+    let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+    let (leading_tx, leading_rx) = tokio::sync::watch::channel(leading);
+    let ctx = crate::Context::new(
+        client,
+        args,
+        Arc::new(crate::metrics::Metrics::default()),
+        leading_rx,
+        tx,
+    );
+    (Arc::new(ctx), rx, leading_tx)
+}
+
+/// A PEM P-256 public key.
+pub const P256_PUB: &str = include_str!("../../sigil-api/tests/data/p256.pub");
+/// Another PEM public key (Ed25519).
+pub const ED_PUB: &str = include_str!("../../sigil-api/tests/data/ed.pub");
+/// A PEM CA certificate.
+pub const CA_PEM: &str = include_str!("../../sigil-api/tests/data/ca.pem");
+
+/// A ClusterImagePolicy object at `generation` with `spec`.
+pub fn cip(name: &str, generation: i64, spec: Value) -> Value {
+    json!({
+        "apiVersion": "policy.sigil.dev/v1alpha1",
+        "kind": "ClusterImagePolicy",
+        "metadata": {"name": name, "generation": generation, "uid": format!("uid-{name}")},
+        "spec": spec,
+    })
+}
+
+/// A Secret in sigil's namespace with `data` (plain text values).
+pub fn secret(name: &str, data: &[(&str, &str)]) -> Value {
+    use base64::Engine as _;
+    let data: serde_json::Map<String, Value> = data
+        .iter()
+        .map(|(k, v)| {
+            (
+                (*k).to_owned(),
+                base64::engine::general_purpose::STANDARD.encode(v).into(),
+            )
+        })
+        .collect();
+    json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": name, "namespace": NS}, "data": data})
+}
+
+/// The policy snapshot currently stored in the fake API server.
+pub fn stored_snapshot(api: &FakeApi) -> Option<sigil_api::snapshot::PolicySnapshot> {
+    use base64::Engine as _;
+    let secret = api.get(&secret_path(sigil_api::snapshot::SECRET_NAME))?;
+    let b64 = secret["data"][sigil_api::snapshot::SECRET_KEY].as_str()?;
+    let bytes = base64::engine::general_purpose::STANDARD.decode(b64).ok()?;
+    Some(sigil_api::snapshot::PolicySnapshot::from_slice(&bytes).unwrap())
+}
+
+/// Reads back the object at `path` as `K` (what the next reconcile sees).
+pub fn object<K: serde::de::DeserializeOwned>(api: &FakeApi, path: &str) -> Arc<K> {
+    Arc::new(serde_json::from_value(api.get(path).unwrap()).unwrap())
+}
+
+/// A TUF repository signed with Ed25519 keys from fixed seeds, one key per
+/// role, holding one target `trusted_root.json`.
+pub struct TufRepo {
+    pub root_key: ed25519_dalek::SigningKey,
+    pub timestamp_key: ed25519_dalek::SigningKey,
+    pub snapshot_key: ed25519_dalek::SigningKey,
+    pub targets_key: ed25519_dalek::SigningKey,
+    pub expires: String,
+    pub target: Vec<u8>,
+    pub consistent: bool,
+    pub timestamp_version: u64,
+}
+
+fn key_json(k: &ed25519_dalek::SigningKey) -> Value {
+    json!({"keytype": "ed25519", "scheme": "ed25519", "keyval": {"public": hex::encode(k.verifying_key().to_bytes())}})
+}
+
+pub fn keyid(k: &ed25519_dalek::SigningKey) -> String {
+    hex::encode(sigil_verifier::crypto::sha256(
+        &k.verifying_key().to_bytes(),
+    ))
+}
+
+/// Wraps `signed` in an envelope signed by `keys`.
+pub fn sign(signed: Value, keys: &[&ed25519_dalek::SigningKey]) -> Vec<u8> {
+    use ed25519_dalek::Signer as _;
+    let mut message = Vec::new();
+    crate::tuf::canonical_json(&signed, &mut message).unwrap();
+    let signatures: Vec<Value> = keys
+        .iter()
+        .map(|k| json!({"keyid": keyid(k), "sig": hex::encode(k.sign(&message).to_bytes())}))
+        .collect();
+    serde_json::to_vec_pretty(&json!({"signed": signed, "signatures": signatures})).unwrap()
+}
+
+pub fn seed_key(seed: u8) -> ed25519_dalek::SigningKey {
+    ed25519_dalek::SigningKey::from_bytes(&[seed; 32])
+}
+
+impl TufRepo {
+    pub fn new(target: &[u8]) -> Self {
+        Self {
+            root_key: seed_key(1),
+            timestamp_key: seed_key(2),
+            snapshot_key: seed_key(3),
+            targets_key: seed_key(4),
+            expires: "2099-01-01T00:00:00Z".into(),
+            target: target.to_vec(),
+            consistent: false,
+            timestamp_version: 1,
+        }
+    }
+
+    /// The signed part of a root of `version` whose root role is `root_key`.
+    pub fn root_signed(&self, version: u64, root_key: &ed25519_dalek::SigningKey) -> Value {
+        let mut keys = serde_json::Map::new();
+        for k in [
+            root_key,
+            &self.timestamp_key,
+            &self.snapshot_key,
+            &self.targets_key,
+        ] {
+            keys.insert(keyid(k), key_json(k));
+        }
+        let role = |k: &ed25519_dalek::SigningKey| json!({"keyids": [keyid(k)], "threshold": 1});
+        json!({
+            "_type": "root", "spec_version": "1.0", "version": version, "expires": self.expires,
+            "consistent_snapshot": self.consistent, "keys": keys,
+            "roles": {
+                "root": role(root_key), "timestamp": role(&self.timestamp_key),
+                "snapshot": role(&self.snapshot_key), "targets": role(&self.targets_key),
+            },
+        })
+    }
+
+    /// `1.root.json`, signed by its root key.
+    pub fn root(&self) -> Vec<u8> {
+        sign(self.root_signed(1, &self.root_key), &[&self.root_key])
+    }
+
+    /// Every metadata and target file, by repository path.
+    pub fn files(&self) -> BTreeMap<String, Vec<u8>> {
+        let target_hash = hex::encode(sigil_verifier::crypto::sha256(&self.target));
+        let targets = sign(
+            json!({"_type": "targets", "spec_version": "1.0", "version": 1, "expires": self.expires,
+                "targets": {"trusted_root.json": {"length": self.target.len(), "hashes": {"sha256": target_hash}}}}),
+            &[&self.targets_key],
+        );
+        let snapshot = sign(
+            json!({"_type": "snapshot", "spec_version": "1.0", "version": 1, "expires": self.expires,
+                "meta": {"targets.json": {"version": 1}}}),
+            &[&self.snapshot_key],
+        );
+        let timestamp = sign(
+            json!({"_type": "timestamp", "spec_version": "1.0", "version": self.timestamp_version, "expires": self.expires,
+                "meta": {"snapshot.json": {"version": 1, "length": snapshot.len(),
+                    "hashes": {"sha256": hex::encode(sigil_verifier::crypto::sha256(&snapshot))}}}}),
+            &[&self.timestamp_key],
+        );
+        let mut files = BTreeMap::new();
+        files.insert("1.root.json".into(), self.root());
+        files.insert("timestamp.json".into(), timestamp);
+        if self.consistent {
+            files.insert("1.snapshot.json".into(), snapshot);
+            files.insert("1.targets.json".into(), targets);
+            files.insert(
+                format!("targets/{target_hash}.trusted_root.json"),
+                self.target.clone(),
+            );
+        } else {
+            files.insert("snapshot.json".into(), snapshot);
+            files.insert("targets.json".into(), targets);
+            files.insert("targets/trusted_root.json".into(), self.target.clone());
+        }
+        files
+    }
+}
+
+/// Files of a mirror, shared with the test that changes them.
+pub type MirrorFiles = Arc<Mutex<BTreeMap<String, Vec<u8>>>>;
+
+/// A TUF mirror on 127.0.0.1 serving the files in the shared map; returns
+/// its URL.
+pub async fn serve_mirror(files: MirrorFiles) -> String {
+    use axum::extract::{Path, State};
+    use axum::http::StatusCode;
+    async fn file(
+        State(files): State<MirrorFiles>,
+        Path(path): Path<String>,
+    ) -> Result<Vec<u8>, StatusCode> {
+        files
+            .lock()
+            .unwrap()
+            .get(&path)
+            .cloned()
+            .ok_or(StatusCode::NOT_FOUND)
+    }
+    let app = axum::Router::new()
+        .route("/{*path}", axum::routing::get(file))
+        .with_state(files);
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    format!("http://{addr}")
+}

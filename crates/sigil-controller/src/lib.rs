@@ -1,0 +1,32 @@
+//! sigil-controller: reconciles `ClusterImagePolicy` and `TrustRoot` objects
+//! and publishes what it accepted to the webhook as one snapshot Secret
+//! ([`publish`], contract in [`sigil_api::snapshot`]); keeps the webhook's
+//! TLS certificate and the `caBundle` of its webhook configurations
+//! ([`tls`]); and does all of that only while it holds the leader Lease
+//! ([`leader`]). [`run`] wires it together with metrics, health endpoints and
+//! graceful shutdown.
+#![forbid(unsafe_code)]
+
+pub mod config;
+pub mod context;
+pub mod error;
+pub mod leader;
+pub mod metrics;
+pub mod policy;
+pub mod publish;
+pub mod run;
+pub mod server;
+pub mod sigstore_keys;
+pub mod status;
+pub mod telemetry;
+pub mod tls;
+pub mod trustroot;
+pub mod tuf;
+
+#[cfg(test)]
+mod fixtures;
+
+pub use config::Args;
+pub use context::Context;
+pub use error::{Error, Result};
+pub use run::run;

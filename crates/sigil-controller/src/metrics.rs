@@ -1,0 +1,217 @@
+//! Prometheus metrics (prometheus-client): reconciliations, errors by
+//! reason, policies by state, trust-root age and last refresh, snapshot
+//! revision, leadership and certificate expiry.
+
+use std::collections::BTreeMap;
+use std::sync::Mutex;
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::encoding::text::encode;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::registry::Registry;
+
+/// Labels naming a controller.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ControllerLabels {
+    /// `policy`, `trustroot` or `tls`.
+    pub controller: String,
+}
+
+/// Labels of a failed reconcile.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ErrorLabels {
+    /// `policy`, `trustroot` or `tls`.
+    pub controller: String,
+    /// [`crate::Error::metric_label`].
+    pub reason: String,
+}
+
+/// Labels of a policy state.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct StateLabels {
+    /// `ready` or `not_ready`.
+    pub state: String,
+}
+
+/// Labels naming a TrustRoot.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct TrustRootLabels {
+    /// The TrustRoot's name.
+    pub trust_root: String,
+}
+
+/// The controller's metrics.
+pub struct Metrics {
+    registry: Registry,
+    reconciliations: Family<ControllerLabels, Counter>,
+    errors: Family<ErrorLabels, Counter>,
+    policies: Family<StateLabels, Gauge>,
+    trust_root_last_refresh: Family<TrustRootLabels, Gauge>,
+    trust_root_age: Family<TrustRootLabels, Gauge>,
+    snapshot_revision: Gauge,
+    leader: Gauge,
+    cert_expiry: Gauge,
+    policy_states: Mutex<BTreeMap<String, bool>>,
+    refreshed_at: Mutex<BTreeMap<String, i64>>,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        let mut registry = Registry::with_prefix("sigil_controller");
+        let m = Self {
+            reconciliations: Family::default(),
+            errors: Family::default(),
+            policies: Family::default(),
+            trust_root_last_refresh: Family::default(),
+            trust_root_age: Family::default(),
+            snapshot_revision: Gauge::default(),
+            leader: Gauge::default(),
+            cert_expiry: Gauge::default(),
+            policy_states: Mutex::default(),
+            refreshed_at: Mutex::default(),
+            registry: Registry::default(),
+        };
+        registry.register(
+            "reconciliations",
+            "Reconciliations run, by controller",
+            m.reconciliations.clone(),
+        );
+        registry.register(
+            "reconcile_errors",
+            "Reconciliations that failed, by controller and reason",
+            m.errors.clone(),
+        );
+        registry.register(
+            "policies",
+            "ClusterImagePolicies by state (ready: compiled and published)",
+            m.policies.clone(),
+        );
+        registry.register(
+            "trust_root_last_refresh_timestamp_seconds",
+            "Unix time of the last successful load or refresh of each TrustRoot",
+            m.trust_root_last_refresh.clone(),
+        );
+        registry.register(
+            "trust_root_age_seconds",
+            "Seconds since each TrustRoot was last loaded or refreshed successfully",
+            m.trust_root_age.clone(),
+        );
+        registry.register(
+            "snapshot_revision",
+            "Revision of the last policy snapshot written",
+            m.snapshot_revision.clone(),
+        );
+        registry.register(
+            "leader",
+            "1 while this replica holds the leader Lease",
+            m.leader.clone(),
+        );
+        registry.register(
+            "webhook_certificate_expiry_timestamp_seconds",
+            "Unix time at which the webhook serving certificate expires",
+            m.cert_expiry.clone(),
+        );
+        Self { registry, ..m }
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    // A panic while holding a metrics lock leaves plain numbers behind.
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+impl Metrics {
+    /// Counts a reconciliation.
+    pub fn reconciled(&self, controller: &str) {
+        self.reconciliations
+            .get_or_create(&ControllerLabels {
+                controller: controller.into(),
+            })
+            .inc();
+    }
+
+    /// Counts a failed reconciliation.
+    pub fn failed(&self, controller: &str, reason: &str) {
+        self.errors
+            .get_or_create(&ErrorLabels {
+                controller: controller.into(),
+                reason: reason.into(),
+            })
+            .inc();
+    }
+
+    /// Records whether a policy is ready (`None` forgets a deleted one).
+    pub fn policy_state(&self, name: &str, ready: Option<bool>) {
+        let mut states = lock(&self.policy_states);
+        match ready {
+            Some(r) => {
+                states.insert(name.to_owned(), r);
+            }
+            None => {
+                states.remove(name);
+            }
+        }
+        let ready = states.values().filter(|r| **r).count();
+        let not_ready = states.len().saturating_sub(ready);
+        for (state, n) in [("ready", ready), ("not_ready", not_ready)] {
+            self.policies
+                .get_or_create(&StateLabels {
+                    state: state.into(),
+                })
+                .set(i64::try_from(n).unwrap_or(i64::MAX));
+        }
+    }
+
+    /// Records a successful trust-root load at Unix time `at`.
+    pub fn trust_root_refreshed(&self, name: &str, at: i64) {
+        lock(&self.refreshed_at).insert(name.to_owned(), at);
+        self.trust_root_last_refresh
+            .get_or_create(&TrustRootLabels {
+                trust_root: name.into(),
+            })
+            .set(at);
+    }
+
+    /// Forgets a deleted trust root.
+    pub fn trust_root_removed(&self, name: &str) {
+        lock(&self.refreshed_at).remove(name);
+        let labels = TrustRootLabels {
+            trust_root: name.into(),
+        };
+        self.trust_root_last_refresh.remove(&labels);
+        self.trust_root_age.remove(&labels);
+    }
+
+    /// Records the revision of the snapshot just written.
+    pub fn snapshot_written(&self, revision: u64) {
+        self.snapshot_revision
+            .set(i64::try_from(revision).unwrap_or(i64::MAX));
+    }
+
+    /// Records leadership.
+    pub fn leading(&self, leading: bool) {
+        self.leader.set(i64::from(leading));
+    }
+
+    /// Records the serving certificate's expiry (Unix time).
+    pub fn certificate_expiry(&self, at: i64) {
+        self.cert_expiry.set(at);
+    }
+
+    /// The OpenMetrics text, with ages computed at `now` (Unix time).
+    pub fn encode(&self, now: i64) -> String {
+        for (name, at) in lock(&self.refreshed_at).iter() {
+            self.trust_root_age
+                .get_or_create(&TrustRootLabels {
+                    trust_root: name.clone(),
+                })
+                .set(now.saturating_sub(*at));
+        }
+        let mut out = String::new();
+        // Writing into a String cannot fail.
+        let _ = encode(&mut out, &self.registry);
+        out
+    }
+}

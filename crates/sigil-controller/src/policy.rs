@@ -1,0 +1,834 @@
+//! The ClusterImagePolicy reconciler: resolves the Secrets and ConfigMaps a
+//! policy refers to (in sigil's namespace only), compiles it with sigil-api's
+//! compiler, publishes the compiled version to the snapshot, and reports
+//! `Ready` with `observedGeneration` plus an Event when that changes. A
+//! rejected generation is not published; the snapshot keeps the last
+//! accepted one. Changes of referenced Secrets, ConfigMaps and TrustRoots
+//! re-reconcile the policies that refer to them.
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures_util::{Stream, StreamExt, TryStreamExt};
+use k8s_openapi::api::core::v1::{ConfigMap, Secret};
+use kube::ResourceExt;
+use kube::api::Api;
+use kube::runtime::controller::Action;
+use kube::runtime::reflector::{self, ObjectRef, Store};
+use kube::runtime::{Controller, WatchStreamExt, watcher};
+use sigil_api::cip::{ClusterImagePolicy, ClusterImagePolicySpec, KeyRef, Policy};
+use sigil_api::compile::{Offline, compile_policy, trust_root_refs};
+use sigil_api::snapshot::SnapshotPolicy;
+
+use crate::context::Context;
+use crate::error::{Error, Result};
+use crate::status::{self, Verdict};
+
+/// The controller's name in metrics.
+pub const CONTROLLER: &str = "policy";
+/// How often an accepted policy is checked again without a change.
+const RESYNC: Duration = Duration::from_secs(3600);
+/// How soon a policy with a missing reference is retried.
+const RETRY_UNRESOLVED: Duration = Duration::from_secs(30);
+
+/// The Secrets, ConfigMaps and TrustRoots a policy refers to.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct References {
+    /// Secret names (in sigil's namespace).
+    pub secrets: BTreeSet<String>,
+    /// ConfigMap names (in sigil's namespace).
+    pub config_maps: BTreeSet<String>,
+    /// TrustRoot names.
+    pub trust_roots: BTreeSet<String>,
+}
+
+/// What `spec` refers to.
+pub fn references(spec: &ClusterImagePolicySpec) -> References {
+    let mut refs = References::default();
+    let policy = |p: &Option<Policy>, refs: &mut References| {
+        if let Some(name) = p
+            .as_ref()
+            .and_then(|p| p.config_map_ref.as_ref())
+            .and_then(|r| r.get("name"))
+            .and_then(|n| n.as_str())
+        {
+            refs.config_maps.insert(name.to_owned());
+        }
+    };
+    policy(&spec.policy, &mut refs);
+    for a in &spec.authorities {
+        let keys = [
+            a.key.as_ref(),
+            a.keyless.as_ref().and_then(|k| k.ca_cert.as_ref()),
+        ];
+        for key in keys.into_iter().flatten() {
+            if let Some(s) = &key.secret_ref {
+                refs.secrets.insert(s.name.clone());
+            }
+        }
+        let roots = [
+            a.keyless.as_ref().and_then(|k| k.trust_root_ref.as_ref()),
+            a.ctlog.as_ref().and_then(|c| c.trust_root_ref.as_ref()),
+            a.rfc3161_timestamp
+                .as_ref()
+                .and_then(|t| t.trust_root_ref.as_ref()),
+        ];
+        refs.trust_roots
+            .extend(roots.into_iter().flatten().cloned());
+        for att in &a.attestations {
+            policy(&att.policy, &mut refs);
+        }
+    }
+    refs
+}
+
+/// Returns `spec` with every Secret and ConfigMap reference replaced by its
+/// content, or the problems found (one line each, naming the field).
+pub async fn resolve(
+    spec: &ClusterImagePolicySpec,
+    ctx: &Context,
+) -> Result<Result<ClusterImagePolicySpec, Vec<String>>> {
+    let mut spec = spec.clone();
+    let mut problems = Vec::new();
+    let r = Resolver { ctx };
+    for (i, a) in spec.authorities.iter_mut().enumerate() {
+        if let Some(key) = &mut a.key {
+            r.key(&format!("spec.authorities[{i}].key"), key, &mut problems)
+                .await?;
+        }
+        if let Some(ca) = a.keyless.as_mut().and_then(|k| k.ca_cert.as_mut()) {
+            r.key(
+                &format!("spec.authorities[{i}].keyless.ca-cert"),
+                ca,
+                &mut problems,
+            )
+            .await?;
+        }
+        for (j, att) in a.attestations.iter_mut().enumerate() {
+            if let Some(p) = &mut att.policy {
+                r.policy(
+                    &format!("spec.authorities[{i}].attestations[{j}].policy"),
+                    p,
+                    &mut problems,
+                )
+                .await?;
+            }
+        }
+    }
+    if let Some(p) = &mut spec.policy {
+        r.policy("spec.policy", p, &mut problems).await?;
+    }
+    Ok(if problems.is_empty() {
+        Ok(spec)
+    } else {
+        Err(problems)
+    })
+}
+
+struct Resolver<'a> {
+    ctx: &'a Context,
+}
+
+impl Resolver<'_> {
+    /// Checks that `namespace` is sigil's: the controller may read Secrets
+    /// and ConfigMaps only there.
+    fn namespace_ok(&self, path: &str, namespace: &str, problems: &mut Vec<String>) -> bool {
+        let ns = &self.ctx.args.namespace;
+        if namespace.is_empty() || namespace == ns {
+            true
+        } else {
+            problems.push(format!(
+                "{path}: namespace `{namespace}` is not sigil's namespace `{ns}`; sigil reads \
+                 referenced Secrets and ConfigMaps only from its own namespace: move the object there"
+            ));
+            false
+        }
+    }
+
+    async fn key(&self, path: &str, key: &mut KeyRef, problems: &mut Vec<String>) -> Result<()> {
+        let Some(secret_ref) = key.secret_ref.clone() else {
+            return Ok(());
+        };
+        if key.data.is_some() {
+            // Both set: the compiler reports it.
+            return Ok(());
+        }
+        let path = format!("{path}.secretRef");
+        if !self.namespace_ok(&path, &secret_ref.namespace, problems) {
+            return Ok(());
+        }
+        let ns = &self.ctx.args.namespace;
+        let name = &secret_ref.name;
+        let api: Api<Secret> = Api::namespaced(self.ctx.client.clone(), ns);
+        let secret = api
+            .get_opt(name)
+            .await
+            .map_err(|e| Error::kube(format!("reading Secret {ns}/{name}"), e))?;
+        let Some(secret) = secret else {
+            problems.push(format!(
+                "{path}: Secret {ns}/{name} not found; create it with the PEM as its only data entry"
+            ));
+            return Ok(());
+        };
+        let data = secret.data.unwrap_or_default();
+        let mut entries = data.iter();
+        match (entries.next(), entries.next()) {
+            (Some((_, value)), None) => match String::from_utf8(value.0.clone()) {
+                Ok(pem) => {
+                    key.data = Some(pem);
+                    key.secret_ref = None;
+                }
+                Err(_) => problems.push(format!(
+                    "{path}: Secret {ns}/{name} holds binary data; store the PEM text"
+                )),
+            },
+            (None, _) => problems.push(format!(
+                "{path}: Secret {ns}/{name} has no data; put the PEM in its only data entry"
+            )),
+            (Some(_), Some(_)) => problems.push(format!(
+                "{path}: Secret {ns}/{name} has {} data entries ({}); it must hold exactly one, the PEM",
+                data.len(),
+                data.keys().cloned().collect::<Vec<_>>().join(", ")
+            )),
+        }
+        Ok(())
+    }
+
+    async fn policy(&self, path: &str, p: &mut Policy, problems: &mut Vec<String>) -> Result<()> {
+        let Some(reference) = p.config_map_ref.clone() else {
+            return Ok(());
+        };
+        let path = format!("{path}.configMapRef");
+        let field = |f: &str| {
+            reference
+                .get(f)
+                .and_then(|v| v.as_str())
+                .unwrap_or_default()
+                .to_owned()
+        };
+        let (name, namespace, key) = (field("name"), field("namespace"), field("key"));
+        if name.is_empty() {
+            problems.push(format!("{path}.name: the ConfigMap's name is required"));
+            return Ok(());
+        }
+        if !self.namespace_ok(&path, &namespace, problems) {
+            return Ok(());
+        }
+        let ns = &self.ctx.args.namespace;
+        let api: Api<ConfigMap> = Api::namespaced(self.ctx.client.clone(), ns);
+        let cm = api
+            .get_opt(&name)
+            .await
+            .map_err(|e| Error::kube(format!("reading ConfigMap {ns}/{name}"), e))?;
+        let Some(cm) = cm else {
+            problems.push(format!(
+                "{path}: ConfigMap {ns}/{name} not found; create it with the Rego module"
+            ));
+            return Ok(());
+        };
+        let data = cm.data.unwrap_or_default();
+        let module = if key.is_empty() {
+            let mut values = data.values();
+            match (values.next(), values.next()) {
+                (Some(v), None) => Some(v.clone()),
+                _ => {
+                    problems.push(format!(
+                        "{path}: ConfigMap {ns}/{name} has {} entries; set configMapRef.key to the one holding the Rego module",
+                        data.len()
+                    ));
+                    None
+                }
+            }
+        } else {
+            let v = data.get(&key).cloned();
+            if v.is_none() {
+                problems.push(format!(
+                    "{path}.key: ConfigMap {ns}/{name} has no entry `{key}`"
+                ));
+            }
+            v
+        };
+        if let Some(module) = module {
+            p.data = Some(module);
+            p.config_map_ref = None;
+        }
+        Ok(())
+    }
+}
+
+/// Reconciles one ClusterImagePolicy.
+pub async fn reconcile(cip: Arc<ClusterImagePolicy>, ctx: Arc<Context>) -> Result<Action> {
+    ctx.ensure_leader()?;
+    ctx.metrics.reconciled(CONTROLLER);
+    let name = cip.name_any();
+    let generation = cip.metadata.generation.unwrap_or_default();
+    let (mut verdict, requeue) = match resolve(&cip.spec, &ctx).await? {
+        Err(problems) => (
+            Verdict::failed("Ready", "UnresolvedReference", problems.join("; ")),
+            RETRY_UNRESOLVED,
+        ),
+        Ok(spec) => match compile_policy(&name, &spec, &Offline) {
+            Err(e) => (Verdict::failed("Ready", "Invalid", e.to_string()), RESYNC),
+            Ok(compiled) => {
+                let mut missing = Vec::new();
+                for root in trust_root_refs(&compiled).into_keys() {
+                    if ctx.publisher.trust_root(&root).await.is_none() {
+                        missing.push(root);
+                    }
+                }
+                if missing.is_empty() {
+                    ctx.publisher
+                        .accept_policy(SnapshotPolicy {
+                            name: name.clone(),
+                            uid: cip.uid().unwrap_or_default(),
+                            generation,
+                            resource_version: cip.resource_version().unwrap_or_default(),
+                            spec,
+                        })
+                        .await?;
+                    (
+                        Verdict::ok(
+                            "Ready",
+                            "Accepted",
+                            format!(
+                                "generation {generation} compiled and is enforced by the webhook"
+                            ),
+                        ),
+                        RESYNC,
+                    )
+                } else {
+                    (
+                        Verdict::failed(
+                            "Ready",
+                            "UnresolvedReference",
+                            format!(
+                                "TrustRoot {} not found or not Ready; create it or fix trustRootRef",
+                                missing.join(", ")
+                            ),
+                        ),
+                        RETRY_UNRESOLVED,
+                    )
+                }
+            }
+        },
+    };
+    if !verdict.ok {
+        verdict.message = match ctx.publisher.policy(&name).await {
+            Some(good) => format!(
+                "generation {generation} rejected: {}; the webhook keeps enforcing generation {}",
+                verdict.message, good.generation
+            ),
+            None => format!(
+                "generation {generation} rejected: {}; the webhook does not enforce this policy",
+                verdict.message
+            ),
+        };
+    }
+    ctx.metrics.policy_state(&name, Some(verdict.ok));
+    let previous = cip
+        .status
+        .as_ref()
+        .map(|s| s.conditions.as_slice())
+        .unwrap_or_default();
+    let observed = cip.status.as_ref().and_then(|s| s.observed_generation);
+    if status::changed(previous, &verdict, generation) || observed != Some(generation) {
+        let conditions = status::conditions(previous, std::slice::from_ref(&verdict), generation);
+        status::apply_status(
+            &ctx,
+            cip.as_ref(),
+            serde_json::json!({"observedGeneration": generation, "conditions": conditions}),
+        )
+        .await?;
+        status::event(&ctx, cip.as_ref(), &verdict).await;
+    }
+    Ok(Action::requeue(requeue))
+}
+
+/// What to do after a failed reconcile: count it and retry soon.
+pub fn error_policy(_cip: Arc<ClusterImagePolicy>, error: &Error, ctx: Arc<Context>) -> Action {
+    ctx.metrics.failed(CONTROLLER, error.metric_label());
+    if matches!(error, Error::NotLeader(_)) {
+        return Action::await_change();
+    }
+    tracing::warn!(%error, "ClusterImagePolicy reconcile failed");
+    Action::requeue(Duration::from_secs(10))
+}
+
+fn policies_referring(
+    store: &Store<ClusterImagePolicy>,
+    refers: impl Fn(&References) -> bool,
+) -> Vec<ObjectRef<ClusterImagePolicy>> {
+    store
+        .state()
+        .iter()
+        .filter(|cip| refers(&references(&cip.spec)))
+        .map(|cip| ObjectRef::from_obj(cip.as_ref()))
+        .collect()
+}
+
+/// Maps a changed Secret to the policies that refer to it.
+pub fn secret_mapper(
+    store: Store<ClusterImagePolicy>,
+) -> impl Fn(Secret) -> Vec<ObjectRef<ClusterImagePolicy>> + Send + Sync + 'static {
+    move |s: Secret| policies_referring(&store, |r| r.secrets.contains(&s.name_any()))
+}
+
+/// Runs the ClusterImagePolicy controller until `shutdown` resolves.
+/// `trust_root_changed` names TrustRoots whose published material changed.
+pub async fn run(
+    ctx: Arc<Context>,
+    trust_root_changed: impl Stream<Item = String> + Send + 'static,
+    shutdown: impl std::future::Future<Output = ()> + Send + Sync + 'static,
+) {
+    let client = ctx.client.clone();
+    let ns = ctx.args.namespace.clone();
+    let (reader, writer) = reflector::store();
+    let prune_ctx = ctx.clone();
+    let prune_reader = reader.clone();
+    let objects = reflector::reflector(
+        writer,
+        watcher(
+            Api::<ClusterImagePolicy>::all(client.clone()),
+            watcher::Config::default(),
+        ),
+    )
+    .and_then(move |event| {
+        let ctx = prune_ctx.clone();
+        let reader = prune_reader.clone();
+        async move {
+            prune(&ctx, &reader, &event).await;
+            Ok(event)
+        }
+    })
+    .default_backoff()
+    .applied_objects();
+
+    let config_maps = reader.clone();
+    let secrets = secret_mapper(reader.clone());
+    let roots = reader.clone();
+    let trust_root_triggers = trust_root_changed.flat_map(move |name| {
+        futures_util::stream::iter(policies_referring(&roots, |r| {
+            r.trust_roots.contains(&name)
+        }))
+    });
+    Controller::for_stream(objects, reader)
+        .watches(
+            Api::<Secret>::namespaced(client.clone(), &ns),
+            watcher::Config::default(),
+            secrets,
+        )
+        .watches(
+            Api::<ConfigMap>::namespaced(client, &ns),
+            watcher::Config::default(),
+            move |c: ConfigMap| {
+                policies_referring(&config_maps, |r| r.config_maps.contains(&c.name_any()))
+            },
+        )
+        .reconcile_on(trust_root_triggers)
+        .graceful_shutdown_on(shutdown)
+        .run(reconcile, error_policy, ctx)
+        .for_each(|result| async move {
+            if let Err(e) = result {
+                tracing::debug!(error = %e, "policy controller event");
+            }
+        })
+        .await;
+}
+
+/// Unpublishes deleted policies: on a delete event, and once the initial
+/// list is complete (policies deleted while the controller was down).
+async fn prune(
+    ctx: &Context,
+    reader: &Store<ClusterImagePolicy>,
+    event: &watcher::Event<ClusterImagePolicy>,
+) {
+    if ctx.ensure_leader().is_err() {
+        return;
+    }
+    let result = match event {
+        watcher::Event::Delete(cip) => {
+            ctx.metrics.policy_state(&cip.name_any(), None);
+            ctx.publisher.remove_policy(&cip.name_any()).await
+        }
+        watcher::Event::InitDone => {
+            let live = reader.state().iter().map(|c| c.name_any()).collect();
+            ctx.publisher.retain_policies(&live).await
+        }
+        _ => return,
+    };
+    if let Err(e) = result {
+        tracing::warn!(error = %e, "could not unpublish deleted policies; retried on the next change");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(
+        clippy::unwrap_used,
+        clippy::expect_used,
+        clippy::panic,
+        clippy::indexing_slicing
+    )]
+
+    use http::Method;
+    use kube::runtime::reflector;
+    use kube::runtime::watcher::Event;
+    use serde_json::{Value, json};
+
+    use super::*;
+    use crate::fixtures::*;
+
+    fn key_spec(key: Value) -> Value {
+        json!({"images": [{"glob": "ghcr.io/acme/**"}], "authorities": [{"key": key}]})
+    }
+
+    async fn reconcile_path(api: &FakeApi, ctx: &Arc<Context>, name: &str) -> Result<Action> {
+        reconcile(
+            object::<ClusterImagePolicy>(api, &cip_path(name)),
+            ctx.clone(),
+        )
+        .await
+    }
+
+    fn ready(api: &FakeApi, name: &str) -> Value {
+        let obj = api.get(&cip_path(name)).unwrap();
+        obj["status"]["conditions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["type"] == "Ready")
+            .unwrap()
+            .clone()
+    }
+
+    #[tokio::test]
+    async fn a_valid_policy_gets_ready_true_its_status_an_event_and_a_place_in_the_snapshot() {
+        let (client, api) = FakeApi::start();
+        let (ctx, _rx, _l) = context(client, true);
+        api.put(
+            &cip_path("p"),
+            cip("p", 1, key_spec(json!({"data": P256_PUB}))),
+        );
+
+        reconcile_path(&api, &ctx, "p").await.unwrap();
+
+        let obj = api.get(&cip_path("p")).unwrap();
+        assert_eq!(obj["status"]["observedGeneration"], 1);
+        let cond = ready(&api, "p");
+        assert_eq!(cond["status"], "True");
+        assert_eq!(cond["reason"], "Accepted");
+        assert_eq!(
+            api.requests_to(Method::PATCH, &format!("{}/status", cip_path("p")))
+                .len(),
+            1
+        );
+        assert_eq!(api.event_notes().len(), 1);
+        assert_eq!(api.event_notes()[0].0, "Accepted");
+        let snapshot = stored_snapshot(&api).unwrap();
+        assert_eq!(snapshot.policies.len(), 1);
+        assert_eq!(snapshot.policies[0].generation, 1);
+        snapshot.validate().unwrap();
+    }
+
+    #[tokio::test]
+    async fn a_second_reconcile_without_change_writes_nothing() {
+        let (client, api) = FakeApi::start();
+        let (ctx, _rx, _l) = context(client, true);
+        api.put(
+            &cip_path("p"),
+            cip("p", 1, key_spec(json!({"data": P256_PUB}))),
+        );
+        reconcile_path(&api, &ctx, "p").await.unwrap();
+        let writes = |api: &FakeApi| {
+            api.requests()
+                .iter()
+                .filter(|r| r.method != Method::GET)
+                .count()
+        };
+        let before = writes(&api);
+
+        reconcile_path(&api, &ctx, "p").await.unwrap();
+
+        assert_eq!(writes(&api), before, "{:#?}", api.requests().last());
+    }
+
+    #[tokio::test]
+    async fn a_secret_key_is_resolved_inline_and_a_secret_change_re_reconciles_the_policy() {
+        let (client, api) = FakeApi::start();
+        let (ctx, _rx, _l) = context(client, true);
+        api.put(
+            &secret_path("cosign-key"),
+            secret("cosign-key", &[("cosign.pub", P256_PUB)]),
+        );
+        api.put(
+            &cip_path("p"),
+            cip(
+                "p",
+                1,
+                key_spec(json!({"secretRef": {"name": "cosign-key"}})),
+            ),
+        );
+        reconcile_path(&api, &ctx, "p").await.unwrap();
+        let spec = &stored_snapshot(&api).unwrap().policies[0].spec;
+        let key = spec.authorities[0].key.as_ref().unwrap();
+        assert_eq!(key.data.as_deref(), Some(P256_PUB));
+        assert!(key.secret_ref.is_none());
+
+        // The Secret changes: the controller's mapper names the policy…
+        let (reader, mut writer) = reflector::store::<ClusterImagePolicy>();
+        writer.apply_watcher_event(&Event::Apply(
+            (*object::<ClusterImagePolicy>(&api, &cip_path("p"))).clone(),
+        ));
+        api.put(
+            &secret_path("cosign-key"),
+            secret("cosign-key", &[("cosign.pub", ED_PUB)]),
+        );
+        let changed: k8s_openapi::api::core::v1::Secret =
+            serde_json::from_value(api.get(&secret_path("cosign-key")).unwrap()).unwrap();
+        let unrelated: k8s_openapi::api::core::v1::Secret =
+            serde_json::from_value(secret("other", &[("x", "y")])).unwrap();
+        assert_eq!(
+            secret_mapper(reader.clone())(changed),
+            vec![ObjectRef::new("p")]
+        );
+        assert!(secret_mapper(reader)(unrelated).is_empty());
+
+        // …and its reconcile publishes the new key.
+        reconcile_path(&api, &ctx, "p").await.unwrap();
+        let spec = &stored_snapshot(&api).unwrap().policies[0].spec;
+        assert_eq!(
+            spec.authorities[0].key.as_ref().unwrap().data.as_deref(),
+            Some(ED_PUB)
+        );
+    }
+
+    #[tokio::test]
+    async fn an_invalid_policy_gets_ready_false_and_is_not_published() {
+        let (client, api) = FakeApi::start();
+        let (ctx, _rx, _l) = context(client, true);
+        api.put(
+            &cip_path("bad"),
+            cip("bad", 1, key_spec(json!({"data": "not a key"}))),
+        );
+
+        reconcile_path(&api, &ctx, "bad").await.unwrap();
+
+        let cond = ready(&api, "bad");
+        assert_eq!(cond["status"], "False");
+        assert_eq!(cond["reason"], "Invalid");
+        let message = cond["message"].as_str().unwrap();
+        assert!(
+            message.contains("spec.authorities[0].key.data"),
+            "{message}"
+        );
+        assert!(
+            message.contains("the webhook does not enforce this policy"),
+            "{message}"
+        );
+        assert_eq!(api.event_notes()[0].0, "Invalid");
+        assert!(stored_snapshot(&api).is_none_or(|s| s.policies.is_empty()));
+    }
+
+    #[tokio::test]
+    async fn a_rejected_new_generation_keeps_the_last_good_spec_in_the_snapshot() {
+        let (client, api) = FakeApi::start();
+        let (ctx, _rx, _l) = context(client, true);
+        api.put(
+            &cip_path("p"),
+            cip("p", 1, key_spec(json!({"data": P256_PUB}))),
+        );
+        reconcile_path(&api, &ctx, "p").await.unwrap();
+        let good = stored_snapshot(&api).unwrap();
+
+        let mut obj = api.get(&cip_path("p")).unwrap();
+        obj["metadata"]["generation"] = 2.into();
+        obj["spec"]["authorities"][0]["key"]["data"] = "garbage".into();
+        api.put(&cip_path("p"), obj);
+        reconcile_path(&api, &ctx, "p").await.unwrap();
+
+        let cond = ready(&api, "p");
+        assert_eq!(cond["status"], "False");
+        assert_eq!(cond["observedGeneration"], 2);
+        assert!(
+            cond["message"]
+                .as_str()
+                .unwrap()
+                .contains("keeps enforcing generation 1")
+        );
+        let now = stored_snapshot(&api).unwrap();
+        assert_eq!(now.policies, good.policies);
+        assert_eq!(now.revision, good.revision);
+    }
+
+    #[tokio::test]
+    async fn after_a_restart_the_last_good_specs_are_recovered_from_the_secret() {
+        let (client, api) = FakeApi::start();
+        let (ctx, _rx, _l) = context(client.clone(), true);
+        api.put(
+            &cip_path("p"),
+            cip("p", 1, key_spec(json!({"data": P256_PUB}))),
+        );
+        reconcile_path(&api, &ctx, "p").await.unwrap();
+        let before = stored_snapshot(&api).unwrap();
+
+        // A new controller process starts while generation 2 is invalid.
+        let (restarted, _rx2, _l2) = context(client, true);
+        assert_eq!(
+            restarted.publisher.recover().await.unwrap(),
+            Some(before.revision)
+        );
+        let mut obj = api.get(&cip_path("p")).unwrap();
+        obj["metadata"]["generation"] = 2.into();
+        obj["spec"]["mode"] = "sometimes".into();
+        api.put(&cip_path("p"), obj);
+        reconcile_path(&api, &restarted, "p").await.unwrap();
+        api.put(
+            &cip_path("q"),
+            cip("q", 1, key_spec(json!({"data": ED_PUB}))),
+        );
+        reconcile_path(&api, &restarted, "q").await.unwrap();
+
+        let after = stored_snapshot(&api).unwrap();
+        assert!(after.revision > before.revision);
+        let p = after.policies.iter().find(|p| p.name == "p").unwrap();
+        assert_eq!(p.generation, 1);
+        assert!(after.policies.iter().any(|p| p.name == "q"));
+    }
+
+    #[tokio::test]
+    async fn a_missing_secret_or_one_outside_sigils_namespace_is_an_unresolved_reference() {
+        let (client, api) = FakeApi::start();
+        let (ctx, _rx, _l) = context(client, true);
+        api.put(
+            &cip_path("m"),
+            cip("m", 1, key_spec(json!({"secretRef": {"name": "nope"}}))),
+        );
+        api.put(
+            &cip_path("o"),
+            cip(
+                "o",
+                1,
+                key_spec(json!({"secretRef": {"name": "k", "namespace": "default"}})),
+            ),
+        );
+
+        let action = reconcile_path(&api, &ctx, "m").await.unwrap();
+        reconcile_path(&api, &ctx, "o").await.unwrap();
+
+        assert_eq!(action, Action::requeue(RETRY_UNRESOLVED));
+        let m = ready(&api, "m");
+        assert_eq!(m["reason"], "UnresolvedReference");
+        assert!(
+            m["message"]
+                .as_str()
+                .unwrap()
+                .contains("Secret sigil-system/nope not found")
+        );
+        let o = ready(&api, "o");
+        assert!(
+            o["message"]
+                .as_str()
+                .unwrap()
+                .contains("not sigil's namespace")
+        );
+    }
+
+    #[tokio::test]
+    async fn a_configmap_policy_is_resolved_inline() {
+        let (client, api) = FakeApi::start();
+        let (ctx, _rx, _l) = context(client, true);
+        let rego = "package sigstore\nisCompliant := true\n";
+        api.put(
+            &configmap_path("rego"),
+            json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "rego", "namespace": NS}, "data": {"policy.rego": rego}}),
+        );
+        let mut spec = key_spec(json!({"data": P256_PUB}));
+        spec["policy"] =
+            json!({"type": "rego", "configMapRef": {"name": "rego", "key": "policy.rego"}});
+        api.put(&cip_path("p"), cip("p", 1, spec));
+
+        reconcile_path(&api, &ctx, "p").await.unwrap();
+
+        assert_eq!(ready(&api, "p")["status"], "True", "{}", ready(&api, "p"));
+        let snapshot = stored_snapshot(&api).unwrap();
+        let policy = snapshot.policies[0].spec.policy.as_ref().unwrap();
+        assert_eq!(policy.data.as_deref(), Some(rego));
+        assert!(policy.config_map_ref.is_none());
+    }
+
+    #[tokio::test]
+    async fn a_policy_waiting_for_a_trust_root_is_not_published_until_it_loads() {
+        let (client, api) = FakeApi::start();
+        let (ctx, _rx, _l) = context(client, true);
+        let spec = json!({"images": [{"glob": "**"}], "authorities": [{"keyless": {
+            "identities": [{"issuer": "https://issuer", "subject": "me"}],
+            "trustRootRef": "private"}}]});
+        api.put(&cip_path("p"), cip("p", 1, spec));
+
+        reconcile_path(&api, &ctx, "p").await.unwrap();
+
+        let cond = ready(&api, "p");
+        assert_eq!(cond["reason"], "UnresolvedReference");
+        assert!(
+            cond["message"]
+                .as_str()
+                .unwrap()
+                .contains("TrustRoot private")
+        );
+        let (reader, mut writer) = reflector::store::<ClusterImagePolicy>();
+        writer.apply_watcher_event(&Event::Apply(
+            (*object::<ClusterImagePolicy>(&api, &cip_path("p"))).clone(),
+        ));
+        assert_eq!(
+            policies_referring(&reader, |r| r.trust_roots.contains("private")),
+            vec![ObjectRef::new("p")]
+        );
+    }
+
+    #[tokio::test]
+    async fn a_replica_that_lost_the_lease_does_not_reconcile() {
+        let (client, api) = FakeApi::start();
+        let (ctx, _rx, _l) = context(client, false);
+        api.put(
+            &cip_path("p"),
+            cip("p", 1, key_spec(json!({"data": P256_PUB}))),
+        );
+
+        let err = reconcile_path(&api, &ctx, "p").await.unwrap_err();
+
+        assert!(matches!(err, Error::NotLeader(_)));
+        assert!(api.requests().is_empty());
+        assert_eq!(
+            error_policy(object(&api, &cip_path("p")), &err, ctx),
+            Action::await_change()
+        );
+    }
+
+    #[tokio::test]
+    async fn deleted_policies_are_unpublished() {
+        let (client, api) = FakeApi::start();
+        let (ctx, _rx, _l) = context(client, true);
+        for name in ["a", "b"] {
+            api.put(
+                &cip_path(name),
+                cip(name, 1, key_spec(json!({"data": P256_PUB}))),
+            );
+            reconcile_path(&api, &ctx, name).await.unwrap();
+        }
+        let (reader, mut writer) = reflector::store::<ClusterImagePolicy>();
+        writer.apply_watcher_event(&Event::Apply(
+            (*object::<ClusterImagePolicy>(&api, &cip_path("b"))).clone(),
+        ));
+
+        prune(&ctx, &reader, &Event::InitDone).await;
+
+        let names: Vec<String> = stored_snapshot(&api)
+            .unwrap()
+            .policies
+            .into_iter()
+            .map(|p| p.name)
+            .collect();
+        assert_eq!(names, vec!["b".to_owned()]);
+    }
+}

@@ -1,0 +1,227 @@
+//! Wiring: the HTTP endpoints and the elector run all the time; the
+//! reconcilers (policies, trust roots, webhook TLS) run only while this
+//! replica leads, and stop as soon as it does not. SIGTERM or Ctrl-C stops
+//! the reconcilers after their in-flight work, releases the Lease and stops
+//! the endpoints.
+
+use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
+
+use kube::Client;
+use tokio::sync::{mpsc, watch};
+
+use crate::config::Args;
+use crate::context::Context;
+use crate::error::{Error, Result};
+use crate::leader::Elector;
+use crate::metrics::Metrics;
+use crate::{policy, server, tls, trustroot};
+
+/// Resolves when `rx` holds `want` (or its sender is gone).
+async fn until(mut rx: watch::Receiver<bool>, want: bool) {
+    let _ = rx.wait_for(|v| *v == want).await;
+}
+
+/// Runs the controller with the in-cluster (or kubeconfig) client until
+/// SIGTERM or Ctrl-C.
+pub async fn run(args: Args) -> Result<()> {
+    let client = Client::try_default()
+        .await
+        .map_err(|e| Error::kube("connecting (in-cluster config or KUBECONFIG)", e))?;
+    let (stop_tx, stop_rx) = watch::channel(false);
+    tokio::spawn(async move {
+        shutdown_signal().await;
+        tracing::info!("shutting down");
+        let _ = stop_tx.send(true);
+    });
+    run_with(client, args, stop_rx).await
+}
+
+async fn shutdown_signal() {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    #[cfg(unix)]
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let term = std::future::pending::<()>();
+    tokio::select! {
+        () = ctrl_c => {}
+        () = term => {}
+    }
+}
+
+/// Runs with `client` until `stop` becomes true.
+pub async fn run_with(client: Client, args: Args, stop: watch::Receiver<bool>) -> Result<()> {
+    let metrics = Arc::new(Metrics::default());
+    let ready = Arc::new(AtomicBool::new(false));
+    let (leading_tx, leading_rx) = watch::channel(false);
+
+    let server = tokio::spawn({
+        let (addr, metrics, ready, stop) = (
+            args.listen.clone(),
+            metrics.clone(),
+            ready.clone(),
+            stop.clone(),
+        );
+        async move { server::serve(&addr, metrics, ready, until(stop, true)).await }
+    });
+    let elector = Elector::new(client.clone(), &args, leading_tx, metrics.clone(), ready);
+    let elector = tokio::spawn(elector.run(until(stop.clone(), true)));
+
+    while !*stop.borrow() {
+        tokio::select! {
+            () = until(leading_rx.clone(), true) => {}
+            () = until(stop.clone(), true) => break,
+        }
+        if *stop.borrow() {
+            break;
+        }
+        lead(
+            client.clone(),
+            &args,
+            metrics.clone(),
+            leading_rx.clone(),
+            stop.clone(),
+        )
+        .await;
+    }
+    let _ = elector.await;
+    match server.await {
+        Ok(result) => result,
+        Err(e) => Err(Error::Serve {
+            addr: args.listen.clone(),
+            reason: e.to_string(),
+        }),
+    }
+}
+
+/// Runs the reconcilers until leadership is lost or `stop` becomes true.
+pub async fn lead(
+    client: Client,
+    args: &Args,
+    metrics: Arc<Metrics>,
+    leading: watch::Receiver<bool>,
+    stop: watch::Receiver<bool>,
+) {
+    let (tr_tx, tr_rx) = mpsc::unbounded_channel();
+    let ctx = Arc::new(Context::new(
+        client,
+        args.clone(),
+        metrics,
+        leading.clone(),
+        tr_tx,
+    ));
+    let done = {
+        let (leading, stop) = (leading.clone(), stop.clone());
+        move || {
+            let (leading, stop) = (leading.clone(), stop.clone());
+            async move {
+                tokio::select! {
+                    () = until(leading, false) => {}
+                    () = until(stop, true) => {}
+                }
+            }
+        }
+    };
+    // The last good policies must be known before anything is reconciled,
+    // or the first write would drop them.
+    let mut attempts = 0u32;
+    loop {
+        match ctx.publisher.recover().await {
+            Ok(revision) => {
+                tracing::info!(?revision, "policy snapshot recovered");
+                break;
+            }
+            Err(e) => {
+                attempts = attempts.saturating_add(1);
+                tracing::warn!(error = %e, attempts, "could not read the policy snapshot; retrying");
+                tokio::select! {
+                    () = done() => return,
+                    () = tokio::time::sleep(std::time::Duration::from_secs(2)) => {}
+                }
+            }
+        }
+    }
+    let triggers = futures_util::stream::unfold(tr_rx, |mut rx| async move {
+        rx.recv().await.map(|name| (name, rx))
+    });
+    tokio::join!(
+        policy::run(ctx.clone(), triggers, done()),
+        trustroot::run(ctx.clone(), done()),
+        tls::run(ctx.clone(), done()),
+    );
+    tracing::info!("reconcilers stopped");
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(
+        clippy::unwrap_used,
+        clippy::expect_used,
+        clippy::panic,
+        clippy::indexing_slicing
+    )]
+
+    use std::time::Duration;
+
+    use serde_json::json;
+
+    use super::*;
+    use crate::fixtures::*;
+
+    #[tokio::test]
+    async fn losing_the_lease_stops_the_reconcilers() {
+        let (client, api) = FakeApi::start();
+        let (ctx, _rx, leading_tx) = context(client.clone(), true);
+        api.put(
+            &cip_path("p"),
+            cip(
+                "p",
+                1,
+                json!({"images": [{"glob": "**"}], "authorities": [{"key": {"data": P256_PUB}}]}),
+            ),
+        );
+        let (_stop_tx, stop_rx) = watch::channel(false);
+        let task = tokio::spawn({
+            let (args, metrics, leading) =
+                (ctx.args.clone(), ctx.metrics.clone(), ctx.leading.clone());
+            async move { lead(client, &args, metrics, leading, stop_rx).await }
+        });
+        // The leader reconciles: the policy gets its status.
+        tokio::time::timeout(Duration::from_secs(10), async {
+            while api.get(&cip_path("p")).unwrap()["status"].is_null() {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        })
+        .await
+        .unwrap();
+
+        leading_tx.send(false).unwrap();
+
+        tokio::time::timeout(Duration::from_secs(10), task)
+            .await
+            .unwrap()
+            .unwrap();
+        let writes = |api: &FakeApi| {
+            api.requests()
+                .iter()
+                .filter(|r| r.method != http::Method::GET)
+                .count()
+        };
+        let after = writes(&api);
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        assert_eq!(
+            writes(&api),
+            after,
+            "nothing is written once the lease is lost"
+        );
+    }
+}

@@ -1,0 +1,135 @@
+//! The HTTP endpoints: `/healthz` (the process runs), `/readyz` (the API
+//! server answered the first election round) and `/metrics`.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use axum::Router;
+use axum::extract::State;
+use axum::http::{StatusCode, header};
+use axum::response::IntoResponse;
+use axum::routing::get;
+
+use crate::error::{Error, Result};
+use crate::metrics::Metrics;
+
+#[derive(Clone)]
+struct AppState {
+    metrics: Arc<Metrics>,
+    ready: Arc<AtomicBool>,
+}
+
+/// The router (also used by tests through `oneshot`).
+pub fn router(metrics: Arc<Metrics>, ready: Arc<AtomicBool>) -> Router {
+    Router::new()
+        .route("/healthz", get(|| async { "ok" }))
+        .route("/readyz", get(readyz))
+        .route("/metrics", get(metrics_text))
+        .with_state(AppState { metrics, ready })
+}
+
+async fn readyz(State(s): State<AppState>) -> impl IntoResponse {
+    if s.ready.load(Ordering::Relaxed) {
+        (StatusCode::OK, "ok")
+    } else {
+        (
+            StatusCode::SERVICE_UNAVAILABLE,
+            "the API server has not answered yet",
+        )
+    }
+}
+
+async fn metrics_text(State(s): State<AppState>) -> impl IntoResponse {
+    let now = time::OffsetDateTime::now_utc().unix_timestamp();
+    (
+        [(
+            header::CONTENT_TYPE,
+            "application/openmetrics-text; version=1.0.0; charset=utf-8",
+        )],
+        s.metrics.encode(now),
+    )
+}
+
+/// Serves the endpoints on `addr` until `shutdown` resolves.
+pub async fn serve(
+    addr: &str,
+    metrics: Arc<Metrics>,
+    ready: Arc<AtomicBool>,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) -> Result<()> {
+    let fail = |reason: String| Error::Serve {
+        addr: addr.to_owned(),
+        reason,
+    };
+    let listener = tokio::net::TcpListener::bind(addr)
+        .await
+        .map_err(|e| fail(format!("{e}; pick another --listen address")))?;
+    axum::serve(listener, router(metrics, ready))
+        .with_graceful_shutdown(shutdown)
+        .await
+        .map_err(|e| fail(e.to_string()))
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(
+        clippy::unwrap_used,
+        clippy::expect_used,
+        clippy::panic,
+        clippy::indexing_slicing
+    )]
+
+    use axum::body::Body;
+    use axum::http::Request;
+    use tower::ServiceExt as _;
+
+    use super::*;
+
+    async fn get(router: Router, path: &str) -> (StatusCode, String) {
+        let response = router
+            .oneshot(Request::get(path).body(Body::empty()).unwrap())
+            .await
+            .unwrap();
+        let status = response.status();
+        let bytes = axum::body::to_bytes(response.into_body(), 1 << 20)
+            .await
+            .unwrap();
+        (status, String::from_utf8(bytes.to_vec()).unwrap())
+    }
+
+    #[tokio::test]
+    async fn healthz_is_ok_and_readyz_waits_for_the_api_server() {
+        let metrics = Arc::new(Metrics::default());
+        let ready = Arc::new(AtomicBool::new(false));
+        let app = router(metrics, ready.clone());
+        assert_eq!(get(app.clone(), "/healthz").await.0, StatusCode::OK);
+        assert_eq!(
+            get(app.clone(), "/readyz").await.0,
+            StatusCode::SERVICE_UNAVAILABLE
+        );
+        ready.store(true, Ordering::Relaxed);
+        assert_eq!(get(app, "/readyz").await.0, StatusCode::OK);
+    }
+
+    #[tokio::test]
+    async fn metrics_show_reconciliations_errors_policy_states_and_trust_root_age() {
+        let metrics = Arc::new(Metrics::default());
+        metrics.reconciled("policy");
+        metrics.failed("policy", "kube");
+        metrics.policy_state("a", Some(true));
+        metrics.policy_state("b", Some(false));
+        metrics.trust_root_refreshed("own", 1);
+        let (status, text) = get(router(metrics, Arc::default()), "/metrics").await;
+        assert_eq!(status, StatusCode::OK);
+        for line in [
+            "sigil_controller_reconciliations_total{controller=\"policy\"} 1",
+            "sigil_controller_reconcile_errors_total{controller=\"policy\",reason=\"kube\"} 1",
+            "sigil_controller_policies{state=\"ready\"} 1",
+            "sigil_controller_policies{state=\"not_ready\"} 1",
+            "sigil_controller_trust_root_last_refresh_timestamp_seconds{trust_root=\"own\"} 1",
+        ] {
+            assert!(text.contains(line), "{line} missing in\n{text}");
+        }
+        assert!(text.contains("sigil_controller_trust_root_age_seconds{trust_root=\"own\"}"));
+    }
+}

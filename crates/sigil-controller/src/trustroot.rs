@@ -1,0 +1,462 @@
+//! The TrustRoot reconciler: turns `sigstoreKeys` into `trusted_root.json`,
+//! reads `repository` (a serialized TUF repository) and refreshes `remote`
+//! (a TUF mirror) periodically, all through [`crate::tuf`], and publishes the
+//! result to the snapshot. A failed load or refresh publishes nothing new:
+//! the snapshot keeps the last good material, `Ready` stays as it was when
+//! there is one, and `Fresh=False` says why the refresh failed.
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures_util::{StreamExt, TryStreamExt};
+use kube::ResourceExt;
+use kube::api::Api;
+use kube::runtime::controller::Action;
+use kube::runtime::reflector::{self, Store};
+use kube::runtime::{Controller, WatchStreamExt, watcher};
+use sigil_api::compile::validate_trust_root;
+use sigil_api::snapshot::SnapshotTrustRoot;
+use sigil_api::trustroot::TrustRoot;
+use time::OffsetDateTime;
+
+use crate::context::Context;
+use crate::error::{Error, Result};
+use crate::sigstore_keys::trusted_root_json;
+use crate::status::{self, Verdict};
+use crate::tuf::{self, Source};
+
+/// The controller's name in metrics.
+pub const CONTROLLER: &str = "trustroot";
+/// The TUF target holding Sigstore's trust root.
+pub const TARGET: &str = "trusted_root.json";
+/// How soon a failed load is retried.
+const RETRY: Duration = Duration::from_secs(60);
+
+/// Loads the trust material of `tr`: the `trusted_root.json` text, or why
+/// it could not be loaded.
+pub async fn load(tr: &TrustRoot, ctx: &Context) -> Result<String, String> {
+    let name = tr.name_any();
+    let (source, root, what) = if let Some(keys) = &tr.spec.sigstore_keys {
+        return trusted_root_json(keys);
+    } else if let Some(remote) = &tr.spec.remote {
+        (
+            Source::http(&remote.mirror).map_err(|e| e.to_string())?,
+            &remote.root,
+            format!("mirror {}", remote.mirror),
+        )
+    } else if let Some(repo) = &tr.spec.repository {
+        (
+            Source::archive(&repo.mirror_fs, repo.targets.as_deref())
+                .map_err(|e| format!("spec.repository.mirrorFS: {e}"))?,
+            &repo.root,
+            "spec.repository".to_owned(),
+        )
+    } else {
+        return Err("exactly one of remote, repository or sigstoreKeys must be set".into());
+    };
+    let compact: String = root.chars().filter(|c| !c.is_ascii_whitespace()).collect();
+    let root = base64::Engine::decode(&base64::engine::general_purpose::STANDARD, compact)
+        .map_err(|e| format!("root: not base64 ({e})"))?;
+    // The state of the last update is valid only for the same initial root.
+    let key = format!(
+        "{name}/{}",
+        hex::encode(sigil_verifier::crypto::sha256(&root))
+    );
+    let previous = ctx.tuf.lock().await.get(&key).cloned();
+    let (bytes, state) = tuf::fetch_target(
+        &source,
+        &root,
+        previous.as_ref(),
+        TARGET,
+        OffsetDateTime::now_utc(),
+    )
+    .await
+    .map_err(|e| format!("{what}: {e}"))?;
+    let text = String::from_utf8(bytes).map_err(|_| format!("{what}: {TARGET} is not UTF-8"))?;
+    sigil_verifier::trust::TrustedRoot::from_json(&text)
+        .map_err(|e| format!("{what}: {TARGET}: {e}"))?;
+    ctx.tuf.lock().await.insert(key, state);
+    Ok(text)
+}
+
+/// Reconciles one TrustRoot.
+pub async fn reconcile(tr: Arc<TrustRoot>, ctx: Arc<Context>) -> Result<Action> {
+    ctx.ensure_leader()?;
+    ctx.metrics.reconciled(CONTROLLER);
+    let name = tr.name_any();
+    let generation = tr.metadata.generation.unwrap_or_default();
+    let refresh = ctx.args.trust_root_refresh();
+    let last_good = ctx.publisher.trust_root(&name).await;
+    let loaded = match validate_trust_root(&tr.spec) {
+        Err(e) => Err(("Invalid", e.to_string())),
+        Ok(()) => load(&tr, &ctx).await.map_err(|e| ("LoadFailed", e)),
+    };
+    let now = OffsetDateTime::now_utc();
+    let (ready, fresh, requeue) = match loaded {
+        Ok(json) => {
+            let changed = last_good
+                .as_ref()
+                .is_none_or(|g| g.trusted_root_json != json);
+            ctx.publisher
+                .accept_trust_root(SnapshotTrustRoot {
+                    name: name.clone(),
+                    generation,
+                    trusted_root_json: json,
+                })
+                .await?;
+            ctx.metrics
+                .trust_root_refreshed(&name, now.unix_timestamp());
+            if changed {
+                // Policies waiting for this trust root can now be accepted.
+                let _ = ctx.trust_root_changed.send(name.clone());
+            }
+            let fresh = Verdict::ok("Fresh", "Loaded", "trust material loaded and verified");
+            let ready = Verdict::ok(
+                "Ready",
+                "Loaded",
+                format!("generation {generation} loaded and published to the webhook"),
+            );
+            // Only a mirror changes without the object changing.
+            let requeue = if tr.spec.remote.is_some() {
+                refresh
+            } else {
+                Duration::from_secs(3600)
+            };
+            (ready, fresh, requeue)
+        }
+        Err((reason, why)) => {
+            let fresh = Verdict::failed("Fresh", reason, why.clone());
+            let ready = match &last_good {
+                Some(good) => Verdict::ok(
+                    "Ready",
+                    "StaleMaterial",
+                    format!(
+                        "generation {generation} failed to load ({why}); the webhook keeps using \
+                         the material of generation {} loaded earlier",
+                        good.generation
+                    ),
+                ),
+                None => Verdict::failed(
+                    "Ready",
+                    reason,
+                    format!("generation {generation} failed to load: {why}"),
+                ),
+            };
+            (ready, fresh, RETRY)
+        }
+    };
+    let previous = tr
+        .status
+        .as_ref()
+        .map(|s| s.conditions.as_slice())
+        .unwrap_or_default();
+    let observed = tr.status.as_ref().and_then(|s| s.observed_generation);
+    let changed = status::changed(previous, &ready, generation)
+        || status::changed(previous, &fresh, generation);
+    if changed || observed != Some(generation) {
+        let conditions = status::conditions(previous, &[ready.clone(), fresh.clone()], generation);
+        status::apply_status(
+            &ctx,
+            tr.as_ref(),
+            serde_json::json!({"observedGeneration": generation, "conditions": conditions}),
+        )
+        .await?;
+        let event = if fresh.ok { &ready } else { &fresh };
+        status::event(&ctx, tr.as_ref(), event).await;
+    }
+    Ok(Action::requeue(requeue))
+}
+
+/// What to do after a failed reconcile: count it and retry soon.
+pub fn error_policy(_tr: Arc<TrustRoot>, error: &Error, ctx: Arc<Context>) -> Action {
+    ctx.metrics.failed(CONTROLLER, error.metric_label());
+    if matches!(error, Error::NotLeader(_)) {
+        return Action::await_change();
+    }
+    tracing::warn!(%error, "TrustRoot reconcile failed");
+    Action::requeue(Duration::from_secs(10))
+}
+
+/// Runs the TrustRoot controller until `shutdown` resolves.
+pub async fn run(
+    ctx: Arc<Context>,
+    shutdown: impl std::future::Future<Output = ()> + Send + Sync + 'static,
+) {
+    let (reader, writer) = reflector::store();
+    let prune_ctx = ctx.clone();
+    let prune_reader = reader.clone();
+    let objects = reflector::reflector(
+        writer,
+        watcher(
+            Api::<TrustRoot>::all(ctx.client.clone()),
+            watcher::Config::default(),
+        ),
+    )
+    .and_then(move |event| {
+        let ctx = prune_ctx.clone();
+        let reader = prune_reader.clone();
+        async move {
+            prune(&ctx, &reader, &event).await;
+            Ok(event)
+        }
+    })
+    .default_backoff()
+    .applied_objects();
+    Controller::for_stream(objects, reader)
+        .graceful_shutdown_on(shutdown)
+        .run(reconcile, error_policy, ctx)
+        .for_each(|result| async move {
+            if let Err(e) = result {
+                tracing::debug!(error = %e, "trust root controller event");
+            }
+        })
+        .await;
+}
+
+async fn prune(ctx: &Context, reader: &Store<TrustRoot>, event: &watcher::Event<TrustRoot>) {
+    if ctx.ensure_leader().is_err() {
+        return;
+    }
+    let result = match event {
+        watcher::Event::Delete(tr) => {
+            ctx.metrics.trust_root_removed(&tr.name_any());
+            ctx.publisher.remove_trust_root(&tr.name_any()).await
+        }
+        watcher::Event::InitDone => {
+            let live: BTreeSet<String> = reader.state().iter().map(|t| t.name_any()).collect();
+            ctx.publisher.retain_trust_roots(&live).await
+        }
+        _ => return,
+    };
+    if let Err(e) = result {
+        tracing::warn!(error = %e, "could not unpublish deleted trust roots; retried on the next change");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(
+        clippy::unwrap_used,
+        clippy::expect_used,
+        clippy::panic,
+        clippy::indexing_slicing
+    )]
+
+    use std::collections::BTreeMap;
+    use std::sync::Mutex;
+
+    use base64::Engine as _;
+    use base64::engine::general_purpose::STANDARD;
+    use serde_json::{Value, json};
+
+    use super::*;
+    use crate::fixtures::*;
+
+    fn trust_root(name: &str, generation: i64, spec: Value) -> Value {
+        json!({
+            "apiVersion": "policy.sigil.dev/v1alpha1", "kind": "TrustRoot",
+            "metadata": {"name": name, "generation": generation},
+            "spec": spec,
+        })
+    }
+
+    fn condition(api: &FakeApi, name: &str, type_: &str) -> Value {
+        let obj = api.get(&trustroot_path(name)).unwrap();
+        obj["status"]["conditions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["type"] == type_)
+            .unwrap()
+            .clone()
+    }
+
+    async fn reconcile_path(api: &FakeApi, ctx: &Arc<Context>, name: &str) -> Result<Action> {
+        reconcile(object::<TrustRoot>(api, &trustroot_path(name)), ctx.clone()).await
+    }
+
+    fn published(api: &FakeApi, name: &str) -> Option<String> {
+        stored_snapshot(api)?
+            .trust_roots
+            .into_iter()
+            .find(|t| t.name == name)
+            .map(|t| t.trusted_root_json)
+    }
+
+    const PUBLIC_GOOD: &str = sigil_verifier::trust::PUBLIC_GOOD_JSON;
+
+    #[tokio::test]
+    async fn sigstore_keys_become_a_trusted_root_the_verifier_loads_and_are_published() {
+        let (client, api) = FakeApi::start();
+        let (ctx, mut changed, _l) = context(client, true);
+        api.put(
+            &trustroot_path("own"),
+            trust_root("own", 1, json!({"sigstoreKeys": {
+                "certificateAuthorities": [{"subject": {"organization": "acme", "commonName": "ca"},
+                    "uri": "https://fulcio.acme", "certChain": STANDARD.encode(CA_PEM)}],
+                "tLogs": [{"baseURL": "https://rekor.acme", "publicKey": STANDARD.encode(P256_PUB)}],
+            }})),
+        );
+
+        reconcile_path(&api, &ctx, "own").await.unwrap();
+
+        assert_eq!(condition(&api, "own", "Ready")["status"], "True");
+        let json = published(&api, "own").unwrap();
+        let root = sigil_verifier::trust::TrustedRoot::from_json(&json).unwrap();
+        assert_eq!(root.certificate_authorities.len(), 1);
+        assert_eq!(root.tlogs[0].base_url, "https://rekor.acme");
+        assert_eq!(changed.try_recv().unwrap(), "own");
+        assert_eq!(api.event_notes()[0].0, "Loaded");
+    }
+
+    #[tokio::test]
+    async fn a_remote_trust_root_is_verified_through_tuf_and_a_failed_refresh_keeps_the_last_root()
+    {
+        let (client, api) = FakeApi::start();
+        let (ctx, _rx, _l) = context(client, true);
+        let repo = TufRepo::new(PUBLIC_GOOD.as_bytes());
+        let files = Arc::new(Mutex::new(repo.files()));
+        let mirror = serve_mirror(files.clone()).await;
+        api.put(
+            &trustroot_path("remote"),
+            trust_root(
+                "remote",
+                1,
+                json!({"remote": {"mirror": mirror, "root": STANDARD.encode(repo.root())}}),
+            ),
+        );
+        let action = reconcile_path(&api, &ctx, "remote").await.unwrap();
+        assert_eq!(action, Action::requeue(ctx.args.trust_root_refresh()));
+        assert_eq!(published(&api, "remote").as_deref(), Some(PUBLIC_GOOD));
+        assert_eq!(condition(&api, "remote", "Fresh")["status"], "True");
+
+        // The mirror now serves a timestamp that expired.
+        let mut stale = TufRepo::new(b"{}");
+        stale.expires = "2021-01-01T00:00:00Z".into();
+        let timestamp = stale.files()["timestamp.json"].clone();
+        files
+            .lock()
+            .unwrap()
+            .insert("timestamp.json".into(), timestamp);
+        let action = reconcile_path(&api, &ctx, "remote").await.unwrap();
+
+        assert_eq!(action, Action::requeue(RETRY));
+        assert_eq!(published(&api, "remote").as_deref(), Some(PUBLIC_GOOD));
+        let fresh = condition(&api, "remote", "Fresh");
+        assert_eq!(fresh["status"], "False");
+        assert_eq!(fresh["reason"], "LoadFailed");
+        assert!(
+            fresh["message"]
+                .as_str()
+                .unwrap()
+                .contains("timestamp metadata expired"),
+            "{fresh}"
+        );
+        let ready = condition(&api, "remote", "Ready");
+        assert_eq!(ready["status"], "True");
+        assert_eq!(ready["reason"], "StaleMaterial");
+        assert!(
+            api.event_notes()
+                .iter()
+                .any(|(reason, note)| reason == "LoadFailed" && note.contains("expired"))
+        );
+    }
+
+    #[tokio::test]
+    async fn an_unreachable_mirror_on_first_load_gives_ready_false_and_publishes_nothing() {
+        let (client, api) = FakeApi::start();
+        let (ctx, _rx, _l) = context(client, true);
+        let repo = TufRepo::new(PUBLIC_GOOD.as_bytes());
+        let mirror = serve_mirror(Arc::new(Mutex::new(BTreeMap::new()))).await;
+        api.put(
+            &trustroot_path("r"),
+            trust_root(
+                "r",
+                1,
+                json!({"remote": {"mirror": mirror, "root": STANDARD.encode(repo.root())}}),
+            ),
+        );
+
+        reconcile_path(&api, &ctx, "r").await.unwrap();
+
+        let ready = condition(&api, "r", "Ready");
+        assert_eq!(ready["status"], "False");
+        assert!(
+            ready["message"]
+                .as_str()
+                .unwrap()
+                .contains("timestamp.json not found"),
+            "{ready}"
+        );
+        assert!(published(&api, "r").is_none());
+    }
+
+    #[tokio::test]
+    async fn a_serialized_repository_is_read_from_its_archive() {
+        let (client, api) = FakeApi::start();
+        let (ctx, _rx, _l) = context(client, true);
+        let repo = TufRepo::new(PUBLIC_GOOD.as_bytes());
+        let mut tar = tar::Builder::new(flate2::write::GzEncoder::new(
+            Vec::new(),
+            flate2::Compression::fast(),
+        ));
+        for (path, data) in repo.files() {
+            let mut header = tar::Header::new_gnu();
+            header.set_size(data.len() as u64);
+            header.set_mode(0o644);
+            header.set_cksum();
+            tar.append_data(&mut header, format!("repository/{path}"), data.as_slice())
+                .unwrap();
+        }
+        let tgz = tar.into_inner().unwrap().finish().unwrap();
+        api.put(
+            &trustroot_path("airgap"),
+            trust_root(
+                "airgap",
+                1,
+                json!({"repository": {
+                "root": STANDARD.encode(repo.root()), "mirrorFS": STANDARD.encode(tgz)}}),
+            ),
+        );
+
+        reconcile_path(&api, &ctx, "airgap").await.unwrap();
+
+        assert_eq!(
+            condition(&api, "airgap", "Ready")["status"],
+            "True",
+            "{}",
+            condition(&api, "airgap", "Ready")
+        );
+        assert_eq!(published(&api, "airgap").as_deref(), Some(PUBLIC_GOOD));
+    }
+
+    #[tokio::test]
+    async fn an_invalid_trust_root_is_not_published() {
+        let (client, api) = FakeApi::start();
+        let (ctx, _rx, _l) = context(client, true);
+        api.put(
+            &trustroot_path("bad"),
+            trust_root(
+                "bad",
+                1,
+                json!({"sigstoreKeys": {"tLogs": [{"baseURL": "https://r", "publicKey": "%%%"}]}}),
+            ),
+        );
+
+        reconcile_path(&api, &ctx, "bad").await.unwrap();
+
+        let ready = condition(&api, "bad", "Ready");
+        assert_eq!(
+            (ready["status"].as_str(), ready["reason"].as_str()),
+            (Some("False"), Some("Invalid"))
+        );
+        assert!(
+            ready["message"]
+                .as_str()
+                .unwrap()
+                .contains("spec.sigstoreKeys.tLogs[0].publicKey")
+        );
+        assert!(published(&api, "bad").is_none());
+    }
+}
