@@ -359,3 +359,16 @@ async fn pin_digest(client: &RegistryClient, input: &str) -> Result<ImageName> {
     }
     Ok(image)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn verdicts_combine_to_the_worst_and_map_to_distinct_exit_statuses() {
+        assert_eq!(Verdict::Allow.max(Verdict::Warn), Verdict::Warn);
+        assert_eq!(Verdict::Warn.max(Verdict::Deny), Verdict::Deny);
+        let codes = [Verdict::Allow, Verdict::Warn, Verdict::Deny].map(Verdict::exit_code);
+        assert_eq!(codes, [0, 3, 1]);
+    }
+}

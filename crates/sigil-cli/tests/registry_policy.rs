@@ -241,6 +241,36 @@ fn sigil_verify_with_a_policy_gives_the_verdicts_of_policy_test() {
 
 #[test]
 #[ignore = "needs e2e/registry-fixtures.sh"]
+fn signature_pull_secrets_are_left_to_the_webhook_and_the_cli_says_it_uses_the_docker_config() {
+    let f = fixtures();
+    let dir = scratch("pull-secrets");
+    for r in REGS {
+        let reg = &f[r];
+        let mut authority = key_authority("platform-key", &key(&f, "KEY1"));
+        authority["source"] = json!([{
+            "oci": format!("{reg}/test/app"),
+            "signaturePullSecrets": [{ "name": "regcred" }],
+        }]);
+        let mut doc = example_at("key-based.yaml", &format!("{reg}/test/**"));
+        doc["spec"]["authorities"] = json!([authority]);
+        let policy = write(&dir, &format!("{r}.yaml"), &doc);
+        for run in [policy_test, verify_policy] {
+            expect(
+                &run(reg, &policy, &[], &f[&format!("{r}_NEW")]),
+                0,
+                &[
+                    "note: policy platform-key authority platform-key source[0]: \
+                     signaturePullSecrets (regcred) are read by the webhook",
+                    "pulls with anonymous access (no docker config found) instead",
+                    "allow:",
+                ],
+            );
+        }
+    }
+}
+
+#[test]
+#[ignore = "needs e2e/registry-fixtures.sh"]
 fn the_attestation_example_admits_main_branch_provenance_and_denies_what_its_rego_rejects() {
     let f = fixtures();
     let dir = scratch("attest");
