@@ -4,9 +4,10 @@
 # Starts olareg (referrers API) and Debian's docker-registry (no referrers API,
 # so cosign writes the sha256-<hex> fallback tag) on free 127.0.0.1 ports,
 # pushes small images with crane, signs them key-based with cosign v3 in the
-# new bundle format and the legacy format, attests one, and builds an unsigned
-# image, one signed by another key, and one carrying signatures moved from
-# another image. Then runs the given command with SIGIL_REGISTRY_FIXTURES
+# new bundle format and the legacy format, attests some (SLSA provenance and
+# vulnerability scans that pass or fail the example Rego), signs one with two
+# keys, and builds an unsigned image, one signed by another key, and one
+# carrying signatures moved from another image. Then runs the given command with SIGIL_REGISTRY_FIXTURES
 # naming the fixture file, and stops the registries on exit.
 #
 #   e2e/registry-fixtures.sh [-- COMMAND...]    default command: the ignored
@@ -69,6 +70,19 @@ export TUF_ROOT=$WORK/tuf HOME=$WORK
 cosign generate-key-pair --output-key-prefix key1 >/dev/null 2>&1
 cosign generate-key-pair --output-key-prefix key2 >/dev/null 2>&1
 echo '{"buildType":"https://example.com/sigil-test","builder":{"id":"sigil-test"}}' >predicate.json
+# SLSA v1 provenance and vulnerability-scan predicates for the attestation
+# policies of deploy/examples/attestation-rego.yaml: one that satisfies its
+# Rego, one built from a feature branch, one scan with a CRITICAL finding.
+slsa1() { # workflow ref
+  printf '{"buildDefinition":{"buildType":"https://actions.github.io/buildtypes/workflow/v1","externalParameters":{"workflow":{"ref":"%s","repository":"https://github.com/sigil-dev/app","path":".github/workflows/release.yml"}}},"runDetails":{"builder":{"id":"https://github.com/actions/runner/github-hosted"}}}\n' "$1"
+}
+slsa1 refs/heads/main >prov-main.json
+slsa1 refs/heads/feature >prov-feature.json
+vuln() { # severity
+  printf '{"scanner":{"uri":"pkg:github/aquasecurity/trivy","version":"0.50.0","result":{"Results":[{"Target":"app","Vulnerabilities":[{"VulnerabilityID":"CVE-2024-0001","Severity":"%s"}]}]}}}\n' "$1"
+}
+vuln LOW >vuln-low.json
+vuln CRITICAL >vuln-critical.json
 SIGN=(--use-signing-config=false --tlog-upload=false --allow-insecure-registry --yes)
 
 push_image() { # registry repo tag content -> digest
@@ -136,6 +150,27 @@ for pair in "olareg:$OLAREG" "dockreg:$DOCKREG"; do
   cosign attest --key key1.key "${SIGN[@]}" --new-bundle-format=false --predicate predicate.json --type slsaprovenance "$R/test/app@$T" >/dev/null 2>&1
   cosign sign --key key2.key "${SIGN[@]}" "$R/test/app@$O" >/dev/null 2>&1
   cosign sign --key key2.key "${SIGN[@]}" --new-bundle-format=false "$R/test/app@$O" >/dev/null 2>&1
+  # One image signed by both keys, in each format (CIP-level two-signature policy).
+  W=$(push_image "$R" test/app twice "$name-twice")
+  WL=$(push_image "$R" test/app twice-legacy "$name-twice-legacy")
+  for k in key1 key2; do
+    cosign sign --key $k.key "${SIGN[@]}" "$R/test/app@$W" >/dev/null 2>&1
+    cosign sign --key $k.key "${SIGN[@]}" --new-bundle-format=false "$R/test/app@$WL" >/dev/null 2>&1
+  done
+  # Attestations for the Rego policies: provenance from main (new format)
+  # and a clean scan (legacy format); provenance from a feature branch (both
+  # formats); main provenance with a CRITICAL finding.
+  PG=$(push_image "$R" test/app prov-good "$name-prov-good")
+  PB=$(push_image "$R" test/app prov-bad "$name-prov-bad")
+  PV=$(push_image "$R" test/app prov-vuln "$name-prov-vuln")
+  attest() { cosign attest --key key1.key "${SIGN[@]}" --predicate "$1" --type "$2" "${@:4}" "$R/test/app@$3" >/dev/null 2>&1; }
+  attest prov-main.json slsaprovenance1 "$PG"
+  attest vuln-low.json vuln "$PG" --new-bundle-format=false
+  attest prov-feature.json slsaprovenance1 "$PB"
+  attest prov-feature.json slsaprovenance1 "$PB" --new-bundle-format=false
+  attest vuln-low.json vuln "$PB"
+  attest prov-main.json slsaprovenance1 "$PV"
+  attest vuln-critical.json vuln "$PV"
   move_referrer "$R" test/app "$A" "$M"
   crane copy --insecure "$R/test/app:sha256-${L#sha256:}.sig" "$R/test/app:sha256-${M#sha256:}.sig" >/dev/null 2>&1
   {
@@ -146,6 +181,11 @@ for pair in "olareg:$OLAREG" "dockreg:$DOCKREG"; do
     echo "${name^^}_UNSIGNED=$R/test/app@$U"
     echo "${name^^}_OTHER=$R/test/app@$O"
     echo "${name^^}_MOVED=$R/test/app@$M"
+    echo "${name^^}_TWICE=$R/test/app@$W"
+    echo "${name^^}_TWICE_LEGACY=$R/test/app@$WL"
+    echo "${name^^}_PROV_GOOD=$R/test/app@$PG"
+    echo "${name^^}_PROV_BAD=$R/test/app@$PB"
+    echo "${name^^}_PROV_VULN=$R/test/app@$PV"
   } >>"$FIX"
 done
 echo "fixtures: $FIX" >&2
@@ -159,8 +199,11 @@ if [ "${1:-}" = "--" ]; then
   exit $?
 fi
 
-# Default: the library tests against the fixtures, then the CLI itself.
+# Default: the library tests against the fixtures, the policy scenarios
+# (deploy/examples through `sigil policy test` / `sigil verify --policy`),
+# then the CLI itself.
 cargo test -q -p sigil-verifier --test registry_real -- --ignored --test-threads 2
+cargo test -q -p sigil-cli --test registry_policy -- --ignored --test-threads 4
 cargo build -q -p sigil-cli
 SIGIL=${CARGO_TARGET_DIR:-target}/debug/sigil
 # shellcheck disable=SC1090

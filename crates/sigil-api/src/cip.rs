@@ -139,7 +139,8 @@ pub struct Authority {
 #[serde(rename_all = "camelCase")]
 #[x_kube(
     validation = Rule::new("[has(self.data), has(self.secretRef), has(self.kms)].filter(x, x).size() == 1").message("exactly one of data or secretRef must be set"),
-    validation = Rule::new("!has(self.kms)").message("KMS keys are not supported: export the public key (cosign public-key --key <kms-uri>) and set data or secretRef")
+    validation = Rule::new("!has(self.kms)").message("KMS keys are not supported: export the public key (cosign public-key --key <kms-uri>) and set data or secretRef"),
+    validation = Rule::new("!has(self.hashAlgorithm) || self.hashAlgorithm == 'sha256'").message("hashAlgorithm: sigil verifies key signatures over sha256 digests only (cosign's default); sign without --signature-digest-algorithm and set sha256 or remove the field")
 )]
 pub struct KeyRef {
     /// PEM public key (ECDSA P-256/P-384, Ed25519 or RSA) or, under
@@ -152,9 +153,10 @@ pub struct KeyRef {
     /// Not supported by sigil (kept so it is rejected, not pruned).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub kms: Option<String>,
-    /// Digest algorithm of message signatures: sha256 (default), sha384 or sha512.
+    /// Digest algorithm the key signed over. sigil supports `sha256` (cosign's
+    /// default) only; other values (policy-controller also knows sha224,
+    /// sha384, sha512) are rejected rather than verified as sha256.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(extend("enum" = ["sha256", "sha384", "sha512"]))]
     pub hash_algorithm: Option<String>,
 }
 
@@ -237,7 +239,10 @@ pub struct Source {
     /// Repository (`registry/path`, no tag) holding the signatures.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub oci: Option<String>,
-    /// Secrets in the admitted object's namespace to pull signatures with.
+    /// Secrets (docker config JSON) in the admitted object's namespace that
+    /// the webhook reads to pull signatures from `oci`. `sigil policy test`
+    /// and `sigil verify --policy` do not read Secrets: they pull with the
+    /// local docker config and say so.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(length(max = 16))]
     pub signature_pull_secrets: Vec<LocalObjectReference>,

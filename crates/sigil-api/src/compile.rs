@@ -319,18 +319,25 @@ fn compile_key(
     secrets: &dyn SecretResolver,
     errs: &mut Errors,
 ) -> Option<KeyAuthority> {
-    let hash = match key.hash_algorithm.as_deref() {
-        None | Some("") | Some("sha256") => HashAlgorithm::Sha256,
-        Some("sha384") => HashAlgorithm::Sha384,
-        Some("sha512") => HashAlgorithm::Sha512,
-        Some(other) => {
-            errs.add(
-                format!("{path}.hashAlgorithm"),
-                format!("unsupported hashAlgorithm `{other}`; use sha256, sha384 or sha512"),
-            );
-            HashAlgorithm::Sha256
-        }
-    };
+    // The verifier checks key signatures over SHA-256 digests only (what
+    // cosign signs with unless told `--signature-digest-algorithm`); another
+    // value would be silently verified as SHA-256, so it is refused here.
+    match key.hash_algorithm.as_deref() {
+        None | Some("") | Some("sha256") => {}
+        Some(other @ ("sha224" | "sha384" | "sha512")) => errs.add(
+            format!("{path}.hashAlgorithm"),
+            format!(
+                "hashAlgorithm `{other}` is not supported: sigil verifies key signatures over \
+                 sha256 digests only (cosign's default); sign without \
+                 --signature-digest-algorithm and set sha256 or remove the field"
+            ),
+        ),
+        Some(other) => errs.add(
+            format!("{path}.hashAlgorithm"),
+            format!("unsupported hashAlgorithm `{other}`; sigil supports sha256 only"),
+        ),
+    }
+    let hash = HashAlgorithm::Sha256;
     let key = key_source(path, key, errs)?;
     let material = match key {
         Pem::Inline(pem) => {

@@ -165,21 +165,30 @@ fn an_invalid_key_names_its_field() {
 }
 
 #[test]
-fn hash_algorithm_accepts_sha2_and_rejects_others() {
+fn hash_algorithm_accepts_sha256_and_rejects_what_the_verifier_would_not_check() {
     let p = compile(&key_policy(&format!(
-        "hashAlgorithm: sha384\ndata: |\n{}",
+        "hashAlgorithm: sha256\ndata: |\n{}",
         indent(P256, 2)
     )));
     let AuthorityKind::Key(k) = &p.authorities[0].kind else {
         panic!()
     };
-    assert_eq!(k.hash, HashAlgorithm::Sha384);
+    assert_eq!(k.hash, HashAlgorithm::Sha256);
+    for other in ["sha384", "sha512", "sha224"] {
+        assert_error(
+            &key_policy(&format!(
+                "hashAlgorithm: {other}\ndata: |\n{}",
+                indent(P256, 2)
+            )),
+            &format!(
+                "spec.authorities[0].key.hashAlgorithm: hashAlgorithm `{other}` is not supported: \
+                 sigil verifies key signatures over sha256 digests only"
+            ),
+        );
+    }
     assert_error(
-        &key_policy(&format!(
-            "hashAlgorithm: sha224\ndata: |\n{}",
-            indent(P256, 2)
-        )),
-        "spec.authorities[0].key.hashAlgorithm: unsupported hashAlgorithm `sha224`",
+        &key_policy(&format!("hashAlgorithm: md5\ndata: |\n{}", indent(P256, 2))),
+        "spec.authorities[0].key.hashAlgorithm: unsupported hashAlgorithm `md5`; sigil supports sha256 only",
     );
 }
 

@@ -9,6 +9,7 @@ use std::process::ExitCode;
 
 use anyhow::{Context as _, Result, bail};
 use clap::{Args, Parser, Subcommand};
+use policy_cmd::Verdict;
 use sigil_verifier::bundle::Bundle;
 use sigil_verifier::crypto::PublicKey;
 use sigil_verifier::identity::{IdentityMatcher, IdentityPolicy};
@@ -28,19 +29,25 @@ enum Command {
     /// Verify a Sigstore bundle against an artifact (sigstore-conformance CLI protocol).
     VerifyBundle(VerifyBundleArgs),
     /// Verify an image's signatures or attestations in its registry (like `cosign verify`).
-    Verify(VerifyArgs),
+    Verify(Box<VerifyArgs>),
     /// Lint ClusterImagePolicy/TrustRoot files, convert from policy-controller.
     Policy(policy_cmd::PolicyArgs),
 }
 
+/// `sigil verify`: with `--key`/`--certificate-identity` like `cosign
+/// verify`; with `--policy` the image is judged by ClusterImagePolicies as
+/// the webhook judges it (exit 0 allow, 3 allow with warnings, 1 deny).
 #[derive(Args)]
 struct VerifyArgs {
     #[command(flatten)]
     image: verify_image::VerifyImageArgs,
+    #[command(flatten)]
+    policy: policy_cmd::PolicySetArgs,
     /// Use the embedded Sigstore staging trust root.
     #[arg(long, conflicts_with = "trusted_root_file")]
     staging: bool,
-    /// A trusted_root.json to use instead of the embedded public-good root.
+    /// A trusted_root.json to use instead of the embedded public-good root
+    /// (with --policy: for authorities without a trustRootRef).
     #[arg(long = "trusted-root", value_name = "FILE")]
     trusted_root_file: Option<PathBuf>,
 }
@@ -78,26 +85,48 @@ struct VerifyBundleArgs {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
-        Command::VerifyBundle(args) => verify_bundle_cmd(&args),
-        Command::Verify(args) => {
-            let verified = load_root(args.trusted_root_file.as_deref(), args.staging)
-                .and_then(|root| verify_image::run(&args.image, &root));
-            match verified {
-                Ok(true) => Ok(()),
-                // The verdict is already printed; only the exit code remains.
-                Ok(false) => return ExitCode::FAILURE,
-                Err(e) => Err(e),
-            }
-        }
+        Command::VerifyBundle(args) => verify_bundle_cmd(&args).map(|()| Verdict::Allow),
+        Command::Verify(args) if !args.policy.policies.is_empty() => verify_policy(&args),
+        Command::Verify(args) => load_root(args.trusted_root_file.as_deref(), args.staging)
+            .and_then(|root| verify_image::run(&args.image, &root))
+            .map(|verified| {
+                if verified {
+                    Verdict::Allow
+                } else {
+                    Verdict::Deny
+                }
+            }),
         Command::Policy(args) => policy_cmd::run(&args),
     };
     match result {
-        Ok(()) => ExitCode::SUCCESS,
+        // Verdicts other than Allow are already printed; only the status remains.
+        Ok(verdict) => ExitCode::from(verdict.exit_code()),
         Err(e) => {
             eprintln!("error: {e:#}");
             ExitCode::FAILURE
         }
     }
+}
+
+/// `sigil verify --policy FILE... IMAGE`: the image judged by policies,
+/// through the same evaluation as `sigil policy test`.
+fn verify_policy(args: &VerifyArgs) -> Result<Verdict> {
+    if args.image.names_a_signer() {
+        bail!(
+            "--policy takes the signers from the ClusterImagePolicies: drop --key, \
+             --certificate-*, --type, --insecure-ignore-*, --signature-repository, --tag-prefix \
+             and --output, or drop --policy"
+        );
+    }
+    let root = load_root(args.trusted_root_file.as_deref(), args.staging)?;
+    let (client, source) = args.image.client_config()?;
+    policy_cmd::evaluate(
+        &args.policy,
+        root,
+        &client,
+        &source,
+        &[args.image.image().to_owned()],
+    )
 }
 
 fn load_root(trusted_root: Option<&Path>, staging: bool) -> Result<TrustedRoot> {

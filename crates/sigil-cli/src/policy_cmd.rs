@@ -4,16 +4,18 @@
 //! images against policies (`test`) through the webhook's evaluation code.
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use anyhow::{Context as _, Result, bail};
 use clap::{Args, Subcommand, ValueEnum};
-use sigil_verifier::oci::{ClientConfig, Credentials, RegistryClient, Repository};
+use sigil_verifier::oci::{ClientConfig, RegistryClient, Repository};
 use sigil_verifier::policy::glob::ImageName;
-use sigil_verifier::policy::model::{CompiledPolicy, NoMatchPolicy, ResourceInfo};
+use sigil_verifier::policy::model::{CompiledPolicy, Mode, NoMatchPolicy, ResourceInfo};
 use sigil_verifier::policy::registry::RegistryVerifier;
-use sigil_verifier::policy::{evaluate_image, render};
+use sigil_verifier::policy::{ImageResult, evaluate_image, render};
 use sigil_verifier::trust::TrustedRoot;
+
+use crate::verify_image::credentials;
 
 /// `sigil policy` arguments.
 #[derive(Args)]
@@ -41,21 +43,15 @@ enum PolicyCommand {
     },
     /// Evaluate images against ClusterImagePolicies live, as the webhook would for a Pod.
     ///
-    /// Exit status 0 when admitted (warnings are printed), 1 when denied.
+    /// Exit status 0 when admitted, 3 when admitted with warnings (warn-mode
+    /// failures, noMatchPolicy warn), 1 when denied or on errors.
     Test(TestArgs),
 }
 
 #[derive(Args)]
 struct TestArgs {
-    /// ClusterImagePolicy YAML files.
-    #[arg(long = "policy", required = true, value_name = "FILE")]
-    policies: Vec<PathBuf>,
-    /// A TrustRoot a policy names, as NAME=trusted_root.json.
-    #[arg(long = "trust-root", value_name = "NAME=FILE")]
-    trust_roots: Vec<String>,
-    /// What happens to an image no policy matches.
-    #[arg(long, value_enum, default_value = "deny")]
-    no_match: NoMatch,
+    #[command(flatten)]
+    policy: PolicySetArgs,
     /// Docker config with registry credentials (default: $DOCKER_CONFIG or ~/.docker).
     #[arg(long, value_name = "FILE")]
     docker_config: Option<PathBuf>,
@@ -67,6 +63,20 @@ struct TestArgs {
     images: Vec<String>,
 }
 
+/// The policy flags `sigil policy test` and `sigil verify --policy` share.
+#[derive(Args)]
+pub(crate) struct PolicySetArgs {
+    /// ClusterImagePolicy YAML files (other kinds in them are skipped).
+    #[arg(long = "policy", value_name = "FILE")]
+    pub(crate) policies: Vec<PathBuf>,
+    /// A TrustRoot a policy names (trustRootRef), as NAME=trusted_root.json.
+    #[arg(long = "trust-root", value_name = "NAME=FILE", requires = "policies")]
+    trust_roots: Vec<String>,
+    /// What happens to an image no policy matches (the webhook's noMatchPolicy).
+    #[arg(long, value_enum, default_value = "deny")]
+    no_match: NoMatch,
+}
+
 #[derive(Clone, Copy, ValueEnum)]
 enum NoMatch {
     Deny,
@@ -74,16 +84,53 @@ enum NoMatch {
     Allow,
 }
 
-/// Runs `sigil policy …`.
-pub(crate) fn run(args: &PolicyArgs) -> Result<()> {
-    match &args.command {
-        PolicyCommand::Lint { files } => lint(files),
-        PolicyCommand::Convert { files } => convert(files),
-        PolicyCommand::Test(args) => test(args),
+/// The outcome of evaluating images, worst first when combined.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub(crate) enum Verdict {
+    /// Every image is admitted without warnings.
+    Allow,
+    /// Every image is admitted, some with warnings.
+    Warn,
+    /// Some image is denied.
+    Deny,
+}
+
+impl Verdict {
+    /// The exit status: 0 allow, 3 warn, 1 deny (clap uses 2 for usage errors).
+    pub(crate) fn exit_code(self) -> u8 {
+        match self {
+            Self::Allow => 0,
+            Self::Warn => 3,
+            Self::Deny => 1,
+        }
     }
 }
 
-fn read(path: &PathBuf) -> Result<String> {
+/// Runs `sigil policy …`; `test` returns its verdict, the others `Allow`
+/// when they succeed.
+pub(crate) fn run(args: &PolicyArgs) -> Result<Verdict> {
+    match &args.command {
+        PolicyCommand::Lint { files } => lint(files).map(|()| Verdict::Allow),
+        PolicyCommand::Convert { files } => convert(files).map(|()| Verdict::Allow),
+        PolicyCommand::Test(args) => {
+            let (credentials, source) = credentials(args.docker_config.as_deref())?;
+            let client = ClientConfig {
+                credentials,
+                insecure_hosts: args.insecure_registry.clone(),
+                ..ClientConfig::default()
+            };
+            evaluate(
+                &args.policy,
+                TrustedRoot::public_good()?,
+                &client,
+                &source,
+                &args.images,
+            )
+        }
+    }
+}
+
+fn read(path: &Path) -> Result<String> {
     std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))
 }
 
@@ -136,6 +183,8 @@ fn convert(files: &[PathBuf]) -> Result<()> {
     Ok(())
 }
 
+/// Reads and compiles every ClusterImagePolicy of `files`, as the
+/// controller would (Secrets stay unresolved references).
 fn load_policies(files: &[PathBuf]) -> Result<Vec<CompiledPolicy>> {
     let mut out = Vec::new();
     for path in files {
@@ -161,42 +210,70 @@ fn load_policies(files: &[PathBuf]) -> Result<Vec<CompiledPolicy>> {
     Ok(out)
 }
 
-fn credentials(path: Option<&PathBuf>) -> Result<Credentials> {
-    let path = match path {
-        Some(p) => p.clone(),
-        None => {
-            let default = std::env::var_os("DOCKER_CONFIG")
-                .map(|d| PathBuf::from(d).join("config.json"))
-                .or_else(|| {
-                    std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".docker/config.json"))
-                });
-            match default {
-                Some(p) if p.exists() => p,
-                _ => return Ok(Credentials::anonymous()),
-            }
-        }
-    };
-    let bytes = std::fs::read(&path).with_context(|| format!("cannot read {}", path.display()))?;
-    Credentials::from_docker_config_json(&bytes)
-        .with_context(|| format!("invalid docker config {}", path.display()))
-}
-
-fn test(args: &TestArgs) -> Result<()> {
-    let policies = load_policies(&args.policies)?;
+/// Reads `NAME=trusted_root.json` arguments.
+fn trust_roots(specs: &[String]) -> Result<BTreeMap<String, TrustedRoot>> {
     let mut roots = BTreeMap::new();
-    for spec in &args.trust_roots {
-        let (name, file) = spec
-            .split_once('=')
-            .with_context(|| format!("--trust-root {spec}: expected NAME=FILE"))?;
-        let root = TrustedRoot::from_json(&read(&PathBuf::from(file))?)
-            .with_context(|| format!("invalid trusted root {file}"))?;
+    for spec in specs {
+        let (name, file) = spec.split_once('=').with_context(|| {
+            format!(
+                "--trust-root {spec}: expected NAME=FILE (a TrustRoot name and a trusted_root.json)"
+            )
+        })?;
+        let root = TrustedRoot::from_json(&read(Path::new(file))?).with_context(|| {
+            format!("--trust-root {spec}: {file} is not a valid trusted_root.json")
+        })?;
         roots.insert(name.to_owned(), root);
     }
+    Ok(roots)
+}
+
+/// Says plainly which policy settings this command handles differently
+/// from the webhook: Secrets it cannot read.
+fn note_pull_secrets(policies: &[CompiledPolicy], credential_source: &str) {
+    for p in policies {
+        for a in &p.authorities {
+            for (i, s) in a.sources.iter().enumerate() {
+                if !s.pull_secrets.is_empty() {
+                    eprintln!(
+                        "note: policy {} authority {} source[{i}]: signaturePullSecrets ({}) are \
+                         read by the webhook in the admitted object's namespace; this command \
+                         does not read Secrets and pulls with {credential_source} instead",
+                        p.name,
+                        a.name,
+                        s.pull_secrets.join(", ")
+                    );
+                }
+            }
+        }
+    }
+}
+
+/// Evaluates `images` against the policies of `set` live, through the
+/// webhook's code path (`evaluate_image` over a [`RegistryVerifier`]), prints
+/// one verdict per image with the rendered admission message, and returns
+/// the worst verdict. `public_good` verifies authorities without a
+/// trustRootRef; `credential_source` names where credentials came from.
+pub(crate) fn evaluate(
+    set: &PolicySetArgs,
+    public_good: TrustedRoot,
+    client: &ClientConfig,
+    credential_source: &str,
+    images: &[String],
+) -> Result<Verdict> {
+    if set.policies.is_empty() {
+        bail!("give at least one --policy FILE with a ClusterImagePolicy");
+    }
+    let policies = load_policies(&set.policies)?;
+    note_pull_secrets(&policies, credential_source);
     // One client pins tags, the verifier owns another: both share nothing
     // but their configuration.
-    let client = client_for(args)?;
-    let verifier = RegistryVerifier::new(client_for(args)?, TrustedRoot::public_good()?, roots);
-    let no_match = match args.no_match {
+    let pinning = RegistryClient::new(client.clone())?;
+    let verifier = RegistryVerifier::new(
+        RegistryClient::new(client.clone())?,
+        public_good,
+        trust_roots(&set.trust_roots)?,
+    );
+    let no_match = match set.no_match {
         NoMatch::Deny => NoMatchPolicy::Deny,
         NoMatch::Warn => NoMatchPolicy::Warn,
         NoMatch::Allow => NoMatchPolicy::Allow,
@@ -205,15 +282,15 @@ fn test(args: &TestArgs) -> Result<()> {
         .enable_all()
         .build()
         .context("cannot start the async runtime")?;
-    let mut denied = 0;
-    for input in &args.images {
-        let image = rt.block_on(pin_digest(&client, input))?;
-        let resource = ResourceInfo {
-            version: "v1".into(),
-            resource: "pods".into(),
-            kind: "Pod".into(),
-            ..ResourceInfo::default()
-        };
+    let resource = ResourceInfo {
+        version: "v1".into(),
+        resource: "pods".into(),
+        kind: "Pod".into(),
+        ..ResourceInfo::default()
+    };
+    let mut worst = Verdict::Allow;
+    for input in images {
+        let image = rt.block_on(pin_digest(&pinning, input))?;
         let result = rt.block_on(evaluate_image(
             &verifier, &policies, &image, &resource, no_match,
         ));
@@ -221,41 +298,77 @@ fn test(args: &TestArgs) -> Result<()> {
         for w in &verdict.warnings {
             println!("warn: {w}");
         }
-        match &verdict.message {
-            None => println!("allow: {image}"),
+        let this = match &verdict.message {
             Some(message) => {
-                denied += 1;
                 println!("deny: {message}");
+                Verdict::Deny
             }
-        }
+            None => {
+                println!("allow: {image} ({})", admitted_by(&result));
+                if verdict.warnings.is_empty() {
+                    Verdict::Allow
+                } else {
+                    Verdict::Warn
+                }
+            }
+        };
+        worst = worst.max(this);
     }
-    if denied > 0 {
-        bail!("{denied} image(s) denied");
-    }
-    Ok(())
+    Ok(worst)
 }
 
-fn client_for(args: &TestArgs) -> Result<RegistryClient> {
-    Ok(RegistryClient::new(ClientConfig {
-        credentials: credentials(args.docker_config.as_ref())?,
-        insecure_hosts: args.insecure_registry.clone(),
-        ..ClientConfig::default()
-    })?)
+/// Which policies admitted an image, for the `allow:` line.
+fn admitted_by(result: &ImageResult) -> String {
+    if let Some(no_match) = result.no_match {
+        let how = match no_match {
+            NoMatchPolicy::Allow => "allow",
+            NoMatchPolicy::Warn => "warn",
+            NoMatchPolicy::Deny => "deny",
+        };
+        return format!("no policy matches; noMatchPolicy {how}");
+    }
+    let names: Vec<String> = result
+        .policies
+        .iter()
+        .map(|p| match (p.passed, p.mode) {
+            (true, _) => format!("{} passed", p.name),
+            (false, Mode::Warn) => format!("{} failed in warn mode", p.name),
+            (false, Mode::Enforce) => format!("{} failed", p.name),
+        })
+        .collect();
+    format!("policies: {}", names.join(", "))
 }
 
 /// Parses `input` and resolves its tag to a digest when it has none, as the
 /// webhook's `/mutate` does before `/validate` sees the image.
 async fn pin_digest(client: &RegistryClient, input: &str) -> Result<ImageName> {
-    let mut image = ImageName::parse(input)?;
+    let mut image =
+        ImageName::parse(input).with_context(|| format!("{input} is not an image reference"))?;
     if image.digest.is_none() {
         let repo = Repository::parse(&image.repository_name())?;
         let tag = image.tag.clone().unwrap_or_else(|| "latest".into());
         let digest = client
             .session()
             .resolve_tag(&repo, &tag)
-            .await?
-            .with_context(|| format!("{input}: tag {tag} not found"))?;
+            .await
+            .with_context(|| format!("{input}: cannot resolve tag {tag} to a digest"))?
+            .with_context(|| {
+                format!("{input}: tag {tag} not found; push it or give image@sha256:<digest>")
+            })?;
         image.digest = Some(digest.to_string());
     }
     Ok(image)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn verdicts_combine_to_the_worst_and_map_to_distinct_exit_statuses() {
+        assert_eq!(Verdict::Allow.max(Verdict::Warn), Verdict::Warn);
+        assert_eq!(Verdict::Warn.max(Verdict::Deny), Verdict::Deny);
+        let codes = [Verdict::Allow, Verdict::Warn, Verdict::Deny].map(Verdict::exit_code);
+        assert_eq!(codes, [0, 3, 1]);
+    }
 }

@@ -2,7 +2,7 @@
 //! image policy and a registry client, runs the library's `verify_image`, and
 //! prints the verdict as text or JSON. Exit 0 only when verified.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::{Context as _, Result, bail};
@@ -156,24 +156,75 @@ fn policy(args: &VerifyImageArgs) -> Result<ImagePolicy> {
     Ok(ImagePolicy { verification, want })
 }
 
-fn credentials(args: &VerifyImageArgs) -> Result<Credentials> {
-    let path = match &args.docker_config {
-        Some(p) => p.clone(),
-        None => match std::env::var_os("DOCKER_CONFIG") {
-            Some(dir) => PathBuf::from(dir).join("config.json"),
-            None => match std::env::var_os("HOME") {
-                Some(home) => PathBuf::from(home).join(".docker/config.json"),
-                None => return Ok(Credentials::anonymous()),
-            },
-        },
+/// Registry credentials from the docker config at `path`, or the default
+/// one (`$DOCKER_CONFIG/config.json`, `~/.docker/config.json`) when present;
+/// anonymous otherwise. Also says where they came from, for messages.
+pub(crate) fn credentials(path: Option<&Path>) -> Result<(Credentials, String)> {
+    let path = match path {
+        Some(p) => p.to_path_buf(),
+        None => {
+            let default = std::env::var_os("DOCKER_CONFIG")
+                .map(|d| PathBuf::from(d).join("config.json"))
+                .or_else(|| {
+                    std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".docker/config.json"))
+                });
+            match default {
+                Some(p) if p.exists() => p,
+                _ => {
+                    return Ok((
+                        Credentials::anonymous(),
+                        "anonymous access (no docker config found)".into(),
+                    ));
+                }
+            }
+        }
     };
-    if args.docker_config.is_none() && !path.exists() {
-        return Ok(Credentials::anonymous());
-    }
     let bytes = std::fs::read(&path)
         .with_context(|| format!("cannot read docker config {}", path.display()))?;
-    Credentials::from_docker_config_json(&bytes)
-        .with_context(|| format!("invalid docker config {}", path.display()))
+    let credentials = Credentials::from_docker_config_json(&bytes)
+        .with_context(|| format!("invalid docker config {}", path.display()))?;
+    Ok((credentials, format!("the docker config {}", path.display())))
+}
+
+impl VerifyImageArgs {
+    /// The image argument.
+    pub(crate) fn image(&self) -> &str {
+        &self.image
+    }
+
+    /// Whether any flag that describes a signer or what to verify was given
+    /// (they do not combine with `--policy`).
+    pub(crate) fn names_a_signer(&self) -> bool {
+        self.key.is_some()
+            || self.certificate_identity.is_some()
+            || self.certificate_identity_regexp.is_some()
+            || self.certificate_oidc_issuer.is_some()
+            || self.certificate_oidc_issuer_regexp.is_some()
+            || self.attestation_type.is_some()
+            || self.insecure_ignore_tlog
+            || self.insecure_ignore_sct
+            || self.signature_repository.is_some()
+            || !self.tag_prefix.is_empty()
+            || matches!(self.output, Output::Json)
+    }
+
+    /// The registry client's configuration (credentials, plain-http hosts,
+    /// deadlines) and where its credentials came from.
+    pub(crate) fn client_config(&self) -> Result<(ClientConfig, String)> {
+        let limits = Limits {
+            total_deadline: Duration::from_secs(self.timeout.max(1)),
+            request_timeout: Duration::from_secs(self.timeout.clamp(1, 10)),
+            ..Limits::default()
+        };
+        let (credentials, source) = credentials(self.docker_config.as_deref())?;
+        let config = ClientConfig {
+            credentials,
+            allow_insecure_all: self.allow_insecure_registry,
+            insecure_hosts: self.insecure_registry.clone(),
+            limits,
+        };
+        Ok((config, source))
+    }
 }
 
 /// Runs `sigil verify`; returns whether the image verified.
@@ -182,17 +233,7 @@ pub(crate) fn run(
     root: &sigil_verifier::trust::TrustedRoot,
 ) -> Result<bool> {
     let policy = policy(args)?;
-    let limits = Limits {
-        total_deadline: Duration::from_secs(args.timeout.max(1)),
-        request_timeout: Duration::from_secs(args.timeout.clamp(1, 10)),
-        ..Limits::default()
-    };
-    let client = RegistryClient::new(ClientConfig {
-        credentials: credentials(args)?,
-        allow_insecure_all: args.allow_insecure_registry,
-        insecure_hosts: args.insecure_registry.clone(),
-        limits,
-    })?;
+    let client = RegistryClient::new(args.client_config()?.0)?;
     let signature_repository = args
         .signature_repository
         .as_deref()

@@ -44,6 +44,7 @@ pub mod der;
 pub mod fulcio;
 pub mod json;
 pub mod keys;
+pub mod registry;
 pub mod rekor;
 pub mod time;
 pub mod trust_root;

@@ -17,6 +17,7 @@
 use std::collections::HashMap;
 
 use sigil_testkit::cosign::{self, OciManifest};
+use sigil_testkit::registry::Pusher;
 use sigil_testkit::{BundleSpec, Testkit, TimestampSpec, TsaOptions};
 use sigil_verifier::crypto::PublicKey;
 use sigil_verifier::identity::{IdentityMatcher, IdentityPolicy};
@@ -218,131 +219,9 @@ async fn key_signatures_without_a_log_entry_fail_unless_the_tlog_is_waived() {
 
 // ---- keyless: testkit material pushed to the real registries ----
 
-/// Pushes manifests and blobs to one repository of a local registry, as a
-/// client without the referrers API support would: a referrer pushed to a
-/// registry that does not answer `OCI-Subject` is also added to the
-/// `sha256-<hex>` tag-schema index.
-struct Pusher {
-    http: reqwest::Client,
-    base: String,
-}
-
-impl Pusher {
-    fn new(registry: &str, repo: &str) -> Self {
-        assert!(registry.starts_with("127.0.0.1:"), "{registry}");
-        let http = reqwest::Client::builder()
-            .timeout(std::time::Duration::from_secs(10))
-            .build()
-            .unwrap();
-        Self {
-            http,
-            base: format!("http://{registry}/v2/{repo}"),
-        }
-    }
-
-    async fn blob(&self, data: &[u8]) {
-        let digest = cosign::digest_of(data);
-        let url = format!("{}/blobs/{digest}", self.base);
-        if self
-            .http
-            .head(&url)
-            .send()
-            .await
-            .unwrap()
-            .status()
-            .is_success()
-        {
-            return;
-        }
-        let start = self
-            .http
-            .post(format!("{}/blobs/uploads/", self.base))
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(start.status().as_u16(), 202, "starting an upload");
-        let location = start.headers()["location"].to_str().unwrap().to_string();
-        let mut upload = reqwest::Url::parse(&self.base)
-            .unwrap()
-            .join(&location)
-            .unwrap();
-        upload.query_pairs_mut().append_pair("digest", &digest);
-        let done = self
-            .http
-            .put(upload)
-            .header("content-type", "application/octet-stream")
-            .body(data.to_vec())
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(
-            done.status().as_u16(),
-            201,
-            "finishing the upload of {digest}"
-        );
-    }
-
-    /// Pushes `m` (blobs first) under `reference`; whether the registry
-    /// took note of a `subject` (answered `OCI-Subject`).
-    async fn manifest(&self, m: &OciManifest, reference: &str) -> bool {
-        for b in &m.blobs {
-            self.blob(b).await;
-        }
-        self.put_manifest(reference, m.media_type, m.json.clone())
-            .await
-    }
-
-    async fn put_manifest(&self, reference: &str, media_type: &str, body: Vec<u8>) -> bool {
-        let r = self
-            .http
-            .put(format!("{}/manifests/{reference}", self.base))
-            .header("content-type", media_type)
-            .body(body)
-            .send()
-            .await
-            .unwrap();
-        let status = r.status();
-        let text_subject = r.headers().contains_key("oci-subject");
-        assert!(status.is_success(), "PUT manifest {reference}: {status}");
-        text_subject
-    }
-
-    /// Pushes a referrer of `subject_digest`, and, where the registry has no
-    /// referrers API, adds it to the subject's fallback tag index.
-    async fn referrer(&self, r: &OciManifest, subject_digest: &str) {
-        if self.manifest(r, &r.digest()).await {
-            return;
-        }
-        let tag = subject_digest.replacen(':', "-", 1);
-        let existing = self
-            .http
-            .get(format!("{}/manifests/{tag}", self.base))
-            .header("accept", cosign::OCI_INDEX)
-            .send()
-            .await
-            .unwrap();
-        let mut entries: Vec<serde_json::Value> = if existing.status().is_success() {
-            let v: serde_json::Value =
-                serde_json::from_slice(&existing.bytes().await.unwrap()).unwrap();
-            v["manifests"].as_array().cloned().unwrap_or_default()
-        } else {
-            Vec::new()
-        };
-        let fresh: serde_json::Value =
-            serde_json::from_slice(&cosign::fallback_index(&[r])).unwrap();
-        for e in fresh["manifests"].as_array().unwrap() {
-            if !entries.iter().any(|x| x["digest"] == e["digest"]) {
-                entries.push(e.clone());
-            }
-        }
-        let index = serde_json::json!({
-            "schemaVersion": 2,
-            "mediaType": cosign::OCI_INDEX,
-            "manifests": entries,
-        });
-        self.put_manifest(&tag, cosign::OCI_INDEX, index.to_string().into_bytes())
-            .await;
-    }
+/// The testkit's pusher for `repo` on `registry` (127.0.0.1 only).
+fn pusher(registry: &str, repo: &str) -> Pusher {
+    Pusher::new(registry, repo).unwrap()
 }
 
 const KEYLESS_REPO: &str = "test/keyless";
@@ -369,9 +248,10 @@ fn kit() -> (Testkit, TrustedRoot, BundleSpec, ImagePolicy) {
 /// Pushes a fresh image named by `label`; its digest reference and manifest.
 async fn push_image(registry: &str, label: &str) -> (String, OciManifest) {
     let img = cosign::image(label);
-    Pusher::new(registry, KEYLESS_REPO)
+    pusher(registry, KEYLESS_REPO)
         .manifest(&img, &img.digest())
-        .await;
+        .await
+        .unwrap();
     (format!("{registry}/{KEYLESS_REPO}@{}", img.digest()), img)
 }
 
@@ -390,9 +270,10 @@ async fn push_new_format(
         cosign::COSIGN_SIGN_PREDICATE,
         subject.descriptor(),
     );
-    Pusher::new(registry, KEYLESS_REPO)
+    pusher(registry, KEYLESS_REPO)
         .referrer(&referrer, &subject.digest())
-        .await;
+        .await
+        .unwrap();
 }
 
 /// Signs `signed` in the legacy format and pushes the `.sig` manifest under
@@ -407,9 +288,10 @@ async fn push_legacy(
     let reference = format!("{registry}/{KEYLESS_REPO}");
     let sig = cosign::legacy_signature(kit, spec, &reference, &signed.digest()).unwrap();
     let m = cosign::legacy_signature_manifest(std::slice::from_ref(&sig));
-    Pusher::new(registry, KEYLESS_REPO)
+    pusher(registry, KEYLESS_REPO)
         .manifest(&m, &cosign::legacy_signature_tag(&under.digest()))
-        .await;
+        .await
+        .unwrap();
     sig
 }
 

@@ -97,7 +97,8 @@ pub enum AuthorityKind {
 pub struct KeyAuthority {
     /// The key, or the Secret that holds it.
     pub key: KeyMaterial,
-    /// Digest algorithm of message signatures (`hashAlgorithm`, default sha256).
+    /// Digest algorithm the key signed over (`hashAlgorithm`). Compilation
+    /// accepts only sha256, which is what the verifier checks.
     pub hash: HashAlgorithm,
 }
 
@@ -185,7 +186,8 @@ pub enum StaticAction {
 pub struct SignatureSource {
     /// Repository holding signatures (`source.oci`), or the image's own.
     pub oci: Option<String>,
-    /// Secrets (in the admitted object's namespace) to pull signatures with.
+    /// Secrets (in the admitted object's namespace) to pull signatures with;
+    /// the webhook resolves them, the CLI uses its docker config instead.
     pub pull_secrets: Vec<String>,
     /// Prefix of legacy `sha256-<hex>.sig` tags.
     pub tag_prefix: Option<String>,

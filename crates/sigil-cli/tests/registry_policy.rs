@@ -1,0 +1,603 @@
+//! Every `deploy/examples/` policy kind evaluated live, through `sigil policy
+//! test` and `sigil verify --policy` (so through `evaluate_image` over the
+//! `RegistryVerifier`, as the webhook evaluates), against images in real
+//! local registries: olareg (referrers API) and docker-registry (fallback
+//! tags), signed by cosign v3 in both formats (`e2e/registry-fixtures.sh`
+//! makes them and runs these ignored tests with `SIGIL_REGISTRY_FIXTURES`)
+//! or, for keyless, by the testkit and pushed here.
+//!
+//! The examples are loaded from `deploy/examples/` and changed only where a
+//! local registry cannot play their part: globs point at 127.0.0.1, and where
+//! an example names a public-good identity or a corporate key the test
+//! substitutes the harness's cosign key or the testkit's trust root (each
+//! test says which). No test resolves a public registry name: images are
+//! pinned by digest on 127.0.0.1, and globs of untouched examples never
+//! select them.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing
+)]
+
+use std::collections::HashMap;
+use std::io::Read as _;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+use sigil_testkit::cosign::{self, OciManifest};
+use sigil_testkit::registry::Pusher;
+use sigil_testkit::{BundleSpec, GithubWorkflow, Identity, Testkit};
+
+const REGS: [&str; 2] = ["OLAREG", "DOCKREG"];
+
+fn fixtures() -> HashMap<String, String> {
+    let path =
+        std::env::var("SIGIL_REGISTRY_FIXTURES").expect("run through e2e/registry-fixtures.sh");
+    std::fs::read_to_string(path)
+        .unwrap()
+        .lines()
+        .filter_map(|l| l.split_once('='))
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
+}
+
+/// The ClusterImagePolicy documents of an example file, as JSON.
+fn example(name: &str) -> Vec<Value> {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../deploy/examples")
+        .join(name);
+    let text = std::fs::read_to_string(&path).unwrap();
+    let docs: Vec<Value> = serde_saphyr::from_multiple(&text).unwrap();
+    docs.into_iter()
+        .filter(|d| d["kind"] == "ClusterImagePolicy")
+        .collect()
+}
+
+/// The single ClusterImagePolicy of an example, its globs replaced by `glob`.
+fn example_at(name: &str, glob: &str) -> Value {
+    let mut docs = example(name);
+    assert_eq!(docs.len(), 1, "{name}");
+    let mut doc = docs.remove(0);
+    doc["spec"]["images"] = json!([{ "glob": glob }]);
+    doc
+}
+
+/// A scratch directory for one test's files.
+fn scratch(test: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("sigil-policy-{}-{test}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// Writes `doc` (JSON is YAML) where `sigil` can read it.
+fn write(dir: &Path, name: &str, doc: &Value) -> String {
+    let path = dir.join(name);
+    std::fs::write(&path, serde_json::to_string_pretty(doc).unwrap()).unwrap();
+    path.display().to_string()
+}
+
+/// The harness's cosign public key `KEY1`/`KEY2` as PEM.
+fn key(f: &HashMap<String, String>, which: &str) -> String {
+    std::fs::read_to_string(&f[which]).unwrap()
+}
+
+/// A key authority on the harness key: cosign signed offline, so there is no
+/// log entry and the policy waives it with `ctlog: {}` (the only knob; the
+/// default requires one).
+fn key_authority(name: &str, pem: &str) -> Value {
+    json!({ "name": name, "key": { "data": pem }, "ctlog": {} })
+}
+
+/// The exit status and combined output of `sigil ARGS`, killed after 60 s.
+fn sigil(args: &[&str]) -> (i32, String) {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_sigil"))
+        .args(args)
+        .env("DOCKER_CONFIG", "/nonexistent")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if Instant::now() > deadline {
+            child.kill().unwrap();
+            panic!("sigil {args:?} ran for more than 60 s");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let mut out = String::new();
+    child
+        .stdout
+        .take()
+        .unwrap()
+        .read_to_string(&mut out)
+        .unwrap();
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut out)
+        .unwrap();
+    (status.code().unwrap_or(-1), out)
+}
+
+/// `sigil policy test` of `image` against `policy` on `registry`.
+fn policy_test(registry: &str, policy: &str, extra: &[&str], image: &str) -> (i32, String) {
+    let mut args = vec![
+        "policy",
+        "test",
+        "--policy",
+        policy,
+        "--insecure-registry",
+        registry,
+    ];
+    args.extend_from_slice(extra);
+    args.push(image);
+    sigil(&args)
+}
+
+/// `sigil verify --policy` of `image` against `policy` on `registry`.
+fn verify_policy(registry: &str, policy: &str, extra: &[&str], image: &str) -> (i32, String) {
+    let mut args = vec![
+        "verify",
+        "--policy",
+        policy,
+        "--insecure-registry",
+        registry,
+    ];
+    args.extend_from_slice(extra);
+    args.push(image);
+    sigil(&args)
+}
+
+#[track_caller]
+fn expect(got: &(i32, String), status: i32, needles: &[&str]) {
+    let (code, out) = got;
+    assert_eq!(*code, status, "exit status; output:\n{out}");
+    for n in needles {
+        assert!(out.contains(n), "expected {n:?} in:\n{out}");
+    }
+}
+
+#[test]
+#[ignore = "needs e2e/registry-fixtures.sh"]
+fn the_key_based_example_needs_a_log_entry_unless_ctlog_waives_it_and_then_admits_both_formats() {
+    let f = fixtures();
+    let dir = scratch("key");
+    for r in REGS {
+        let reg = &f[r];
+        // The example with the harness key in place of the platform team's.
+        let mut doc = example_at("key-based.yaml", &format!("{reg}/test/**"));
+        doc["spec"]["authorities"][0]["key"]["data"] = json!(key(&f, "KEY1"));
+        let strict = write(&dir, &format!("{r}-strict.yaml"), &doc);
+        expect(
+            &policy_test(reg, &strict, &[], &f[&format!("{r}_NEW")]),
+            1,
+            &[
+                "deny: sigil denied image",
+                "policy platform-key failed",
+                "transparency log",
+            ],
+        );
+
+        doc["spec"]["authorities"][0]["ctlog"] = json!({});
+        let waived = write(&dir, &format!("{r}-waived.yaml"), &doc);
+        for image in ["NEW", "LEGACY"] {
+            expect(
+                &policy_test(reg, &waived, &[], &f[&format!("{r}_{image}")]),
+                0,
+                &["allow:", "platform-key passed"],
+            );
+        }
+        expect(
+            &policy_test(reg, &waived, &[], &format!("{reg}/test/app:new")),
+            0,
+            &["allow:", "@sha256:"],
+        );
+        for image in ["UNSIGNED", "OTHER", "MOVED", "ATT"] {
+            expect(
+                &policy_test(reg, &waived, &[], &f[&format!("{r}_{image}")]),
+                1,
+                &["policy platform-key failed", "authority platform-key (key)"],
+            );
+        }
+    }
+}
+
+#[test]
+#[ignore = "needs e2e/registry-fixtures.sh"]
+fn sigil_verify_with_a_policy_gives_the_verdicts_of_policy_test() {
+    let f = fixtures();
+    let dir = scratch("verify");
+    for r in REGS {
+        let reg = &f[r];
+        let mut doc = example_at("key-based.yaml", &format!("{reg}/test/**"));
+        doc["spec"]["authorities"] = json!([key_authority("platform-key", &key(&f, "KEY1"))]);
+        let policy = write(&dir, &format!("{r}.yaml"), &doc);
+        expect(
+            &verify_policy(reg, &policy, &[], &f[&format!("{r}_LEGACY")]),
+            0,
+            &["allow:", "platform-key passed"],
+        );
+        expect(
+            &verify_policy(reg, &policy, &[], &f[&format!("{r}_UNSIGNED")]),
+            1,
+            &["deny: sigil denied image", "policy platform-key failed"],
+        );
+        let key1 = f["KEY1"].clone();
+        expect(
+            &verify_policy(reg, &policy, &["--key", &key1], &f[&format!("{r}_NEW")]),
+            1,
+            &["--policy takes the signers from the ClusterImagePolicies"],
+        );
+    }
+}
+
+#[test]
+#[ignore = "needs e2e/registry-fixtures.sh"]
+fn signature_pull_secrets_are_left_to_the_webhook_and_the_cli_says_it_uses_the_docker_config() {
+    let f = fixtures();
+    let dir = scratch("pull-secrets");
+    for r in REGS {
+        let reg = &f[r];
+        let mut authority = key_authority("platform-key", &key(&f, "KEY1"));
+        authority["source"] = json!([{
+            "oci": format!("{reg}/test/app"),
+            "signaturePullSecrets": [{ "name": "regcred" }],
+        }]);
+        let mut doc = example_at("key-based.yaml", &format!("{reg}/test/**"));
+        doc["spec"]["authorities"] = json!([authority]);
+        let policy = write(&dir, &format!("{r}.yaml"), &doc);
+        for run in [policy_test, verify_policy] {
+            expect(
+                &run(reg, &policy, &[], &f[&format!("{r}_NEW")]),
+                0,
+                &[
+                    "note: policy platform-key authority platform-key source[0]: \
+                     signaturePullSecrets (regcred) are read by the webhook",
+                    "pulls with anonymous access (no docker config found) instead",
+                    "allow:",
+                ],
+            );
+        }
+    }
+}
+
+#[test]
+#[ignore = "needs e2e/registry-fixtures.sh"]
+fn the_attestation_example_admits_main_branch_provenance_and_denies_what_its_rego_rejects() {
+    let f = fixtures();
+    let dir = scratch("attest");
+    for r in REGS {
+        let reg = &f[r];
+        // The example's attestations and Rego verbatim; the harness key in
+        // place of its public-good GitHub Actions identity.
+        let mut doc = example_at("attestation-rego.yaml", &format!("{reg}/test/**"));
+        let attestations = doc["spec"]["authorities"][0]["attestations"].clone();
+        let mut authority = key_authority("github-actions", &key(&f, "KEY1"));
+        authority["attestations"] = attestations;
+        doc["spec"]["authorities"] = json!([authority]);
+        let policy = write(&dir, &format!("{r}.yaml"), &doc);
+        expect(
+            &policy_test(reg, &policy, &[], &f[&format!("{r}_PROV_GOOD")]),
+            0,
+            &["allow:", "provenance-and-scan passed"],
+        );
+        expect(
+            &policy_test(reg, &policy, &[], &f[&format!("{r}_PROV_BAD")]),
+            1,
+            &[
+                "policy provenance-and-scan failed",
+                "attestation provenance: no https://slsa.dev/provenance/v1 attestation satisfies its policy",
+            ],
+        );
+        expect(
+            &policy_test(reg, &policy, &[], &f[&format!("{r}_PROV_VULN")]),
+            1,
+            &[
+                "attestation scan:",
+                "blocking vulnerabilities",
+                "CVE-2024-0001",
+            ],
+        );
+        expect(
+            &policy_test(reg, &policy, &[], &f[&format!("{r}_NEW")]),
+            1,
+            &[
+                "authority github-actions (key): no attestation of type https://slsa.dev/provenance/v1 found",
+            ],
+        );
+    }
+}
+
+#[test]
+#[ignore = "needs e2e/registry-fixtures.sh"]
+fn the_warn_mode_example_admits_a_failing_image_with_a_warning_and_exit_status_3() {
+    let f = fixtures();
+    let dir = scratch("warn");
+    for r in REGS {
+        let reg = &f[r];
+        // The example as written (public-good GitHub identities) over the
+        // local registry: nothing there is signed that way.
+        let doc = example_at("warn-mode.yaml", &format!("{reg}/**"));
+        let policy = write(&dir, &format!("{r}.yaml"), &doc);
+        for run in [policy_test, verify_policy] {
+            expect(
+                &run(reg, &policy, &[], &f[&format!("{r}_UNSIGNED")]),
+                3,
+                &[
+                    "warn: image",
+                    "policy quay-audit (mode: warn) failed",
+                    "allow:",
+                ],
+            );
+        }
+    }
+}
+
+#[test]
+#[ignore = "needs e2e/registry-fixtures.sh"]
+fn the_static_pass_example_admits_unsigned_images_it_selects() {
+    let f = fixtures();
+    let dir = scratch("static");
+    for r in REGS {
+        let reg = &f[r];
+        let doc = example_at("static-pass.yaml", &format!("{reg}/test/**"));
+        let policy = write(&dir, &format!("{r}.yaml"), &doc);
+        expect(
+            &policy_test(reg, &policy, &[], &f[&format!("{r}_UNSIGNED")]),
+            0,
+            &["allow:", "trusted-base-images passed"],
+        );
+    }
+}
+
+#[test]
+#[ignore = "needs e2e/registry-fixtures.sh"]
+fn a_cip_level_policy_requires_signatures_by_two_keys_in_either_format() {
+    let f = fixtures();
+    let dir = scratch("two-keys");
+    let rego = r#"package sigstore
+import rego.v1
+
+required := ["first-key", "second-key"]
+missing := [name | some name in required; not input.authorityMatches[name]]
+
+isCompliant := {
+  "result": count(missing) == 0,
+  "error": sprintf("signatures missing from: %v", [missing]),
+  "warning": "",
+}
+"#;
+    for r in REGS {
+        let reg = &f[r];
+        let doc = json!({
+            "apiVersion": "policy.sigil.dev/v1alpha1",
+            "kind": "ClusterImagePolicy",
+            "metadata": { "name": "two-keys" },
+            "spec": {
+                "images": [{ "glob": format!("{reg}/test/**") }],
+                "authorities": [
+                    key_authority("first-key", &key(&f, "KEY1")),
+                    key_authority("second-key", &key(&f, "KEY2")),
+                ],
+                "policy": { "type": "rego", "data": rego },
+            },
+        });
+        let policy = write(&dir, &format!("{r}.yaml"), &doc);
+        for image in ["TWICE", "TWICE_LEGACY"] {
+            expect(
+                &policy_test(reg, &policy, &[], &f[&format!("{r}_{image}")]),
+                0,
+                &["allow:", "two-keys passed"],
+            );
+        }
+        expect(
+            &policy_test(reg, &policy, &[], &f[&format!("{r}_NEW")]),
+            1,
+            &[
+                "policy two-keys failed",
+                "signatures missing from: [\"second-key\"]",
+            ],
+        );
+        expect(
+            &policy_test(reg, &policy, &[], &f[&format!("{r}_OTHER")]),
+            1,
+            &["signatures missing from: [\"first-key\"]"],
+        );
+    }
+}
+
+#[test]
+#[ignore = "needs e2e/registry-fixtures.sh"]
+fn no_match_policy_denies_warns_or_allows_images_no_policy_selects() {
+    let f = fixtures();
+    let dir = scratch("no-match");
+    // The static-pass example untouched: it selects gcr.io/distroless only.
+    let doc = example("static-pass.yaml").remove(0);
+    let policy = write(&dir, "static.yaml", &doc);
+    for r in REGS {
+        let reg = &f[r];
+        let image = &f[&format!("{r}_UNSIGNED")];
+        expect(
+            &policy_test(reg, &policy, &[], image),
+            1,
+            &["no ClusterImagePolicy matches it and noMatchPolicy is deny"],
+        );
+        expect(
+            &policy_test(reg, &policy, &["--no-match", "warn"], image),
+            3,
+            &[
+                "matches no ClusterImagePolicy (noMatchPolicy: warn)",
+                "allow:",
+            ],
+        );
+        expect(
+            &policy_test(reg, &policy, &["--no-match", "allow"], image),
+            0,
+            &["allow:", "no policy matches; noMatchPolicy allow"],
+        );
+    }
+}
+
+// ---- keyless: testkit-signed images pushed to the local registries ----
+
+const KEYLESS_REPO: &str = "test/keyless-policy";
+
+/// Pushes a fresh image and its keyless signatures by `spec` in both
+/// formats (one image each); returns (new-format ref, legacy ref).
+async fn keyless_images(
+    registry: &str,
+    kit: &Testkit,
+    spec: &BundleSpec,
+    label: &str,
+) -> [String; 2] {
+    let push = Pusher::new(registry, KEYLESS_REPO).unwrap();
+    let image = |l: &str| cosign::image(&format!("{label}-{l}"));
+    let (new, legacy): (OciManifest, OciManifest) = (image("new"), image("legacy"));
+    for img in [&new, &legacy] {
+        push.manifest(img, &img.digest()).await.unwrap();
+    }
+    let minted = cosign::image_signature_bundle(kit, spec, &new.sha256()).unwrap();
+    let referrer = cosign::bundle_referrer(
+        minted.json.as_bytes(),
+        cosign::COSIGN_SIGN_PREDICATE,
+        new.descriptor(),
+    );
+    push.referrer(&referrer, &new.digest()).await.unwrap();
+    let repo = format!("{registry}/{KEYLESS_REPO}");
+    let sig = cosign::legacy_signature(kit, spec, &repo, &legacy.digest()).unwrap();
+    let m = cosign::legacy_signature_manifest(std::slice::from_ref(&sig));
+    push.manifest(&m, &cosign::legacy_signature_tag(&legacy.digest()))
+        .await
+        .unwrap();
+    [
+        format!("{repo}@{}", new.digest()),
+        format!("{repo}@{}", legacy.digest()),
+    ]
+}
+
+/// The default keyless spec signed by another identity and issuer.
+fn signed_as(identity: Identity, issuer: &str, github: Option<GithubWorkflow>) -> BundleSpec {
+    BundleSpec {
+        identity,
+        oidc_issuer: issuer.to_owned(),
+        github,
+        ..BundleSpec::default()
+    }
+}
+
+#[tokio::test]
+#[ignore = "needs e2e/registry-fixtures.sh"]
+async fn the_custom_trust_root_example_admits_its_ci_identity_under_that_trust_root_in_both_formats()
+ {
+    let f = fixtures();
+    let dir = scratch("trustroot");
+    let kit = Testkit::new(41);
+    let root = dir.join("corp-sigstore.json");
+    std::fs::write(&root, kit.trusted_root_json()).unwrap();
+    let trust_root = format!("corp-sigstore={}", root.display());
+    // The example's identities verbatim; the testkit's CA and log stand in
+    // for the corporate Sigstore its TrustRoot describes (given to the CLI
+    // as a trusted_root.json under the TrustRoot's name).
+    let corp = signed_as(
+        Identity::Uri(
+            "https://gitlab.corp.example.com/platform/app//.gitlab-ci.yml@refs/heads/main".into(),
+        ),
+        "https://gitlab.corp.example.com",
+        None,
+    );
+    let outsider = signed_as(
+        Identity::Uri(
+            "https://gitlab.example.org/someone/app//.gitlab-ci.yml@refs/heads/main".into(),
+        ),
+        "https://gitlab.corp.example.com",
+        None,
+    );
+    for r in REGS {
+        let reg = &f[r];
+        let doc = example_at(
+            "keyless-custom-trustroot.yaml",
+            &format!("{reg}/{KEYLESS_REPO}"),
+        );
+        let policy = write(&dir, &format!("{r}.yaml"), &doc);
+        for image in keyless_images(reg, &kit, &corp, &format!("{r}-corp")).await {
+            expect(
+                &policy_test(reg, &policy, &["--trust-root", &trust_root], &image),
+                0,
+                &["allow:", "corp-keyless passed"],
+            );
+            expect(
+                &policy_test(reg, &policy, &[], &image),
+                1,
+                &["authority corp-ci (keyless): TrustRoot corp-sigstore is not loaded"],
+            );
+        }
+        for image in keyless_images(reg, &kit, &outsider, &format!("{r}-outsider")).await {
+            expect(
+                &policy_test(reg, &policy, &["--trust-root", &trust_root], &image),
+                1,
+                &[
+                    "policy corp-keyless failed",
+                    "authority corp-ci (keyless)",
+                    "gitlab.example.org",
+                ],
+            );
+        }
+    }
+}
+
+#[tokio::test]
+#[ignore = "needs e2e/registry-fixtures.sh"]
+async fn the_github_actions_example_admits_main_branch_workflows_with_the_testkit_as_public_good() {
+    let f = fixtures();
+    let dir = scratch("github");
+    let kit = Testkit::new(42);
+    let root = dir.join("testkit-root.json");
+    std::fs::write(&root, kit.trusted_root_json()).unwrap();
+    let root = root.display().to_string();
+    // The example's identity regex verbatim; the testkit's root replaces the
+    // public-good one (`--trusted-root`), which cannot sign here.
+    let main = BundleSpec::default();
+    let gh = GithubWorkflow::new(
+        "sigil-dev/example",
+        ".github/workflows/release.yml",
+        "refs/heads/feature",
+        "0123456789abcdef0123456789abcdef01234567",
+    );
+    let feature = signed_as(gh.identity(), sigil_testkit::GITHUB_ISSUER, Some(gh));
+    for r in REGS {
+        let reg = &f[r];
+        let doc = example_at(
+            "keyless-github-actions.yaml",
+            &format!("{reg}/{KEYLESS_REPO}"),
+        );
+        let policy = write(&dir, &format!("{r}.yaml"), &doc);
+        for image in keyless_images(reg, &kit, &main, &format!("{r}-main")).await {
+            expect(
+                &verify_policy(reg, &policy, &["--trusted-root", &root], &image),
+                0,
+                &["allow:", "github-actions-keyless passed"],
+            );
+            // Under the real public-good root the testkit's CA is unknown.
+            expect(
+                &verify_policy(reg, &policy, &[], &image),
+                1,
+                &["policy github-actions-keyless failed"],
+            );
+        }
+        for image in keyless_images(reg, &kit, &feature, &format!("{r}-feature")).await {
+            expect(
+                &verify_policy(reg, &policy, &["--trusted-root", &root], &image),
+                1,
+                &["policy github-actions-keyless failed", "refs/heads/feature"],
+            );
+        }
+    }
+}
