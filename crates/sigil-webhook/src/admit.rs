@@ -17,7 +17,7 @@ use std::time::Duration;
 
 use futures_util::future::join_all;
 use kube::core::DynamicObject;
-use kube::core::admission::{AdmissionRequest, AdmissionResponse, AdmissionReview, Operation};
+use kube::core::admission::{AdmissionRequest, Operation};
 use sigil_verifier::oci::Digest;
 use tokio::sync::OnceCell;
 use tokio::time::Instant;
@@ -26,7 +26,7 @@ use crate::cache::{CacheConfig, CachedJudge, LookupError, SecretsOnce};
 use crate::images::{self, ImageSite};
 use crate::judge::{ImageJudge, ObjectInfo, PinnedImage, PullSecretSource, PullSecrets, Verdict};
 use crate::metrics::{Metrics, RequestLabels};
-use crate::review::{self, Invalid};
+use crate::review::{self, Answer, Invalid};
 
 /// Which images `/mutate` pins.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -362,17 +362,12 @@ impl<J: ImageJudge, S: PullSecretSource> Admission<J, S> {
     }
 
     /// Answers one request body: always an AdmissionReview, counted in metrics.
-    pub async fn review(
-        &self,
-        endpoint: Endpoint,
-        body: &[u8],
-        start: Instant,
-    ) -> AdmissionReview<DynamicObject> {
+    pub async fn review(&self, endpoint: Endpoint, body: &[u8], start: Instant) -> Answer {
         let (review, labels) = match review::parse(body) {
             Err(invalid) => {
                 tracing::warn!(endpoint = endpoint.label(), uid = %invalid.uid, error = %invalid, "unreadable admission review");
                 (
-                    review::invalid_response(&invalid),
+                    Answer::invalid(&invalid),
                     RequestLabels {
                         endpoint: endpoint.label(),
                         operation: "unknown",
@@ -657,35 +652,26 @@ impl<J: ImageJudge, S: PullSecretSource> Admission<J, S> {
 }
 
 /// Writes `decision` as the AdmissionReview answering `req`.
-pub fn respond(
-    req: &AdmissionRequest<DynamicObject>,
-    decision: &Decision,
-) -> AdmissionReview<DynamicObject> {
-    let mut response = AdmissionResponse::from(req);
-    if !decision.warnings.is_empty() {
-        response.warnings = Some(decision.warnings.clone());
-    }
+pub fn respond(req: &AdmissionRequest<DynamicObject>, decision: &Decision) -> Answer {
+    let mut answer = Answer::new(req.uid.clone(), true);
+    answer.response.warnings.clone_from(&decision.warnings);
     if !decision.allowed {
-        let message = decision.message.clone().unwrap_or_default();
-        response = response.deny(message);
-        response.result.code = 403;
-        response.result.reason = "Forbidden".into();
+        answer = answer.denied(decision.message.clone().unwrap_or_default());
     }
-    if !decision.patch.is_empty() {
-        let patched = review::replace_patch(&decision.patch)
-            .map_err(|e| e.to_string())
-            .and_then(|p| response.clone().with_patch(p).map_err(|e| e.to_string()));
-        response = match patched {
-            Ok(r) => r,
-            Err(e) => review::invalid_response(&Invalid {
-                uid: req.uid.clone(),
-                message: format!("sigil could not write its JSONPatch ({e}); this is a bug"),
-            })
-            .response
-            .unwrap_or(response),
-        };
+    if decision.patch.is_empty() {
+        return answer;
     }
-    response.into_review()
+    let patched =
+        review::replace_patch(&decision.patch).and_then(|p| answer.clone().with_patch(&p));
+    match patched {
+        Ok(a) => a,
+        Err(e) => Answer::invalid(&Invalid {
+            uid: req.uid.clone(),
+            message: format!(
+                "sigil could not write its JSONPatch ({e}); this is a bug, please report it"
+            ),
+        }),
+    }
 }
 
 #[cfg(test)]

@@ -3,8 +3,10 @@
 //! when it can be found), and writing the answer. Every body gets an
 //! `AdmissionReview` back; nothing here answers with an HTTP error.
 
+use base64::Engine as _;
 use kube::core::DynamicObject;
-use kube::core::admission::{AdmissionRequest, AdmissionResponse, AdmissionReview};
+use kube::core::admission::{AdmissionRequest, AdmissionReview};
+use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 /// The only AdmissionReview version sigil speaks.
@@ -38,11 +40,18 @@ pub fn find_uid(body: &[u8]) -> String {
     }
     let prefix = body.get(..UID_SCAN_BYTES).unwrap_or(body);
     let text = String::from_utf8_lossy(prefix);
-    let Some(start) = text.find("\"uid\":\"").map(|i| i + 7) else {
+    // The first `"uid"` key, then optional blanks, a colon, blanks, a string.
+    let Some(rest) = text.find("\"uid\"").and_then(|i| text.get(i + 5..)) else {
         return String::new();
     };
-    text.get(start..)
-        .and_then(|rest| rest.split('"').next())
+    let Some(rest) = rest.trim_start().strip_prefix(':') else {
+        return String::new();
+    };
+    let Some(rest) = rest.trim_start().strip_prefix('"') else {
+        return String::new();
+    };
+    rest.split('"')
+        .next()
         .filter(|uid| {
             uid.len() <= 128 && uid.chars().all(|c| c.is_ascii_alphanumeric() || c == '-')
         })
@@ -91,12 +100,101 @@ fn display_or_none(s: &str) -> &str {
     if s.is_empty() { "(none)" } else { s }
 }
 
-/// The answer to a body that is not a usable request: a denial in an
-/// AdmissionReview v1.
-pub fn invalid_response(invalid: &Invalid) -> AdmissionReview<DynamicObject> {
-    let mut response = AdmissionResponse::invalid(&invalid.message);
-    response.uid.clone_from(&invalid.uid);
-    response.into_review()
+/// The AdmissionReview v1 sigil answers with. Written by hand rather than
+/// with kube's `AdmissionResponse` so that `patch` is the base64 string the
+/// API documents (kube serializes the bytes as a JSON array of numbers).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Answer {
+    /// Always [`API_VERSION`].
+    pub api_version: String,
+    /// Always [`KIND`].
+    pub kind: String,
+    /// The response.
+    pub response: AnswerResponse,
+}
+
+/// The `response` of an [`Answer`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AnswerResponse {
+    /// The request's uid.
+    pub uid: String,
+    /// Whether the object is admitted.
+    pub allowed: bool,
+    /// Why not, when denied.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status: Option<AnswerStatus>,
+    /// Base64 of the JSONPatch, when mutating.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub patch: Option<String>,
+    /// `JSONPatch` when `patch` is set.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub patch_type: Option<String>,
+    /// Warnings shown to the client.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
+}
+
+/// The `status` of a denial.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AnswerStatus {
+    /// HTTP-like code the API server reports (403 for a policy denial, 400
+    /// for an unreadable review).
+    pub code: u16,
+    /// `Forbidden` or `BadRequest`.
+    pub reason: String,
+    /// The message `kubectl` prints.
+    pub message: String,
+}
+
+impl Answer {
+    /// An answer for request `uid`.
+    pub fn new(uid: String, allowed: bool) -> Self {
+        Self {
+            api_version: API_VERSION.into(),
+            kind: KIND.into(),
+            response: AnswerResponse {
+                uid,
+                allowed,
+                status: None,
+                patch: None,
+                patch_type: None,
+                warnings: Vec::new(),
+            },
+        }
+    }
+
+    /// Denies with `message` (code 403 Forbidden).
+    #[must_use]
+    pub fn denied(mut self, message: String) -> Self {
+        self.response.allowed = false;
+        self.response.status = Some(AnswerStatus {
+            code: 403,
+            reason: "Forbidden".into(),
+            message,
+        });
+        self
+    }
+
+    /// Attaches a JSONPatch.
+    pub fn with_patch(mut self, patch: &json_patch::Patch) -> Result<Self, serde_json::Error> {
+        let bytes = serde_json::to_vec(patch)?;
+        self.response.patch = Some(base64::engine::general_purpose::STANDARD.encode(bytes));
+        self.response.patch_type = Some("JSONPatch".into());
+        Ok(self)
+    }
+
+    /// The answer to a body that is not a usable request (code 400).
+    pub fn invalid(invalid: &Invalid) -> Self {
+        let mut answer = Self::new(invalid.uid.clone(), false);
+        answer.response.status = Some(AnswerStatus {
+            code: 400,
+            reason: "BadRequest".into(),
+            message: invalid.message.clone(),
+        });
+        answer
+    }
 }
 
 /// A JSONPatch replacing the value at each pointer.
@@ -116,6 +214,11 @@ mod tests {
     fn the_uid_is_recovered_from_a_truncated_body() {
         let body = br#"{"kind":"AdmissionReview","apiVersion":"admission.k8s.io/v1","request":{"uid":"abc-123","kind":{"#;
         assert_eq!(find_uid(body), "abc-123");
+    }
+
+    #[test]
+    fn the_uid_is_recovered_when_the_json_has_blanks_around_the_colon() {
+        assert_eq!(find_uid(b"{\"request\": {\"uid\" : \"u-2\", \"kind"), "u-2");
     }
 
     #[test]

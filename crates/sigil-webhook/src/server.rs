@@ -29,7 +29,7 @@ use tokio_rustls::TlsAcceptor;
 use crate::admit::{Admission, Endpoint};
 use crate::judge::{ImageJudge, PullSecretSource};
 use crate::metrics::RequestLabels;
-use crate::review::{self, Invalid};
+use crate::review::{self, Answer, Invalid};
 
 /// Bounds of the HTTPS server.
 #[derive(Debug, Clone)]
@@ -272,7 +272,7 @@ async fn admit<J: ImageJudge, S: PullSecretSource>(
                     decision: "invalid",
                 })
                 .inc();
-            json_response(&review::invalid_response(&invalid))
+            json_response(&Answer::invalid(&invalid))
         }
     }
 }
