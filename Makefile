@@ -5,7 +5,7 @@ CARGO ?= cargo
 SHARED ?= $(abspath ../shared)
 SIGIL := target/release/sigil
 
-.PHONY: all build release test unit fmt fmt-check lint bench conformance ci demo tools clean test-registry bench-image
+.PHONY: all build release test unit fmt fmt-check lint bench bench-peers conformance ci demo tools clean test-registry differential bench-image
 
 all: build
 
@@ -15,9 +15,12 @@ build:
 release:
 	$(CARGO) build --release -p sigil-cli
 
-## The full test suite: formatting, lints, unit/integration/property tests.
-test: fmt-check lint unit
+## The full test suite: formatting, lints, unit/integration/property tests,
+## real registries with real cosign signatures, and the differential test
+## against sigstore-python and cosign. Installs the tools it needs itself.
+test: fmt-check lint unit test-registry differential
 
+## The Rust tests alone (no registries, no peer verifiers): the quick loop.
 unit:
 	$(CARGO) test --workspace --all-targets
 	$(CARGO) test --workspace --doc
@@ -40,6 +43,14 @@ conformance: release
 	$(SHARED)/tools/sigstore-conformance-run -- $(SIGIL)
 
 ci: test conformance
+
+## sigil, sigstore-python and cosign judge the same testkit bundles offline.
+differential:
+	scripts/differential.sh
+
+## Whole-process verification time against sigstore-python and cosign.
+bench-peers:
+	scripts/bench-peers.sh
 
 ## `sigil verify` against real registries (olareg, docker-registry) and real cosign v3 signatures.
 test-registry:

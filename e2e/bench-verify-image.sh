@@ -3,8 +3,6 @@
 # registry (olareg), key-based, new bundle format and legacy format:
 # whole-process wall-clock medians over N runs, their ratio, and sigil's
 # registry round-trip count. Uses e2e/registry-fixtures.sh for the setup.
-# Note: about 35 ms of each sigil run is the one-time compile of oci-spec's
-# reference regex (oci-client's parser); a long-running webhook pays it once.
 #   e2e/bench-verify-image.sh [N]     (default N=10; needs target/release/sigil)
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."

@@ -1,6 +1,7 @@
 //! `sigil`: verify Sigstore bundles (and, later, images and policies) from the
 //! command line with exactly the verifier the admission webhook uses.
 
+mod policy_cmd;
 mod verify_image;
 
 use std::path::{Path, PathBuf};
@@ -28,6 +29,8 @@ enum Command {
     VerifyBundle(VerifyBundleArgs),
     /// Verify an image's signatures or attestations in its registry (like `cosign verify`).
     Verify(VerifyArgs),
+    /// Lint ClusterImagePolicy/TrustRoot files, convert from policy-controller.
+    Policy(policy_cmd::PolicyArgs),
 }
 
 #[derive(Args)]
@@ -86,6 +89,7 @@ fn main() -> ExitCode {
                 Err(e) => Err(e),
             }
         }
+        Command::Policy(args) => policy_cmd::run(&args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

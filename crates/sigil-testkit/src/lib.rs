@@ -38,6 +38,7 @@
 )]
 
 pub mod bundle;
+pub mod cosign;
 pub mod ct;
 pub mod der;
 pub mod fulcio;

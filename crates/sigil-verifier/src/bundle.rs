@@ -162,6 +162,10 @@ pub struct Bundle {
     pub tlog_entries: Vec<TlogEntry>,
     /// RFC 3161 timestamp tokens (DER).
     pub rfc3161_timestamps: Vec<Vec<u8>>,
+    /// What the RFC 3161 timestamps cover when it is not the signature.
+    /// Always `None` for a Sigstore bundle; cosign's legacy attestations
+    /// timestamp the whole DSSE envelope instead.
+    pub timestamped_message: Option<Vec<u8>>,
     /// The signed content.
     pub content: Content,
 }
@@ -554,6 +558,7 @@ impl Bundle {
             signing,
             tlog_entries,
             rfc3161_timestamps,
+            timestamped_message: None,
             content,
         })
     }

@@ -9,6 +9,12 @@
 //! signature verifies. The Rekor bundle annotation becomes a v0.1-style log
 //! entry (SET, no inclusion proof), so the core checks its SET and that its
 //! body matches this signature, key and payload.
+//!
+//! RFC 3161 timestamps (`dev.sigstore.cosign/rfc3161timestamp`, JSON
+//! `{"SignedRFC3161Timestamp":"<base64 TimeStampResp>"}`) cover what cosign
+//! timestamps: the raw (decoded) signature bytes of a `.sig` layer, and the
+//! whole DSSE envelope of an `.att` layer, which has no separate signature
+//! annotation (cosign's `VerifyRFC3161Timestamp` falls back to the payload).
 
 use std::collections::BTreeMap;
 
@@ -26,7 +32,8 @@ use crate::x509::Certificate;
 pub const SIGNATURE_ANNOTATION: &str = "dev.cosignproject.cosign/signature";
 /// Layer annotation holding the PEM signing certificate.
 pub const CERTIFICATE_ANNOTATION: &str = "dev.sigstore.cosign/certificate";
-/// Layer annotation holding the PEM chain above the certificate.
+/// Layer annotation holding the PEM chain above the certificate (not used:
+/// the chain comes from the trusted root).
 pub const CHAIN_ANNOTATION: &str = "dev.sigstore.cosign/chain";
 /// Layer annotation holding the Rekor bundle (SET and entry).
 pub const REKOR_BUNDLE_ANNOTATION: &str = "dev.sigstore.cosign/bundle";
@@ -137,18 +144,20 @@ type Evidence = (SigningMaterial, Vec<TlogEntry>, Vec<Vec<u8>>);
 fn evidence(annotations: &BTreeMap<String, String>) -> Result<Evidence, LegacyError> {
     let signing = match non_empty(annotations, CERTIFICATE_ANNOTATION) {
         Some(pem) => {
-            let mut certs =
+            // The leaf alone: the chain annotation is whatever Fulcio
+            // returned, root included, and trust in it must come from the
+            // trusted root anyway (as sigstore-go and cosign's trusted-root
+            // path do, which ignore it).
+            let certs =
                 Certificate::from_pem_chain(pem).map_err(|e| LegacyError::BadAnnotation {
                     annotation: CERTIFICATE_ANNOTATION,
                     reason: e.to_string(),
                 })?;
-            if let Some(chain) = non_empty(annotations, CHAIN_ANNOTATION) {
-                certs.extend(Certificate::from_pem_chain(chain).map_err(|e| {
-                    LegacyError::BadAnnotation {
-                        annotation: CHAIN_ANNOTATION,
-                        reason: e.to_string(),
-                    }
-                })?);
+            if certs.len() > 1 {
+                return Err(LegacyError::BadAnnotation {
+                    annotation: CERTIFICATE_ANNOTATION,
+                    reason: format!("holds {} certificates, not one", certs.len()),
+                });
             }
             if certs.is_empty() {
                 return Err(LegacyError::BadAnnotation {
@@ -198,6 +207,7 @@ fn legacy_bundle(
     signing: SigningMaterial,
     tlog: Vec<TlogEntry>,
     timestamps: Vec<Vec<u8>>,
+    timestamped_message: Option<Vec<u8>>,
     content: Content,
 ) -> Bundle {
     Bundle {
@@ -208,6 +218,7 @@ fn legacy_bundle(
         signing,
         tlog_entries: tlog,
         rfc3161_timestamps: timestamps,
+        timestamped_message,
         content,
     }
 }
@@ -244,6 +255,7 @@ pub fn simple_signing_bundle(
         signing,
         tlog,
         ts,
+        None,
         Content::MessageSignature {
             digest: Some(("SHA2_256".into(), digest)),
             signature,
@@ -325,7 +337,13 @@ pub fn verify_legacy_attestation(
         signatures,
     };
     let (signing, tlog, ts) = evidence(annotations)?;
-    let bundle = legacy_bundle(signing, tlog, ts, Content::Dsse(env));
+    let bundle = legacy_bundle(
+        signing,
+        tlog,
+        ts,
+        Some(envelope.to_vec()),
+        Content::Dsse(env),
+    );
     Ok(verify_bundle(
         &bundle,
         Artifact::Sha256(image.bytes()),
@@ -333,4 +351,144 @@ pub fn verify_legacy_attestation(
         root,
         now,
     )?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::identity::{IdentityMatcher, IdentityPolicy};
+    use sigil_testkit::cosign::{RFC3161_ANNOTATION, legacy_signature, rekor_bundle_annotation};
+    use sigil_testkit::tsa::TimestampRequest;
+    use sigil_testkit::{
+        BundleSpec, Content as KitContent, Testkit, TimestampSpec, TlogSpec, V1Kind,
+    };
+
+    const IMAGE: &str = "sha256:07b2ad76d4dd7b15cb582654a11e03d42811d830732b4a3a2e469e6b0832a85d";
+
+    fn setup() -> (Testkit, TrustedRoot, BundleSpec, VerificationPolicy, Digest) {
+        let kit = Testkit::new(41);
+        let root = TrustedRoot::from_json(&kit.trusted_root_json()).expect("testkit root loads");
+        let spec = BundleSpec::default();
+        let policy = VerificationPolicy::keyless(IdentityPolicy {
+            subject: IdentityMatcher::Exact(spec.identity.as_str().into()),
+            issuer: IdentityMatcher::Exact(spec.oidc_issuer.clone()),
+        });
+        let image = Digest::parse(IMAGE).expect("digest parses");
+        (kit, root, spec, policy, image)
+    }
+
+    fn now() -> OffsetDateTime {
+        OffsetDateTime::now_utc()
+    }
+
+    #[test]
+    fn a_sig_layer_timestamp_covers_the_raw_signature_bytes() {
+        let (kit, root, spec, policy, image) = setup();
+        let spec = BundleSpec {
+            timestamp: TimestampSpec::without_certs(),
+            ..spec
+        };
+        let sig = legacy_signature(&kit, &spec, "r.io/app", IMAGE).expect("mints");
+        let verified = verify_simple_signing(
+            &sig.payload,
+            &sig.annotations,
+            &image,
+            &policy,
+            &root,
+            now(),
+        )
+        .expect("verifies");
+        assert!(
+            verified
+                .verified_times
+                .iter()
+                .any(|(_, s)| matches!(s, crate::verify::TimeSource::Rfc3161 { .. }))
+        );
+
+        // The same token over the base64 text of the signature is refused.
+        let b64_text = sig.annotations[SIGNATURE_ANNOTATION].clone().into_bytes();
+        let token = kit.tsa.timestamp(&TimestampRequest {
+            message: b64_text,
+            gen_time: spec.signing_time + 1,
+            embed_certs: false,
+            imprint_override: None,
+        });
+        let mut annotations = sig.annotations.clone();
+        annotations.insert(
+            RFC3161_ANNOTATION.into(),
+            sigil_testkit::cosign::rfc3161_annotation(&token),
+        );
+        let e = verify_simple_signing(&sig.payload, &annotations, &image, &policy, &root, now())
+            .expect_err("a timestamp over other bytes is refused");
+        assert_eq!(e.reason(), "timestamp", "{e}");
+    }
+
+    /// A keyless legacy `.att` layer for `IMAGE`, timestamped over `which`.
+    fn attestation(
+        kit: &Testkit,
+        spec: &BundleSpec,
+        over_envelope: bool,
+    ) -> (Vec<u8>, BTreeMap<String, String>) {
+        let spec = BundleSpec {
+            tlog: TlogSpec::RekorV1(V1Kind::Intoto),
+            ..spec.clone()
+        };
+        let digest = Digest::parse(IMAGE).expect("digest").bytes();
+        let statement = sigil_testkit::in_toto_statement(
+            &digest,
+            "https://slsa.dev/provenance/v0.2",
+            serde_json::json!({}),
+        );
+        let minted = kit
+            .sign(
+                &spec,
+                KitContent::Dsse {
+                    payload_type: sigil_testkit::IN_TOTO_PAYLOAD_TYPE.into(),
+                    payload: statement,
+                },
+            )
+            .expect("mints");
+        let envelope = minted
+            .envelope
+            .as_ref()
+            .map(|e| e.to_json().to_string())
+            .expect("dsse")
+            .into_bytes();
+        let mut annotations = BTreeMap::new();
+        let leaf = minted.leaf.as_ref().expect("keyless");
+        annotations.insert(CERTIFICATE_ANNOTATION.into(), leaf.cert_pem());
+        let entry = minted.tlog_entry.as_ref().expect("logged");
+        annotations.insert(
+            REKOR_BUNDLE_ANNOTATION.into(),
+            rekor_bundle_annotation(entry).expect("rekor v1"),
+        );
+        let message = if over_envelope {
+            envelope.clone()
+        } else {
+            minted.signature.clone()
+        };
+        let token = kit.tsa.timestamp(&TimestampRequest {
+            message,
+            gen_time: spec.signing_time + 1,
+            embed_certs: false,
+            imprint_override: None,
+        });
+        annotations.insert(
+            TIMESTAMP_ANNOTATION.into(),
+            sigil_testkit::cosign::rfc3161_annotation(&token),
+        );
+        (envelope, annotations)
+    }
+
+    #[test]
+    fn an_att_layer_timestamp_covers_the_whole_envelope_as_cosign_writes_it() {
+        let (kit, root, spec, policy, image) = setup();
+        let (envelope, annotations) = attestation(&kit, &spec, true);
+        verify_legacy_attestation(&envelope, &annotations, &image, &policy, &root, now())
+            .expect("a timestamp over the envelope verifies");
+        let (envelope, annotations) = attestation(&kit, &spec, false);
+        let e = verify_legacy_attestation(&envelope, &annotations, &image, &policy, &root, now())
+            .expect_err("cosign never timestamps the bare DSSE signature of a legacy attestation");
+        assert_eq!(e.reason(), "timestamp", "{e}");
+    }
 }

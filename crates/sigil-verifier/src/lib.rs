@@ -16,6 +16,7 @@ pub mod image;
 pub mod legacy;
 pub mod merkle;
 pub mod oci;
+pub mod policy;
 pub mod sct;
 #[cfg(test)]
 mod test_support;

@@ -401,9 +401,13 @@ pub fn verify_bundle(
         }
     }
 
-    // 4. RFC 3161 timestamps: every one must verify, over the signature bytes.
+    // 4. RFC 3161 timestamps: every one must verify, over the signature bytes
+    //    (or what a legacy format timestamps instead).
     if !bundle.rfc3161_timestamps.is_empty() {
-        let signed = bundle.signature_bytes().unwrap_or_default();
+        let signed = match &bundle.timestamped_message {
+            Some(m) => m.as_slice(),
+            None => bundle.signature_bytes().unwrap_or_default(),
+        };
         for (index, token) in bundle.rfc3161_timestamps.iter().enumerate() {
             let ts = verify_rfc3161(token, signed, root)
                 .map_err(|cause| VerifyError::Timestamp { index, cause })?;

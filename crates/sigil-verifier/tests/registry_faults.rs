@@ -527,3 +527,30 @@ async fn basic_credentials_are_sent_to_their_own_registry() {
             .is_ok()
     );
 }
+
+#[tokio::test]
+async fn a_registry_asking_for_credentials_kept_by_a_credential_helper_names_the_helper() {
+    let host = mock(Arc::new(|_, _: &Uri, _: Option<&str>| {
+        Response::builder()
+            .status(401)
+            .header("www-authenticate", r#"Basic realm="mock""#)
+            .body(Body::empty())
+            .unwrap()
+    }))
+    .await;
+    let config = format!(r#"{{"auths": {{"{host}": {{}}}}, "credsStore": "desktop"}}"#);
+    let creds = Credentials::from_docker_config_json(config.as_bytes()).unwrap();
+    let e = registry_error(
+        verify_with(&host, &format!("{host}/test/app@{IMAGE}"), limits(), creds).await,
+    );
+    assert!(
+        matches!(&e, RegistryError::CredentialHelper { helper, .. } if helper == "desktop"),
+        "{e}"
+    );
+    let msg = e.to_string();
+    assert!(msg.contains("docker-credential-desktop"), "{msg}");
+    assert!(
+        msg.contains("credential helpers are not supported"),
+        "{msg}"
+    );
+}

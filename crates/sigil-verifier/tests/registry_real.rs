@@ -2,17 +2,30 @@
 //! docker-registry without) holding images signed by real cosign v3, in both
 //! formats. Fixtures come from `e2e/registry-fixtures.sh`, which runs these
 //! ignored tests with `SIGIL_REGISTRY_FIXTURES` set.
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+//!
+//! Keyless signatures come from the testkit (its Fulcio CA, Rekor v1 log and
+//! TSA): each keyless test pushes its own small images and their signatures,
+//! in cosign's new and legacy formats, to the running registries with plain
+//! HTTP PUTs (below), then verifies with the testkit's trusted root.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing
+)]
 
 use std::collections::HashMap;
 
+use sigil_testkit::cosign::{self, OciManifest};
+use sigil_testkit::{BundleSpec, Testkit, TimestampSpec, TsaOptions};
 use sigil_verifier::crypto::PublicKey;
+use sigil_verifier::identity::{IdentityMatcher, IdentityPolicy};
 use sigil_verifier::image::{
     ImageError, ImagePolicy, ImageVerdict, VerifyImageOptions, verify_image,
 };
 use sigil_verifier::oci::{CandidateFormat, ClientConfig, RegistryClient, Want};
 use sigil_verifier::trust::TrustedRoot;
-use sigil_verifier::verify::{SignerPolicy, VerificationPolicy};
+use sigil_verifier::verify::{SignerPolicy, TimeSource, VerificationPolicy};
 
 fn fixtures() -> HashMap<String, String> {
     let path =
@@ -37,13 +50,20 @@ fn policy(f: &HashMap<String, String>, key: &str, want: Want) -> ImagePolicy {
 }
 
 async fn run(image: &str, p: &ImagePolicy) -> Result<ImageVerdict, ImageError> {
+    run_with(image, p, &TrustedRoot::public_good().unwrap()).await
+}
+
+async fn run_with(
+    image: &str,
+    p: &ImagePolicy,
+    root: &TrustedRoot,
+) -> Result<ImageVerdict, ImageError> {
     let client = RegistryClient::new(ClientConfig {
         allow_insecure_all: true,
         ..Default::default()
     })
     .unwrap();
-    let root = TrustedRoot::public_good().unwrap();
-    verify_image(image, p, &root, &client, &VerifyImageOptions::default()).await
+    verify_image(image, p, root, &client, &VerifyImageOptions::default()).await
 }
 
 const REGS: [&str; 2] = ["OLAREG", "DOCKREG"];
@@ -194,4 +214,335 @@ async fn key_signatures_without_a_log_entry_fail_unless_the_tlog_is_waived() {
     p.verification.require_tlog = true;
     let e = run(&f["OLAREG_NEW"], &p).await.unwrap_err();
     assert!(e.to_string().contains("transparency log"), "{e}");
+}
+
+// ---- keyless: testkit material pushed to the real registries ----
+
+/// Pushes manifests and blobs to one repository of a local registry, as a
+/// client without the referrers API support would: a referrer pushed to a
+/// registry that does not answer `OCI-Subject` is also added to the
+/// `sha256-<hex>` tag-schema index.
+struct Pusher {
+    http: reqwest::Client,
+    base: String,
+}
+
+impl Pusher {
+    fn new(registry: &str, repo: &str) -> Self {
+        assert!(registry.starts_with("127.0.0.1:"), "{registry}");
+        let http = reqwest::Client::builder()
+            .timeout(std::time::Duration::from_secs(10))
+            .build()
+            .unwrap();
+        Self {
+            http,
+            base: format!("http://{registry}/v2/{repo}"),
+        }
+    }
+
+    async fn blob(&self, data: &[u8]) {
+        let digest = cosign::digest_of(data);
+        let url = format!("{}/blobs/{digest}", self.base);
+        if self
+            .http
+            .head(&url)
+            .send()
+            .await
+            .unwrap()
+            .status()
+            .is_success()
+        {
+            return;
+        }
+        let start = self
+            .http
+            .post(format!("{}/blobs/uploads/", self.base))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(start.status().as_u16(), 202, "starting an upload");
+        let location = start.headers()["location"].to_str().unwrap().to_string();
+        let mut upload = reqwest::Url::parse(&self.base)
+            .unwrap()
+            .join(&location)
+            .unwrap();
+        upload.query_pairs_mut().append_pair("digest", &digest);
+        let done = self
+            .http
+            .put(upload)
+            .header("content-type", "application/octet-stream")
+            .body(data.to_vec())
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(
+            done.status().as_u16(),
+            201,
+            "finishing the upload of {digest}"
+        );
+    }
+
+    /// Pushes `m` (blobs first) under `reference`; whether the registry
+    /// took note of a `subject` (answered `OCI-Subject`).
+    async fn manifest(&self, m: &OciManifest, reference: &str) -> bool {
+        for b in &m.blobs {
+            self.blob(b).await;
+        }
+        self.put_manifest(reference, m.media_type, m.json.clone())
+            .await
+    }
+
+    async fn put_manifest(&self, reference: &str, media_type: &str, body: Vec<u8>) -> bool {
+        let r = self
+            .http
+            .put(format!("{}/manifests/{reference}", self.base))
+            .header("content-type", media_type)
+            .body(body)
+            .send()
+            .await
+            .unwrap();
+        let status = r.status();
+        let text_subject = r.headers().contains_key("oci-subject");
+        assert!(status.is_success(), "PUT manifest {reference}: {status}");
+        text_subject
+    }
+
+    /// Pushes a referrer of `subject_digest`, and, where the registry has no
+    /// referrers API, adds it to the subject's fallback tag index.
+    async fn referrer(&self, r: &OciManifest, subject_digest: &str) {
+        if self.manifest(r, &r.digest()).await {
+            return;
+        }
+        let tag = subject_digest.replacen(':', "-", 1);
+        let existing = self
+            .http
+            .get(format!("{}/manifests/{tag}", self.base))
+            .header("accept", cosign::OCI_INDEX)
+            .send()
+            .await
+            .unwrap();
+        let mut entries: Vec<serde_json::Value> = if existing.status().is_success() {
+            let v: serde_json::Value =
+                serde_json::from_slice(&existing.bytes().await.unwrap()).unwrap();
+            v["manifests"].as_array().cloned().unwrap_or_default()
+        } else {
+            Vec::new()
+        };
+        let fresh: serde_json::Value =
+            serde_json::from_slice(&cosign::fallback_index(&[r])).unwrap();
+        for e in fresh["manifests"].as_array().unwrap() {
+            if !entries.iter().any(|x| x["digest"] == e["digest"]) {
+                entries.push(e.clone());
+            }
+        }
+        let index = serde_json::json!({
+            "schemaVersion": 2,
+            "mediaType": cosign::OCI_INDEX,
+            "manifests": entries,
+        });
+        self.put_manifest(&tag, cosign::OCI_INDEX, index.to_string().into_bytes())
+            .await;
+    }
+}
+
+const KEYLESS_REPO: &str = "test/keyless";
+
+fn keyless_policy(identity: &str, issuer: &str) -> ImagePolicy {
+    ImagePolicy {
+        verification: VerificationPolicy::keyless(IdentityPolicy {
+            subject: IdentityMatcher::Exact(identity.into()),
+            issuer: IdentityMatcher::Exact(issuer.into()),
+        }),
+        want: Want::Signatures,
+    }
+}
+
+/// The testkit, its trusted root, and the spec every keyless signature uses.
+fn kit() -> (Testkit, TrustedRoot, BundleSpec, ImagePolicy) {
+    let kit = Testkit::new(31);
+    let root = TrustedRoot::from_json(&kit.trusted_root_json()).unwrap();
+    let spec = BundleSpec::default();
+    let policy = keyless_policy(spec.identity.as_str(), &spec.oidc_issuer);
+    (kit, root, spec, policy)
+}
+
+/// Pushes a fresh image named by `label`; its digest reference and manifest.
+async fn push_image(registry: &str, label: &str) -> (String, OciManifest) {
+    let img = cosign::image(label);
+    Pusher::new(registry, KEYLESS_REPO)
+        .manifest(&img, &img.digest())
+        .await;
+    (format!("{registry}/{KEYLESS_REPO}@{}", img.digest()), img)
+}
+
+/// Signs `signed` in the new format and pushes the referrer with `subject`
+/// as its subject (normally the same image).
+async fn push_new_format(
+    registry: &str,
+    kit: &Testkit,
+    spec: &BundleSpec,
+    signed: &OciManifest,
+    subject: &OciManifest,
+) {
+    let minted = cosign::image_signature_bundle(kit, spec, &signed.sha256()).unwrap();
+    let referrer = cosign::bundle_referrer(
+        minted.json.as_bytes(),
+        cosign::COSIGN_SIGN_PREDICATE,
+        subject.descriptor(),
+    );
+    Pusher::new(registry, KEYLESS_REPO)
+        .referrer(&referrer, &subject.digest())
+        .await;
+}
+
+/// Signs `signed` in the legacy format and pushes the `.sig` manifest under
+/// the tag of `under` (normally the same image).
+async fn push_legacy(
+    registry: &str,
+    kit: &Testkit,
+    spec: &BundleSpec,
+    signed: &OciManifest,
+    under: &OciManifest,
+) -> cosign::LegacySignature {
+    let reference = format!("{registry}/{KEYLESS_REPO}");
+    let sig = cosign::legacy_signature(kit, spec, &reference, &signed.digest()).unwrap();
+    let m = cosign::legacy_signature_manifest(std::slice::from_ref(&sig));
+    Pusher::new(registry, KEYLESS_REPO)
+        .manifest(&m, &cosign::legacy_signature_tag(&under.digest()))
+        .await;
+    sig
+}
+
+/// Both formats, each on its own image; (new-format image, legacy image).
+async fn keyless_images(registry: &str, label: &str) -> (String, String) {
+    let (kit, _, spec, _) = kit();
+    let (new_ref, new_img) = push_image(registry, &format!("{label}-new")).await;
+    push_new_format(registry, &kit, &spec, &new_img, &new_img).await;
+    let (legacy_ref, legacy_img) = push_image(registry, &format!("{label}-legacy")).await;
+    push_legacy(registry, &kit, &spec, &legacy_img, &legacy_img).await;
+    (new_ref, legacy_ref)
+}
+
+#[tokio::test]
+#[ignore = "needs e2e/registry-fixtures.sh"]
+async fn keyless_signatures_verify_in_both_formats_on_both_registries_with_the_testkit_root() {
+    let f = fixtures();
+    let (_, root, spec, policy) = kit();
+    for r in REGS {
+        let (new_ref, legacy_ref) = keyless_images(&f[r], "keyless-ok").await;
+        let v = run_with(&new_ref, &policy, &root).await.unwrap();
+        let expected = match r {
+            "OLAREG" => CandidateFormat::BundleReferrer,
+            _ => CandidateFormat::BundleFallbackTag,
+        };
+        assert_eq!(v.verified[0].format, expected, "{r}");
+        let v = run_with(&legacy_ref, &policy, &root).await.unwrap();
+        assert_eq!(
+            v.verified[0].format,
+            CandidateFormat::LegacySignature,
+            "{r}"
+        );
+        let id = v.verified[0].verified.identity.as_ref().unwrap();
+        assert_eq!(id.subject, spec.identity.as_str(), "{r}");
+    }
+}
+
+#[tokio::test]
+#[ignore = "needs e2e/registry-fixtures.sh"]
+async fn keyless_signatures_by_another_identity_or_issuer_are_rejected_in_both_formats() {
+    let f = fixtures();
+    let (_, root, spec, _) = kit();
+    let wrong_identity = keyless_policy(
+        "https://github.com/evil/repo/.github/workflows/x.yml@refs/heads/main",
+        &spec.oidc_issuer,
+    );
+    let wrong_issuer = keyless_policy(spec.identity.as_str(), "https://accounts.example.com");
+    for r in REGS {
+        let (new_ref, legacy_ref) = keyless_images(&f[r], "keyless-identity").await;
+        for image in [&new_ref, &legacy_ref] {
+            for (what, p) in [("identity", &wrong_identity), ("issuer", &wrong_issuer)] {
+                let e = run_with(image, p, &root).await.unwrap_err();
+                assert!(
+                    matches!(e, ImageError::NothingVerified { .. }),
+                    "{r} {what}: {e}"
+                );
+                assert!(e.to_string().contains(what), "{r} {what}: {e}");
+            }
+        }
+    }
+}
+
+#[tokio::test]
+#[ignore = "needs e2e/registry-fixtures.sh"]
+async fn keyless_signatures_are_rejected_under_another_trust_root_in_both_formats() {
+    let f = fixtures();
+    let (_, _, _, policy) = kit();
+    let other = TrustedRoot::from_json(&Testkit::new(32).trusted_root_json()).unwrap();
+    for r in REGS {
+        let (new_ref, legacy_ref) = keyless_images(&f[r], "keyless-root").await;
+        for image in [&new_ref, &legacy_ref] {
+            let e = run_with(image, &policy, &other).await.unwrap_err();
+            assert!(matches!(e, ImageError::NothingVerified { .. }), "{r}: {e}");
+        }
+    }
+}
+
+#[tokio::test]
+#[ignore = "needs e2e/registry-fixtures.sh"]
+async fn keyless_signatures_moved_onto_another_image_are_rejected_in_both_formats() {
+    let f = fixtures();
+    let (kit, root, spec, policy) = kit();
+    for r in REGS {
+        let reg = &f[r];
+        let (_, signed) = push_image(reg, "keyless-moved-source").await;
+        let (target_ref, target) = push_image(reg, "keyless-moved-target").await;
+        push_new_format(reg, &kit, &spec, &signed, &target).await;
+        push_legacy(reg, &kit, &spec, &signed, &target).await;
+        let e = run_with(&target_ref, &policy, &root).await.unwrap_err();
+        let ImageError::NothingVerified { rejected, .. } = &e else {
+            panic!("{r}: {e}")
+        };
+        assert_eq!(rejected.len(), 2, "{r}: {e}");
+        for c in rejected {
+            assert!(c.reason.contains("another"), "{r}: {c}");
+        }
+    }
+}
+
+#[tokio::test]
+#[ignore = "needs e2e/registry-fixtures.sh"]
+async fn legacy_keyless_signatures_with_an_rfc3161_timestamp_over_the_raw_signature_verify() {
+    let f = fixtures();
+    let (kit, root, spec, policy) = kit();
+    let with_tsa = BundleSpec {
+        timestamp: TimestampSpec::without_certs(),
+        ..spec.clone()
+    };
+    let wrong_imprint = BundleSpec {
+        timestamp: TimestampSpec::Rfc3161(TsaOptions {
+            embed_certs: false,
+            gen_time: None,
+            wrong_imprint: true,
+        }),
+        ..spec
+    };
+    for r in REGS {
+        let reg = &f[r];
+        let (good_ref, good) = push_image(reg, "keyless-tsa").await;
+        let sig = push_legacy(reg, &kit, &with_tsa, &good, &good).await;
+        assert!(sig.annotations.contains_key(cosign::RFC3161_ANNOTATION));
+        let v = run_with(&good_ref, &policy, &root).await.unwrap();
+        let times = &v.verified[0].verified.verified_times;
+        assert!(
+            times
+                .iter()
+                .any(|(_, s)| matches!(s, TimeSource::Rfc3161 { .. })),
+            "{r}: {times:?}"
+        );
+
+        let (bad_ref, bad) = push_image(reg, "keyless-tsa-wrong-imprint").await;
+        push_legacy(reg, &kit, &wrong_imprint, &bad, &bad).await;
+        let e = run_with(&bad_ref, &policy, &root).await.unwrap_err();
+        assert!(e.to_string().contains("timestamp"), "{r}: {e}");
+    }
 }

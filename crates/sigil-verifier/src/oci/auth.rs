@@ -51,15 +51,20 @@ impl fmt::Debug for Credential {
     }
 }
 
-/// Credentials per registry host.
+/// Credentials per registry host, and the hosts whose credentials a docker
+/// credential helper keeps (which sigil does not run).
 #[derive(Clone, Default, PartialEq, Eq)]
 pub struct Credentials {
     by_host: BTreeMap<String, Credential>,
+    helpers: BTreeMap<String, String>,
 }
 
 impl fmt::Debug for Credentials {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_map().entries(self.by_host.iter()).finish()
+        f.debug_struct("Credentials")
+            .field("by_host", &self.by_host)
+            .field("helpers", &self.helpers)
+            .finish()
     }
 }
 
@@ -67,6 +72,10 @@ impl fmt::Debug for Credentials {
 struct RawConfig {
     #[serde(default)]
     auths: Option<BTreeMap<String, RawEntry>>,
+    #[serde(default, rename = "credsStore")]
+    creds_store: Option<String>,
+    #[serde(default, rename = "credHelpers")]
+    cred_helpers: Option<BTreeMap<String, String>>,
 }
 
 #[derive(Deserialize, Default)]
@@ -117,18 +126,48 @@ impl Credentials {
         self.by_host.get(&normalize_host(host))
     }
 
+    /// The docker credential helper (`desktop` for `docker-credential-desktop`)
+    /// that keeps this host's credentials, when the config has no inline
+    /// credential for it.
+    pub fn helper_for(&self, host: &str) -> Option<&str> {
+        let host = normalize_host(host);
+        if self.by_host.contains_key(&host) {
+            return None;
+        }
+        self.helpers.get(&host).map(String::as_str)
+    }
+
     /// Whether no credential is configured.
     pub fn is_empty(&self) -> bool {
         self.by_host.is_empty()
     }
 
     /// Parses a docker config JSON (`{"auths": {...}}`): `~/.docker/config.json`
-    /// or a Kubernetes `.dockerconfigjson` secret payload. Credential helpers
-    /// (`credsStore`, `credHelpers`) are not run.
+    /// or a Kubernetes `.dockerconfigjson` secret payload.
+    ///
+    /// Credential helpers are not run (that would execute programs named by
+    /// the config). Instead the hosts they serve are remembered — every
+    /// `credHelpers` host, and with `credsStore` every `auths` host without
+    /// inline credentials (docker's login leaves such an empty entry) — so a
+    /// registry that asks such a host for credentials fails with an error
+    /// naming the helper, not with a puzzling anonymous denial.
     pub fn from_docker_config_json(json: &[u8]) -> Result<Self, AuthConfigError> {
         let raw: RawConfig =
             serde_json::from_slice(json).map_err(|e| AuthConfigError::Json(e.to_string()))?;
-        Self::from_entries(raw.auths.unwrap_or_default())
+        let auths = raw.auths.unwrap_or_default();
+        let hosts: Vec<String> = auths.keys().cloned().collect();
+        let mut out = Self::from_entries(auths)?;
+        if let Some(store) = raw.creds_store.filter(|s| !s.trim().is_empty()) {
+            for host in hosts {
+                out.helpers.insert(normalize_host(&host), store.clone());
+            }
+        }
+        for (host, helper) in raw.cred_helpers.unwrap_or_default() {
+            if !helper.trim().is_empty() {
+                out.helpers.insert(normalize_host(&host), helper);
+            }
+        }
+        Ok(out)
     }
 
     /// Parses a legacy `.dockercfg` secret payload: the `auths` map without
@@ -142,6 +181,7 @@ impl Credentials {
     /// Merges `other` into `self`; entries of `other` win.
     pub fn merge(&mut self, other: Self) {
         self.by_host.extend(other.by_host);
+        self.helpers.extend(other.helpers);
     }
 
     fn from_entries(entries: BTreeMap<String, RawEntry>) -> Result<Self, AuthConfigError> {
@@ -274,6 +314,26 @@ mod tests {
 
     fn b64(s: &str) -> String {
         base64::engine::general_purpose::STANDARD.encode(s)
+    }
+
+    #[test]
+    fn hosts_kept_by_credential_helpers_are_remembered_not_treated_as_anonymous() {
+        let json = r#"{
+            "auths": {"https://index.docker.io/v1/": {}, "inline.example": {"auth": "dTpw"}},
+            "credsStore": "desktop",
+            "credHelpers": {"123.dkr.ecr.us-east-1.amazonaws.com": "ecr-login"}
+        }"#;
+        let c = Credentials::from_docker_config_json(json.as_bytes()).unwrap();
+        assert_eq!(c.helper_for("index.docker.io"), Some("desktop"));
+        assert_eq!(
+            c.helper_for("123.dkr.ecr.us-east-1.amazonaws.com"),
+            Some("ecr-login")
+        );
+        // Inline credentials are used even when a store is configured.
+        assert_eq!(c.helper_for("inline.example"), None);
+        assert!(c.for_host("inline.example").is_some());
+        // A host the config never mentions stays anonymous.
+        assert_eq!(c.helper_for("ghcr.io"), None);
     }
 
     #[test]

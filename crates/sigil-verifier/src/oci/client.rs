@@ -7,8 +7,8 @@
 //! a total deadline, a digest check of every body fetched by digest, HEAD with
 //! `Docker-Content-Digest` and a GET fallback, and a count of round trips. So
 //! requests go through reqwest (the HTTP client oci-client itself builds on),
-//! configured with rustls on the ring provider; oci-client supplies reference
-//! parsing (see `reference`).
+//! configured with rustls on the ring provider. References are parsed by
+//! sigil's own parser (see `reference`), so oci-client is not a dependency.
 //!
 //! Credentials: a request carries the credential configured for its own host
 //! only. A bearer token endpoint (`realm`) gets the credential only when its
@@ -191,6 +191,16 @@ pub enum RegistryError {
         /// What went wrong.
         reason: String,
     },
+    /// The registry asks for credentials that a docker credential helper keeps.
+    #[error(
+        "{host} asks for credentials, and the docker config leaves them to the credential helper `docker-credential-{helper}`; credential helpers are not supported; put an auth entry for {host} in the config (\"auths\": {{\"{host}\": {{\"auth\": \"<base64 of user:password>\"}}}}) or use a pull secret"
+    )]
+    CredentialHelper {
+        /// The registry host.
+        host: String,
+        /// The helper's name (`desktop`, `ecr-login`, ...).
+        helper: String,
+    },
     /// A URL could not be built or a server-supplied URL was refused.
     #[error("bad URL {url}: {reason}")]
     Url {
@@ -218,6 +228,7 @@ impl RegistryError {
             Self::TooManyPages { .. } => "too-many-pages",
             Self::Json { .. } => "bad-json",
             Self::Token { .. } => "token",
+            Self::CredentialHelper { .. } => "credential-helper",
             Self::Url { .. } => "bad-url",
         }
     }
@@ -564,6 +575,12 @@ impl Session<'_> {
             .and_then(|v| v.to_str().ok())
             .and_then(parse_challenge);
         let credential = self.client.credentials.for_host(&repo.host);
+        if let (None, Some(helper)) = (credential, self.client.credentials.helper_for(&repo.host)) {
+            return Err(RegistryError::CredentialHelper {
+                host: repo.host.clone(),
+                helper: helper.to_string(),
+            });
+        }
         let header = match challenge {
             Some(Challenge::Bearer { realm, service, .. }) => {
                 self.token(

@@ -1,0 +1,364 @@
+//! The `ClusterImagePolicy` custom resource (`policy.sigil.dev/v1alpha1`),
+//! field for field compatible with sigstore policy-controller's
+//! `policy.sigstore.dev/v1beta1` for every feature sigil supports. Fields that
+//! policy-controller has and sigil does not support are kept in the schema
+//! (so the apiserver does not silently prune them) and rejected by CEL rules
+//! and by [`crate::compile`] with a message saying what to use instead.
+
+// kube's KubeSchema derive re-declares each struct (with its `pub` fields)
+// in a private scope to build the schema; those copies trip this lint.
+#![allow(unreachable_pub)]
+// `printcolumn(type_ = ...)` repeats by design; clippy reads it as a duplicate.
+#![allow(clippy::duplicated_attributes)]
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, LabelSelector};
+use kube::{CustomResource, KubeSchema};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+/// ClusterImagePolicy selects images by glob and says which signatures and
+/// attestations they need to run in the cluster.
+#[derive(CustomResource, KubeSchema, Serialize, Deserialize, Debug, Clone, Default, PartialEq)]
+#[kube(
+    group = "policy.sigil.dev",
+    version = "v1alpha1",
+    kind = "ClusterImagePolicy",
+    shortname = "cip",
+    category = "sigil",
+    status = "ClusterImagePolicyStatus",
+    derive = "PartialEq",
+    derive = "Default",
+    doc = "ClusterImagePolicy selects images by glob and says which signatures and attestations they need to run in the cluster.",
+    printcolumn(
+        name = "Ready",
+        type_ = "string",
+        json_path = ".status.conditions[?(@.type==\"Ready\")].status",
+        description = "Whether the policy compiled and is enforced"
+    ),
+    printcolumn(
+        name = "Mode",
+        type_ = "string",
+        json_path = ".spec.mode",
+        description = "enforce (deny on failure) or warn"
+    ),
+    printcolumn(
+        name = "Age",
+        type_ = "date",
+        json_path = ".metadata.creationTimestamp"
+    )
+)]
+#[serde(rename_all = "camelCase")]
+pub struct ClusterImagePolicySpec {
+    /// Images this policy applies to. An image matched by several policies
+    /// must satisfy all of them.
+    #[schemars(length(min = 1, max = 128))]
+    pub images: Vec<ImagePattern>,
+    /// Authorities that may vouch for a matched image; any one passing
+    /// satisfies the policy (unless a CIP-level `policy` asks for more).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 32))]
+    pub authorities: Vec<Authority>,
+    /// A Rego policy evaluated over the results of the authorities that
+    /// passed (only when at least one passed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub policy: Option<Policy>,
+    /// `enforce` (default) denies images that fail; `warn` admits them with
+    /// an admission warning.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("enum" = ["enforce", "warn"]))]
+    pub mode: Option<String>,
+    /// Restricts the policy to some resources; empty applies it to every
+    /// resource sigil admits.
+    #[serde(default, rename = "match", skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 16))]
+    pub match_: Vec<MatchResource>,
+}
+
+/// An image glob.
+#[derive(KubeSchema, Serialize, Deserialize, Debug, Clone, Default, PartialEq)]
+pub struct ImagePattern {
+    /// Glob over normalized image references: `*` matches within one path
+    /// segment, `**` across segments; `nginx` normalizes to
+    /// `index.docker.io/library/nginx`, and a bare `*` means
+    /// `index.docker.io/library/*`.
+    #[schemars(length(min = 1), regex(pattern = r"^[a-zA-Z0-9_:/*.\-]+$"))]
+    pub glob: String,
+}
+
+/// One way to establish that an image is trusted: a key, a keyless
+/// (Fulcio) identity, or a static verdict.
+#[derive(KubeSchema, Serialize, Deserialize, Debug, Clone, Default, PartialEq)]
+#[serde(rename_all = "camelCase")]
+#[x_kube(
+    validation = Rule::new("[has(self.key), has(self.keyless), has(self.static)].filter(x, x).size() == 1").message("exactly one of key, keyless or static must be set"),
+    validation = Rule::new("!has(self.static) || (!has(self.attestations) && !has(self.source) && !has(self.ctlog))").message("a static authority takes no attestations, source or ctlog")
+)]
+pub struct Authority {
+    /// Name used by the CIP-level policy (`authorityMatches.<name>`);
+    /// defaults to `authority-<index>`.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub name: String,
+    /// Verify signatures with a public key.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub key: Option<KeyRef>,
+    /// Verify Fulcio-certified (keyless) signatures.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub keyless: Option<KeylessRef>,
+    /// Pass or fail without looking at signatures.
+    #[serde(default, rename = "static", skip_serializing_if = "Option::is_none")]
+    pub static_: Option<StaticRef>,
+    /// Where signatures are stored, when not next to the image.
+    #[serde(default, rename = "source", skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 8))]
+    pub sources: Vec<Source>,
+    /// Transparency log (Rekor) trust; `ctlog: {}` turns the log requirement
+    /// off (key authorities only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ctlog: Option<TLog>,
+    /// Attestations the image must carry; when set, the authority is
+    /// satisfied by these attestations rather than plain signatures.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 32))]
+    pub attestations: Vec<Attestation>,
+    /// Timestamp authorities for RFC 3161 signed timestamps.
+    #[serde(
+        default,
+        rename = "rfc3161timestamp",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub rfc3161_timestamp: Option<Rfc3161Timestamp>,
+    /// Accepted for compatibility (`legacy` or `bundle`); sigil always looks
+    /// for both formats.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("enum" = ["legacy", "bundle"]))]
+    pub signature_format: Option<String>,
+}
+
+/// A public key: inline PEM or a Secret holding it.
+#[derive(KubeSchema, Serialize, Deserialize, Debug, Clone, Default, PartialEq)]
+#[serde(rename_all = "camelCase")]
+#[x_kube(
+    validation = Rule::new("[has(self.data), has(self.secretRef), has(self.kms)].filter(x, x).size() == 1").message("exactly one of data or secretRef must be set"),
+    validation = Rule::new("!has(self.kms)").message("KMS keys are not supported: export the public key (cosign public-key --key <kms-uri>) and set data or secretRef")
+)]
+pub struct KeyRef {
+    /// PEM public key (ECDSA P-256/P-384, Ed25519 or RSA) or, under
+    /// `ca-cert`, a PEM certificate chain.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub data: Option<String>,
+    /// A Secret whose single data entry holds the PEM.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub secret_ref: Option<SecretReference>,
+    /// Not supported by sigil (kept so it is rejected, not pruned).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kms: Option<String>,
+    /// Digest algorithm of message signatures: sha256 (default), sha384 or sha512.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("enum" = ["sha256", "sha384", "sha512"]))]
+    pub hash_algorithm: Option<String>,
+}
+
+/// A Secret by name and namespace.
+#[derive(KubeSchema, Serialize, Deserialize, Debug, Clone, Default, PartialEq)]
+pub struct SecretReference {
+    /// The Secret's name.
+    #[schemars(length(min = 1))]
+    pub name: String,
+    /// The Secret's namespace; sigil's own namespace when empty.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub namespace: String,
+}
+
+/// Keyless verification: Fulcio certificates with expected identities.
+#[derive(KubeSchema, Serialize, Deserialize, Debug, Clone, Default, PartialEq)]
+#[serde(rename_all = "camelCase")]
+#[x_kube(validation = Rule::new("!(has(self.url) && has(self.ca__dash__cert))").message("set at most one of url and ca-cert"))]
+pub struct KeylessRef {
+    /// Fulcio URL. Trust does not come from the URL: without `trustRootRef`
+    /// only the public-good Fulcio (`https://fulcio.sigstore.dev`) is accepted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub url: Option<String>,
+    /// Accepted signer identities; any one suffices.
+    #[schemars(length(min = 1, max = 32))]
+    pub identities: Vec<Identity>,
+    /// A CA certificate chain (PEM, inline or in a Secret) instead of Fulcio's.
+    #[serde(default, rename = "ca-cert", skip_serializing_if = "Option::is_none")]
+    pub ca_cert: Option<KeyRef>,
+    /// TrustRoot whose certificate authorities and CT logs to use; the
+    /// embedded Sigstore public-good trust root when empty.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trust_root_ref: Option<String>,
+    /// Do not require an embedded SCT in the certificate.
+    #[serde(
+        default,
+        rename = "insecureIgnoreSCT",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub insecure_ignore_sct: Option<bool>,
+}
+
+/// An expected signer: issuer and subject, each exact or a regular expression.
+#[derive(KubeSchema, Serialize, Deserialize, Debug, Clone, Default, PartialEq)]
+#[serde(rename_all = "camelCase")]
+#[x_kube(
+    validation = Rule::new("has(self.issuer) != has(self.issuerRegExp)").message("set exactly one of issuer and issuerRegExp"),
+    validation = Rule::new("has(self.subject) != has(self.subjectRegExp)").message("set exactly one of subject and subjectRegExp")
+)]
+pub struct Identity {
+    /// The OIDC issuer, exact match.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub issuer: Option<String>,
+    /// The certificate subject (SAN), exact match.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub subject: Option<String>,
+    /// Regular expression (RE2 syntax, unanchored like cosign) for the issuer.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub issuer_reg_exp: Option<String>,
+    /// Regular expression (RE2 syntax, unanchored like cosign) for the subject.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub subject_reg_exp: Option<String>,
+}
+
+/// A fixed verdict.
+#[derive(KubeSchema, Serialize, Deserialize, Debug, Clone, Default, PartialEq)]
+pub struct StaticRef {
+    /// `pass` admits matched images, `fail` denies them.
+    #[schemars(extend("enum" = ["pass", "fail"]))]
+    pub action: String,
+    /// Message shown when `action` is `fail`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+}
+
+/// Where signatures and attestations are stored.
+#[derive(KubeSchema, Serialize, Deserialize, Debug, Clone, Default, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct Source {
+    /// Repository (`registry/path`, no tag) holding the signatures.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub oci: Option<String>,
+    /// Secrets in the admitted object's namespace to pull signatures with.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 16))]
+    pub signature_pull_secrets: Vec<LocalObjectReference>,
+    /// Prefix of legacy signature tags (`<prefix>sha256-<hex>.sig`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tag_prefix: Option<String>,
+}
+
+/// An object in the same namespace, by name.
+#[derive(KubeSchema, Serialize, Deserialize, Debug, Clone, Default, PartialEq)]
+pub struct LocalObjectReference {
+    /// The object's name.
+    #[schemars(length(min = 1))]
+    pub name: String,
+}
+
+/// Transparency log trust.
+#[derive(KubeSchema, Serialize, Deserialize, Debug, Clone, Default, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct TLog {
+    /// Rekor URL. Without `trustRootRef` only the public-good Rekor
+    /// (`https://rekor.sigstore.dev`) is accepted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub url: Option<String>,
+    /// TrustRoot whose transparency logs to use.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trust_root_ref: Option<String>,
+}
+
+/// RFC 3161 timestamp authority trust.
+#[derive(KubeSchema, Serialize, Deserialize, Debug, Clone, Default, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct Rfc3161Timestamp {
+    /// TrustRoot whose timestamp authorities to use.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trust_root_ref: Option<String>,
+}
+
+/// An attestation the image must carry.
+#[derive(KubeSchema, Serialize, Deserialize, Debug, Clone, Default, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct Attestation {
+    /// Name used by the CIP-level policy (`attestations.<name>`).
+    #[schemars(length(min = 1))]
+    pub name: String,
+    /// In-toto predicate type URI, or a cosign short name (custom,
+    /// slsaprovenance, slsaprovenance02, slsaprovenance1, spdx, spdxjson,
+    /// cyclonedx, link, vuln, openvex).
+    #[schemars(length(min = 1))]
+    pub predicate_type: String,
+    /// Rego evaluated over each verified statement of that type (`input` is
+    /// the in-toto statement; `input.predicate` its predicate).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub policy: Option<Policy>,
+}
+
+/// A Rego policy (package `sigstore`, rule `isCompliant`).
+#[derive(KubeSchema, Serialize, Deserialize, Debug, Clone, Default, PartialEq)]
+#[serde(rename_all = "camelCase")]
+#[x_kube(
+    validation = Rule::new("self.type == 'rego'").message("only Rego policies are supported: rewrite CUE policies in Rego (package sigstore, rule isCompliant)"),
+    validation = Rule::new("!has(self.remote) && !has(self.configMapRef) && !has(self.fetchConfigFile)").message("remote, configMapRef and fetchConfigFile are not supported: put the Rego module in data")
+)]
+pub struct Policy {
+    /// The policy language; sigil supports `rego`.
+    #[serde(rename = "type")]
+    #[schemars(length(max = 16))]
+    pub type_: String,
+    /// The Rego module.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub data: Option<String>,
+    /// Not supported by sigil (kept so it is rejected, not pruned).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "Option<serde_json::Map<String, serde_json::Value>>")]
+    pub remote: Option<serde_json::Value>,
+    /// Not supported by sigil (kept so it is rejected, not pruned).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "Option<serde_json::Map<String, serde_json::Value>>")]
+    pub config_map_ref: Option<serde_json::Value>,
+    /// Not supported by sigil (kept so it is rejected, not pruned).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fetch_config_file: Option<bool>,
+    /// CIP-level only: add the admitted object's `spec` to the input.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub include_spec: Option<bool>,
+    /// CIP-level only: add the admitted object's `metadata` to the input.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub include_object_meta: Option<bool>,
+    /// CIP-level only: add the admitted object's `apiVersion` and `kind`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub include_type_meta: Option<bool>,
+}
+
+/// Selects admitted resources by group, version, resource and labels.
+#[derive(KubeSchema, Serialize, Deserialize, Debug, Clone, Default, PartialEq)]
+#[x_kube(validation = Rule::new("!has(self.selector) || has(self.resource) || has(self.group) || has(self.version)").message("a selector needs a resource, group or version to apply to"))]
+pub struct MatchResource {
+    /// API group (empty for the core group).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub group: Option<String>,
+    /// API version.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub version: Option<String>,
+    /// Plural resource name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("enum" = ["pods", "deployments", "replicasets", "statefulsets", "daemonsets", "jobs", "cronjobs", "replicationcontrollers"]))]
+    pub resource: Option<String>,
+    /// Labels the admitted object must carry.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub selector: Option<LabelSelector>,
+}
+
+/// Observed state of a ClusterImagePolicy.
+#[derive(Serialize, Deserialize, Debug, Clone, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ClusterImagePolicyStatus {
+    /// The generation the controller last compiled.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
+    /// `Ready`: True when the policy compiled and is enforced; False with the
+    /// reason (`Invalid`, `UnresolvedReference`, …) and message otherwise.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub conditions: Vec<Condition>,
+}

@@ -1,0 +1,998 @@
+//! Validation and compilation of ClusterImagePolicy and TrustRoot specs into
+//! the verifier's policy model. Every problem is reported with the path of
+//! the field at fault (`spec.authorities[1].keyless.identities[0].subjectRegExp:
+//! invalid regex: …`); all problems are collected, not just the first, and
+//! unsupported features are rejected with what to use instead — nothing is
+//! silently ignored. The same code runs in the controller and in `sigil
+//! policy lint`.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt;
+
+use base64::Engine as _;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1 as meta;
+use sigil_verifier::crypto::{HashAlgorithm, PublicKey, pem_decode_all};
+use sigil_verifier::identity::{IdentityMatcher, IdentityPolicy};
+use sigil_verifier::policy::glob::{Glob, ImageName};
+use sigil_verifier::policy::model::{
+    AuthorityKind, CaTrust, CipPolicy, CompiledAttestation, CompiledAuthority, CompiledPolicy,
+    KeyAuthority, KeyMaterial, KeylessAuthority, LabelOperator, LabelRequirement, LabelSelector,
+    Mode, PREDICATE_SHORT_NAMES, ResourceMatch, SecretRef, SignatureSource, StaticAction,
+    TlogPolicy, predicate_type_uri,
+};
+use sigil_verifier::policy::rego::RegoPolicy;
+use sigil_verifier::x509::Certificate;
+
+use crate::cip::{
+    Attestation, Authority, ClusterImagePolicySpec, Identity, KeyRef, KeylessRef, MatchResource,
+    Policy, Source, TLog,
+};
+use crate::trustroot::{CertificateAuthority, TransparencyLogInstance, TrustRootSpec};
+
+/// Public-good Fulcio; the only Fulcio accepted without a `trustRootRef`.
+pub const PUBLIC_GOOD_FULCIO: &str = "https://fulcio.sigstore.dev";
+/// Public-good Rekor; the only Rekor accepted without a `trustRootRef`.
+pub const PUBLIC_GOOD_REKOR: &str = "https://rekor.sigstore.dev";
+
+/// Resources a `match` entry may name: those sigil's webhook admits.
+pub const MATCH_RESOURCES: &[&str] = &[
+    "pods",
+    "deployments",
+    "replicasets",
+    "statefulsets",
+    "daemonsets",
+    "jobs",
+    "cronjobs",
+    "replicationcontrollers",
+];
+
+/// One rejected field.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FieldError {
+    /// Path of the field, e.g. `spec.authorities[0].key.data`.
+    pub path: String,
+    /// What is wrong and what to do.
+    pub message: String,
+}
+
+impl fmt::Display for FieldError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.path, self.message)
+    }
+}
+
+/// Why a spec was rejected.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum CompileError {
+    /// One or more fields are invalid.
+    #[error("{}", join(.0))]
+    Invalid(Vec<FieldError>),
+}
+
+impl CompileError {
+    /// The rejected fields.
+    pub fn fields(&self) -> &[FieldError] {
+        match self {
+            Self::Invalid(errors) => errors,
+        }
+    }
+}
+
+fn join(errors: &[FieldError]) -> String {
+    errors
+        .iter()
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
+/// Reads the PEM a Secret holds; the controller implements it with the
+/// Kubernetes API, `sigil policy lint` with [`Offline`].
+pub trait SecretResolver {
+    /// The PEM text of the Secret's single data entry; `None` when Secrets
+    /// cannot be read here (offline), `Some(Err(reason))` when the Secret is
+    /// missing or malformed.
+    fn resolve(&self, secret: &SecretRef) -> Option<Result<String, String>>;
+}
+
+/// A resolver for offline use: Secrets stay unresolved references.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Offline;
+
+impl SecretResolver for Offline {
+    fn resolve(&self, _secret: &SecretRef) -> Option<Result<String, String>> {
+        None
+    }
+}
+
+/// Collects field errors while walking a spec.
+#[derive(Default)]
+struct Errors(Vec<FieldError>);
+
+impl Errors {
+    fn add(&mut self, path: impl Into<String>, message: impl Into<String>) {
+        self.0.push(FieldError {
+            path: path.into(),
+            message: message.into(),
+        });
+    }
+}
+
+/// Validates `spec` and compiles it into the verifier's model. `name` is the
+/// ClusterImagePolicy's name.
+pub fn compile_policy(
+    name: &str,
+    spec: &ClusterImagePolicySpec,
+    secrets: &dyn SecretResolver,
+) -> Result<CompiledPolicy, CompileError> {
+    let mut errs = Errors::default();
+
+    if spec.images.is_empty() {
+        errs.add("spec.images", "at least one image glob is required");
+    }
+    let images = spec
+        .images
+        .iter()
+        .enumerate()
+        .filter_map(|(i, image)| {
+            Glob::compile(&image.glob)
+                .map_err(|e| errs.add(format!("spec.images[{i}].glob"), e.to_string()))
+                .ok()
+        })
+        .collect();
+
+    if spec.authorities.is_empty() {
+        errs.add(
+            "spec.authorities",
+            "at least one authority is required; to admit matched images without signatures use \
+             `static: {action: pass}`",
+        );
+    }
+    let mut names = BTreeSet::new();
+    let mut authorities = Vec::with_capacity(spec.authorities.len());
+    for (i, authority) in spec.authorities.iter().enumerate() {
+        let path = format!("spec.authorities[{i}]");
+        let name = if authority.name.is_empty() {
+            format!("authority-{i}")
+        } else {
+            authority.name.clone()
+        };
+        if !names.insert(name.clone()) {
+            errs.add(
+                format!("{path}.name"),
+                format!("duplicate authority name `{name}`; names must be unique within a policy"),
+            );
+        }
+        if let Some(a) = compile_authority(&path, name, authority, secrets, &mut errs) {
+            authorities.push(a);
+        }
+    }
+
+    let policy = spec
+        .policy
+        .as_ref()
+        .and_then(|p| compile_rego("spec.policy", &format!("{name}.policy"), p, true, &mut errs))
+        .map(|(rego, p)| CipPolicy {
+            rego,
+            include_spec: p.include_spec.unwrap_or(false),
+            include_object_meta: p.include_object_meta.unwrap_or(false),
+            include_type_meta: p.include_type_meta.unwrap_or(false),
+        });
+
+    let mode = match spec.mode.as_deref() {
+        None | Some("") | Some("enforce") => Mode::Enforce,
+        Some("warn") => Mode::Warn,
+        Some(other) => {
+            errs.add(
+                "spec.mode",
+                format!("unsupported mode `{other}`; use `enforce` or `warn`"),
+            );
+            Mode::Enforce
+        }
+    };
+
+    let matches = spec
+        .match_
+        .iter()
+        .enumerate()
+        .filter_map(|(i, m)| compile_match(&format!("spec.match[{i}]"), m, &mut errs))
+        .collect();
+
+    if errs.0.is_empty() {
+        Ok(CompiledPolicy {
+            name: name.to_owned(),
+            images,
+            authorities,
+            policy,
+            mode,
+            matches,
+        })
+    } else {
+        Err(CompileError::Invalid(errs.0))
+    }
+}
+
+fn compile_authority(
+    path: &str,
+    name: String,
+    a: &Authority,
+    secrets: &dyn SecretResolver,
+    errs: &mut Errors,
+) -> Option<CompiledAuthority> {
+    let set = [a.key.is_some(), a.keyless.is_some(), a.static_.is_some()]
+        .iter()
+        .filter(|x| **x)
+        .count();
+    if set != 1 {
+        errs.add(path, "exactly one of key, keyless or static must be set");
+        return None;
+    }
+    if let Some(format) = a.signature_format.as_deref()
+        && !matches!(format, "" | "legacy" | "bundle")
+    {
+        errs.add(
+            format!("{path}.signatureFormat"),
+            format!(
+                "unsupported signatureFormat `{format}`; use `legacy` or `bundle` (sigil looks \
+                     for both either way)"
+            ),
+        );
+    }
+    let kind = if let Some(key) = &a.key {
+        compile_key(&format!("{path}.key"), key, secrets, errs).map(AuthorityKind::Key)
+    } else if let Some(keyless) = &a.keyless {
+        compile_keyless(&format!("{path}.keyless"), keyless, errs).map(AuthorityKind::Keyless)
+    } else if let Some(s) = &a.static_ {
+        if !a.attestations.is_empty() || !a.sources.is_empty() || a.ctlog.is_some() {
+            errs.add(
+                path,
+                "a static authority takes no attestations, source or ctlog",
+            );
+        }
+        match s.action.as_str() {
+            "pass" => Some(AuthorityKind::Static(StaticAction::Pass)),
+            "fail" => Some(AuthorityKind::Static(StaticAction::Fail {
+                message: s.message.clone().filter(|m| !m.is_empty()),
+            })),
+            other => {
+                errs.add(
+                    format!("{path}.static.action"),
+                    format!("unsupported action `{other}`; use `pass` or `fail`"),
+                );
+                None
+            }
+        }
+    } else {
+        None
+    };
+
+    let sources = a
+        .sources
+        .iter()
+        .enumerate()
+        .filter_map(|(i, s)| compile_source(&format!("{path}.source[{i}]"), s, errs))
+        .collect();
+    let tlog = compile_tlog(&format!("{path}.ctlog"), a.ctlog.as_ref(), errs);
+    if tlog == TlogPolicy::Disabled && a.keyless.is_some() {
+        errs.add(
+            format!("{path}.ctlog"),
+            "keyless signatures need a transparency log to prove when they were made; remove \
+             `ctlog: {}` or set ctlog.trustRootRef",
+        );
+    }
+    let timestamp_trust_root = a.rfc3161_timestamp.as_ref().and_then(|t| {
+        t.trust_root_ref.as_deref().and_then(|r| {
+            check_object_name(&format!("{path}.rfc3161timestamp.trustRootRef"), r, errs)
+        })
+    });
+
+    let mut attestation_names = BTreeSet::new();
+    let attestations = a
+        .attestations
+        .iter()
+        .enumerate()
+        .filter_map(|(i, att)| {
+            let p = format!("{path}.attestations[{i}]");
+            if !att.name.is_empty() && !attestation_names.insert(att.name.clone()) {
+                errs.add(
+                    format!("{p}.name"),
+                    format!("duplicate attestation name `{}`", att.name),
+                );
+            }
+            compile_attestation(&p, &name, att, errs)
+        })
+        .collect();
+
+    Some(CompiledAuthority {
+        name,
+        kind: kind?,
+        sources,
+        tlog,
+        timestamp_trust_root,
+        attestations,
+    })
+}
+
+fn compile_key(
+    path: &str,
+    key: &KeyRef,
+    secrets: &dyn SecretResolver,
+    errs: &mut Errors,
+) -> Option<KeyAuthority> {
+    let hash = match key.hash_algorithm.as_deref() {
+        None | Some("") | Some("sha256") => HashAlgorithm::Sha256,
+        Some("sha384") => HashAlgorithm::Sha384,
+        Some("sha512") => HashAlgorithm::Sha512,
+        Some(other) => {
+            errs.add(
+                format!("{path}.hashAlgorithm"),
+                format!("unsupported hashAlgorithm `{other}`; use sha256, sha384 or sha512"),
+            );
+            HashAlgorithm::Sha256
+        }
+    };
+    let key = key_source(path, key, errs)?;
+    let material = match key {
+        Pem::Inline(pem) => {
+            KeyMaterial::Resolved(parse_public_key(&format!("{path}.data"), &pem, errs)?)
+        }
+        Pem::Secret(secret) => match secrets.resolve(&secret) {
+            None => KeyMaterial::Secret(secret),
+            Some(Ok(pem)) => {
+                KeyMaterial::Resolved(parse_public_key(&format!("{path}.secretRef"), &pem, errs)?)
+            }
+            Some(Err(reason)) => {
+                errs.add(format!("{path}.secretRef"), format!("{secret}: {reason}"));
+                return None;
+            }
+        },
+    };
+    Some(KeyAuthority {
+        key: material,
+        hash,
+    })
+}
+
+/// A PEM given inline or by Secret.
+enum Pem {
+    Inline(String),
+    Secret(SecretRef),
+}
+
+/// Checks the data/secretRef/kms one-of of a KeyRef.
+fn key_source(path: &str, key: &KeyRef, errs: &mut Errors) -> Option<Pem> {
+    if key.kms.is_some() {
+        errs.add(
+            format!("{path}.kms"),
+            "KMS keys are not supported: export the public key (`cosign public-key --key \
+             <kms-uri>`) and put it in data or in a Secret named by secretRef",
+        );
+        return None;
+    }
+    match (&key.data, &key.secret_ref) {
+        (Some(data), None) => Some(Pem::Inline(data.clone())),
+        (None, Some(secret)) => {
+            if secret.name.is_empty() {
+                errs.add(
+                    format!("{path}.secretRef.name"),
+                    "the Secret's name is required",
+                );
+                return None;
+            }
+            Some(Pem::Secret(SecretRef {
+                namespace: secret.namespace.clone(),
+                name: secret.name.clone(),
+            }))
+        }
+        (Some(_), Some(_)) => {
+            errs.add(path, "set only one of data and secretRef");
+            None
+        }
+        (None, None) => {
+            errs.add(path, "one of data or secretRef is required");
+            None
+        }
+    }
+}
+
+fn parse_public_key(path: &str, pem: &str, errs: &mut Errors) -> Option<PublicKey> {
+    PublicKey::from_pem(pem)
+        .map_err(|e| {
+            errs.add(
+                path,
+                format!(
+                    "invalid public key: {e}; expected a PEM `PUBLIC KEY` (ECDSA P-256/P-384, \
+                     Ed25519 or RSA), e.g. from `cosign public-key`"
+                ),
+            )
+        })
+        .ok()
+}
+
+fn compile_keyless(path: &str, k: &KeylessRef, errs: &mut Errors) -> Option<KeylessAuthority> {
+    if k.identities.is_empty() {
+        errs.add(
+            format!("{path}.identities"),
+            "at least one identity (issuer/issuerRegExp and subject/subjectRegExp) is required",
+        );
+    }
+    let identities: Vec<IdentityPolicy> = k
+        .identities
+        .iter()
+        .enumerate()
+        .filter_map(|(i, id)| compile_identity(&format!("{path}.identities[{i}]"), id, errs))
+        .collect();
+    let trust_root = k
+        .trust_root_ref
+        .as_deref()
+        .and_then(|r| check_object_name(&format!("{path}.trustRootRef"), r, errs));
+    if k.url.is_some() && k.ca_cert.is_some() {
+        errs.add(path, "set at most one of url and ca-cert");
+    }
+    if let Some(url) = &k.url {
+        check_url(&format!("{path}.url"), url, errs);
+        if trust_root.is_none() && url.trim_end_matches('/') != PUBLIC_GOOD_FULCIO {
+            errs.add(
+                format!("{path}.url"),
+                format!(
+                    "`{url}` is not the public-good Fulcio ({PUBLIC_GOOD_FULCIO}); sigil takes trust \
+                     from a TrustRoot, not a URL: set trustRootRef to a TrustRoot holding that \
+                     Fulcio's CA"
+                ),
+            );
+        }
+    }
+    let trust = if let Some(ca) = &k.ca_cert {
+        let p = format!("{path}.ca-cert");
+        match key_source(&p, ca, errs)? {
+            Pem::Inline(pem) => {
+                CaTrust::CaCert(parse_cert_chain(&format!("{p}.data"), &pem, errs)?)
+            }
+            Pem::Secret(secret) => CaTrust::CaCertSecret(secret),
+        }
+    } else if let Some(name) = trust_root {
+        CaTrust::TrustRoot(name)
+    } else {
+        CaTrust::PublicGood
+    };
+    Some(KeylessAuthority {
+        identities,
+        trust,
+        require_sct: !k.insecure_ignore_sct.unwrap_or(false),
+    })
+}
+
+fn parse_cert_chain(path: &str, pem: &str, errs: &mut Errors) -> Option<Vec<Vec<u8>>> {
+    let ders = match pem_decode_all(pem, "CERTIFICATE") {
+        Ok(ders) if !ders.is_empty() => ders,
+        Ok(_) => {
+            errs.add(
+                path,
+                "no `-----BEGIN CERTIFICATE-----` block found; give the PEM chain",
+            );
+            return None;
+        }
+        Err(e) => {
+            errs.add(path, format!("invalid PEM certificate chain: {e}"));
+            return None;
+        }
+    };
+    for (i, der) in ders.iter().enumerate() {
+        if let Err(e) = Certificate::from_der(der) {
+            errs.add(
+                path,
+                format!("certificate {i} of the chain is invalid: {e}"),
+            );
+            return None;
+        }
+    }
+    Some(ders)
+}
+
+fn compile_identity(path: &str, id: &Identity, errs: &mut Errors) -> Option<IdentityPolicy> {
+    let issuer = matcher(path, "issuer", &id.issuer, &id.issuer_reg_exp, errs);
+    let subject = matcher(path, "subject", &id.subject, &id.subject_reg_exp, errs);
+    Some(IdentityPolicy {
+        subject: subject?,
+        issuer: issuer?,
+    })
+}
+
+fn matcher(
+    path: &str,
+    field: &str,
+    exact: &Option<String>,
+    regex: &Option<String>,
+    errs: &mut Errors,
+) -> Option<IdentityMatcher> {
+    let exact = exact.as_deref().filter(|s| !s.is_empty());
+    let regex = regex.as_deref().filter(|s| !s.is_empty());
+    match (exact, regex) {
+        (Some(e), None) => Some(IdentityMatcher::Exact(e.to_owned())),
+        (None, Some(r)) => match regex::RegexBuilder::new(r).size_limit(1 << 20).build() {
+            Ok(re) => Some(IdentityMatcher::Regex(re)),
+            Err(e) => {
+                // The regex crate's message spans lines; status and admission
+                // messages are single lines.
+                let reason = e
+                    .to_string()
+                    .split_whitespace()
+                    .collect::<Vec<_>>()
+                    .join(" ");
+                errs.add(
+                    format!("{path}.{field}RegExp"),
+                    format!("invalid regex: {reason}"),
+                );
+                None
+            }
+        },
+        (Some(_), Some(_)) => {
+            errs.add(path, format!("set only one of {field} and {field}RegExp"));
+            None
+        }
+        (None, None) => {
+            errs.add(
+                path,
+                format!(
+                    "one of {field} or {field}RegExp is required; sigil does not accept any \
+                     {field} (write `{field}RegExp: \".*\"` if you really mean that)"
+                ),
+            );
+            None
+        }
+    }
+}
+
+fn compile_source(path: &str, s: &Source, errs: &mut Errors) -> Option<SignatureSource> {
+    let oci = match s.oci.as_deref().filter(|o| !o.is_empty()) {
+        Some(oci) => {
+            match ImageName::parse(oci) {
+                Ok(r)
+                    if !oci.contains('@')
+                        && !oci
+                            .rsplit('/')
+                            .next()
+                            .is_some_and(|last| last.contains(':')) =>
+                {
+                    Some(r.repository_name())
+                }
+                Ok(_) => {
+                    errs.add(
+                    format!("{path}.oci"),
+                    format!("`{oci}` names a tag or digest; give the repository only (registry/path)"),
+                );
+                    None
+                }
+                Err(e) => {
+                    errs.add(format!("{path}.oci"), e.to_string());
+                    None
+                }
+            }
+        }
+        None => {
+            errs.add(
+                format!("{path}.oci"),
+                "the repository holding signatures is required",
+            );
+            None
+        }
+    };
+    for (i, secret) in s.signature_pull_secrets.iter().enumerate() {
+        check_object_name(
+            &format!("{path}.signaturePullSecrets[{i}].name"),
+            &secret.name,
+            errs,
+        );
+    }
+    if let Some(prefix) = &s.tag_prefix
+        && (prefix.len() > 64
+            || !prefix
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b"_.-".contains(&b)))
+    {
+        errs.add(
+            format!("{path}.tagPrefix"),
+            "a tag prefix may hold at most 64 letters, digits, `_`, `.` and `-`",
+        );
+    }
+    Some(SignatureSource {
+        oci,
+        pull_secrets: s
+            .signature_pull_secrets
+            .iter()
+            .map(|s| s.name.clone())
+            .collect(),
+        tag_prefix: s.tag_prefix.clone().filter(|p| !p.is_empty()),
+    })
+}
+
+fn compile_tlog(path: &str, t: Option<&TLog>, errs: &mut Errors) -> TlogPolicy {
+    let Some(t) = t else {
+        return TlogPolicy::Required { trust_root: None };
+    };
+    let trust_root = t
+        .trust_root_ref
+        .as_deref()
+        .and_then(|r| check_object_name(&format!("{path}.trustRootRef"), r, errs));
+    match (&t.url, &trust_root) {
+        (None, None) => TlogPolicy::Disabled,
+        (Some(url), None) => {
+            check_url(&format!("{path}.url"), url, errs);
+            if url.trim_end_matches('/') != PUBLIC_GOOD_REKOR {
+                errs.add(
+                    format!("{path}.url"),
+                    format!(
+                        "`{url}` is not the public-good Rekor ({PUBLIC_GOOD_REKOR}); set \
+                         trustRootRef to a TrustRoot holding that log's key"
+                    ),
+                );
+            }
+            TlogPolicy::Required { trust_root: None }
+        }
+        (url, Some(_)) => {
+            if let Some(url) = url {
+                check_url(&format!("{path}.url"), url, errs);
+            }
+            TlogPolicy::Required { trust_root }
+        }
+    }
+}
+
+fn compile_attestation(
+    path: &str,
+    authority: &str,
+    att: &Attestation,
+    errs: &mut Errors,
+) -> Option<CompiledAttestation> {
+    if att.name.is_empty() {
+        errs.add(format!("{path}.name"), "a name is required");
+    }
+    let predicate_type = predicate_type_uri(&att.predicate_type);
+    if predicate_type.is_empty() {
+        errs.add(
+            format!("{path}.predicateType"),
+            "a predicate type is required",
+        );
+    } else if !predicate_type.contains(':') {
+        let names: Vec<&str> = PREDICATE_SHORT_NAMES.iter().map(|(n, _)| *n).collect();
+        errs.add(
+            format!("{path}.predicateType"),
+            format!(
+                "`{predicate_type}` is neither a predicate type URI nor a cosign short name ({})",
+                names.join(", ")
+            ),
+        );
+    }
+    let policy = match &att.policy {
+        Some(p) => Some(
+            compile_rego(
+                &format!("{path}.policy"),
+                &format!("{authority}.{}", att.name),
+                p,
+                false,
+                errs,
+            )?
+            .0,
+        ),
+        None => None,
+    };
+    Some(CompiledAttestation {
+        name: att.name.clone(),
+        predicate_type: predicate_type.to_owned(),
+        policy,
+    })
+}
+
+fn compile_rego<'p>(
+    path: &str,
+    label: &str,
+    p: &'p Policy,
+    cip_level: bool,
+    errs: &mut Errors,
+) -> Option<(RegoPolicy, &'p Policy)> {
+    let before = errs.0.len();
+    match p.type_.as_str() {
+        "rego" => {}
+        "cue" => errs.add(
+            format!("{path}.type"),
+            "CUE policies are not supported: rewrite the policy in Rego (type: rego, package \
+             sigstore, rule isCompliant)",
+        ),
+        other => errs.add(
+            format!("{path}.type"),
+            format!("unsupported policy type `{other}`; use `rego`"),
+        ),
+    }
+    for (field, set) in [
+        ("remote", p.remote.is_some()),
+        ("configMapRef", p.config_map_ref.is_some()),
+        ("fetchConfigFile", p.fetch_config_file.is_some()),
+    ] {
+        if set {
+            errs.add(
+                format!("{path}.{field}"),
+                "not supported by sigil: put the Rego module inline in data",
+            );
+        }
+    }
+    if !cip_level {
+        for (field, set) in [
+            ("includeSpec", p.include_spec.is_some()),
+            ("includeObjectMeta", p.include_object_meta.is_some()),
+            ("includeTypeMeta", p.include_type_meta.is_some()),
+        ] {
+            if set {
+                errs.add(
+                    format!("{path}.{field}"),
+                    "only the ClusterImagePolicy-level policy (spec.policy) can include the \
+                     admitted object",
+                );
+            }
+        }
+    }
+    let Some(data) = p.data.as_deref().filter(|d| !d.trim().is_empty()) else {
+        errs.add(format!("{path}.data"), "the Rego module is required");
+        return None;
+    };
+    let rego = RegoPolicy::compile(label, data)
+        .map_err(|e| errs.add(format!("{path}.data"), e.to_string()))
+        .ok()?;
+    (errs.0.len() == before).then_some((rego, p))
+}
+
+fn compile_match(path: &str, m: &MatchResource, errs: &mut Errors) -> Option<ResourceMatch> {
+    let resource = m.resource.clone().unwrap_or_default();
+    if !resource.is_empty() && !MATCH_RESOURCES.contains(&resource.as_str()) {
+        errs.add(
+            format!("{path}.resource"),
+            format!(
+                "unsupported resource `{resource}`; sigil admits {}",
+                MATCH_RESOURCES.join(", ")
+            ),
+        );
+    }
+    let group = m.group.clone().unwrap_or_default();
+    let version = m.version.clone().unwrap_or_default();
+    if m.selector.is_some() && resource.is_empty() && group.is_empty() && version.is_empty() {
+        errs.add(
+            format!("{path}.selector"),
+            "a selector needs a resource, group or version to apply to",
+        );
+    }
+    let selector = m
+        .selector
+        .as_ref()
+        .and_then(|s| compile_selector(&format!("{path}.selector"), s, errs));
+    if m.selector.is_some() && selector.is_none() {
+        return None;
+    }
+    Some(ResourceMatch {
+        group,
+        version,
+        resource,
+        selector,
+    })
+}
+
+fn compile_selector(
+    path: &str,
+    s: &meta::LabelSelector,
+    errs: &mut Errors,
+) -> Option<LabelSelector> {
+    let mut ok = true;
+    let mut match_expressions = Vec::new();
+    for (i, e) in s.match_expressions.iter().flatten().enumerate() {
+        let p = format!("{path}.matchExpressions[{i}]");
+        let values = e.values.clone().unwrap_or_default();
+        let operator = match e.operator.as_str() {
+            "In" => LabelOperator::In,
+            "NotIn" => LabelOperator::NotIn,
+            "Exists" => LabelOperator::Exists,
+            "DoesNotExist" => LabelOperator::DoesNotExist,
+            other => {
+                errs.add(
+                    format!("{p}.operator"),
+                    format!(
+                        "unsupported operator `{other}`; use In, NotIn, Exists or DoesNotExist"
+                    ),
+                );
+                ok = false;
+                continue;
+            }
+        };
+        let needs_values = matches!(operator, LabelOperator::In | LabelOperator::NotIn);
+        if needs_values == values.is_empty() {
+            errs.add(
+                format!("{p}.values"),
+                if needs_values {
+                    "In and NotIn need at least one value"
+                } else {
+                    "Exists and DoesNotExist take no values"
+                },
+            );
+            ok = false;
+        }
+        match_expressions.push(LabelRequirement {
+            key: e.key.clone(),
+            operator,
+            values,
+        });
+    }
+    ok.then(|| LabelSelector {
+        match_labels: s.match_labels.clone().unwrap_or_default(),
+        match_expressions,
+    })
+}
+
+fn check_url(path: &str, url: &str, errs: &mut Errors) {
+    let valid = ["https://", "http://"].iter().any(|scheme| {
+        url.strip_prefix(scheme)
+            .is_some_and(|rest| !rest.is_empty())
+    }) && !url.chars().any(char::is_whitespace);
+    if !valid {
+        errs.add(path, format!("`{url}` is not an http(s) URL"));
+    }
+}
+
+/// Checks a Kubernetes object name (DNS subdomain) and returns it.
+fn check_object_name(path: &str, name: &str, errs: &mut Errors) -> Option<String> {
+    let valid = !name.is_empty()
+        && name.len() <= 253
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b"-.".contains(&b))
+        && name
+            .bytes()
+            .next()
+            .is_some_and(|b| b.is_ascii_alphanumeric())
+        && name
+            .bytes()
+            .last()
+            .is_some_and(|b| b.is_ascii_alphanumeric());
+    if valid {
+        Some(name.to_owned())
+    } else {
+        errs.add(
+            path,
+            format!(
+                "`{name}` is not a Kubernetes object name (lowercase letters, digits, `-` and `.`)"
+            ),
+        );
+        None
+    }
+}
+
+/// Validates a TrustRoot spec: exactly one source, and every key, certificate
+/// chain and root decodes.
+pub fn validate_trust_root(spec: &TrustRootSpec) -> Result<(), CompileError> {
+    let mut errs = Errors::default();
+    let set = [
+        spec.remote.is_some(),
+        spec.repository.is_some(),
+        spec.sigstore_keys.is_some(),
+    ]
+    .iter()
+    .filter(|x| **x)
+    .count();
+    if set != 1 {
+        errs.add(
+            "spec",
+            "exactly one of remote, repository or sigstoreKeys must be set",
+        );
+    }
+    if let Some(remote) = &spec.remote {
+        check_url("spec.remote.mirror", &remote.mirror, &mut errs);
+        check_root_json("spec.remote.root", &remote.root, &mut errs);
+    }
+    if let Some(repo) = &spec.repository {
+        check_root_json("spec.repository.root", &repo.root, &mut errs);
+        decode_base64("spec.repository.mirrorFS", &repo.mirror_fs, &mut errs);
+    }
+    if let Some(keys) = &spec.sigstore_keys {
+        let lists: [(&str, &[CertificateAuthority]); 2] = [
+            ("certificateAuthorities", &keys.certificate_authorities),
+            ("timestampAuthorities", &keys.timestamp_authorities),
+        ];
+        for (field, list) in lists {
+            for (i, ca) in list.iter().enumerate() {
+                let path = format!("spec.sigstoreKeys.{field}[{i}].certChain");
+                if let Some(pem) = decode_base64_text(&path, &ca.cert_chain, &mut errs) {
+                    parse_cert_chain(&path, &pem, &mut errs);
+                }
+            }
+        }
+        let logs: [(&str, &[TransparencyLogInstance]); 2] =
+            [("tLogs", &keys.tlogs), ("ctLogs", &keys.ctlogs)];
+        for (field, list) in logs {
+            for (i, log) in list.iter().enumerate() {
+                let path = format!("spec.sigstoreKeys.{field}[{i}]");
+                check_url(&format!("{path}.baseURL"), &log.base_url, &mut errs);
+                if let Some(h) = log.hash_algorithm.as_deref()
+                    && !matches!(h, "sha256" | "sha384" | "sha512")
+                {
+                    errs.add(
+                        format!("{path}.hashAlgorithm"),
+                        format!("unsupported hashAlgorithm `{h}`; use sha256, sha384 or sha512"),
+                    );
+                }
+                let key_path = format!("{path}.publicKey");
+                if let Some(pem) = decode_base64_text(&key_path, &log.public_key, &mut errs) {
+                    parse_public_key(&key_path, &pem, &mut errs);
+                }
+            }
+        }
+        if keys.certificate_authorities.is_empty()
+            && keys.timestamp_authorities.is_empty()
+            && keys.tlogs.is_empty()
+        {
+            errs.add(
+                "spec.sigstoreKeys",
+                "no certificate authorities, timestamp authorities or transparency logs: this trust \
+                 root could verify nothing",
+            );
+        }
+    }
+    if errs.0.is_empty() {
+        Ok(())
+    } else {
+        Err(CompileError::Invalid(errs.0))
+    }
+}
+
+fn decode_base64(path: &str, value: &str, errs: &mut Errors) -> Option<Vec<u8>> {
+    let compact: String = value.chars().filter(|c| !c.is_ascii_whitespace()).collect();
+    base64::engine::general_purpose::STANDARD
+        .decode(compact.as_bytes())
+        .map_err(|e| {
+            errs.add(
+                path,
+                format!("not base64 ({e}); byte fields hold base64, e.g. `base64 -w0 < file`"),
+            )
+        })
+        .ok()
+}
+
+fn decode_base64_text(path: &str, value: &str, errs: &mut Errors) -> Option<String> {
+    let bytes = decode_base64(path, value, errs)?;
+    String::from_utf8(bytes)
+        .map_err(|_| errs.add(path, "the base64 does not decode to PEM text"))
+        .ok()
+}
+
+fn check_root_json(path: &str, value: &str, errs: &mut Errors) {
+    if let Some(bytes) = decode_base64(path, value, errs)
+        && serde_json::from_slice::<serde_json::Value>(&bytes)
+            .ok()
+            .and_then(|v| v.get("signed").cloned())
+            .is_none()
+    {
+        errs.add(
+            path,
+            "not a base64-encoded TUF root.json (no `signed` object)",
+        );
+    }
+}
+
+/// Returns the names of the TrustRoots a compiled policy refers to, so the
+/// controller can watch them and report missing ones.
+pub fn trust_root_refs(policy: &CompiledPolicy) -> BTreeMap<String, Vec<String>> {
+    let mut out: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for a in &policy.authorities {
+        let mut add = |name: &str| out.entry(name.to_owned()).or_default().push(a.name.clone());
+        if let AuthorityKind::Keyless(k) = &a.kind
+            && let CaTrust::TrustRoot(name) = &k.trust
+        {
+            add(name);
+        }
+        if let TlogPolicy::Required {
+            trust_root: Some(name),
+        } = &a.tlog
+        {
+            add(name);
+        }
+        if let Some(name) = &a.timestamp_trust_root {
+            add(name);
+        }
+    }
+    out
+}

@@ -1,0 +1,17 @@
+//! sigil-api: the `policy.sigil.dev/v1alpha1` Kubernetes API. It owns the
+//! `ClusterImagePolicy` and `TrustRoot` custom resources ([`cip`],
+//! [`trustroot`]), their generated CRDs ([`crds`]), validation and
+//! compilation into the verifier's policy model ([`compile`]), offline linting
+//! of YAML files ([`lint`]) and conversion from policy-controller's API
+//! ([`convert`]).
+#![forbid(unsafe_code)]
+
+pub mod cip;
+pub mod compile;
+pub mod convert;
+pub mod crds;
+pub mod lint;
+pub mod trustroot;
+
+pub use cip::{ClusterImagePolicy, ClusterImagePolicySpec};
+pub use trustroot::{TrustRoot, TrustRootSpec};

@@ -1,0 +1,186 @@
+//! Offline linting of ClusterImagePolicy and TrustRoot YAML (`sigil policy
+//! lint`): parse every document of a file, refuse unknown fields (the
+//! apiserver would silently prune them), and apply exactly the validation and
+//! compilation the controller applies, with Secrets left unresolved.
+
+use serde_json::Value;
+use sigil_verifier::policy::model::{AuthorityKind, CompiledPolicy, KeyMaterial};
+
+use crate::compile::{Offline, compile_policy, validate_trust_root};
+use crate::{ClusterImagePolicy, TrustRoot};
+
+/// The API version sigil serves.
+pub const API_VERSION: &str = "policy.sigil.dev/v1alpha1";
+
+/// Why a file could not be linted at all.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum LintError {
+    /// The text is not YAML.
+    #[error("not valid YAML: {0}")]
+    Yaml(String),
+}
+
+/// The findings for one YAML document.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct DocumentReport {
+    /// Position of the document in the file (0-based).
+    pub index: usize,
+    /// `kind` of the document.
+    pub kind: String,
+    /// `metadata.name` of the document.
+    pub name: String,
+    /// Problems that make the cluster reject the object.
+    pub errors: Vec<String>,
+    /// Facts worth knowing that are not errors (e.g. Secrets resolved only in-cluster).
+    pub notes: Vec<String>,
+}
+
+/// Lints every document of a YAML stream.
+pub fn lint_yaml(text: &str) -> Result<Vec<DocumentReport>, LintError> {
+    let documents: Vec<Value> =
+        serde_saphyr::from_multiple(text).map_err(|e| LintError::Yaml(e.to_string()))?;
+    Ok(documents
+        .iter()
+        .enumerate()
+        .map(|(index, doc)| lint_document(index, doc))
+        .collect())
+}
+
+/// Lints one document given as JSON.
+pub fn lint_document(index: usize, doc: &Value) -> DocumentReport {
+    let text = |v: &Value, key: &str| {
+        v.get(key)
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_owned()
+    };
+    let mut report = DocumentReport {
+        index,
+        kind: text(doc, "kind"),
+        name: doc
+            .get("metadata")
+            .map(|m| text(m, "name"))
+            .unwrap_or_default(),
+        ..DocumentReport::default()
+    };
+    let api_version = text(doc, "apiVersion");
+    if api_version.starts_with("policy.sigstore.dev/") {
+        report.errors.push(format!(
+            "apiVersion: {api_version} is sigstore policy-controller's API; run `sigil policy \
+             convert` to get a {API_VERSION} object"
+        ));
+        return report;
+    }
+    if api_version != API_VERSION {
+        report.errors.push(format!(
+            "apiVersion: expected {API_VERSION}, found `{api_version}`"
+        ));
+        return report;
+    }
+    if report.name.is_empty() {
+        report
+            .errors
+            .push("metadata.name: a name is required".into());
+    }
+    match report.kind.as_str() {
+        "ClusterImagePolicy" => match serde_json::from_value::<ClusterImagePolicy>(doc.clone()) {
+            Ok(cip) => {
+                unknown_fields(
+                    doc.get("spec"),
+                    serde_json::to_value(&cip.spec).ok().as_ref(),
+                    "spec",
+                    &mut report.errors,
+                );
+                match compile_policy(&report.name, &cip.spec, &Offline) {
+                    Ok(compiled) => report.notes.extend(unresolved_secrets(&compiled)),
+                    Err(e) => report
+                        .errors
+                        .extend(e.fields().iter().map(ToString::to_string)),
+                }
+            }
+            Err(e) => report.errors.push(format!("spec: {e}")),
+        },
+        "TrustRoot" => match serde_json::from_value::<TrustRoot>(doc.clone()) {
+            Ok(root) => {
+                unknown_fields(
+                    doc.get("spec"),
+                    serde_json::to_value(&root.spec).ok().as_ref(),
+                    "spec",
+                    &mut report.errors,
+                );
+                if let Err(e) = validate_trust_root(&root.spec) {
+                    report
+                        .errors
+                        .extend(e.fields().iter().map(ToString::to_string));
+                }
+            }
+            Err(e) => report.errors.push(format!("spec: {e}")),
+        },
+        other => report.errors.push(format!(
+            "kind: expected ClusterImagePolicy or TrustRoot, found `{other}`"
+        )),
+    }
+    report
+}
+
+/// Reports keys of `input` that the typed round trip dropped: fields sigil
+/// does not know (typos, features of other APIs).
+fn unknown_fields(
+    input: Option<&Value>,
+    known: Option<&Value>,
+    path: &str,
+    errors: &mut Vec<String>,
+) {
+    match (input, known) {
+        (Some(Value::Object(input)), Some(Value::Object(known))) => {
+            for (key, value) in input {
+                let child = format!("{path}.{key}");
+                match known.get(key) {
+                    Some(k) => unknown_fields(Some(value), Some(k), &child, errors),
+                    None if is_empty(value) => {}
+                    None => errors.push(format!(
+                        "{child}: unknown field; the cluster would drop it silently"
+                    )),
+                }
+            }
+        }
+        (Some(Value::Array(input)), Some(Value::Array(known))) => {
+            for (i, (value, k)) in input.iter().zip(known).enumerate() {
+                unknown_fields(Some(value), Some(k), &format!("{path}[{i}]"), errors);
+            }
+        }
+        (Some(Value::Object(input)), None) if !input.is_empty() => {
+            errors.push(format!(
+                "{path}: unknown field; the cluster would drop it silently"
+            ));
+        }
+        _ => {}
+    }
+}
+
+fn is_empty(v: &Value) -> bool {
+    match v {
+        Value::Null => true,
+        Value::String(s) => s.is_empty(),
+        Value::Array(a) => a.is_empty(),
+        Value::Object(o) => o.is_empty(),
+        Value::Bool(_) | Value::Number(_) => false,
+    }
+}
+
+fn unresolved_secrets(policy: &CompiledPolicy) -> Vec<String> {
+    policy
+        .authorities
+        .iter()
+        .filter_map(|a| match &a.kind {
+            AuthorityKind::Key(k) => match &k.key {
+                KeyMaterial::Secret(secret) => Some(format!(
+                    "authority {}: the key in {secret} is read by the controller in the cluster",
+                    a.name
+                )),
+                KeyMaterial::Resolved(_) => None,
+            },
+            _ => None,
+        })
+        .collect()
+}

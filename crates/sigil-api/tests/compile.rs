@@ -1,0 +1,647 @@
+//! Validation and compilation of ClusterImagePolicy and TrustRoot specs: each
+//! field's happy path and its error path, with the field path in the message.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing
+)]
+
+use base64::Engine as _;
+use sigil_api::ClusterImagePolicySpec;
+use sigil_api::compile::{
+    CompileError, Offline, SecretResolver, compile_policy, trust_root_refs, validate_trust_root,
+};
+use sigil_api::trustroot::TrustRootSpec;
+use sigil_verifier::crypto::{HashAlgorithm, PublicKey};
+use sigil_verifier::policy::model::{
+    AuthorityKind, CaTrust, CompiledPolicy, KeyMaterial, Mode, SecretRef, StaticAction, TlogPolicy,
+};
+
+const P256: &str = include_str!("data/p256.pub");
+const P384: &str = include_str!("data/p384.pub");
+const ED25519: &str = include_str!("data/ed.pub");
+const RSA: &str = include_str!("data/rsa.pub");
+const CA: &str = include_str!("data/ca.pem");
+
+fn indent(text: &str, by: usize) -> String {
+    text.lines()
+        .map(|l| format!("{}{l}", " ".repeat(by)))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+fn compile_with(yaml: &str, secrets: &dyn SecretResolver) -> Result<CompiledPolicy, CompileError> {
+    let spec: ClusterImagePolicySpec =
+        serde_saphyr::from_str(yaml).unwrap_or_else(|e| panic!("bad test YAML: {e}\n{yaml}"));
+    compile_policy("test", &spec, secrets)
+}
+
+fn compile(yaml: &str) -> CompiledPolicy {
+    compile_with(yaml, &Offline).unwrap_or_else(|e| panic!("{e}\n{yaml}"))
+}
+
+/// The error messages for `yaml`, which must fail.
+fn errors(yaml: &str) -> Vec<String> {
+    match compile_with(yaml, &Offline) {
+        Ok(_) => panic!("expected errors for\n{yaml}"),
+        Err(e) => e.fields().iter().map(ToString::to_string).collect(),
+    }
+}
+
+fn assert_error(yaml: &str, expected: &str) {
+    let errs = errors(yaml);
+    assert!(
+        errs.iter()
+            .any(|e| e.starts_with(expected) || e.contains(expected)),
+        "expected an error containing {expected:?}, got {errs:#?}"
+    );
+}
+
+fn keyless(identity: &str) -> String {
+    format!(
+        "images: [{{glob: \"ghcr.io/**\"}}]\nauthorities:\n- keyless:\n    identities:\n    - {identity}\n"
+    )
+}
+
+const GHA: &str = "{issuer: \"https://token.actions.githubusercontent.com\", subjectRegExp: \"^https://github.com/sigil-dev/\"}";
+
+fn key_policy(key_fields: &str) -> String {
+    format!(
+        "images: [{{glob: \"ghcr.io/**\"}}]\nauthorities:\n- name: k\n  key:\n{}\n",
+        indent(key_fields, 4)
+    )
+}
+
+#[test]
+fn a_keyless_policy_compiles_to_public_good_trust_with_sct_and_tlog() {
+    let p = compile(&keyless(GHA));
+    assert_eq!(p.name, "test");
+    assert_eq!(p.mode, Mode::Enforce);
+    let a = &p.authorities[0];
+    assert_eq!(a.name, "authority-0");
+    assert_eq!(a.tlog, TlogPolicy::Required { trust_root: None });
+    let AuthorityKind::Keyless(k) = &a.kind else {
+        panic!()
+    };
+    assert_eq!(k.trust, CaTrust::PublicGood);
+    assert!(k.require_sct);
+    assert_eq!(k.identities.len(), 1);
+}
+
+#[test]
+fn images_need_at_least_one_valid_glob() {
+    assert_error(
+        "images: []\nauthorities: [{static: {action: pass}}]",
+        "spec.images: at least one image glob",
+    );
+    assert_error(
+        "images: [{glob: \"ghcr.io/(a|b)\"}]\nauthorities: [{static: {action: pass}}]",
+        "spec.images[0].glob: invalid glob `ghcr.io/(a|b)`",
+    );
+}
+
+#[test]
+fn authorities_are_required_and_need_exactly_one_kind() {
+    assert_error(
+        "images: [{glob: \"**\"}]",
+        "spec.authorities: at least one authority is required",
+    );
+    assert_error(
+        "images: [{glob: \"**\"}]\nauthorities: [{name: a}]",
+        "spec.authorities[0]: exactly one of key, keyless or static",
+    );
+    assert_error(
+        &format!(
+            "images: [{{glob: \"**\"}}]\nauthorities:\n- static: {{action: pass}}\n  keyless: {{identities: [{GHA}]}}"
+        ),
+        "spec.authorities[0]: exactly one of key, keyless or static",
+    );
+}
+
+#[test]
+fn authority_names_default_to_their_index_and_must_be_unique() {
+    let p = compile(
+        "images: [{glob: \"**\"}]\nauthorities: [{static: {action: pass}}, {name: x, static: {action: pass}}]",
+    );
+    assert_eq!(p.authorities[0].name, "authority-0");
+    assert_eq!(p.authorities[1].name, "x");
+    assert_error(
+        "images: [{glob: \"**\"}]\nauthorities: [{name: x, static: {action: pass}}, {name: x, static: {action: fail}}]",
+        "spec.authorities[1].name: duplicate authority name `x`",
+    );
+}
+
+#[test]
+fn every_supported_key_type_compiles() {
+    for (pem, scheme) in [
+        (P256, "ECDSA P-256"),
+        (P384, "ECDSA P-384"),
+        (ED25519, "Ed25519"),
+        (RSA, "RSA"),
+    ] {
+        let p = compile(&key_policy(&format!("data: |\n{}", indent(pem, 2))));
+        let AuthorityKind::Key(k) = &p.authorities[0].kind else {
+            panic!()
+        };
+        let KeyMaterial::Resolved(key) = &k.key else {
+            panic!()
+        };
+        assert_eq!(key.scheme(), scheme);
+        assert_eq!(k.hash, HashAlgorithm::Sha256);
+    }
+}
+
+#[test]
+fn an_invalid_key_names_its_field() {
+    assert_error(
+        &key_policy("data: not a key"),
+        "spec.authorities[0].key.data: invalid public key",
+    );
+    assert_error(
+        &key_policy("{}"),
+        "spec.authorities[0].key: one of data or secretRef is required",
+    );
+}
+
+#[test]
+fn hash_algorithm_accepts_sha2_and_rejects_others() {
+    let p = compile(&key_policy(&format!(
+        "hashAlgorithm: sha384\ndata: |\n{}",
+        indent(P256, 2)
+    )));
+    let AuthorityKind::Key(k) = &p.authorities[0].kind else {
+        panic!()
+    };
+    assert_eq!(k.hash, HashAlgorithm::Sha384);
+    assert_error(
+        &key_policy(&format!(
+            "hashAlgorithm: sha224\ndata: |\n{}",
+            indent(P256, 2)
+        )),
+        "spec.authorities[0].key.hashAlgorithm: unsupported hashAlgorithm `sha224`",
+    );
+}
+
+struct OneSecret;
+
+impl SecretResolver for OneSecret {
+    fn resolve(&self, secret: &SecretRef) -> Option<Result<String, String>> {
+        Some(if secret.name == "cosign-pub" {
+            Ok(P256.to_owned())
+        } else {
+            Err("not found; create it or fix secretRef".to_owned())
+        })
+    }
+}
+
+#[test]
+fn a_secret_ref_stays_a_reference_offline_and_resolves_through_the_resolver() {
+    let yaml = key_policy("secretRef: {name: cosign-pub, namespace: sigil}");
+    let p = compile(&yaml);
+    let AuthorityKind::Key(k) = &p.authorities[0].kind else {
+        panic!()
+    };
+    assert!(
+        matches!(&k.key, KeyMaterial::Secret(s) if s.name == "cosign-pub" && s.namespace == "sigil")
+    );
+    let p = compile_with(&yaml, &OneSecret).unwrap();
+    let AuthorityKind::Key(k) = &p.authorities[0].kind else {
+        panic!()
+    };
+    assert!(matches!(&k.key, KeyMaterial::Resolved(PublicKey::P256(_))));
+    let err = compile_with(&key_policy("secretRef: {name: other}"), &OneSecret).unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("spec.authorities[0].key.secretRef: secret other: not found"),
+        "{err}"
+    );
+    assert_error(
+        &key_policy(&format!(
+            "secretRef: {{name: x}}\ndata: |\n{}",
+            indent(P256, 2)
+        )),
+        "spec.authorities[0].key: set only one of data and secretRef",
+    );
+}
+
+#[test]
+fn kms_keys_are_rejected_with_what_to_do_instead() {
+    assert_error(
+        &key_policy("kms: awskms:///arn:aws:kms:us-east-1:111122223333:key/abc"),
+        "spec.authorities[0].key.kms: KMS keys are not supported: export the public key",
+    );
+}
+
+#[test]
+fn identities_take_exact_or_regex_issuer_and_subject() {
+    compile(&keyless("{issuer: a, subject: b}"));
+    compile(&keyless("{issuerRegExp: \"^a$\", subjectRegExp: \"b\"}"));
+    assert_error(
+        &keyless("{issuer: a, subjectRegExp: \"(\"}"),
+        "spec.authorities[0].keyless.identities[0].subjectRegExp: invalid regex:",
+    );
+    assert_error(
+        &keyless("{issuerRegExp: \"[\", subject: b}"),
+        "spec.authorities[0].keyless.identities[0].issuerRegExp: invalid regex:",
+    );
+    assert_error(
+        &keyless("{issuer: a, issuerRegExp: a, subject: b}"),
+        "spec.authorities[0].keyless.identities[0]: set only one of issuer and issuerRegExp",
+    );
+    assert_error(
+        &keyless("{issuer: a}"),
+        "one of subject or subjectRegExp is required",
+    );
+    assert_error(
+        "images: [{glob: \"**\"}]\nauthorities: [{keyless: {identities: []}}]",
+        "spec.authorities[0].keyless.identities: at least one identity",
+    );
+}
+
+#[test]
+fn keyless_url_must_be_public_good_unless_a_trust_root_is_named() {
+    let with = |extra: &str| {
+        format!(
+            "images: [{{glob: \"**\"}}]\nauthorities:\n- keyless:\n    identities: [{GHA}]\n{}\n",
+            indent(extra, 4)
+        )
+    };
+    compile(&with("url: https://fulcio.sigstore.dev"));
+    assert_error(
+        &with("url: https://fulcio.example.com"),
+        "spec.authorities[0].keyless.url: `https://fulcio.example.com` is not the public-good Fulcio",
+    );
+    let p = compile(&with("url: https://fulcio.example.com\ntrustRootRef: corp"));
+    let AuthorityKind::Keyless(k) = &p.authorities[0].kind else {
+        panic!()
+    };
+    assert_eq!(k.trust, CaTrust::TrustRoot("corp".into()));
+    assert_eq!(trust_root_refs(&p).keys().collect::<Vec<_>>(), ["corp"]);
+    assert_error(
+        &with("url: fulcio"),
+        "spec.authorities[0].keyless.url: `fulcio` is not an http(s) URL",
+    );
+    assert_error(
+        &with("trustRootRef: Not_A_Name"),
+        "spec.authorities[0].keyless.trustRootRef:",
+    );
+}
+
+#[test]
+fn keyless_ca_cert_takes_a_pem_chain() {
+    let with = |extra: &str| {
+        format!(
+            "images: [{{glob: \"**\"}}]\nauthorities:\n- keyless:\n    identities: [{GHA}]\n{}\n",
+            indent(extra, 4)
+        )
+    };
+    let p = compile(&with(&format!("ca-cert:\n  data: |\n{}", indent(CA, 4))));
+    let AuthorityKind::Keyless(k) = &p.authorities[0].kind else {
+        panic!()
+    };
+    assert!(matches!(&k.trust, CaTrust::CaCert(chain) if chain.len() == 1));
+    assert_error(
+        &with("ca-cert:\n  data: nothing"),
+        "spec.authorities[0].keyless.ca-cert.data: no `-----BEGIN CERTIFICATE-----` block",
+    );
+    let p = compile(&with("ca-cert:\n  secretRef: {name: corp-ca}"));
+    let AuthorityKind::Keyless(k) = &p.authorities[0].kind else {
+        panic!()
+    };
+    assert!(matches!(&k.trust, CaTrust::CaCertSecret(s) if s.name == "corp-ca"));
+    assert_error(
+        &with(&format!(
+            "url: https://fulcio.sigstore.dev\nca-cert:\n  data: |\n{}",
+            indent(CA, 4)
+        )),
+        "spec.authorities[0].keyless: set at most one of url and ca-cert",
+    );
+}
+
+#[test]
+fn insecure_ignore_sct_turns_off_the_sct_requirement() {
+    let p = compile(&format!(
+        "images: [{{glob: \"**\"}}]\nauthorities:\n- keyless:\n    insecureIgnoreSCT: true\n    identities: [{GHA}]\n"
+    ));
+    let AuthorityKind::Keyless(k) = &p.authorities[0].kind else {
+        panic!()
+    };
+    assert!(!k.require_sct);
+}
+
+#[test]
+fn static_actions_are_pass_or_fail_and_take_nothing_else() {
+    let p = compile(
+        "images: [{glob: \"**\"}]\nauthorities: [{static: {action: fail, message: banned}}]",
+    );
+    assert!(
+        matches!(&p.authorities[0].kind, AuthorityKind::Static(StaticAction::Fail { message: Some(m) }) if m == "banned")
+    );
+    assert_error(
+        "images: [{glob: \"**\"}]\nauthorities: [{static: {action: maybe}}]",
+        "spec.authorities[0].static.action: unsupported action `maybe`",
+    );
+    assert_error(
+        "images: [{glob: \"**\"}]\nauthorities: [{static: {action: pass}, ctlog: {}}]",
+        "spec.authorities[0]: a static authority takes no attestations, source or ctlog",
+    );
+}
+
+#[test]
+fn sources_name_a_repository_secrets_and_a_tag_prefix() {
+    let with = |source: &str| {
+        format!(
+            "images: [{{glob: \"**\"}}]\nauthorities:\n- keyless: {{identities: [{GHA}]}}\n  source:\n  - {source}\n"
+        )
+    };
+    let p = compile(&with(
+        "{oci: \"registry.local:5000/sigs\", signaturePullSecrets: [{name: regcred}], tagPrefix: \"v1-\"}",
+    ));
+    let s = &p.authorities[0].sources[0];
+    assert_eq!(s.oci.as_deref(), Some("registry.local:5000/sigs"));
+    assert_eq!(s.pull_secrets, ["regcred"]);
+    assert_eq!(s.tag_prefix.as_deref(), Some("v1-"));
+    assert_error(
+        &with("{oci: \"ghcr.io/sigs:v1\"}"),
+        "spec.authorities[0].source[0].oci: `ghcr.io/sigs:v1` names a tag or digest",
+    );
+    assert_error(
+        &with("{tagPrefix: x}"),
+        "spec.authorities[0].source[0].oci: the repository holding signatures is required",
+    );
+    assert_error(
+        &with("{oci: ghcr.io/s, tagPrefix: \"a/b\"}"),
+        "spec.authorities[0].source[0].tagPrefix:",
+    );
+    assert_error(
+        &with("{oci: ghcr.io/s, signaturePullSecrets: [{name: \"\"}]}"),
+        "spec.authorities[0].source[0].signaturePullSecrets[0].name:",
+    );
+}
+
+#[test]
+fn ctlog_empty_disables_the_log_for_keys_only() {
+    let key = format!(
+        "images: [{{glob: \"**\"}}]\nauthorities:\n- ctlog: {{}}\n  key:\n    data: |\n{}\n",
+        indent(P256, 6)
+    );
+    assert_eq!(compile(&key).authorities[0].tlog, TlogPolicy::Disabled);
+    assert_error(
+        &format!(
+            "images: [{{glob: \"**\"}}]\nauthorities:\n- ctlog: {{}}\n  keyless: {{identities: [{GHA}]}}\n"
+        ),
+        "spec.authorities[0].ctlog: keyless signatures need a transparency log",
+    );
+    let p = compile(&format!(
+        "images: [{{glob: \"**\"}}]\nauthorities:\n- ctlog: {{trustRootRef: corp}}\n  keyless: {{identities: [{GHA}]}}\n"
+    ));
+    assert_eq!(
+        p.authorities[0].tlog,
+        TlogPolicy::Required {
+            trust_root: Some("corp".into())
+        }
+    );
+    compile(&format!(
+        "images: [{{glob: \"**\"}}]\nauthorities:\n- ctlog: {{url: \"https://rekor.sigstore.dev\"}}\n  keyless: {{identities: [{GHA}]}}\n"
+    ));
+    assert_error(
+        &format!(
+            "images: [{{glob: \"**\"}}]\nauthorities:\n- ctlog: {{url: \"https://rekor.example\"}}\n  keyless: {{identities: [{GHA}]}}\n"
+        ),
+        "spec.authorities[0].ctlog.url: `https://rekor.example` is not the public-good Rekor",
+    );
+}
+
+#[test]
+fn rfc3161_timestamp_and_signature_format_are_accepted() {
+    let p = compile(&format!(
+        "images: [{{glob: \"**\"}}]\nauthorities:\n- keyless: {{identities: [{GHA}]}}\n  rfc3161timestamp: {{trustRootRef: tsa}}\n  signatureFormat: bundle\n"
+    ));
+    assert_eq!(
+        p.authorities[0].timestamp_trust_root.as_deref(),
+        Some("tsa")
+    );
+    assert_error(
+        &format!(
+            "images: [{{glob: \"**\"}}]\nauthorities:\n- keyless: {{identities: [{GHA}]}}\n  signatureFormat: protobuf\n"
+        ),
+        "spec.authorities[0].signatureFormat: unsupported signatureFormat `protobuf`",
+    );
+}
+
+fn attestation(att: &str) -> String {
+    format!(
+        "images: [{{glob: \"**\"}}]\nauthorities:\n- name: a\n  keyless: {{identities: [{GHA}]}}\n  attestations:\n{}\n",
+        indent(att, 2)
+    )
+}
+
+const REGO: &str = "package sigstore\ndefault isCompliant := false\nisCompliant if input.predicate.builder.id == \"x\"\n";
+
+#[test]
+fn attestation_short_names_expand_and_uris_pass_through() {
+    for (short, uri) in [
+        ("custom", "https://cosign.sigstore.dev/attestation/v1"),
+        ("slsaprovenance", "https://slsa.dev/provenance/v0.2"),
+        ("slsaprovenance02", "https://slsa.dev/provenance/v0.2"),
+        ("slsaprovenance1", "https://slsa.dev/provenance/v1"),
+        ("spdx", "https://spdx.dev/Document"),
+        ("spdxjson", "https://spdx.dev/Document"),
+        ("cyclonedx", "https://cyclonedx.org/bom"),
+        ("link", "https://in-toto.io/Link/v1"),
+        ("vuln", "https://cosign.sigstore.dev/attestation/vuln/v1"),
+        (
+            "https://example.com/custom/v1",
+            "https://example.com/custom/v1",
+        ),
+    ] {
+        let p = compile(&attestation(&format!(
+            "- {{name: n, predicateType: \"{short}\"}}"
+        )));
+        assert_eq!(
+            p.authorities[0].attestations[0].predicate_type, uri,
+            "{short}"
+        );
+    }
+    assert_error(
+        &attestation("- {name: n, predicateType: sbom}"),
+        "spec.authorities[0].attestations[0].predicateType: `sbom` is neither a predicate type URI nor a cosign short name",
+    );
+    assert_error(
+        &attestation("- {name: \"\", predicateType: vuln}"),
+        "spec.authorities[0].attestations[0].name: a name is required",
+    );
+    assert_error(
+        &attestation("- {name: n, predicateType: vuln}\n- {name: n, predicateType: spdx}"),
+        "spec.authorities[0].attestations[1].name: duplicate attestation name `n`",
+    );
+}
+
+#[test]
+fn attestation_policies_compile_rego_once_and_reject_cue() {
+    let p = compile(&attestation(&format!(
+        "- name: n\n  predicateType: slsaprovenance\n  policy:\n    type: rego\n    data: |\n{}",
+        indent(REGO, 6)
+    )));
+    assert!(p.authorities[0].attestations[0].policy.is_some());
+    assert_error(
+        &attestation(
+            "- name: n\n  predicateType: vuln\n  policy: {type: cue, data: \"predicate: {}\"}",
+        ),
+        "spec.authorities[0].attestations[0].policy.type: CUE policies are not supported: rewrite the policy in Rego",
+    );
+    assert_error(
+        &attestation(
+            "- name: n\n  predicateType: vuln\n  policy: {type: rego, data: \"package sigstore\\nisCompliant if {{\"}",
+        ),
+        "spec.authorities[0].attestations[0].policy.data: invalid Rego",
+    );
+    assert_error(
+        &attestation("- name: n\n  predicateType: vuln\n  policy: {type: rego}"),
+        "spec.authorities[0].attestations[0].policy.data: the Rego module is required",
+    );
+    assert_error(
+        &attestation(
+            "- name: n\n  predicateType: vuln\n  policy: {type: rego, remote: {url: \"https://x\"}, data: \"package sigstore\\nisCompliant := true\"}",
+        ),
+        "spec.authorities[0].attestations[0].policy.remote: not supported by sigil",
+    );
+    assert_error(
+        &attestation(
+            "- name: n\n  predicateType: vuln\n  policy: {type: rego, includeSpec: true, data: \"package sigstore\\nisCompliant := true\"}",
+        ),
+        "spec.authorities[0].attestations[0].policy.includeSpec: only the ClusterImagePolicy-level policy",
+    );
+}
+
+#[test]
+fn the_cip_level_policy_compiles_with_its_include_flags() {
+    let p = compile(&format!(
+        "images: [{{glob: \"**\"}}]\nauthorities: [{{static: {{action: pass}}}}]\npolicy:\n  type: rego\n  includeSpec: true\n  includeObjectMeta: true\n  data: |\n{}",
+        indent(REGO, 4)
+    ));
+    let cip = p.policy.unwrap();
+    assert!(cip.include_spec && cip.include_object_meta && !cip.include_type_meta);
+    assert_error(
+        "images: [{glob: \"**\"}]\nauthorities: [{static: {action: pass}}]\npolicy: {type: rego, data: \"package other\\nisCompliant := true\"}",
+        "spec.policy.data: the Rego module declares package data.other",
+    );
+    assert_error(
+        "images: [{glob: \"**\"}]\nauthorities: [{static: {action: pass}}]\npolicy: {type: rego, configMapRef: {name: x}, data: \"package sigstore\\nisCompliant := true\"}",
+        "spec.policy.configMapRef: not supported by sigil",
+    );
+}
+
+#[test]
+fn mode_is_enforce_or_warn() {
+    let p =
+        compile("images: [{glob: \"**\"}]\nauthorities: [{static: {action: pass}}]\nmode: warn");
+    assert_eq!(p.mode, Mode::Warn);
+    assert_error(
+        "images: [{glob: \"**\"}]\nauthorities: [{static: {action: pass}}]\nmode: audit",
+        "spec.mode: unsupported mode `audit`; use `enforce` or `warn`",
+    );
+}
+
+#[test]
+fn match_entries_take_supported_resources_and_label_selectors() {
+    let base = "images: [{glob: \"**\"}]\nauthorities: [{static: {action: pass}}]\n";
+    let p = compile(&format!(
+        "{base}match:\n- group: apps\n  version: v1\n  resource: deployments\n  selector:\n    matchLabels: {{team: a}}\n    matchExpressions:\n    - {{key: tier, operator: In, values: [web]}}\n"
+    ));
+    let m = &p.matches[0];
+    assert_eq!(
+        (m.group.as_str(), m.resource.as_str()),
+        ("apps", "deployments")
+    );
+    assert_eq!(m.selector.as_ref().unwrap().match_expressions.len(), 1);
+    assert_error(
+        &format!("{base}match: [{{resource: services}}]"),
+        "spec.match[0].resource: unsupported resource `services`",
+    );
+    assert_error(
+        &format!("{base}match: [{{selector: {{matchLabels: {{a: b}}}}}}]"),
+        "spec.match[0].selector: a selector needs a resource, group or version",
+    );
+    assert_error(
+        &format!(
+            "{base}match: [{{resource: pods, selector: {{matchExpressions: [{{key: a, operator: Near}}]}}}}]"
+        ),
+        "spec.match[0].selector.matchExpressions[0].operator: unsupported operator `Near`",
+    );
+    assert_error(
+        &format!(
+            "{base}match: [{{resource: pods, selector: {{matchExpressions: [{{key: a, operator: In}}]}}}}]"
+        ),
+        "spec.match[0].selector.matchExpressions[0].values: In and NotIn need at least one value",
+    );
+}
+
+#[test]
+fn every_error_of_a_policy_is_reported_at_once() {
+    let errs =
+        errors("images: [{glob: \"a b\"}]\nauthorities: [{static: {action: maybe}}]\nmode: audit");
+    assert_eq!(errs.len(), 3, "{errs:#?}");
+}
+
+fn b64(s: &str) -> String {
+    base64::engine::general_purpose::STANDARD.encode(s)
+}
+
+fn trust_root(yaml: &str) -> Result<(), CompileError> {
+    let spec: TrustRootSpec = serde_saphyr::from_str(yaml).unwrap();
+    validate_trust_root(&spec)
+}
+
+#[test]
+fn a_trust_root_with_own_keys_validates_every_key_and_chain() {
+    let good = format!(
+        "sigstoreKeys:\n  certificateAuthorities:\n  - {{uri: \"https://fulcio.corp\", certChain: \"{}\"}}\n  tLogs:\n  - {{baseURL: \"https://rekor.corp\", hashAlgorithm: sha256, publicKey: \"{}\"}}\n  ctLogs:\n  - {{baseURL: \"https://ctfe.corp\", publicKey: \"{}\"}}\n",
+        b64(CA),
+        b64(P256),
+        b64(P384)
+    );
+    trust_root(&good).unwrap();
+    let bad = good.replace(&b64(P256), &b64("junk"));
+    let err = trust_root(&bad).unwrap_err().to_string();
+    assert!(
+        err.contains("spec.sigstoreKeys.tLogs[0].publicKey: invalid public key"),
+        "{err}"
+    );
+    let bad = good.replace(&b64(CA), "%%%");
+    let err = trust_root(&bad).unwrap_err().to_string();
+    assert!(
+        err.contains("spec.sigstoreKeys.certificateAuthorities[0].certChain: not base64"),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_trust_root_needs_exactly_one_source() {
+    let err = trust_root("{}").unwrap_err().to_string();
+    assert!(
+        err.contains("spec: exactly one of remote, repository or sigstoreKeys"),
+        "{err}"
+    );
+    let root = b64("{\"signed\": {\"_type\": \"root\"}, \"signatures\": []}");
+    trust_root(&format!(
+        "remote: {{mirror: \"https://tuf.corp\", root: \"{root}\"}}"
+    ))
+    .unwrap();
+    let err = trust_root(&format!(
+        "remote: {{mirror: \"https://tuf.corp\", root: \"{}\"}}",
+        b64("[]")
+    ))
+    .unwrap_err()
+    .to_string();
+    assert!(
+        err.contains("spec.remote.root: not a base64-encoded TUF root.json"),
+        "{err}"
+    );
+    trust_root(&format!(
+        "repository: {{root: \"{root}\", mirrorFS: \"{}\"}}",
+        b64("tar")
+    ))
+    .unwrap();
+}

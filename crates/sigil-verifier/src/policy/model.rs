@@ -1,0 +1,434 @@
+//! The compiled policy model: what a validated ClusterImagePolicy becomes, in
+//! terms the verifier and the evaluation understand, with every string
+//! already parsed (globs, keys, regular expressions, Rego) so admission never
+//! parses policy text. Nothing here knows about Kubernetes objects; names of
+//! Secrets and TrustRoots are plain strings the controller resolves.
+
+use std::collections::BTreeMap;
+
+use crate::crypto::{HashAlgorithm, PublicKey};
+use crate::identity::IdentityPolicy;
+use crate::policy::glob::{Glob, ImageName};
+use crate::policy::rego::RegoPolicy;
+
+/// One compiled ClusterImagePolicy.
+#[derive(Debug, Clone)]
+pub struct CompiledPolicy {
+    /// The ClusterImagePolicy's name.
+    pub name: String,
+    /// Images the policy applies to (any glob selects).
+    pub images: Vec<Glob>,
+    /// Authorities; any one passing satisfies the policy (without a
+    /// CIP-level `policy`).
+    pub authorities: Vec<CompiledAuthority>,
+    /// The CIP-level Rego policy over the authority results.
+    pub policy: Option<CipPolicy>,
+    /// Enforce or warn.
+    pub mode: Mode,
+    /// Resource filters; empty means every resource sigil admits.
+    pub matches: Vec<ResourceMatch>,
+}
+
+impl CompiledPolicy {
+    /// Whether any of the policy's globs selects `image`.
+    pub fn matches_image(&self, image: &ImageName) -> bool {
+        self.images.iter().any(|g| g.matches(image))
+    }
+
+    /// Whether the policy applies to the admitted resource; always true when
+    /// the policy has no `match` entries.
+    pub fn matches_resource(&self, resource: &ResourceInfo) -> bool {
+        self.matches.is_empty() || self.matches.iter().any(|m| m.matches(resource))
+    }
+}
+
+/// What happens when a policy fails.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Mode {
+    /// Deny admission.
+    #[default]
+    Enforce,
+    /// Admit, with the failure as an admission warning.
+    Warn,
+}
+
+impl Mode {
+    /// `enforce` or `warn`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Enforce => "enforce",
+            Self::Warn => "warn",
+        }
+    }
+}
+
+/// One compiled authority.
+#[derive(Debug, Clone)]
+pub struct CompiledAuthority {
+    /// The authority's name (`authority-<index>` when the policy gave none).
+    pub name: String,
+    /// Who may sign, or a static verdict.
+    pub kind: AuthorityKind,
+    /// Where signatures live; empty means next to the image.
+    pub sources: Vec<SignatureSource>,
+    /// Transparency-log requirement.
+    pub tlog: TlogPolicy,
+    /// TrustRoot whose timestamp authorities verify RFC 3161 timestamps
+    /// (`rfc3161timestamp.trustRootRef`); `None` uses the authority's trust root.
+    pub timestamp_trust_root: Option<String>,
+    /// Attestations required; when non-empty the authority is satisfied by
+    /// them alone (as in policy-controller), not by plain signatures.
+    pub attestations: Vec<CompiledAttestation>,
+}
+
+/// Who may sign.
+#[derive(Debug, Clone)]
+pub enum AuthorityKind {
+    /// A managed key.
+    Key(KeyAuthority),
+    /// Fulcio certificates.
+    Keyless(KeylessAuthority),
+    /// No verification: a fixed verdict.
+    Static(StaticAction),
+}
+
+/// A managed-key authority.
+#[derive(Debug, Clone)]
+pub struct KeyAuthority {
+    /// The key, or the Secret that holds it.
+    pub key: KeyMaterial,
+    /// Digest algorithm of message signatures (`hashAlgorithm`, default sha256).
+    pub hash: HashAlgorithm,
+}
+
+/// A public key, inline or still to be read from a Secret.
+#[derive(Debug, Clone)]
+pub enum KeyMaterial {
+    /// The decoded key.
+    Resolved(PublicKey),
+    /// A Secret the controller has not resolved yet; verification against it
+    /// fails with a message naming the Secret.
+    Secret(SecretRef),
+}
+
+/// A reference to a Kubernetes Secret, by name.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct SecretRef {
+    /// The Secret's namespace (sigil's own namespace when empty).
+    pub namespace: String,
+    /// The Secret's name.
+    pub name: String,
+}
+
+impl std::fmt::Display for SecretRef {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.namespace.is_empty() {
+            write!(f, "secret {}", self.name)
+        } else {
+            write!(f, "secret {}/{}", self.namespace, self.name)
+        }
+    }
+}
+
+/// A keyless authority.
+#[derive(Debug, Clone)]
+pub struct KeylessAuthority {
+    /// Accepted identities; any one suffices.
+    pub identities: Vec<IdentityPolicy>,
+    /// Which CAs certificates must chain to.
+    pub trust: CaTrust,
+    /// Whether an embedded SCT is required (`insecureIgnoreSCT` turns it off).
+    pub require_sct: bool,
+}
+
+/// Where a keyless authority's CA comes from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CaTrust {
+    /// The Sigstore public-good trust root embedded in sigil.
+    PublicGood,
+    /// A TrustRoot object, by name.
+    TrustRoot(String),
+    /// A PEM certificate chain given inline (`ca-cert.data`), as DER,
+    /// leaf-most first and root last.
+    CaCert(Vec<Vec<u8>>),
+    /// A PEM chain in a Secret, resolved by the controller.
+    CaCertSecret(SecretRef),
+}
+
+/// Transparency-log requirement of an authority.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TlogPolicy {
+    /// A log entry must verify against the logs of this TrustRoot, or the
+    /// authority's own trust root when `None`.
+    Required {
+        /// `ctlog.trustRootRef`.
+        trust_root: Option<String>,
+    },
+    /// No log entry is needed (`ctlog: {}`, managed keys only).
+    Disabled,
+}
+
+/// A fixed verdict.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StaticAction {
+    /// Always passes.
+    Pass,
+    /// Always fails, with the policy's message.
+    Fail {
+        /// `static.message`.
+        message: Option<String>,
+    },
+}
+
+/// Where an authority's signatures are stored.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SignatureSource {
+    /// Repository holding signatures (`source.oci`), or the image's own.
+    pub oci: Option<String>,
+    /// Secrets (in the admitted object's namespace) to pull signatures with.
+    pub pull_secrets: Vec<String>,
+    /// Prefix of legacy `sha256-<hex>.sig` tags.
+    pub tag_prefix: Option<String>,
+}
+
+/// A required attestation.
+#[derive(Debug, Clone)]
+pub struct CompiledAttestation {
+    /// The attestation's name (key in the CIP-level policy document).
+    pub name: String,
+    /// The in-toto predicate type URI (short names already expanded).
+    pub predicate_type: String,
+    /// Rego evaluated over each matching statement; `None` accepts any.
+    pub policy: Option<RegoPolicy>,
+}
+
+/// The CIP-level policy.
+#[derive(Debug, Clone)]
+pub struct CipPolicy {
+    /// The Rego module.
+    pub rego: RegoPolicy,
+    /// Whether the admitted object's `spec` is in the document.
+    pub include_spec: bool,
+    /// Whether its `metadata` is.
+    pub include_object_meta: bool,
+    /// Whether its `apiVersion` and `kind` are.
+    pub include_type_meta: bool,
+}
+
+/// The admitted resource, as far as policies look at it.
+#[derive(Debug, Clone, Default)]
+pub struct ResourceInfo {
+    /// API group (`apps`, empty for core).
+    pub group: String,
+    /// API version (`v1`).
+    pub version: String,
+    /// Plural resource (`deployments`).
+    pub resource: String,
+    /// `kind` (`Deployment`).
+    pub kind: String,
+    /// The object's name, for messages.
+    pub name: String,
+    /// The object's namespace.
+    pub namespace: String,
+    /// The object's labels.
+    pub labels: BTreeMap<String, String>,
+    /// The object's `metadata` (for `includeObjectMeta`).
+    pub metadata: serde_json::Value,
+    /// The object's `spec` (for `includeSpec`).
+    pub spec: serde_json::Value,
+}
+
+/// One `match` entry.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ResourceMatch {
+    /// API group; empty matches any.
+    pub group: String,
+    /// API version; empty matches any.
+    pub version: String,
+    /// Plural resource; empty matches any.
+    pub resource: String,
+    /// Label selector on the admitted object.
+    pub selector: Option<LabelSelector>,
+}
+
+impl ResourceMatch {
+    /// Whether the resource matches every field that is set.
+    pub fn matches(&self, r: &ResourceInfo) -> bool {
+        let field = |want: &str, have: &str| want.is_empty() || want == have;
+        field(&self.group, &r.group)
+            && field(&self.version, &r.version)
+            && field(&self.resource, &r.resource)
+            && self.selector.as_ref().is_none_or(|s| s.matches(&r.labels))
+    }
+}
+
+/// A Kubernetes label selector.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct LabelSelector {
+    /// Labels that must have exactly these values.
+    pub match_labels: BTreeMap<String, String>,
+    /// Further requirements; all must hold.
+    pub match_expressions: Vec<LabelRequirement>,
+}
+
+impl LabelSelector {
+    /// Whether `labels` satisfy the selector.
+    pub fn matches(&self, labels: &BTreeMap<String, String>) -> bool {
+        self.match_labels
+            .iter()
+            .all(|(k, v)| labels.get(k) == Some(v))
+            && self.match_expressions.iter().all(|r| r.matches(labels))
+    }
+}
+
+/// One `matchExpressions` entry.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LabelRequirement {
+    /// The label key.
+    pub key: String,
+    /// The operator.
+    pub operator: LabelOperator,
+    /// Values for `In` and `NotIn`.
+    pub values: Vec<String>,
+}
+
+/// A label selector operator.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LabelOperator {
+    /// The label's value is one of the values.
+    In,
+    /// The label is absent or its value is none of the values.
+    NotIn,
+    /// The label is present.
+    Exists,
+    /// The label is absent.
+    DoesNotExist,
+}
+
+impl LabelRequirement {
+    /// Whether `labels` satisfy this requirement.
+    pub fn matches(&self, labels: &BTreeMap<String, String>) -> bool {
+        let value = labels.get(&self.key);
+        match self.operator {
+            LabelOperator::In => value.is_some_and(|v| self.values.contains(v)),
+            LabelOperator::NotIn => value.is_none_or(|v| !self.values.contains(v)),
+            LabelOperator::Exists => value.is_some(),
+            LabelOperator::DoesNotExist => value.is_none(),
+        }
+    }
+}
+
+/// What to do with an image no policy selects.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum NoMatchPolicy {
+    /// Deny admission (the default).
+    #[default]
+    Deny,
+    /// Admit with a warning.
+    Warn,
+    /// Admit silently.
+    Allow,
+}
+
+/// Cosign's predicate short names and the URIs they stand for.
+pub const PREDICATE_SHORT_NAMES: &[(&str, &str)] = &[
+    ("custom", "https://cosign.sigstore.dev/attestation/v1"),
+    ("slsaprovenance", "https://slsa.dev/provenance/v0.2"),
+    ("slsaprovenance02", "https://slsa.dev/provenance/v0.2"),
+    ("slsaprovenance1", "https://slsa.dev/provenance/v1"),
+    ("spdx", "https://spdx.dev/Document"),
+    ("spdxjson", "https://spdx.dev/Document"),
+    ("cyclonedx", "https://cyclonedx.org/bom"),
+    ("link", "https://in-toto.io/Link/v1"),
+    ("vuln", "https://cosign.sigstore.dev/attestation/vuln/v1"),
+    ("openvex", "https://openvex.dev/ns"),
+];
+
+/// Expands a cosign short name to its predicate type URI; other values are
+/// returned unchanged (they are URIs already).
+pub fn predicate_type_uri(name: &str) -> &str {
+    PREDICATE_SHORT_NAMES
+        .iter()
+        .find(|(short, _)| *short == name)
+        .map_or(name, |(_, uri)| uri)
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+
+    fn labels(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+        pairs
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect()
+    }
+
+    #[test]
+    fn short_predicate_names_expand_as_cosign_expands_them() {
+        assert_eq!(
+            predicate_type_uri("slsaprovenance"),
+            "https://slsa.dev/provenance/v0.2"
+        );
+        assert_eq!(
+            predicate_type_uri("slsaprovenance1"),
+            "https://slsa.dev/provenance/v1"
+        );
+        assert_eq!(predicate_type_uri("spdxjson"), "https://spdx.dev/Document");
+        assert_eq!(
+            predicate_type_uri("vuln"),
+            "https://cosign.sigstore.dev/attestation/vuln/v1"
+        );
+        assert_eq!(
+            predicate_type_uri("https://example.com/p/v1"),
+            "https://example.com/p/v1"
+        );
+    }
+
+    #[test]
+    fn label_selectors_apply_every_operator() {
+        let have = labels(&[("team", "a"), ("tier", "web")]);
+        let req = |key: &str, operator, values: &[&str]| LabelRequirement {
+            key: key.into(),
+            operator,
+            values: values.iter().map(|v| (*v).to_owned()).collect(),
+        };
+        assert!(req("team", LabelOperator::In, &["a", "b"]).matches(&have));
+        assert!(!req("team", LabelOperator::In, &["c"]).matches(&have));
+        assert!(req("team", LabelOperator::NotIn, &["c"]).matches(&have));
+        assert!(req("absent", LabelOperator::NotIn, &["c"]).matches(&have));
+        assert!(req("tier", LabelOperator::Exists, &[]).matches(&have));
+        assert!(req("absent", LabelOperator::DoesNotExist, &[]).matches(&have));
+        let selector = LabelSelector {
+            match_labels: labels(&[("team", "a")]),
+            match_expressions: vec![req("tier", LabelOperator::In, &["db"])],
+        };
+        assert!(!selector.matches(&have));
+    }
+
+    #[test]
+    fn resource_matches_check_only_the_fields_that_are_set() {
+        let deployment = ResourceInfo {
+            group: "apps".into(),
+            version: "v1".into(),
+            resource: "deployments".into(),
+            labels: labels(&[("env", "prod")]),
+            ..ResourceInfo::default()
+        };
+        let m = |resource: &str, selector: Option<LabelSelector>| ResourceMatch {
+            group: String::new(),
+            version: String::new(),
+            resource: resource.into(),
+            selector,
+        };
+        assert!(m("deployments", None).matches(&deployment));
+        assert!(!m("pods", None).matches(&deployment));
+        let prod = LabelSelector {
+            match_labels: labels(&[("env", "prod")]),
+            ..LabelSelector::default()
+        };
+        assert!(m("", Some(prod)).matches(&deployment));
+    }
+}

@@ -1,0 +1,196 @@
+//! The production [`AuthorityVerifier`]: maps a compiled authority onto the
+//! image verifier (OCI discovery of both formats plus bundle verification)
+//! and its trust roots, so the webhook and `sigil policy test` evaluate
+//! policies through exactly the same code.
+
+use crate::image::{ImagePolicy, VerifyImageOptions, verify_image};
+use crate::oci::{DiscoveryOptions, RegistryClient, Repository, Want};
+use crate::policy::eval::{
+    AuthorityOutcome, AuthorityVerifier, VerifiedAttestation, VerifiedSignature,
+};
+use crate::policy::glob::ImageName;
+use crate::policy::model::{AuthorityKind, CaTrust, CompiledAuthority, KeyMaterial, TlogPolicy};
+use crate::trust::{CertificateAuthority, TrustedRoot, ValidFor};
+use crate::verify::{SignedContent, SignerPolicy, VerificationPolicy};
+use crate::x509::Certificate;
+use std::collections::BTreeMap;
+
+/// Verifies authorities against registries with the trust roots it holds.
+pub struct RegistryVerifier {
+    client: RegistryClient,
+    public_good: TrustedRoot,
+    trust_roots: BTreeMap<String, TrustedRoot>,
+}
+
+impl RegistryVerifier {
+    /// A verifier using `client`, the embedded public-good root for
+    /// authorities that name none, and `trust_roots` by TrustRoot name.
+    pub fn new(
+        client: RegistryClient,
+        public_good: TrustedRoot,
+        trust_roots: BTreeMap<String, TrustedRoot>,
+    ) -> Self {
+        Self {
+            client,
+            public_good,
+            trust_roots,
+        }
+    }
+
+    fn named(&self, name: &str) -> Result<&TrustedRoot, String> {
+        self.trust_roots.get(name).ok_or_else(|| {
+            format!("TrustRoot {name} is not loaded; create it or check the trustRootRef")
+        })
+    }
+
+    /// The trust root an authority verifies against: its CA source, with the
+    /// logs and timestamp authorities of the TrustRoots it names for those.
+    fn root_for(&self, a: &CompiledAuthority) -> Result<TrustedRoot, String> {
+        let mut root = match &a.kind {
+            AuthorityKind::Keyless(k) => match &k.trust {
+                CaTrust::PublicGood => self.public_good.clone(),
+                CaTrust::TrustRoot(name) => self.named(name)?.clone(),
+                CaTrust::CaCert(chain) => {
+                    let mut root = self.public_good.clone();
+                    let chain = chain
+                        .iter()
+                        .map(|der| Certificate::from_der(der).map_err(|e| e.to_string()))
+                        .collect::<Result<Vec<_>, _>>()?;
+                    // The CA is trusted while every certificate of its chain is valid.
+                    let valid_for = ValidFor {
+                        start: chain.iter().map(|c| c.not_before).max(),
+                        end: chain.iter().map(|c| c.not_after).min(),
+                    };
+                    root.certificate_authorities = vec![CertificateAuthority {
+                        uri: "ca-cert".into(),
+                        name: "keyless.ca-cert".into(),
+                        chain,
+                        valid_for,
+                    }];
+                    root
+                }
+                CaTrust::CaCertSecret(secret) => {
+                    return Err(format!("the ca-cert in {secret} is not resolved yet"));
+                }
+            },
+            _ => self.public_good.clone(),
+        };
+        if let TlogPolicy::Required {
+            trust_root: Some(name),
+        } = &a.tlog
+        {
+            root.tlogs = self.named(name)?.tlogs.clone();
+        }
+        if let Some(name) = &a.timestamp_trust_root {
+            root.timestamp_authorities = self.named(name)?.timestamp_authorities.clone();
+        }
+        Ok(root)
+    }
+
+    async fn verify_authority(
+        &self,
+        image: &ImageName,
+        a: &CompiledAuthority,
+    ) -> Result<AuthorityOutcome, String> {
+        let signer = match &a.kind {
+            AuthorityKind::Key(k) => match &k.key {
+                KeyMaterial::Resolved(key) => SignerPolicy::Key(key.clone()),
+                KeyMaterial::Secret(secret) => {
+                    return Err(format!("the key in {secret} is not resolved yet"));
+                }
+            },
+            AuthorityKind::Keyless(k) => SignerPolicy::Keyless {
+                identities: k.identities.clone(),
+                require_sct: k.require_sct,
+            },
+            AuthorityKind::Static(_) => return Err("static authorities verify nothing".into()),
+        };
+        let verification = VerificationPolicy {
+            signer,
+            require_tlog: a.tlog != TlogPolicy::Disabled,
+        };
+        let root = self.root_for(a)?;
+        let reference = image
+            .pinned()
+            .ok_or_else(|| format!("image {} has no digest", image.original))?;
+        let mut discoveries = Vec::new();
+        if a.sources.is_empty() {
+            discoveries.push(DiscoveryOptions::default());
+        }
+        for s in &a.sources {
+            discoveries.push(DiscoveryOptions {
+                signature_repository: s
+                    .oci
+                    .as_deref()
+                    .map(Repository::parse)
+                    .transpose()
+                    .map_err(|e| e.to_string())?,
+                tag_prefix: s.tag_prefix.clone().unwrap_or_default(),
+            });
+        }
+        let mut wants = Vec::new();
+        if a.attestations.is_empty() {
+            wants.push(Want::Signatures);
+        }
+        for att in &a.attestations {
+            let want = Want::Attestations(att.predicate_type.clone());
+            if !wants.contains(&want) {
+                wants.push(want);
+            }
+        }
+        let mut signatures = Vec::new();
+        let mut attestations = Vec::new();
+        let mut rejected = Vec::new();
+        for discovery in &discoveries {
+            for want in &wants {
+                let policy = ImagePolicy {
+                    verification: verification.clone(),
+                    want: want.clone(),
+                };
+                let options = VerifyImageOptions {
+                    discovery: discovery.clone(),
+                    now: None,
+                };
+                match verify_image(&reference, &policy, &root, &self.client, &options).await {
+                    Ok(verdict) => {
+                        rejected.extend(verdict.rejected.iter().map(ToString::to_string));
+                        for c in verdict.verified {
+                            let id = c.location.clone();
+                            let identity = c.verified.identity.clone();
+                            match (want, c.verified.content) {
+                                (Want::Signatures, _) => {
+                                    signatures.push(VerifiedSignature { id, identity });
+                                }
+                                (Want::Attestations(_), SignedContent::Dsse { statement, .. }) => {
+                                    attestations.push(VerifiedAttestation {
+                                        id,
+                                        identity,
+                                        statement: *statement,
+                                    });
+                                }
+                                (Want::Attestations(_), SignedContent::MessageSignature) => {}
+                            }
+                        }
+                    }
+                    Err(e) => rejected.push(e.to_string()),
+                }
+            }
+        }
+        if signatures.is_empty() && attestations.is_empty() {
+            return Err(rejected.join("; "));
+        }
+        Ok(AuthorityOutcome::Verified {
+            signatures,
+            attestations,
+            rejected,
+        })
+    }
+}
+
+impl AuthorityVerifier for RegistryVerifier {
+    async fn verify(&self, image: &ImageName, authority: &CompiledAuthority) -> AuthorityOutcome {
+        self.verify_authority(image, authority)
+            .await
+            .unwrap_or_else(AuthorityOutcome::Failed)
+    }
+}

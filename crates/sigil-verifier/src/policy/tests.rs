@@ -1,0 +1,608 @@
+//! Evaluation and rendering tests over a fake [`AuthorityVerifier`].
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing
+)]
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::pin::pin;
+use std::task::{Context, Poll, Waker};
+
+use crate::crypto::HashAlgorithm;
+use crate::dsse::Statement;
+use crate::identity::{FulcioExtensions, FulcioIdentity, IdentityMatcher, IdentityPolicy};
+use crate::policy::eval::{
+    AuthorityOutcome, AuthorityVerifier, VerifiedAttestation, VerifiedSignature, evaluate_image,
+};
+use crate::policy::glob::{Glob, ImageName};
+use crate::policy::model::{
+    AuthorityKind, CaTrust, CipPolicy, CompiledAttestation, CompiledAuthority, CompiledPolicy,
+    KeyAuthority, KeyMaterial, KeylessAuthority, Mode, NoMatchPolicy, ResourceInfo, ResourceMatch,
+    SecretRef, StaticAction, TlogPolicy,
+};
+use crate::policy::rego::RegoPolicy;
+use crate::policy::render::render;
+
+const DIGEST: &str = "sha256:07b2ad76d4dd7b15cb582654a11e03d42811d830732b4a3a2e469e6b0832a85d";
+const SLSA: &str = include_str!("../../tests/data/policy/slsa-provenance-v1.statement.json");
+const VULN: &str = include_str!("../../tests/data/policy/vuln.statement.json");
+const GHA_ISSUER: &str = "https://token.actions.githubusercontent.com";
+
+/// Runs a future whose fake verifier never pends.
+fn block_on<F: Future>(f: F) -> F::Output {
+    let mut f = pin!(f);
+    let mut cx = Context::from_waker(Waker::noop());
+    match f.as_mut().poll(&mut cx) {
+        Poll::Ready(v) => v,
+        Poll::Pending => panic!("the fake verifier never pends"),
+    }
+}
+
+/// Answers by authority name.
+#[derive(Default)]
+struct FakeVerifier {
+    outcomes: HashMap<String, AuthorityOutcome>,
+}
+
+impl FakeVerifier {
+    fn with(mut self, authority: &str, outcome: AuthorityOutcome) -> Self {
+        self.outcomes.insert(authority.into(), outcome);
+        self
+    }
+}
+
+impl AuthorityVerifier for FakeVerifier {
+    fn verify(
+        &self,
+        image: &ImageName,
+        authority: &CompiledAuthority,
+    ) -> impl Future<Output = AuthorityOutcome> + Send {
+        assert!(image.digest.is_some(), "only digests reach the verifier");
+        let outcome = self
+            .outcomes
+            .get(&authority.name)
+            .cloned()
+            .unwrap_or_else(|| AuthorityOutcome::Failed("no signature found".into()));
+        std::future::ready(outcome)
+    }
+}
+
+fn identity(subject: &str) -> FulcioIdentity {
+    FulcioIdentity {
+        subject: subject.into(),
+        subjects: vec![subject.into()],
+        issuer: Some(GHA_ISSUER.into()),
+        extensions: FulcioExtensions {
+            github_workflow_repository: Some("sigil-dev/demo".into()),
+            ..FulcioExtensions::default()
+        },
+    }
+}
+
+fn signed_by(subject: &str) -> AuthorityOutcome {
+    AuthorityOutcome::Verified {
+        signatures: vec![VerifiedSignature {
+            id: format!("sig-{subject}"),
+            identity: Some(identity(subject)),
+        }],
+        attestations: vec![],
+        rejected: vec![],
+    }
+}
+
+fn attested(statements: &[&str]) -> AuthorityOutcome {
+    AuthorityOutcome::Verified {
+        signatures: vec![],
+        attestations: statements
+            .iter()
+            .enumerate()
+            .map(|(i, s)| VerifiedAttestation {
+                id: format!("att-{i}"),
+                identity: Some(identity("https://github.com/sigil-dev/demo/.github/workflows/release.yml@refs/heads/main")),
+                statement: serde_json::from_str::<Statement>(s).unwrap(),
+            })
+            .collect(),
+        rejected: vec![],
+    }
+}
+
+fn keyless(name: &str) -> CompiledAuthority {
+    CompiledAuthority {
+        name: name.into(),
+        kind: AuthorityKind::Keyless(KeylessAuthority {
+            identities: vec![IdentityPolicy {
+                subject: IdentityMatcher::Regex(
+                    regex::Regex::new("^https://github.com/sigil-dev/").unwrap(),
+                ),
+                issuer: IdentityMatcher::Exact(GHA_ISSUER.into()),
+            }],
+            trust: CaTrust::PublicGood,
+            require_sct: true,
+        }),
+        sources: vec![],
+        tlog: TlogPolicy::Required { trust_root: None },
+        timestamp_trust_root: None,
+        attestations: vec![],
+    }
+}
+
+fn static_authority(name: &str, action: StaticAction) -> CompiledAuthority {
+    CompiledAuthority {
+        kind: AuthorityKind::Static(action),
+        ..keyless(name)
+    }
+}
+
+fn policy(name: &str, glob: &str, authorities: Vec<CompiledAuthority>) -> CompiledPolicy {
+    CompiledPolicy {
+        name: name.into(),
+        images: vec![Glob::compile(glob).unwrap()],
+        authorities,
+        policy: None,
+        mode: Mode::Enforce,
+        matches: vec![],
+    }
+}
+
+fn image() -> ImageName {
+    ImageName::parse(&format!("ghcr.io/sigil-dev/demo@{DIGEST}")).unwrap()
+}
+
+fn pod() -> ResourceInfo {
+    ResourceInfo {
+        version: "v1".into(),
+        resource: "pods".into(),
+        kind: "Pod".into(),
+        name: "web".into(),
+        namespace: "default".into(),
+        ..ResourceInfo::default()
+    }
+}
+
+fn eval(
+    verifier: &FakeVerifier,
+    policies: &[CompiledPolicy],
+    no_match: NoMatchPolicy,
+) -> crate::policy::eval::ImageResult {
+    block_on(evaluate_image(
+        verifier,
+        policies,
+        &image(),
+        &pod(),
+        no_match,
+    ))
+}
+
+fn rego(source: &str) -> RegoPolicy {
+    RegoPolicy::compile("test", source).unwrap()
+}
+
+#[test]
+fn any_authority_within_a_policy_suffices() {
+    let v = FakeVerifier::default().with("second", signed_by("https://github.com/sigil-dev/demo"));
+    let p = policy(
+        "p",
+        "ghcr.io/sigil-dev/**",
+        vec![keyless("first"), keyless("second")],
+    );
+    let r = eval(&v, &[p], NoMatchPolicy::Deny);
+    assert!(r.allowed());
+    let a = &r.policies[0].authorities;
+    assert_eq!(a[0].outcome, Err("no signature found".into()));
+    assert!(a[1].outcome.is_ok());
+}
+
+#[test]
+fn every_matching_policy_must_pass() {
+    let v = FakeVerifier::default().with("ok", signed_by("https://github.com/sigil-dev/demo"));
+    let passing = policy("passing", "ghcr.io/**", vec![keyless("ok")]);
+    let failing = policy("failing", "ghcr.io/sigil-dev/*", vec![keyless("missing")]);
+    let unrelated = policy("unrelated", "quay.io/**", vec![keyless("missing")]);
+    let r = eval(&v, &[passing, failing, unrelated], NoMatchPolicy::Deny);
+    assert_eq!(r.policies.len(), 2, "the quay.io policy does not apply");
+    assert!(!r.allowed());
+    let verdict = render("pod default/web", &[r]);
+    let message = verdict.message.unwrap();
+    assert!(
+        message.starts_with("sigil denied pod default/web:"),
+        "{message}"
+    );
+    assert!(
+        message.contains(&format!(
+            "image ghcr.io/sigil-dev/demo@{DIGEST}: policy failing failed:"
+        )),
+        "{message}"
+    );
+    assert!(
+        message.contains("authority missing (keyless): no signature found"),
+        "{message}"
+    );
+    assert!(!message.contains("policy passing"), "{message}");
+}
+
+#[test]
+fn static_pass_and_fail_need_no_verification() {
+    let v = FakeVerifier::default();
+    let pass = policy(
+        "base",
+        "ghcr.io/**",
+        vec![static_authority("trusted", StaticAction::Pass)],
+    );
+    assert!(eval(&v, &[pass], NoMatchPolicy::Deny).allowed());
+    let fail = policy(
+        "blocked",
+        "ghcr.io/**",
+        vec![static_authority(
+            "no",
+            StaticAction::Fail {
+                message: Some("images from ghcr.io are banned".into()),
+            },
+        )],
+    );
+    let r = eval(&v, &[fail], NoMatchPolicy::Deny);
+    assert!(!r.allowed());
+    assert!(
+        render("pod default/web", &[r])
+            .message
+            .unwrap()
+            .contains("images from ghcr.io are banned")
+    );
+}
+
+#[test]
+fn warn_mode_turns_failures_into_warnings() {
+    let mut p = policy("audit", "ghcr.io/**", vec![keyless("gha")]);
+    p.mode = Mode::Warn;
+    let r = eval(&FakeVerifier::default(), &[p], NoMatchPolicy::Deny);
+    assert!(r.allowed());
+    let verdict = render("pod default/web", &[r]);
+    assert!(verdict.allowed && verdict.message.is_none());
+    assert_eq!(verdict.warnings.len(), 1);
+    assert!(
+        verdict.warnings[0].contains(
+            "policy audit (mode: warn) failed: authority gha (keyless): no signature found"
+        ),
+        "{:?}",
+        verdict.warnings
+    );
+}
+
+#[test]
+fn no_match_policy_decides_for_unmatched_images() {
+    let p = policy("other", "quay.io/**", vec![keyless("gha")]);
+    let v = FakeVerifier::default();
+    let deny = eval(&v, std::slice::from_ref(&p), NoMatchPolicy::Deny);
+    assert!(!deny.allowed());
+    assert!(
+        render("pod default/web", &[deny])
+            .message
+            .unwrap()
+            .contains("no ClusterImagePolicy matches it")
+    );
+    let warn = render(
+        "pod default/web",
+        &[eval(&v, std::slice::from_ref(&p), NoMatchPolicy::Warn)],
+    );
+    assert!(warn.allowed && warn.warnings[0].contains("noMatchPolicy: warn"));
+    let allow = render("pod default/web", &[eval(&v, &[p], NoMatchPolicy::Allow)]);
+    assert!(allow.allowed && allow.warnings.is_empty());
+}
+
+#[test]
+fn resource_match_limits_where_a_policy_applies() {
+    let mut p = policy("deployments-only", "ghcr.io/**", vec![keyless("gha")]);
+    p.matches = vec![ResourceMatch {
+        group: "apps".into(),
+        version: "v1".into(),
+        resource: "deployments".into(),
+        selector: None,
+    }];
+    let r = eval(&FakeVerifier::default(), &[p], NoMatchPolicy::Allow);
+    assert!(r.policies.is_empty(), "a pod is not a deployment");
+    assert_eq!(r.no_match, Some(NoMatchPolicy::Allow));
+}
+
+#[test]
+fn an_image_without_digest_fails_verifying_authorities_but_not_statics() {
+    let p = policy(
+        "p",
+        "ghcr.io/**",
+        vec![keyless("gha"), static_authority("s", StaticAction::Pass)],
+    );
+    let tagged = ImageName::parse("ghcr.io/sigil-dev/demo:v1").unwrap();
+    let r = block_on(evaluate_image(
+        &FakeVerifier::default(),
+        &[p],
+        &tagged,
+        &pod(),
+        NoMatchPolicy::Deny,
+    ));
+    assert!(r.allowed(), "the static pass suffices");
+    let reason = r.policies[0].authorities[0].outcome.clone().unwrap_err();
+    assert!(reason.contains("not pinned to a digest"), "{reason}");
+}
+
+#[test]
+fn an_unresolved_key_secret_is_handed_to_the_verifier_unchanged() {
+    let authority = CompiledAuthority {
+        kind: AuthorityKind::Key(KeyAuthority {
+            key: KeyMaterial::Secret(SecretRef {
+                namespace: "sigil".into(),
+                name: "cosign-pub".into(),
+            }),
+            hash: HashAlgorithm::Sha256,
+        }),
+        ..keyless("key")
+    };
+    let v = FakeVerifier::default().with(
+        "key",
+        AuthorityOutcome::Failed("secret sigil/cosign-pub is not resolved yet".into()),
+    );
+    let r = eval(
+        &v,
+        &[policy("p", "ghcr.io/**", vec![authority])],
+        NoMatchPolicy::Deny,
+    );
+    let message = render("pod default/web", &[r]).message.unwrap();
+    assert!(
+        message.contains("authority key (key): secret sigil/cosign-pub"),
+        "{message}"
+    );
+}
+
+const SLSA_POLICY: &str = r#"package sigstore
+import rego.v1
+
+default isCompliant := false
+
+isCompliant if {
+    input.predicateType == "https://slsa.dev/provenance/v1"
+    input.predicate.runDetails.builder.id == "https://github.com/actions/runner/github-hosted"
+    input.predicate.buildDefinition.externalParameters.workflow.ref == "refs/heads/main"
+}
+"#;
+
+const VULN_POLICY: &str = r#"package sigstore
+import future.keywords.in
+
+default isCompliant = false
+
+blocking := [v |
+    some r in input.predicate.scanner.result.Results
+    some v in r.Vulnerabilities
+    v.Severity in {"HIGH", "CRITICAL"}
+]
+
+isCompliant = {"result": count(blocking) == 0, "error": sprintf("%d HIGH/CRITICAL vulnerabilities", [count(blocking)]), "warning": ""} {
+    true
+}
+"#;
+
+fn attesting(name: &str, wanted: Vec<CompiledAttestation>) -> CompiledAuthority {
+    CompiledAuthority {
+        attestations: wanted,
+        ..keyless(name)
+    }
+}
+
+#[test]
+fn rego_over_slsa_provenance_admits_a_main_branch_build() {
+    let a = attesting(
+        "provenance",
+        vec![CompiledAttestation {
+            name: "slsa".into(),
+            predicate_type: "https://slsa.dev/provenance/v1".into(),
+            policy: Some(rego(SLSA_POLICY)),
+        }],
+    );
+    let v = FakeVerifier::default().with("provenance", attested(&[SLSA, VULN]));
+    let r = eval(
+        &v,
+        &[policy("p", "ghcr.io/**", vec![a.clone()])],
+        NoMatchPolicy::Deny,
+    );
+    assert!(r.allowed(), "{r:?}");
+
+    let branch_build = SLSA.replace(
+        "refs/heads/main\",\n          \"repository",
+        "refs/heads/dev\",\n          \"repository",
+    );
+    let v = FakeVerifier::default().with("provenance", attested(&[&branch_build]));
+    let r = eval(
+        &v,
+        &[policy("p", "ghcr.io/**", vec![a])],
+        NoMatchPolicy::Deny,
+    );
+    assert!(!r.allowed());
+    let message = render("pod default/web", &[r]).message.unwrap();
+    assert!(
+        message.contains(
+            "attestation slsa: no https://slsa.dev/provenance/v1 attestation satisfies its policy"
+        ),
+        "{message}"
+    );
+}
+
+#[test]
+fn rego_over_a_vuln_attestation_reports_the_policy_error() {
+    let a = attesting(
+        "scan",
+        vec![CompiledAttestation {
+            name: "no-high-cves".into(),
+            predicate_type: crate::policy::model::predicate_type_uri("vuln").into(),
+            policy: Some(rego(VULN_POLICY)),
+        }],
+    );
+    let v = FakeVerifier::default().with("scan", attested(&[VULN]));
+    assert!(
+        eval(
+            &v,
+            &[policy("p", "ghcr.io/**", vec![a.clone()])],
+            NoMatchPolicy::Deny
+        )
+        .allowed()
+    );
+
+    let high = VULN.replace("\"MEDIUM\"", "\"CRITICAL\"");
+    let v = FakeVerifier::default().with("scan", attested(&[&high]));
+    let r = eval(
+        &v,
+        &[policy("p", "ghcr.io/**", vec![a])],
+        NoMatchPolicy::Deny,
+    );
+    let message = render("pod default/web", &[r]).message.unwrap();
+    assert!(
+        message.contains("1 HIGH/CRITICAL vulnerabilities"),
+        "{message}"
+    );
+}
+
+#[test]
+fn a_missing_attestation_names_the_predicate_types_that_were_found() {
+    let a = attesting(
+        "sbom",
+        vec![CompiledAttestation {
+            name: "sbom".into(),
+            predicate_type: "https://cyclonedx.org/bom".into(),
+            policy: None,
+        }],
+    );
+    let v = FakeVerifier::default().with("sbom", attested(&[SLSA]));
+    let r = eval(
+        &v,
+        &[policy("p", "ghcr.io/**", vec![a])],
+        NoMatchPolicy::Deny,
+    );
+    let reason = r.policies[0].authorities[0].outcome.clone().unwrap_err();
+    assert!(
+        reason.contains("no verified attestation with predicateType https://cyclonedx.org/bom"),
+        "{reason}"
+    );
+    assert!(
+        reason.contains("verified predicate types: https://slsa.dev/provenance/v1"),
+        "{reason}"
+    );
+}
+
+const TWO_SIGNATURES: &str = r#"package sigstore
+import rego.v1
+
+default isCompliant := false
+
+isCompliant if {
+    count(input.authorityMatches.release.signatures) > 0
+    count(input.authorityMatches.security.signatures) > 0
+    input.authorityMatches.release.signatures[0].githubWorkflowRepo == "sigil-dev/demo"
+}
+"#;
+
+fn two_signature_policy() -> CompiledPolicy {
+    let mut p = policy(
+        "two-signatures",
+        "ghcr.io/**",
+        vec![keyless("release"), keyless("security")],
+    );
+    p.policy = Some(CipPolicy {
+        rego: rego(TWO_SIGNATURES),
+        include_spec: false,
+        include_object_meta: false,
+        include_type_meta: false,
+    });
+    p
+}
+
+#[test]
+fn a_cip_level_policy_can_require_two_signatures() {
+    let both = FakeVerifier::default()
+        .with("release", signed_by("https://github.com/sigil-dev/demo/.github/workflows/release.yml@refs/heads/main"))
+        .with("security", signed_by("https://github.com/sigil-dev/security/.github/workflows/review.yml@refs/heads/main"));
+    let r = eval(&both, &[two_signature_policy()], NoMatchPolicy::Deny);
+    assert!(r.allowed(), "{r:?}");
+
+    let one = FakeVerifier::default().with(
+        "release",
+        signed_by(
+            "https://github.com/sigil-dev/demo/.github/workflows/release.yml@refs/heads/main",
+        ),
+    );
+    let r = eval(&one, &[two_signature_policy()], NoMatchPolicy::Deny);
+    assert!(!r.allowed(), "one signature is not enough");
+    let message = render("pod default/web", &[r]).message.unwrap();
+    assert!(
+        message.contains("authority release (keyless): passed"),
+        "{message}"
+    );
+    assert!(
+        message.contains("authority security (keyless): no signature found"),
+        "{message}"
+    );
+    assert!(
+        message.contains("policy: the ClusterImagePolicy's policy is not compliant"),
+        "{message}"
+    );
+}
+
+#[test]
+fn the_cip_policy_document_includes_object_fields_on_request() {
+    let mut p = policy(
+        "meta",
+        "ghcr.io/**",
+        vec![static_authority("s", StaticAction::Pass)],
+    );
+    p.policy = Some(CipPolicy {
+        rego: rego(
+            "package sigstore\nimport rego.v1\nisCompliant if {\n input.metadata.labels.team == \"a\"\n input.kind == \"Pod\"\n input.apiVersion == \"v1\"\n input.spec.serviceAccountName == \"web\"\n input.authorityMatches.s.signatures == []\n}\n",
+        ),
+        include_spec: true,
+        include_object_meta: true,
+        include_type_meta: true,
+    });
+    let mut resource = pod();
+    resource.metadata = serde_json::json!({"labels": {"team": "a"}});
+    resource.spec = serde_json::json!({"serviceAccountName": "web"});
+    let r = block_on(evaluate_image(
+        &FakeVerifier::default(),
+        &[p],
+        &image(),
+        &resource,
+        NoMatchPolicy::Deny,
+    ));
+    assert!(r.allowed(), "{r:?}");
+}
+
+#[test]
+fn rego_warnings_surface_as_admission_warnings() {
+    let mut p = policy(
+        "w",
+        "ghcr.io/**",
+        vec![static_authority("s", StaticAction::Pass)],
+    );
+    p.policy = Some(CipPolicy {
+        rego: rego(
+            "package sigstore\nisCompliant := {\"result\": true, \"warning\": \"image is older than 30 days\"}\n",
+        ),
+        include_spec: false,
+        include_object_meta: false,
+        include_type_meta: false,
+    });
+    let verdict = render(
+        "pod default/web",
+        &[eval(&FakeVerifier::default(), &[p], NoMatchPolicy::Deny)],
+    );
+    assert!(verdict.allowed);
+    assert_eq!(
+        verdict.warnings,
+        vec![format!(
+            "image ghcr.io/sigil-dev/demo@{DIGEST}: policy w: image is older than 30 days"
+        )]
+    );
+}
+
+#[test]
+fn compiled_policies_can_be_shared_across_threads() {
+    fn assert_send_sync<T: Send + Sync>() {}
+    assert_send_sync::<CompiledPolicy>();
+}
