@@ -1,0 +1,688 @@
+//! The admission decision, without HTTP: which requests to look at (kinds,
+//! operations, subresources, namespaces, unchanged images), `/validate`
+//! (every image's verdict, denial lines and warnings) and `/mutate` (tags
+//! pinned to digests as a JSONPatch), within a deadline derived from the
+//! webhook's `timeoutSeconds`.
+//!
+//! Namespace selection (opt-in label `policy.sigil.dev/include: "true"` by
+//! default, or opt-out) is done by the webhook configuration's
+//! `namespaceSelector`: an AdmissionReview carries no namespace labels. The
+//! server additionally never acts in the namespaces of
+//! [`AdmissionConfig::excluded_namespaces`] (kube-system and its own).
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures_util::future::join_all;
+use kube::core::DynamicObject;
+use kube::core::admission::{AdmissionRequest, Operation};
+use sigil_verifier::oci::Digest;
+use tokio::sync::OnceCell;
+use tokio::time::Instant;
+
+use crate::cache::{CacheConfig, CachedJudge, LookupError, SecretsOnce};
+use crate::images::{self, ImageSite};
+use crate::judge::{ImageJudge, ObjectInfo, PinnedImage, PullSecretSource, PullSecrets, Verdict};
+use crate::metrics::{Metrics, RequestLabels};
+use crate::review::{self, Answer, Invalid};
+
+/// Which images `/mutate` pins.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PinMode {
+    /// Images some policy selects.
+    Matched,
+    /// Every image.
+    All,
+    /// None (`/mutate` allows without a patch).
+    Off,
+}
+
+/// Admission settings.
+#[derive(Debug, Clone)]
+pub struct AdmissionConfig {
+    /// The webhook configuration's `timeoutSeconds`.
+    pub timeout: Duration,
+    /// Kept free of that timeout to write the answer and cross the network.
+    pub margin: Duration,
+    /// Namespaces the server never acts in (allowed untouched).
+    pub excluded_namespaces: Vec<String>,
+    /// What `/mutate` pins.
+    pub pin: PinMode,
+    /// Largest request body read.
+    pub max_body_bytes: usize,
+    /// Caches.
+    pub cache: CacheConfig,
+}
+
+impl Default for AdmissionConfig {
+    fn default() -> Self {
+        Self {
+            timeout: Duration::from_secs(10),
+            margin: Duration::from_secs(1),
+            excluded_namespaces: vec!["kube-system".into()],
+            pin: PinMode::Matched,
+            max_body_bytes: 7 * 1024 * 1024,
+            cache: CacheConfig::default(),
+        }
+    }
+}
+
+impl AdmissionConfig {
+    /// The deadline of a review received at `start`.
+    pub fn deadline(&self, start: Instant) -> Instant {
+        start + self.timeout.saturating_sub(self.margin)
+    }
+}
+
+/// The two admission endpoints.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Endpoint {
+    /// `/validate`.
+    Validate,
+    /// `/mutate`.
+    Mutate,
+}
+
+impl Endpoint {
+    /// The metric label.
+    pub fn label(self) -> &'static str {
+        match self {
+            Self::Validate => "validate",
+            Self::Mutate => "mutate",
+        }
+    }
+}
+
+/// The admission answer for one request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Decision {
+    /// Whether the object is admitted.
+    pub allowed: bool,
+    /// The denial message: a summary line, then one line per failing image.
+    pub message: Option<String>,
+    /// Admission warnings.
+    pub warnings: Vec<String>,
+    /// `/mutate`: (JSON pointer, pinned image) replacements.
+    pub patch: Vec<(String, String)>,
+    /// The metric label: `allowed`, `denied`, `warned`, `patched`, `skipped`.
+    pub outcome: &'static str,
+}
+
+impl Decision {
+    fn skip() -> Self {
+        Self {
+            allowed: true,
+            message: None,
+            warnings: Vec::new(),
+            patch: Vec::new(),
+            outcome: "skipped",
+        }
+    }
+
+    fn deny(message: String) -> Self {
+        Self {
+            allowed: false,
+            message: Some(message),
+            warnings: Vec::new(),
+            patch: Vec::new(),
+            outcome: "denied",
+        }
+    }
+}
+
+/// What to do with a request.
+#[derive(Debug)]
+pub enum Plan {
+    /// Allow untouched, for this reason (for logs).
+    Skip(&'static str),
+    /// Refuse: the object cannot be read.
+    Refuse(String),
+    /// Look at these images of this object.
+    Check(Box<Checked>),
+}
+
+/// A request whose images must be looked at.
+#[derive(Debug)]
+pub struct Checked {
+    /// The object.
+    pub object: ObjectInfo,
+    /// Its images.
+    pub sites: Vec<ImageSite>,
+}
+
+/// The supported kind as a static label, or `other`.
+pub fn kind_label(group: &str, kind: &str) -> &'static str {
+    match (group, kind) {
+        ("", "Pod") => "Pod",
+        ("", "ReplicationController") => "ReplicationController",
+        ("apps", "Deployment") => "Deployment",
+        ("apps", "ReplicaSet") => "ReplicaSet",
+        ("apps", "StatefulSet") => "StatefulSet",
+        ("apps", "DaemonSet") => "DaemonSet",
+        ("batch", "Job") => "Job",
+        ("batch", "CronJob") => "CronJob",
+        _ => "other",
+    }
+}
+
+fn operation_label(op: &Operation) -> &'static str {
+    match op {
+        Operation::Create => "CREATE",
+        Operation::Update => "UPDATE",
+        Operation::Delete => "DELETE",
+        Operation::Connect => "CONNECT",
+    }
+}
+
+/// Decides whether and what to look at in `req`.
+pub fn plan(req: &AdmissionRequest<DynamicObject>, config: &AdmissionConfig) -> Plan {
+    if !matches!(req.operation, Operation::Create | Operation::Update) {
+        return Plan::Skip("operation is neither CREATE nor UPDATE");
+    }
+    match req.sub_resource.as_deref() {
+        None | Some("") => {}
+        Some("ephemeralcontainers") if req.kind.group.is_empty() && req.kind.kind == "Pod" => {}
+        Some(_) => return Plan::Skip("subresource other than pods/ephemeralcontainers"),
+    }
+    let namespace = req.namespace.clone().unwrap_or_default();
+    if config.excluded_namespaces.contains(&namespace) {
+        return Plan::Skip("namespace excluded");
+    }
+    let Some(spec_pointer) = images::pod_spec_pointer(&req.kind.group, &req.kind.kind) else {
+        return Plan::Skip("kind without a pod template");
+    };
+    let Some(object) = req.object.as_ref() else {
+        return Plan::Refuse(format!(
+            "the {} request for {} has no object; the API server always sends one",
+            operation_label(&req.operation),
+            req.kind.kind
+        ));
+    };
+    // The pod spec is in `data` (everything but metadata), so pointers
+    // computed on it are valid from the object's root.
+    let data = &object.data;
+    let sites = match images::extract(data, spec_pointer) {
+        Ok(s) => s,
+        Err(e) => return Plan::Refuse(format!("cannot read the images: {e}")),
+    };
+    if req.operation == Operation::Update {
+        let old: Vec<ImageSite> = req
+            .old_object
+            .as_ref()
+            .and_then(|o| images::extract(&o.data, spec_pointer).ok())
+            .unwrap_or_default();
+        let unchanged = sites.iter().all(|s| old.iter().any(|o| o.image == s.image));
+        if unchanged {
+            return Plan::Skip("no image changed");
+        }
+    }
+    if sites.is_empty() {
+        return Plan::Skip("no images");
+    }
+    let (pull_secret_names, service_account) = images::pull_secret_names(data, spec_pointer);
+    let labels: BTreeMap<String, String> = object.metadata.labels.clone().unwrap_or_default();
+    let name = object
+        .metadata
+        .name
+        .clone()
+        .filter(|n| !n.is_empty())
+        .unwrap_or_else(|| req.name.clone());
+    Plan::Check(Box::new(Checked {
+        object: ObjectInfo {
+            group: req.kind.group.clone(),
+            version: req.kind.version.clone(),
+            resource: req.resource.resource.clone(),
+            sub_resource: req.sub_resource.clone().unwrap_or_default(),
+            kind: req.kind.kind.clone(),
+            namespace,
+            name,
+            labels,
+            pull_secret_names,
+            service_account,
+            object: Arc::new(object.clone()),
+        },
+        sites,
+    }))
+}
+
+/// Pull secrets of one review, read at most once and only on a cache miss.
+struct ReviewSecrets<'a, S> {
+    source: &'a S,
+    object: &'a ObjectInfo,
+    identity: String,
+    cell: OnceCell<Result<PullSecrets, String>>,
+}
+
+impl<'a, S: PullSecretSource> ReviewSecrets<'a, S> {
+    fn new(source: &'a S, object: &'a ObjectInfo) -> Self {
+        let identity = format!(
+            "{}/{}/{}",
+            object.namespace,
+            object.service_account,
+            object.pull_secret_names.join(",")
+        );
+        Self {
+            source,
+            object,
+            identity,
+            cell: OnceCell::new(),
+        }
+    }
+}
+
+impl<S: PullSecretSource> SecretsOnce for ReviewSecrets<'_, S> {
+    async fn get(&self, deadline: Instant) -> Result<PullSecrets, String> {
+        self.cell
+            .get_or_init(|| {
+                self.source.pull_secrets(
+                    &self.object.namespace,
+                    &self.object.pull_secret_names,
+                    &self.object.service_account,
+                    deadline,
+                )
+            })
+            .await
+            .clone()
+    }
+
+    fn identity(&self) -> &str {
+        &self.identity
+    }
+}
+
+/// One image's outcome in `/validate`.
+#[derive(Debug)]
+struct ImageOutcome {
+    image: String,
+    digest: Option<String>,
+    /// `Err`: a cause that denies the image (resolution, deadline).
+    verdict: Result<Arc<Verdict>, String>,
+    note: Option<String>,
+}
+
+/// Flattens a multi-line reason so each failing image stays on one line.
+fn one_line(s: &str) -> String {
+    s.split('\n')
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+fn lookup_cause(what: &str, e: &LookupError, config: &AdmissionConfig) -> String {
+    match e {
+        LookupError::Deadline { .. } => format!(
+            "{what} {e}: the registry may be slow or unreachable; retry, or raise the webhook's timeoutSeconds (now {}s, of which sigil keeps {} ms as margin)",
+            config.timeout.as_secs(),
+            config.margin.as_millis()
+        ),
+        LookupError::Secrets(cause) => format!("cannot read pull secrets: {cause}"),
+    }
+}
+
+/// The admission logic: a cached judge, a pull-secret source, settings.
+pub struct Admission<J, S> {
+    cache: CachedJudge<J>,
+    secrets: S,
+    config: AdmissionConfig,
+    metrics: Arc<Metrics>,
+}
+
+impl<J: ImageJudge, S: PullSecretSource> Admission<J, S> {
+    /// Builds the admission logic around `judge`.
+    pub fn new(judge: Arc<J>, secrets: S, config: AdmissionConfig, metrics: Arc<Metrics>) -> Self {
+        Self {
+            cache: CachedJudge::new(judge, &config.cache, metrics.clone()),
+            secrets,
+            config,
+            metrics,
+        }
+    }
+
+    /// The cached judge.
+    pub fn cache(&self) -> &CachedJudge<J> {
+        &self.cache
+    }
+
+    /// The settings.
+    pub fn config(&self) -> &AdmissionConfig {
+        &self.config
+    }
+
+    /// The metrics.
+    pub fn metrics(&self) -> &Arc<Metrics> {
+        &self.metrics
+    }
+
+    /// Whether the judge is ready.
+    pub fn ready(&self) -> bool {
+        self.cache.judge().ready()
+    }
+
+    /// Answers one request body: always an AdmissionReview, counted in metrics.
+    pub async fn review(&self, endpoint: Endpoint, body: &[u8], start: Instant) -> Answer {
+        let (review, labels) = match review::parse(body) {
+            Err(invalid) => {
+                tracing::warn!(endpoint = endpoint.label(), uid = %invalid.uid, error = %invalid, "unreadable admission review");
+                (
+                    Answer::invalid(&invalid),
+                    RequestLabels {
+                        endpoint: endpoint.label(),
+                        operation: "unknown",
+                        kind: "other",
+                        decision: "invalid",
+                    },
+                )
+            }
+            Ok(req) => {
+                let decision = self.decide(endpoint, &req, start).await;
+                let labels = RequestLabels {
+                    endpoint: endpoint.label(),
+                    operation: operation_label(&req.operation),
+                    kind: kind_label(&req.kind.group, &req.kind.kind),
+                    decision: decision.outcome,
+                };
+                (respond(&req, &decision), labels)
+            }
+        };
+        self.metrics.requests.get_or_create(&labels).inc();
+        review
+    }
+
+    /// The decision for a parsed request.
+    pub async fn decide(
+        &self,
+        endpoint: Endpoint,
+        req: &AdmissionRequest<DynamicObject>,
+        start: Instant,
+    ) -> Decision {
+        let deadline = self.config.deadline(start);
+        match plan(req, &self.config) {
+            Plan::Skip(why) => {
+                tracing::debug!(uid = %req.uid, kind = %req.kind.kind, why, "admission skipped");
+                Decision::skip()
+            }
+            Plan::Refuse(why) => Decision::deny(format!(
+                "sigil denied {} {}: {why}",
+                req.kind.kind.to_ascii_lowercase(),
+                req.name
+            )),
+            Plan::Check(checked) => match endpoint {
+                Endpoint::Validate => self.validate(&checked, deadline).await,
+                Endpoint::Mutate => self.mutate(&checked, deadline).await,
+            },
+        }
+    }
+
+    /// Distinct images of the object, in order of appearance, with the
+    /// containers that use each.
+    fn distinct(sites: &[ImageSite]) -> Vec<(&str, Vec<&ImageSite>)> {
+        let mut out: Vec<(&str, Vec<&ImageSite>)> = Vec::new();
+        for s in sites {
+            match out.iter_mut().find(|(i, _)| *i == s.image) {
+                Some((_, v)) => v.push(s),
+                None => out.push((&s.image, vec![s])),
+            }
+        }
+        out
+    }
+
+    async fn judge_image(
+        &self,
+        image: &str,
+        object: &ObjectInfo,
+        secrets: &ReviewSecrets<'_, S>,
+        deadline: Instant,
+    ) -> ImageOutcome {
+        let judge = self.cache.judge();
+        let mut outcome = ImageOutcome {
+            image: image.to_string(),
+            digest: None,
+            verdict: Err(String::new()),
+            note: None,
+        };
+        if !judge.matches(image, object) {
+            outcome.verdict = Ok(Arc::new(judge.no_match(image)));
+            return outcome;
+        }
+        let digest = if images::is_pinned(image) {
+            let raw = image.rsplit_once('@').map(|(_, d)| d).unwrap_or_default();
+            match Digest::parse(raw) {
+                Ok(d) => d.to_string(),
+                Err(e) => {
+                    outcome.verdict = Err(one_line(&e.to_string()));
+                    return outcome;
+                }
+            }
+        } else {
+            match self.cache.resolve(image, secrets, deadline).await {
+                Ok(Ok(d)) => {
+                    outcome.note = Some(format!(
+                        "image {image} is not pinned to a digest; sigil verified {d}, what the tag pointed to at admission (the /mutate webhook pins tags)"
+                    ));
+                    d
+                }
+                Ok(Err(cause)) => {
+                    outcome.verdict = Err(format!(
+                        "cannot resolve the tag to a digest: {}",
+                        one_line(&cause)
+                    ));
+                    return outcome;
+                }
+                Err(e) => {
+                    outcome.verdict = Err(lookup_cause("resolving the tag", &e, &self.config));
+                    return outcome;
+                }
+            }
+        };
+        outcome.digest = Some(digest.clone());
+        let pinned = PinnedImage {
+            image: image.to_string(),
+            digest,
+        };
+        outcome.verdict = self
+            .cache
+            .verdict(&pinned, object, secrets, deadline)
+            .await
+            .map_err(|e| lookup_cause("verification", &e, &self.config));
+        outcome
+    }
+
+    async fn validate(&self, checked: &Checked, deadline: Instant) -> Decision {
+        let object = &checked.object;
+        let secrets = ReviewSecrets::new(&self.secrets, object);
+        let distinct = Self::distinct(&checked.sites);
+        let outcomes = join_all(
+            distinct
+                .iter()
+                .map(|(image, _)| self.judge_image(image, object, &secrets, deadline)),
+        )
+        .await;
+        let mut lines = String::new();
+        let mut failed = 0usize;
+        let mut warnings = Vec::new();
+        for ((_, sites), o) in distinct.iter().zip(&outcomes) {
+            let containers = sites
+                .iter()
+                .map(|s| format!("{} {}", s.list.label(), s.container))
+                .collect::<Vec<_>>()
+                .join(", ");
+            let digest = o.digest.as_deref().unwrap_or("-");
+            let (allowed, policies, outcome) = match &o.verdict {
+                Ok(v) => (
+                    v.allowed,
+                    v.policies.join(","),
+                    if !v.allowed {
+                        "denied"
+                    } else if v.warnings.is_empty() {
+                        "allowed"
+                    } else {
+                        "warned"
+                    },
+                ),
+                Err(_) => (false, String::new(), "denied"),
+            };
+            tracing::info!(
+                namespace = %object.namespace,
+                kind = %object.kind,
+                name = %object.name,
+                image = %o.image,
+                digest,
+                policy = %policies,
+                outcome,
+                "admission decision"
+            );
+            if let Ok(v) = &o.verdict {
+                warnings.extend(
+                    v.warnings
+                        .iter()
+                        .map(|w| format!("image {}: {}", o.image, one_line(w))),
+                );
+            }
+            if allowed {
+                warnings.extend(o.note.clone());
+                continue;
+            }
+            failed += 1;
+            let reasons = match &o.verdict {
+                Ok(v) if v.reasons.is_empty() => "denied by policy".to_string(),
+                Ok(v) => v
+                    .reasons
+                    .iter()
+                    .map(|r| one_line(r))
+                    .collect::<Vec<_>>()
+                    .join("; "),
+                Err(cause) => cause.clone(),
+            };
+            let at = o
+                .digest
+                .as_deref()
+                .filter(|_| !images::is_pinned(&o.image))
+                .map(|d| format!("{d}, "))
+                .unwrap_or_default();
+            let _ = write!(lines, "\n- image {} ({at}{containers}): {reasons}", o.image);
+        }
+        if failed == 0 {
+            let outcome = if warnings.is_empty() {
+                "allowed"
+            } else {
+                "warned"
+            };
+            return Decision {
+                allowed: true,
+                message: None,
+                warnings,
+                patch: Vec::new(),
+                outcome,
+            };
+        }
+        let total = distinct.len();
+        Decision {
+            allowed: false,
+            message: Some(format!(
+                "sigil denied {}: {failed} of {total} image(s) failed verification{lines}",
+                object.display()
+            )),
+            warnings,
+            patch: Vec::new(),
+            outcome: "denied",
+        }
+    }
+
+    async fn mutate(&self, checked: &Checked, deadline: Instant) -> Decision {
+        let object = &checked.object;
+        let judge = self.cache.judge();
+        let secrets = ReviewSecrets::new(&self.secrets, object);
+        let distinct: Vec<_> = Self::distinct(&checked.sites)
+            .into_iter()
+            .filter(|(image, _)| !images::is_pinned(image))
+            .filter(|(image, _)| match self.config.pin {
+                PinMode::Off => false,
+                PinMode::All => true,
+                PinMode::Matched => judge.matches(image, object),
+            })
+            .collect();
+        if distinct.is_empty() {
+            return Decision::skip();
+        }
+        let resolved = join_all(
+            distinct
+                .iter()
+                .map(|(image, _)| self.cache.resolve(image, &secrets, deadline)),
+        )
+        .await;
+        let mut patch = Vec::new();
+        let mut lines = String::new();
+        let mut failed = 0usize;
+        for ((image, sites), r) in distinct.iter().zip(resolved) {
+            let cause = match r {
+                Ok(Ok(digest)) => {
+                    patch.extend(
+                        sites
+                            .iter()
+                            .map(|s| (s.pointer.clone(), format!("{image}@{digest}"))),
+                    );
+                    continue;
+                }
+                Ok(Err(cause)) => one_line(&cause),
+                Err(e) => lookup_cause("resolving the tag", &e, &self.config),
+            };
+            failed += 1;
+            let _ = write!(
+                lines,
+                "\n- image {image}: cannot pin the tag to a digest: {cause}"
+            );
+        }
+        if failed > 0 {
+            return Decision::deny(format!(
+                "sigil denied {}: {failed} image(s) could not be resolved to a digest{lines}",
+                object.display()
+            ));
+        }
+        Decision {
+            allowed: true,
+            message: None,
+            warnings: Vec::new(),
+            patch,
+            outcome: "patched",
+        }
+    }
+}
+
+/// Writes `decision` as the AdmissionReview answering `req`.
+pub fn respond(req: &AdmissionRequest<DynamicObject>, decision: &Decision) -> Answer {
+    let mut answer = Answer::new(req.uid.clone(), true);
+    answer.response.warnings.clone_from(&decision.warnings);
+    if !decision.allowed {
+        answer = answer.denied(decision.message.clone().unwrap_or_default());
+    }
+    if decision.patch.is_empty() {
+        return answer;
+    }
+    let patched =
+        review::replace_patch(&decision.patch).and_then(|p| answer.clone().with_patch(&p));
+    match patched {
+        Ok(a) => a,
+        Err(e) => Answer::invalid(&Invalid {
+            uid: req.uid.clone(),
+            message: format!(
+                "sigil could not write its JSONPatch ({e}); this is a bug, please report it"
+            ),
+        }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::one_line;
+
+    #[test]
+    fn multi_line_reasons_become_one_line() {
+        assert_eq!(
+            one_line("no signature:\n  - a\n  - b\n"),
+            "no signature: - a - b"
+        );
+    }
+}

@@ -1,0 +1,330 @@
+//! Command-line settings of `sigil-webhook` and their translation into the
+//! library's configuration (admission, caches, server bounds, the static
+//! judge's policy and registry client).
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::{Parser, ValueEnum};
+use sha2::{Digest as _, Sha256};
+use sigil_verifier::crypto::PublicKey;
+use sigil_verifier::identity::{IdentityMatcher, IdentityPolicy};
+use sigil_verifier::image::ImagePolicy;
+use sigil_verifier::oci::{ClientConfig, Credentials, Limits, Want};
+use sigil_verifier::trust::TrustedRoot;
+use sigil_verifier::verify::{SignerPolicy, VerificationPolicy};
+
+use crate::admit::{AdmissionConfig, PinMode};
+use crate::cache::CacheConfig;
+use crate::error::Error;
+use crate::server::ServeLimits;
+use crate::static_judge::{NoMatch, StaticPolicy};
+
+/// Which images `/mutate` pins.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum PinArg {
+    /// Images some policy selects.
+    Matched,
+    /// Every image.
+    All,
+    /// None.
+    Off,
+}
+
+/// Log output format.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum LogFormat {
+    /// Human-readable lines.
+    Text,
+    /// One JSON object per line.
+    Json,
+}
+
+/// `sigil-webhook`: the admission server.
+#[derive(Debug, Clone, Parser)]
+#[command(name = "sigil-webhook", version, about)]
+pub struct Args {
+    /// HTTPS address of `/validate`, `/mutate`, `/healthz`, `/readyz`.
+    #[arg(long, default_value = "0.0.0.0:8443")]
+    pub listen: SocketAddr,
+    /// Plain-HTTP address of `/metrics`, `/healthz`, `/readyz`.
+    #[arg(long, default_value = "0.0.0.0:9090")]
+    pub metrics_listen: SocketAddr,
+    /// PEM serving certificate chain (reloaded when the file changes).
+    #[arg(long, value_name = "PEM")]
+    pub tls_cert: PathBuf,
+    /// PEM private key of the serving certificate.
+    #[arg(long, value_name = "PEM")]
+    pub tls_key: PathBuf,
+    /// How often the certificate files are checked for changes, in seconds.
+    #[arg(long, default_value_t = 5)]
+    pub cert_poll_seconds: u64,
+    /// The webhook configurations' `timeoutSeconds` (1..=30).
+    #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..=30))]
+    pub timeout_seconds: u64,
+    /// Milliseconds of that timeout kept to answer and cross the network.
+    #[arg(long, default_value_t = 1000)]
+    pub deadline_margin_ms: u64,
+    /// sigil's own namespace; never acted on.
+    #[arg(long, default_value = "sigil-system")]
+    pub namespace: String,
+    /// Other namespaces never acted on (repeatable).
+    #[arg(long = "exclude-namespace", default_value = "kube-system")]
+    pub exclude_namespaces: Vec<String>,
+    /// Which images `/mutate` pins to digests.
+    #[arg(long, value_enum, default_value = "matched")]
+    pub pin: PinArg,
+    /// Largest AdmissionReview body read, in bytes.
+    #[arg(long, default_value_t = 7 * 1024 * 1024)]
+    pub max_body_bytes: usize,
+    /// Seconds a drain may take after SIGTERM.
+    #[arg(long, default_value_t = 20)]
+    pub drain_seconds: u64,
+    /// Verdicts cached at most.
+    #[arg(long, default_value_t = 200_000)]
+    pub verdict_cache_size: u64,
+    /// Seconds a clean allow stays cached.
+    #[arg(long, default_value_t = 600)]
+    pub verdict_ttl_seconds: u64,
+    /// Seconds a denial or warning stays cached.
+    #[arg(long, default_value_t = 10)]
+    pub negative_ttl_seconds: u64,
+    /// Seconds a tag→digest resolution stays cached.
+    #[arg(long, default_value_t = 30)]
+    pub digest_ttl_seconds: u64,
+    /// Registry calls in flight per registry host.
+    #[arg(long, default_value_t = 16)]
+    pub per_host_concurrency: usize,
+    /// Name of the static policy in messages.
+    #[arg(long, default_value = "sigil-static")]
+    pub policy_name: String,
+    /// Image globs the static policy selects (repeatable).
+    #[arg(long = "image-glob", default_value = "**")]
+    pub image_globs: Vec<String>,
+    /// PEM public key that must have signed (managed-key authority).
+    #[arg(long, value_name = "PEM", conflicts_with_all = ["certificate_identity", "certificate_identity_regexp"])]
+    pub key: Option<PathBuf>,
+    /// Keyless: expected certificate identity (exact).
+    #[arg(long)]
+    pub certificate_identity: Option<String>,
+    /// Keyless: expected certificate identity (unanchored regex, as cosign).
+    #[arg(long, conflicts_with = "certificate_identity")]
+    pub certificate_identity_regexp: Option<String>,
+    /// Keyless: expected OIDC issuer (exact).
+    #[arg(long)]
+    pub certificate_oidc_issuer: Option<String>,
+    /// Keyless: expected OIDC issuer (regex).
+    #[arg(long, conflicts_with = "certificate_oidc_issuer")]
+    pub certificate_oidc_issuer_regexp: Option<String>,
+    /// Accept key signatures without a transparency-log entry (never the default).
+    #[arg(long)]
+    pub insecure_ignore_tlog: bool,
+    /// `mode: warn`: failures become admission warnings.
+    #[arg(long)]
+    pub warn: bool,
+    /// What images no glob selects get.
+    #[arg(long, value_enum, default_value = "deny")]
+    pub no_match: NoMatch,
+    /// Trusted root JSON (default: the embedded Sigstore public-good root).
+    #[arg(long, value_name = "JSON")]
+    pub trusted_root: Option<PathBuf>,
+    /// Talk plain HTTP to this registry host (repeatable; for local registries).
+    #[arg(long, value_name = "HOST")]
+    pub insecure_registry: Vec<String>,
+    /// Docker config with node-wide registry credentials.
+    #[arg(long, value_name = "FILE")]
+    pub docker_config: Option<PathBuf>,
+    /// Log format.
+    #[arg(long, value_enum, default_value = "text")]
+    pub log_format: LogFormat,
+}
+
+fn matcher(
+    exact: &Option<String>,
+    re: &Option<String>,
+    flag: &str,
+) -> Result<IdentityMatcher, Error> {
+    match (exact, re) {
+        (Some(s), None) => Ok(IdentityMatcher::Exact(s.clone())),
+        (None, Some(r)) => regex::Regex::new(r)
+            .map(IdentityMatcher::Regex)
+            .map_err(|e| {
+                Error::Config(format!(
+                    "--{flag}-regexp `{r}` is not a regular expression: {e}"
+                ))
+            }),
+        _ => Err(Error::Config(format!("give --{flag} or --{flag}-regexp"))),
+    }
+}
+
+impl Args {
+    /// Admission settings.
+    pub fn admission(&self) -> AdmissionConfig {
+        let mut excluded = self.exclude_namespaces.clone();
+        excluded.push(self.namespace.clone());
+        AdmissionConfig {
+            timeout: Duration::from_secs(self.timeout_seconds),
+            margin: Duration::from_millis(self.deadline_margin_ms),
+            excluded_namespaces: excluded,
+            pin: match self.pin {
+                PinArg::Matched => PinMode::Matched,
+                PinArg::All => PinMode::All,
+                PinArg::Off => PinMode::Off,
+            },
+            max_body_bytes: self.max_body_bytes,
+            cache: CacheConfig {
+                verdict_capacity: self.verdict_cache_size,
+                digest_capacity: (self.verdict_cache_size / 4).max(1024),
+                positive_ttl: Duration::from_secs(self.verdict_ttl_seconds),
+                negative_ttl: Duration::from_secs(self.negative_ttl_seconds),
+                digest_ttl: Duration::from_secs(self.digest_ttl_seconds),
+                per_host_concurrency: self.per_host_concurrency,
+            },
+        }
+    }
+
+    /// Server bounds.
+    pub fn serve_limits(&self) -> ServeLimits {
+        ServeLimits {
+            drain: Duration::from_secs(self.drain_seconds),
+            ..ServeLimits::default()
+        }
+    }
+
+    /// The static policy.
+    pub fn static_policy(&self) -> Result<StaticPolicy, Error> {
+        let keyless =
+            self.certificate_identity.is_some() || self.certificate_identity_regexp.is_some();
+        let (verification, authority, signer) = match (&self.key, keyless) {
+            (Some(path), false) => {
+                let pem = std::fs::read_to_string(path).map_err(|e| {
+                    Error::Config(format!("cannot read --key {}: {e}", path.display()))
+                })?;
+                let key = PublicKey::from_pem(&pem).map_err(|e| {
+                    Error::Config(format!("--key {} is not a public key: {e}", path.display()))
+                })?;
+                (
+                    VerificationPolicy {
+                        signer: SignerPolicy::Key(key),
+                        require_tlog: !self.insecure_ignore_tlog,
+                    },
+                    "key",
+                    format!("key:{}", hex::encode(Sha256::digest(pem.as_bytes()))),
+                )
+            }
+            (None, true) => {
+                let identity = IdentityPolicy {
+                    subject: matcher(
+                        &self.certificate_identity,
+                        &self.certificate_identity_regexp,
+                        "certificate-identity",
+                    )?,
+                    issuer: matcher(
+                        &self.certificate_oidc_issuer,
+                        &self.certificate_oidc_issuer_regexp,
+                        "certificate-oidc-issuer",
+                    )?,
+                };
+                (
+                    VerificationPolicy {
+                        signer: SignerPolicy::Keyless {
+                            identities: vec![identity],
+                            require_sct: true,
+                        },
+                        require_tlog: true,
+                    },
+                    "keyless",
+                    format!(
+                        "keyless:{:?}:{:?}:{:?}:{:?}",
+                        self.certificate_identity,
+                        self.certificate_identity_regexp,
+                        self.certificate_oidc_issuer,
+                        self.certificate_oidc_issuer_regexp
+                    ),
+                )
+            }
+            _ => {
+                return Err(Error::Config(
+                    "give either --key PEM, or --certificate-identity[-regexp] with --certificate-oidc-issuer[-regexp]".into(),
+                ));
+            }
+        };
+        let fingerprint = format!(
+            "{}|{}|{signer}|tlog={}|warn={}|nomatch={:?}",
+            self.policy_name,
+            self.image_globs.join(","),
+            !self.insecure_ignore_tlog,
+            self.warn,
+            self.no_match
+        );
+        Ok(StaticPolicy {
+            name: self.policy_name.clone(),
+            globs: self.image_globs.clone(),
+            authority: authority.into(),
+            image_policy: ImagePolicy {
+                verification,
+                want: Want::Signatures,
+            },
+            warn: self.warn,
+            no_match: self.no_match,
+            fingerprint,
+        })
+    }
+
+    /// The trust root and an identifier of its content.
+    pub fn trust_root(&self) -> Result<(TrustedRoot, String), Error> {
+        match &self.trusted_root {
+            Some(path) => {
+                let json = std::fs::read_to_string(path).map_err(|e| {
+                    Error::Config(format!(
+                        "cannot read --trusted-root {}: {e}",
+                        path.display()
+                    ))
+                })?;
+                let root = TrustedRoot::from_json(&json).map_err(|e| {
+                    Error::Config(format!("--trusted-root {} is invalid: {e}", path.display()))
+                })?;
+                Ok((root, hex::encode(Sha256::digest(json.as_bytes()))))
+            }
+            None => {
+                let root = TrustedRoot::public_good()
+                    .map_err(|e| Error::Config(format!("embedded trust root: {e}")))?;
+                Ok((
+                    root,
+                    concat!("public-good@sigil-", env!("CARGO_PKG_VERSION")).to_string(),
+                ))
+            }
+        }
+    }
+
+    /// The registry client settings (node-wide credentials, insecure hosts,
+    /// limits within the admission deadline).
+    pub fn client_config(&self) -> Result<ClientConfig, Error> {
+        let credentials = match &self.docker_config {
+            Some(path) => {
+                let bytes = std::fs::read(path).map_err(|e| {
+                    Error::Config(format!(
+                        "cannot read --docker-config {}: {e}",
+                        path.display()
+                    ))
+                })?;
+                Credentials::from_docker_config_json(&bytes).map_err(|e| {
+                    Error::Config(format!("--docker-config {}: {e}", path.display()))
+                })?
+            }
+            None => Credentials::anonymous(),
+        };
+        let budget = Duration::from_secs(self.timeout_seconds);
+        Ok(ClientConfig {
+            credentials,
+            allow_insecure_all: false,
+            insecure_hosts: self.insecure_registry.clone(),
+            limits: Limits {
+                request_timeout: budget,
+                total_deadline: budget,
+                ..Limits::default()
+            },
+        })
+    }
+}

@@ -1,0 +1,220 @@
+//! The seam between the admission server and whatever decides about an image:
+//! [`ImageJudge`] (verdicts, tag resolution, policy matching, readiness) and
+//! [`PullSecretSource`] (registry credentials of the admitted object).
+//!
+//! The server, the cache ([`crate::cache`]) and the tests only know these
+//! traits; the policy engine plugs in by implementing [`ImageJudge`].
+
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use kube::core::DynamicObject;
+use sigil_verifier::oci::Credentials;
+use tokio::time::Instant;
+
+/// An image of the admitted object, pinned to the digest that will run.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct PinnedImage {
+    /// The image as written in the object (`ghcr.io/x/y:1.0` or `...@sha256:...`).
+    pub image: String,
+    /// The digest that runs: `sha256:<64 hex>`, from the reference or resolved.
+    pub digest: String,
+}
+
+impl PinnedImage {
+    /// The reference to verify: the written image without its tag's digest
+    /// ambiguity, i.e. `repository[:tag]@digest`.
+    pub fn reference(&self) -> String {
+        if self.image.contains('@') {
+            self.image.clone()
+        } else {
+            format!("{}@{}", self.image, self.digest)
+        }
+    }
+}
+
+/// What the judge may know about the object an image belongs to.
+#[derive(Debug, Clone)]
+pub struct ObjectInfo {
+    /// API group (`""` for the core group).
+    pub group: String,
+    /// API version.
+    pub version: String,
+    /// Resource (`pods`, `deployments`, ...).
+    pub resource: String,
+    /// Subresource (`ephemeralcontainers`), empty for the object itself.
+    pub sub_resource: String,
+    /// Kind (`Pod`, `Deployment`, ...).
+    pub kind: String,
+    /// Namespace.
+    pub namespace: String,
+    /// Name (may be empty for objects named by `generateName`).
+    pub name: String,
+    /// The object's labels.
+    pub labels: BTreeMap<String, String>,
+    /// Names of the pod template's `imagePullSecrets`.
+    pub pull_secret_names: Vec<String>,
+    /// The pod template's service account (`default` when unset).
+    pub service_account: String,
+    /// The whole object as admitted, for policies that look at metadata or spec.
+    pub object: Arc<DynamicObject>,
+}
+
+impl ObjectInfo {
+    /// `kind namespace/name`, as messages name the object.
+    pub fn display(&self) -> String {
+        let name = if self.name.is_empty() {
+            "(generated name)"
+        } else {
+            &self.name
+        };
+        format!(
+            "{} {}/{}",
+            self.kind.to_ascii_lowercase(),
+            self.namespace,
+            name
+        )
+    }
+}
+
+/// The judge's decision for one image.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Verdict {
+    /// Whether the image may run.
+    pub allowed: bool,
+    /// When denied: why, one entry per policy or authority tried
+    /// (`policy p, authority a (key): no signature found ...`).
+    pub reasons: Vec<String>,
+    /// Admission warnings (warn-mode failures, notes), without the image name.
+    pub warnings: Vec<String>,
+    /// Names of the policies that applied, for logs.
+    pub policies: Vec<String>,
+}
+
+impl Verdict {
+    /// An allow without remarks.
+    pub fn allow(policies: Vec<String>) -> Self {
+        Self {
+            allowed: true,
+            policies,
+            ..Self::default()
+        }
+    }
+
+    /// A denial with reasons.
+    pub fn deny(policies: Vec<String>, reasons: Vec<String>) -> Self {
+        Self {
+            allowed: false,
+            reasons,
+            policies,
+            ..Self::default()
+        }
+    }
+
+    /// An allow with warnings (`mode: warn`).
+    pub fn warn(policies: Vec<String>, warnings: Vec<String>) -> Self {
+        Self {
+            allowed: true,
+            warnings,
+            policies,
+            ..Self::default()
+        }
+    }
+
+    /// Whether the verdict is clean: allowed with no warnings. Other verdicts
+    /// are cached only briefly, since a retry may see new signatures.
+    pub fn is_clean(&self) -> bool {
+        self.allowed && self.warnings.is_empty()
+    }
+}
+
+/// The versions of everything a verdict depends on besides the image. A
+/// verdict cached under other versions is never reused, so a policy or
+/// trust-root change cannot be answered from an old verdict.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Versions {
+    /// A hash of the policy set in force.
+    pub policy_hash: String,
+    /// The version of the trust roots in force.
+    pub trust_root_version: String,
+}
+
+/// Registry credentials for one admitted object (its pull secrets and its
+/// service account's).
+#[derive(Debug, Clone, Default)]
+pub struct PullSecrets {
+    /// Credentials per registry host (anonymous when none).
+    pub credentials: Credentials,
+    /// A stable identity of these credentials (e.g. namespace, secret names and
+    /// resource versions), so clients can be reused without comparing secrets.
+    pub id: String,
+}
+
+/// Decides about images. Implementations own verification and policy; the
+/// server owns deadlines, caching, single flight and concurrency bounds
+/// (see [`crate::cache::CachedJudge`]).
+pub trait ImageJudge: Send + Sync + 'static {
+    /// The verdict for `image`, already pinned to a digest, of `object`.
+    /// Must answer by `deadline`; the caller stops waiting then and denies.
+    fn judge(
+        &self,
+        image: &PinnedImage,
+        object: &ObjectInfo,
+        secrets: &PullSecrets,
+        deadline: Instant,
+    ) -> impl Future<Output = Verdict> + Send;
+
+    /// Resolves a tag to its digest (`sha256:<hex>`) with the object's pull
+    /// secrets; `Err` carries a user-facing cause.
+    fn resolve(
+        &self,
+        image: &str,
+        secrets: &PullSecrets,
+        deadline: Instant,
+    ) -> impl Future<Output = Result<String, String>> + Send;
+
+    /// Whether any policy selects `image` of `object`. Only such images are
+    /// pinned by `/mutate` and verified by `/validate`.
+    fn matches(&self, image: &str, object: &ObjectInfo) -> bool;
+
+    /// The verdict for an image no policy selects (`noMatchPolicy`).
+    fn no_match(&self, image: &str) -> Verdict;
+
+    /// The versions verdicts currently depend on. Must be read before the
+    /// policy snapshot a following [`judge`](Self::judge) call uses (versions
+    /// only move forward), so a cached verdict is never older than its key.
+    fn versions(&self) -> Versions;
+
+    /// What about `object` a verdict depends on (for instance the resource
+    /// rules of matching policies), or `None` when verdicts for this object
+    /// must not be cached (a policy reads the object's spec).
+    fn object_key(&self, object: &ObjectInfo) -> Option<String> {
+        let _ = object;
+        Some(String::new())
+    }
+
+    /// Whether policies and trust roots are loaded.
+    fn ready(&self) -> bool;
+
+    /// Age of the policy snapshot in force, when the judge has one.
+    fn snapshot_age(&self) -> Option<Duration> {
+        None
+    }
+}
+
+/// Finds registry credentials for an object from the names its pod template
+/// carries. Reading Secrets needs the API server; see
+/// [`crate::secrets`] for the implementations.
+pub trait PullSecretSource: Send + Sync + 'static {
+    /// Credentials from `secret_names` in `namespace` and from the
+    /// `imagePullSecrets` of `service_account`. Errors are user-facing.
+    fn pull_secrets(
+        &self,
+        namespace: &str,
+        secret_names: &[String],
+        service_account: &str,
+        deadline: Instant,
+    ) -> impl Future<Output = Result<PullSecrets, String>> + Send;
+}

@@ -1,0 +1,201 @@
+//! sigil-webhook: the admission server. It pins image tags to digests
+//! (`/mutate`) and verifies the digests that will run (`/validate`) through an
+//! [`judge::ImageJudge`], with caching, deadlines and metrics around it.
+//!
+//! Layout: [`review`] reads and writes AdmissionReviews; [`images`] finds the
+//! images of each supported kind; [`admit`] is the decision as plain code;
+//! [`cache`] wraps any judge with moka caches and single flight; [`server`]
+//! is axum over rustls with graceful shutdown; [`tls`] reloads the serving
+//! certificate; [`static_judge`] is the judge for a policy given by flags.
+#![forbid(unsafe_code)]
+
+pub mod admit;
+pub mod cache;
+pub mod config;
+pub mod error;
+pub mod images;
+pub mod judge;
+pub mod metrics;
+pub mod review;
+pub mod secrets;
+pub mod server;
+pub mod static_judge;
+pub mod tls;
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+
+pub use config::{Args, LogFormat};
+pub use error::Error;
+
+use crate::admit::{Admission, AdmissionConfig};
+use crate::judge::{ImageJudge, PullSecretSource};
+use crate::metrics::Metrics;
+use crate::server::{AppState, ServeLimits};
+use crate::tls::{CertFiles, ReloadingCert};
+
+/// Installs the log subscriber (`RUST_LOG` filters; info by default).
+pub fn init_logging(format: LogFormat) {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let builder = tracing_subscriber::fmt().with_env_filter(filter);
+    // A second call (tests) keeps the first subscriber.
+    let _ = match format {
+        LogFormat::Text => builder.try_init(),
+        LogFormat::Json => builder.json().try_init(),
+    };
+}
+
+/// Everything a server needs besides its judge.
+#[derive(Debug, Clone)]
+pub struct ServerSettings {
+    /// HTTPS address.
+    pub listen: SocketAddr,
+    /// Plain metrics address.
+    pub metrics_listen: SocketAddr,
+    /// Serving certificate files.
+    pub cert: CertFiles,
+    /// Certificate poll interval.
+    pub cert_poll: Duration,
+    /// Admission settings.
+    pub admission: AdmissionConfig,
+    /// Server bounds.
+    pub limits: ServeLimits,
+}
+
+/// A started server.
+pub struct Running<J, S> {
+    /// The HTTPS address actually bound.
+    pub addr: SocketAddr,
+    /// The metrics address actually bound.
+    pub metrics_addr: SocketAddr,
+    /// Shared state (metrics, caches, readiness).
+    pub state: Arc<AppState<J, S>>,
+    stop: watch::Sender<bool>,
+    tasks: Vec<JoinHandle<()>>,
+}
+
+impl<J, S> Running<J, S> {
+    /// Begins shutdown: `/readyz` fails, accepting stops, in-flight reviews
+    /// finish within the drain bound. Resolves when both servers stopped.
+    pub async fn shutdown(self) {
+        self.state.shutting_down.store(true, Ordering::Relaxed);
+        let _ = self.stop.send(true);
+        for t in self.tasks {
+            let _ = t.await;
+        }
+    }
+}
+
+async fn bind(addr: SocketAddr) -> Result<TcpListener, Error> {
+    TcpListener::bind(addr)
+        .await
+        .map_err(|source| Error::Bind { addr, source })
+}
+
+/// Ends when `true` is sent or the sender is gone.
+async fn stopped(mut rx: watch::Receiver<bool>) {
+    let _ = rx.wait_for(|stop| *stop).await;
+}
+
+/// Binds both ports and serves `judge` until [`Running::shutdown`].
+pub async fn start<J: ImageJudge, S: PullSecretSource>(
+    judge: Arc<J>,
+    secrets: S,
+    settings: ServerSettings,
+) -> Result<Running<J, S>, Error> {
+    let metrics = Arc::new(Metrics::new());
+    let admission = Admission::new(judge, secrets, settings.admission.clone(), metrics);
+    let state = AppState::new(admission);
+    let cert = ReloadingCert::load(settings.cert.clone())?;
+    let tls = tls::server_config(cert.clone())?;
+    let listener = bind(settings.listen).await?;
+    let metrics_listener = bind(settings.metrics_listen).await?;
+    let addr = listener.local_addr().map_err(|source| Error::Bind {
+        addr: settings.listen,
+        source,
+    })?;
+    let metrics_addr = metrics_listener
+        .local_addr()
+        .map_err(|source| Error::Bind {
+            addr: settings.metrics_listen,
+            source,
+        })?;
+    let (stop, rx) = watch::channel(false);
+    let watcher = tokio::spawn(cert.watch(settings.cert_poll));
+    let https = tokio::spawn(server::serve_tls(
+        listener,
+        tls,
+        server::router(state.clone()),
+        settings.limits.clone(),
+        stopped(rx.clone()),
+    ));
+    let plain_router = server::metrics_router(state.clone());
+    let plain_stop = stopped(rx);
+    let plain = tokio::spawn(async move {
+        let serve = axum::serve(metrics_listener, plain_router).with_graceful_shutdown(plain_stop);
+        if let Err(e) = serve.await {
+            tracing::warn!(error = %e, "metrics server stopped");
+        }
+    });
+    let stop_watcher = {
+        let rx = stop.subscribe();
+        tokio::spawn(async move {
+            stopped(rx).await;
+            watcher.abort();
+        })
+    };
+    tracing::info!(%addr, %metrics_addr, "sigil-webhook serving");
+    Ok(Running {
+        addr,
+        metrics_addr,
+        state,
+        stop,
+        tasks: vec![https, plain, stop_watcher],
+    })
+}
+
+/// Resolves on SIGTERM or Ctrl-C.
+async fn termination() -> Result<(), Error> {
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+        .map_err(Error::Signal)?;
+    tokio::select! {
+        _ = term.recv() => {}
+        r = tokio::signal::ctrl_c() => r.map_err(Error::Signal)?,
+    }
+    Ok(())
+}
+
+/// Runs the webhook with the static judge from `args` until SIGTERM.
+pub async fn run(args: Args) -> Result<(), Error> {
+    let (root, root_id) = args.trust_root()?;
+    let judge = static_judge::StaticJudge::new(
+        args.static_policy()?,
+        root,
+        &root_id,
+        args.client_config()?,
+    )?;
+    let settings = ServerSettings {
+        listen: args.listen,
+        metrics_listen: args.metrics_listen,
+        cert: CertFiles {
+            cert: args.tls_cert.clone(),
+            key: args.tls_key.clone(),
+        },
+        cert_poll: Duration::from_secs(args.cert_poll_seconds.max(1)),
+        admission: args.admission(),
+        limits: args.serve_limits(),
+    };
+    let running = start(Arc::new(judge), secrets::NoPullSecrets, settings).await?;
+    termination().await?;
+    tracing::info!("SIGTERM: draining in-flight reviews");
+    running.shutdown().await;
+    tracing::info!("stopped");
+    Ok(())
+}

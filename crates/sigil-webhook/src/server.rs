@@ -1,0 +1,356 @@
+//! HTTP: the axum routers (admission on HTTPS, metrics and health on a plain
+//! port), bounded request-body reading, the rustls accept loop with
+//! handshake timeouts and a connection bound, and graceful shutdown that
+//! stops accepting, answers in-flight reviews and gives up after a bound.
+
+use std::future::Future;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use axum::Router;
+use axum::body::{Body, Bytes};
+use axum::extract::State;
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use http_body_util::BodyExt as _;
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use hyper_util::server::conn::auto;
+use hyper_util::server::graceful::GracefulShutdown;
+use hyper_util::service::TowerToHyperService;
+use prometheus_client::metrics::gauge::Gauge;
+use rustls::ServerConfig;
+use tokio::net::TcpListener;
+use tokio::sync::Semaphore;
+use tokio::time::Instant;
+use tokio_rustls::TlsAcceptor;
+
+use crate::admit::{Admission, Endpoint};
+use crate::judge::{ImageJudge, PullSecretSource};
+use crate::metrics::RequestLabels;
+use crate::review::{self, Answer, Invalid};
+
+/// Bounds of the HTTPS server.
+#[derive(Debug, Clone)]
+pub struct ServeLimits {
+    /// Connections served at once; further ones wait in the accept queue.
+    pub max_connections: usize,
+    /// Time allowed for a TLS handshake.
+    pub handshake_timeout: Duration,
+    /// Time allowed to read request headers.
+    pub header_timeout: Duration,
+    /// Time allowed for in-flight reviews after shutdown begins.
+    pub drain: Duration,
+}
+
+impl Default for ServeLimits {
+    fn default() -> Self {
+        Self {
+            max_connections: 4096,
+            handshake_timeout: Duration::from_secs(10),
+            header_timeout: Duration::from_secs(10),
+            drain: Duration::from_secs(20),
+        }
+    }
+}
+
+/// Shared state of the routers.
+pub struct AppState<J, S> {
+    /// The admission logic.
+    pub admission: Admission<J, S>,
+    /// Set when shutdown begins: `/readyz` then fails so endpoints drop us.
+    pub shutting_down: AtomicBool,
+}
+
+impl<J, S> AppState<J, S> {
+    /// Wraps the admission logic.
+    pub fn new(admission: Admission<J, S>) -> Arc<Self> {
+        Arc::new(Self {
+            admission,
+            shutting_down: AtomicBool::new(false),
+        })
+    }
+}
+
+/// The HTTPS router: `/validate`, `/mutate`, `/healthz`, `/readyz`.
+pub fn router<J: ImageJudge, S: PullSecretSource>(state: Arc<AppState<J, S>>) -> Router {
+    Router::new()
+        .route("/validate", post(validate::<J, S>))
+        .route("/mutate", post(mutate::<J, S>))
+        .route("/healthz", get(healthz))
+        .route("/readyz", get(readyz::<J, S>))
+        .with_state(state)
+}
+
+/// The plain-HTTP router: `/metrics`, `/healthz`, `/readyz`.
+pub fn metrics_router<J: ImageJudge, S: PullSecretSource>(state: Arc<AppState<J, S>>) -> Router {
+    Router::new()
+        .route("/metrics", get(metrics::<J, S>))
+        .route("/healthz", get(healthz))
+        .route("/readyz", get(readyz::<J, S>))
+        .with_state(state)
+}
+
+async fn healthz() -> &'static str {
+    "ok"
+}
+
+async fn readyz<J: ImageJudge, S: PullSecretSource>(
+    State(app): State<Arc<AppState<J, S>>>,
+) -> (StatusCode, &'static str) {
+    if app.shutting_down.load(Ordering::Relaxed) {
+        (StatusCode::SERVICE_UNAVAILABLE, "shutting down")
+    } else if app.admission.ready() {
+        (StatusCode::OK, "ready")
+    } else {
+        (
+            StatusCode::SERVICE_UNAVAILABLE,
+            "policies or trust roots not loaded yet",
+        )
+    }
+}
+
+async fn metrics<J: ImageJudge, S: PullSecretSource>(
+    State(app): State<Arc<AppState<J, S>>>,
+) -> Response {
+    let m = app.admission.metrics();
+    let age = app
+        .admission
+        .cache()
+        .judge()
+        .snapshot_age()
+        .map_or(-1.0, |d| d.as_secs_f64());
+    m.snapshot_age.set(age);
+    (
+        [(
+            header::CONTENT_TYPE,
+            "application/openmetrics-text; version=1.0.0; charset=utf-8",
+        )],
+        m.encode(),
+    )
+        .into_response()
+}
+
+async fn validate<J: ImageJudge, S: PullSecretSource>(
+    State(app): State<Arc<AppState<J, S>>>,
+    headers: HeaderMap,
+    body: Body,
+) -> Response {
+    admit(&app, Endpoint::Validate, &headers, body).await
+}
+
+async fn mutate<J: ImageJudge, S: PullSecretSource>(
+    State(app): State<Arc<AppState<J, S>>>,
+    headers: HeaderMap,
+    body: Body,
+) -> Response {
+    admit(&app, Endpoint::Mutate, &headers, body).await
+}
+
+/// Decrements the in-flight gauge however the handler ends.
+struct InFlight(Gauge);
+
+impl InFlight {
+    fn enter(g: &Gauge) -> Self {
+        g.inc();
+        Self(g.clone())
+    }
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        self.0.dec();
+    }
+}
+
+/// Why a body was not read.
+enum BodyError {
+    TooLarge(Vec<u8>),
+    Read(String),
+}
+
+/// Reads at most `limit` bytes by `deadline`; on overflow returns what was read.
+async fn read_body(
+    headers: &HeaderMap,
+    body: Body,
+    limit: usize,
+    deadline: Instant,
+) -> Result<Bytes, BodyError> {
+    let declared = headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
+    if declared.is_some_and(|n| n > limit as u64) {
+        return Err(BodyError::TooLarge(Vec::new()));
+    }
+    let read = async {
+        let mut body = body;
+        let mut buf: Vec<u8> = Vec::with_capacity(declared.map_or(16 * 1024, |n| n as usize));
+        // Bounded: every iteration consumes a frame, the total is capped at
+        // `limit`, and the whole read at the deadline.
+        while let Some(frame) = body.frame().await {
+            let frame = frame.map_err(|e| BodyError::Read(e.to_string()))?;
+            if let Ok(data) = frame.into_data() {
+                if buf.len().saturating_add(data.len()) > limit {
+                    return Err(BodyError::TooLarge(buf));
+                }
+                buf.extend_from_slice(&data);
+            }
+        }
+        Ok(Bytes::from(buf))
+    };
+    tokio::time::timeout_at(deadline, read)
+        .await
+        .unwrap_or_else(|_| {
+            Err(BodyError::Read(
+                "the body did not arrive before the deadline".into(),
+            ))
+        })
+}
+
+fn json_response(review: &impl serde::Serialize) -> Response {
+    match serde_json::to_vec(review) {
+        Ok(bytes) => (
+            StatusCode::OK,
+            [(header::CONTENT_TYPE, "application/json")],
+            bytes,
+        )
+            .into_response(),
+        // Serializing these plain structures cannot fail in practice; still
+        // answer with an AdmissionReview the API server can read.
+        Err(e) => {
+            let fallback = serde_json::json!({
+                "apiVersion": review::API_VERSION, "kind": review::KIND,
+                "response": {"uid": "", "allowed": false, "status": {"message": format!("sigil could not write its answer: {e}")}}
+            });
+            (
+                StatusCode::OK,
+                [(header::CONTENT_TYPE, "application/json")],
+                fallback.to_string(),
+            )
+                .into_response()
+        }
+    }
+}
+
+async fn admit<J: ImageJudge, S: PullSecretSource>(
+    app: &AppState<J, S>,
+    endpoint: Endpoint,
+    headers: &HeaderMap,
+    body: Body,
+) -> Response {
+    let start = Instant::now();
+    let admission = &app.admission;
+    let _in_flight = InFlight::enter(&admission.metrics().in_flight);
+    let config = admission.config();
+    let deadline = config.deadline(start);
+    match read_body(headers, body, config.max_body_bytes, deadline).await {
+        Ok(bytes) => json_response(&admission.review(endpoint, &bytes, start).await),
+        Err(e) => {
+            let invalid = match e {
+                BodyError::TooLarge(prefix) => Invalid {
+                    uid: review::find_uid(&prefix),
+                    message: format!(
+                        "the AdmissionReview is larger than sigil's limit of {} bytes; raise --max-body-bytes if objects this large are expected",
+                        config.max_body_bytes
+                    ),
+                },
+                BodyError::Read(why) => Invalid {
+                    uid: String::new(),
+                    message: format!("sigil could not read the request body: {why}"),
+                },
+            };
+            tracing::warn!(endpoint = endpoint.label(), uid = %invalid.uid, error = %invalid, "admission review refused");
+            admission
+                .metrics()
+                .requests
+                .get_or_create(&RequestLabels {
+                    endpoint: endpoint.label(),
+                    operation: "unknown",
+                    kind: "other",
+                    decision: "invalid",
+                })
+                .inc();
+            json_response(&Answer::invalid(&invalid))
+        }
+    }
+}
+
+/// Serves `router` over TLS on `listener` until `shutdown` completes, then
+/// drains open connections for at most `limits.drain`.
+pub async fn serve_tls(
+    listener: TcpListener,
+    tls: Arc<ServerConfig>,
+    router: Router,
+    limits: ServeLimits,
+    shutdown: impl Future<Output = ()>,
+) {
+    let acceptor = TlsAcceptor::from(tls);
+    let graceful = GracefulShutdown::new();
+    let connections = Arc::new(Semaphore::new(limits.max_connections.max(1)));
+    let mut builder = auto::Builder::new(TokioExecutor::new());
+    builder
+        .http1()
+        .timer(TokioTimer::new())
+        .header_read_timeout(limits.header_timeout);
+    let builder = Arc::new(builder);
+    tokio::pin!(shutdown);
+    loop {
+        let permit = tokio::select! {
+            () = &mut shutdown => break,
+            p = connections.clone().acquire_owned() => match p {
+                Ok(p) => p,
+                Err(_) => break,
+            },
+        };
+        let (stream, peer) = tokio::select! {
+            () = &mut shutdown => break,
+            accepted = listener.accept() => match accepted {
+                Ok(a) => a,
+                Err(e) => {
+                    // Out of file descriptors and the like: back off briefly.
+                    tracing::warn!(error = %e, "accept failed");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                }
+            },
+        };
+        let _ = stream.set_nodelay(true);
+        let acceptor = acceptor.clone();
+        let service = TowerToHyperService::new(router.clone());
+        let builder = builder.clone();
+        let watcher = graceful.watcher();
+        let handshake_timeout = limits.handshake_timeout;
+        tokio::spawn(async move {
+            let _permit = permit;
+            let tls = match tokio::time::timeout(handshake_timeout, acceptor.accept(stream)).await {
+                Ok(Ok(s)) => s,
+                Ok(Err(e)) => {
+                    tracing::debug!(%peer, error = %e, "TLS handshake failed");
+                    return;
+                }
+                Err(_) => {
+                    tracing::debug!(%peer, "TLS handshake timed out");
+                    return;
+                }
+            };
+            let conn = builder
+                .serve_connection(TokioIo::new(tls), service)
+                .into_owned();
+            if let Err(e) = watcher.watch(conn).await {
+                tracing::debug!(%peer, error = %e, "connection ended with an error");
+            }
+        });
+    }
+    drop(listener);
+    if tokio::time::timeout(limits.drain, graceful.shutdown())
+        .await
+        .is_err()
+    {
+        tracing::warn!(
+            drain_seconds = limits.drain.as_secs(),
+            "connections still open after the drain period; closing them"
+        );
+    }
+}

@@ -1,0 +1,226 @@
+//! Serving certificates: loading a PEM certificate chain and key, a rustls
+//! resolver whose certificate can be swapped while serving, and the reload
+//! loop that polls the mounted files.
+//!
+//! Polling, not inotify: a Kubernetes Secret volume update swaps the
+//! `..data` symlink of the directory, which a watch on the file never sees.
+//! The loop re-reads both files every interval and swaps the certificate when
+//! their content hash changes and they parse and match; a half-written or
+//! mismatched pair is logged and the old certificate stays.
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, RwLock};
+use std::time::Duration;
+
+use rustls::ServerConfig;
+use rustls::server::{ClientHello, ResolvesServerCert};
+use rustls::sign::CertifiedKey;
+use rustls_pki_types::pem::PemObject;
+use rustls_pki_types::{CertificateDer, PrivateKeyDer};
+use sha2::{Digest as _, Sha256};
+
+/// Largest certificate or key file read.
+const MAX_PEM_BYTES: u64 = 1 << 20;
+
+/// Why a certificate could not be loaded.
+#[derive(Debug, thiserror::Error)]
+pub enum TlsError {
+    /// A file could not be read.
+    #[error("cannot read {path}: {source}; check the mounted TLS secret")]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// The I/O error.
+        source: std::io::Error,
+    },
+    /// A file is larger than any certificate or key.
+    #[error("{path} is larger than {MAX_PEM_BYTES} bytes; it is not a PEM certificate or key")]
+    TooLarge {
+        /// The file.
+        path: PathBuf,
+    },
+    /// No certificate in the certificate file.
+    #[error("{path} holds no PEM CERTIFICATE block")]
+    NoCertificate {
+        /// The file.
+        path: PathBuf,
+    },
+    /// The key file holds no usable key.
+    #[error(
+        "{path} holds no usable private key ({reason}); expected a PKCS#8, SEC1 or PKCS#1 PEM key"
+    )]
+    Key {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        reason: String,
+    },
+    /// Key and certificate do not belong together.
+    #[error("the key in {key} does not match the certificate in {cert} ({reason})")]
+    Mismatch {
+        /// The certificate file.
+        cert: PathBuf,
+        /// The key file.
+        key: PathBuf,
+        /// Why.
+        reason: String,
+    },
+    /// rustls refused the configuration.
+    #[error("cannot configure TLS: {0}")]
+    Config(String),
+}
+
+fn read_bounded(path: &Path) -> Result<Vec<u8>, TlsError> {
+    let read = |source| TlsError::Read {
+        path: path.to_path_buf(),
+        source,
+    };
+    let len = std::fs::metadata(path).map_err(read)?.len();
+    if len > MAX_PEM_BYTES {
+        return Err(TlsError::TooLarge {
+            path: path.to_path_buf(),
+        });
+    }
+    std::fs::read(path).map_err(read)
+}
+
+/// Content hash, certificate bytes, key bytes.
+type PemPair = ([u8; 32], Vec<u8>, Vec<u8>);
+
+/// The certificate and key files and what they hold.
+#[derive(Debug, Clone)]
+pub struct CertFiles {
+    /// PEM certificate chain, leaf first.
+    pub cert: PathBuf,
+    /// PEM private key.
+    pub key: PathBuf,
+}
+
+impl CertFiles {
+    /// Reads both files: their content hash and raw bytes.
+    fn read(&self) -> Result<PemPair, TlsError> {
+        let cert = read_bounded(&self.cert)?;
+        let key = read_bounded(&self.key)?;
+        let mut h = Sha256::new();
+        h.update((cert.len() as u64).to_be_bytes());
+        h.update(&cert);
+        h.update(&key);
+        Ok((h.finalize().into(), cert, key))
+    }
+
+    /// Parses a certificate chain and key into a rustls certified key.
+    fn parse(&self, cert: &[u8], key: &[u8]) -> Result<CertifiedKey, TlsError> {
+        let chain: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(cert)
+            .filter_map(Result::ok)
+            .collect();
+        if chain.is_empty() {
+            return Err(TlsError::NoCertificate {
+                path: self.cert.clone(),
+            });
+        }
+        let key_der = PrivateKeyDer::from_pem_slice(key).map_err(|e| TlsError::Key {
+            path: self.key.clone(),
+            reason: e.to_string(),
+        })?;
+        let signing = rustls::crypto::ring::sign::any_supported_type(&key_der).map_err(|e| {
+            TlsError::Key {
+                path: self.key.clone(),
+                reason: e.to_string(),
+            }
+        })?;
+        let certified = CertifiedKey::new(chain, signing);
+        certified.keys_match().map_err(|e| TlsError::Mismatch {
+            cert: self.cert.clone(),
+            key: self.key.clone(),
+            reason: e.to_string(),
+        })?;
+        Ok(certified)
+    }
+
+    /// Loads the pair once.
+    pub fn load(&self) -> Result<CertifiedKey, TlsError> {
+        let (_, cert, key) = self.read()?;
+        self.parse(&cert, &key)
+    }
+}
+
+/// A certificate resolver whose certificate the reload loop swaps.
+pub struct ReloadingCert {
+    files: CertFiles,
+    current: RwLock<(Arc<CertifiedKey>, [u8; 32])>,
+}
+
+impl fmt::Debug for ReloadingCert {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ReloadingCert")
+            .field("files", &self.files)
+            .finish_non_exhaustive()
+    }
+}
+
+impl ReloadingCert {
+    /// Loads the files; fails when the initial pair is unusable.
+    pub fn load(files: CertFiles) -> Result<Arc<Self>, TlsError> {
+        let (hash, cert, key) = files.read()?;
+        let certified = files.parse(&cert, &key)?;
+        Ok(Arc::new(Self {
+            files,
+            current: RwLock::new((Arc::new(certified), hash)),
+        }))
+    }
+
+    /// Re-reads the files; swaps the certificate when they changed and
+    /// parse. Returns whether it swapped.
+    pub fn reload(&self) -> Result<bool, TlsError> {
+        let (hash, cert, key) = self.files.read()?;
+        if self.current.read().map(|c| c.1 == hash).unwrap_or(false) {
+            return Ok(false);
+        }
+        let certified = self.files.parse(&cert, &key)?;
+        if let Ok(mut c) = self.current.write() {
+            *c = (Arc::new(certified), hash);
+        }
+        Ok(true)
+    }
+
+    /// Polls the files every `interval` until the process ends.
+    pub async fn watch(self: Arc<Self>, interval: Duration) {
+        let mut ticker = tokio::time::interval(interval.max(Duration::from_millis(100)));
+        ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            ticker.tick().await;
+            let this = self.clone();
+            // File reads block; keep them off the reactor threads.
+            match tokio::task::spawn_blocking(move || this.reload()).await {
+                Ok(Ok(true)) => {
+                    tracing::info!(cert = %self.files.cert.display(), "serving certificate reloaded")
+                }
+                Ok(Ok(false)) => {}
+                Ok(Err(e)) => {
+                    tracing::warn!(error = %e, "serving certificate not reloaded; keeping the previous one")
+                }
+                Err(e) => tracing::warn!(error = %e, "certificate reload task failed"),
+            }
+        }
+    }
+}
+
+impl ResolvesServerCert for ReloadingCert {
+    fn resolve(&self, _hello: ClientHello<'_>) -> Option<Arc<CertifiedKey>> {
+        self.current.read().ok().map(|c| c.0.clone())
+    }
+}
+
+/// A rustls server configuration (ring provider, TLS 1.2 and 1.3, h2 and
+/// http/1.1) serving `cert`.
+pub fn server_config(cert: Arc<ReloadingCert>) -> Result<Arc<ServerConfig>, TlsError> {
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let mut config = ServerConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(|e| TlsError::Config(e.to_string()))?
+        .with_no_client_auth()
+        .with_cert_resolver(cert);
+    config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+    Ok(Arc::new(config))
+}
