@@ -304,24 +304,25 @@ pub struct Attestation {
 #[serde(rename_all = "camelCase")]
 #[x_kube(
     validation = Rule::new("self.type == 'rego'").message("only Rego policies are supported: rewrite CUE policies in Rego (package sigstore, rule isCompliant)"),
-    validation = Rule::new("!has(self.remote) && !has(self.configMapRef) && !has(self.fetchConfigFile)").message("remote, configMapRef and fetchConfigFile are not supported: put the Rego module in data")
+    validation = Rule::new("!has(self.remote) && !has(self.fetchConfigFile)").message("remote and fetchConfigFile are not supported: put the Rego module in data or in a ConfigMap named by configMapRef"),
+    validation = Rule::new("has(self.data) != has(self.configMapRef)").message("set exactly one of data (the Rego module) and configMapRef (a ConfigMap in sigil's namespace holding it)")
 )]
 pub struct Policy {
     /// The policy language; sigil supports `rego`.
     #[serde(rename = "type")]
     #[schemars(length(max = 16))]
     pub type_: String,
-    /// The Rego module.
+    /// The Rego module. Exactly one of `data` and `configMapRef` is set.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub data: Option<String>,
     /// Not supported by sigil (kept so it is rejected, not pruned).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(with = "Option<serde_json::Map<String, serde_json::Value>>")]
     pub remote: Option<serde_json::Value>,
-    /// Not supported by sigil (kept so it is rejected, not pruned).
+    /// A ConfigMap in sigil's namespace holding the Rego module; the
+    /// controller reads it and reconciles again when it changes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(with = "Option<serde_json::Map<String, serde_json::Value>>")]
-    pub config_map_ref: Option<serde_json::Value>,
+    pub config_map_ref: Option<ConfigMapRef>,
     /// Not supported by sigil (kept so it is rejected, not pruned).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fetch_config_file: Option<bool>,
@@ -334,6 +335,22 @@ pub struct Policy {
     /// CIP-level only: add the admitted object's `apiVersion` and `kind`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub include_type_meta: Option<bool>,
+}
+
+/// A ConfigMap entry holding a Rego module (policy-controller's field names).
+#[derive(KubeSchema, Serialize, Deserialize, Debug, Clone, Default, PartialEq)]
+pub struct ConfigMapRef {
+    /// The ConfigMap's name.
+    #[schemars(length(min = 1))]
+    pub name: String,
+    /// The ConfigMap's namespace; it must be sigil's own, which is also the
+    /// default when unset.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub namespace: Option<String>,
+    /// The entry holding the module; may be omitted when the ConfigMap has
+    /// exactly one entry.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub key: Option<String>,
 }
 
 /// Selects admitted resources by group, version, resource and labels.

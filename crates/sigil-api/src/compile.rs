@@ -24,8 +24,8 @@ use sigil_verifier::policy::rego::RegoPolicy;
 use sigil_verifier::x509::Certificate;
 
 use crate::cip::{
-    Attestation, Authority, ClusterImagePolicySpec, Identity, KeyRef, KeylessRef, MatchResource,
-    Policy, Source, TLog,
+    Attestation, Authority, ClusterImagePolicySpec, ConfigMapRef, Identity, KeyRef, KeylessRef,
+    MatchResource, Policy, Source, TLog,
 };
 use crate::trustroot::{CertificateAuthority, TransparencyLogInstance, TrustRootSpec};
 
@@ -86,13 +86,31 @@ fn join(errors: &[FieldError]) -> String {
         .join("; ")
 }
 
-/// Reads the PEM a Secret holds; the controller implements it with the
-/// Kubernetes API, `sigil policy lint` with [`Offline`].
+/// Reads the PEM a Secret holds and the Rego module a ConfigMap holds; the
+/// controller implements it with the Kubernetes API, `sigil policy lint`
+/// with [`Offline`].
 pub trait SecretResolver {
     /// The PEM text of the Secret's single data entry; `None` when Secrets
     /// cannot be read here (offline), `Some(Err(reason))` when the Secret is
     /// missing or malformed.
     fn resolve(&self, secret: &SecretRef) -> Option<Result<String, String>>;
+
+    /// The Rego module a policy's `configMapRef` names; `None` when
+    /// ConfigMaps cannot be read here (offline), `Some(Err(reason))` when the
+    /// ConfigMap or its entry is missing.
+    fn config_map(&self, _reference: &ConfigMapRef) -> Option<Result<String, String>> {
+        None
+    }
+}
+
+/// How the message of an offline `configMapRef` begins: compiling it needs
+/// the cluster, which [`is_offline_only`] lets `sigil policy lint` tell apart
+/// from a real error.
+pub const CONFIG_MAP_OFFLINE: &str = "resolved by sigil-controller from ConfigMap";
+
+/// Whether `error` only says a `configMapRef` could not be read offline.
+pub fn is_offline_only(error: &FieldError) -> bool {
+    error.path.ends_with(".configMapRef") && error.message.starts_with(CONFIG_MAP_OFFLINE)
 }
 
 /// A resolver for offline use: Secrets stay unresolved references.
@@ -171,7 +189,10 @@ pub fn compile_policy(
     let policy = spec
         .policy
         .as_ref()
-        .and_then(|p| compile_rego("spec.policy", &format!("{name}.policy"), p, true, &mut errs))
+        .and_then(|p| {
+            let label = format!("{name}.policy");
+            compile_rego("spec.policy", &label, p, true, secrets, &mut errs)
+        })
         .map(|(rego, p)| CipPolicy {
             rego,
             include_spec: p.include_spec.unwrap_or(false),
@@ -299,7 +320,7 @@ fn compile_authority(
                     format!("duplicate attestation name `{}`", att.name),
                 );
             }
-            compile_attestation(&p, &name, att, errs)
+            compile_attestation(&p, &name, att, secrets, errs)
         })
         .collect();
 
@@ -649,6 +670,7 @@ fn compile_attestation(
     path: &str,
     authority: &str,
     att: &Attestation,
+    secrets: &dyn SecretResolver,
     errs: &mut Errors,
 ) -> Option<CompiledAttestation> {
     if att.name.is_empty() {
@@ -677,6 +699,7 @@ fn compile_attestation(
                 &format!("{authority}.{}", att.name),
                 p,
                 false,
+                secrets,
                 errs,
             )?
             .0,
@@ -695,6 +718,7 @@ fn compile_rego<'p>(
     label: &str,
     p: &'p Policy,
     cip_level: bool,
+    secrets: &dyn SecretResolver,
     errs: &mut Errors,
 ) -> Option<(RegoPolicy, &'p Policy)> {
     let before = errs.0.len();
@@ -712,13 +736,13 @@ fn compile_rego<'p>(
     }
     for (field, set) in [
         ("remote", p.remote.is_some()),
-        ("configMapRef", p.config_map_ref.is_some()),
         ("fetchConfigFile", p.fetch_config_file.is_some()),
     ] {
         if set {
             errs.add(
                 format!("{path}.{field}"),
-                "not supported by sigil: put the Rego module inline in data",
+                "not supported by sigil: put the Rego module in data, or in a ConfigMap named by \
+                 configMapRef",
             );
         }
     }
@@ -737,12 +761,54 @@ fn compile_rego<'p>(
             }
         }
     }
-    let Some(data) = p.data.as_deref().filter(|d| !d.trim().is_empty()) else {
-        errs.add(format!("{path}.data"), "the Rego module is required");
-        return None;
+    let (field, module) = match (&p.data, &p.config_map_ref) {
+        (Some(_), Some(_)) => {
+            errs.add(
+                format!("{path}.configMapRef"),
+                "set exactly one of data and configMapRef: remove data to read the module from \
+                 the ConfigMap, or configMapRef to use the inline module",
+            );
+            return None;
+        }
+        (_, Some(reference)) => {
+            let field = format!("{path}.configMapRef");
+            let ns = reference
+                .namespace
+                .as_deref()
+                .unwrap_or("<sigil's namespace>");
+            let cm = format!("{ns}/{}", reference.name);
+            match secrets.config_map(reference) {
+                Some(Ok(module)) => (field, module),
+                Some(Err(reason)) => {
+                    errs.add(field, format!("ConfigMap {cm}: {reason}"));
+                    return None;
+                }
+                None => {
+                    errs.add(
+                        field,
+                        format!(
+                            "{CONFIG_MAP_OFFLINE} {cm}; it cannot be checked offline — put the \
+                             module in data to lint it"
+                        ),
+                    );
+                    return None;
+                }
+            }
+        }
+        (data, None) => match data.as_deref().filter(|d| !d.trim().is_empty()) {
+            Some(data) => (format!("{path}.data"), data.to_owned()),
+            None => {
+                errs.add(
+                    format!("{path}.data"),
+                    "the Rego module is required: set data, or configMapRef to read it from a \
+                     ConfigMap",
+                );
+                return None;
+            }
+        },
     };
-    let rego = RegoPolicy::compile(label, data)
-        .map_err(|e| errs.add(format!("{path}.data"), e.to_string()))
+    let rego = RegoPolicy::compile(label, &module)
+        .map_err(|e| errs.add(field, e.to_string()))
         .ok()?;
     (errs.0.len() == before).then_some((rego, p))
 }

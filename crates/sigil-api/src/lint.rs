@@ -1,12 +1,13 @@
 //! Offline linting of ClusterImagePolicy and TrustRoot YAML (`sigil policy
 //! lint`): parse every document of a file, refuse unknown fields (the
 //! apiserver would silently prune them), and apply exactly the validation and
-//! compilation the controller applies, with Secrets left unresolved.
+//! compilation the controller applies, with Secrets left unresolved and
+//! ConfigMap-held Rego modules reported as notes.
 
 use serde_json::Value;
 use sigil_verifier::policy::model::{AuthorityKind, CompiledPolicy, KeyMaterial};
 
-use crate::compile::{Offline, compile_policy, validate_trust_root};
+use crate::compile::{Offline, compile_policy, is_offline_only, validate_trust_root};
 use crate::{ClusterImagePolicy, TrustRoot};
 
 /// The API version sigil serves.
@@ -93,9 +94,17 @@ pub fn lint_document(index: usize, doc: &Value) -> DocumentReport {
                 );
                 match compile_policy(&report.name, &cip.spec, &Offline) {
                     Ok(compiled) => report.notes.extend(unresolved_secrets(&compiled)),
-                    Err(e) => report
-                        .errors
-                        .extend(e.fields().iter().map(ToString::to_string)),
+                    // A ConfigMap-held module can only be checked in the
+                    // cluster: that alone is worth a note, not a failure.
+                    Err(e) => {
+                        for field in e.fields() {
+                            if is_offline_only(field) {
+                                report.notes.push(field.to_string());
+                            } else {
+                                report.errors.push(field.to_string());
+                            }
+                        }
+                    }
                 }
             }
             Err(e) => report.errors.push(format!("spec: {e}")),

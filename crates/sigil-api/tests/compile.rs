@@ -9,8 +9,10 @@
 
 use base64::Engine as _;
 use sigil_api::ClusterImagePolicySpec;
+use sigil_api::cip::ConfigMapRef;
 use sigil_api::compile::{
-    CompileError, Offline, SecretResolver, compile_policy, trust_root_refs, validate_trust_root,
+    CompileError, Offline, SecretResolver, compile_policy, is_offline_only, trust_root_refs,
+    validate_trust_root,
 };
 use sigil_api::trustroot::TrustRootSpec;
 use sigil_verifier::crypto::{HashAlgorithm, PublicKey};
@@ -536,10 +538,101 @@ fn the_cip_level_policy_compiles_with_its_include_flags() {
         "images: [{glob: \"**\"}]\nauthorities: [{static: {action: pass}}]\npolicy: {type: rego, data: \"package other\\nisCompliant := true\"}",
         "spec.policy.data: the Rego module declares package data.other",
     );
-    assert_error(
-        "images: [{glob: \"**\"}]\nauthorities: [{static: {action: pass}}]\npolicy: {type: rego, configMapRef: {name: x}, data: \"package sigstore\\nisCompliant := true\"}",
-        "spec.policy.configMapRef: not supported by sigil",
+}
+
+/// Serves one ConfigMap, `rego`, holding [`REGO`] with the `sigstore` package.
+struct OneConfigMap;
+
+impl SecretResolver for OneConfigMap {
+    fn resolve(&self, _secret: &SecretRef) -> Option<Result<String, String>> {
+        None
+    }
+
+    fn config_map(&self, reference: &ConfigMapRef) -> Option<Result<String, String>> {
+        Some(if reference.name == "rego" {
+            Ok(REGO.to_owned())
+        } else {
+            Err("not found; create it with the Rego module".to_owned())
+        })
+    }
+}
+
+fn config_map_policy(policy: &str) -> String {
+    format!(
+        "images: [{{glob: \"**\"}}]\nauthorities: [{{static: {{action: pass}}}}]\npolicy: {policy}"
+    )
+}
+
+#[test]
+fn a_config_map_policy_compiles_the_module_the_resolver_returns() {
+    let yaml = config_map_policy("{type: rego, configMapRef: {name: rego, key: policy.rego}}");
+    let p = compile_with(&yaml, &OneConfigMap).unwrap();
+    assert!(p.policy.is_some());
+}
+
+#[test]
+fn a_config_map_the_resolver_cannot_read_is_an_error_at_the_config_map_ref() {
+    let yaml = config_map_policy("{type: rego, configMapRef: {name: gone, namespace: sigil}}");
+    let errs: Vec<String> = compile_with(&yaml, &OneConfigMap)
+        .unwrap_err()
+        .fields()
+        .iter()
+        .map(ToString::to_string)
+        .collect();
+    assert_eq!(
+        errs,
+        [
+            "spec.policy.configMapRef: ConfigMap sigil/gone: not found; create it with the Rego module"
+        ]
     );
+}
+
+#[test]
+fn a_config_map_policy_does_not_compile_offline_and_says_it_is_resolved_in_the_cluster() {
+    let yaml = config_map_policy("{type: rego, configMapRef: {name: rego, namespace: sigil}}");
+    let err = compile_with(&yaml, &Offline).unwrap_err();
+    let [field] = err.fields() else {
+        panic!("expected one error, got {err}");
+    };
+    assert!(is_offline_only(field));
+    assert_eq!(
+        field.to_string(),
+        "spec.policy.configMapRef: resolved by sigil-controller from ConfigMap sigil/rego; it \
+         cannot be checked offline — put the module in data to lint it"
+    );
+    let att = attestation(
+        "- name: n\n  predicateType: vuln\n  policy: {type: rego, configMapRef: {name: rego}}",
+    );
+    assert_error(
+        &att,
+        "spec.authorities[0].attestations[0].policy.configMapRef: resolved by sigil-controller",
+    );
+    assert!(compile_with(&att, &OneConfigMap).is_ok());
+}
+
+#[test]
+fn data_and_config_map_ref_together_are_rejected_by_compile_and_by_the_crd() {
+    let yaml = config_map_policy(
+        "{type: rego, configMapRef: {name: rego}, data: \"package sigstore\\nisCompliant := true\"}",
+    );
+    let errs: Vec<String> = compile_with(&yaml, &OneConfigMap)
+        .unwrap_err()
+        .fields()
+        .iter()
+        .map(ToString::to_string)
+        .collect();
+    assert!(
+        errs[0].starts_with("spec.policy.configMapRef: set exactly one of data and configMapRef"),
+        "{errs:?}"
+    );
+    let files = sigil_api::crds::crd_files().unwrap();
+    let (_, crd) = files
+        .iter()
+        .find(|(n, _)| *n == "clusterimagepolicies.yaml")
+        .unwrap();
+    assert!(crd.contains("rule: has(self.data) != has(self.configMapRef)"));
+    assert!(crd.contains("set exactly one of data (the Rego module) and configMapRef"));
+    assert!(crd.contains("rule: \"!has(self.remote) && !has(self.fetchConfigFile)\""));
 }
 
 #[test]

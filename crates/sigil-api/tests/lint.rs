@@ -81,6 +81,25 @@ fn lint_reports_compile_errors_and_unresolved_secrets_as_notes() {
 }
 
 #[test]
+fn lint_notes_a_config_map_policy_instead_of_failing_and_still_reports_real_errors() {
+    let yaml = "apiVersion: policy.sigil.dev/v1alpha1\nkind: ClusterImagePolicy\nmetadata: {name: x}\nspec:\n  images: [{glob: \"**\"}]\n  authorities: [{static: {action: pass}}]\n  policy: {type: rego, configMapRef: {name: rego}}\n";
+    let r = &lint_yaml(yaml).unwrap()[0];
+    assert!(r.errors.is_empty(), "{:?}", r.errors);
+    assert!(
+        r.notes[0].starts_with("spec.policy.configMapRef: resolved by sigil-controller"),
+        "{:?}",
+        r.notes
+    );
+    let r = &lint_yaml(&yaml.replace("action: pass", "action: maybe")).unwrap()[0];
+    assert_eq!(r.notes.len(), 1, "{:?}", r.notes);
+    assert!(
+        r.errors[0].starts_with("spec.authorities[0].static.action"),
+        "{:?}",
+        r.errors
+    );
+}
+
+#[test]
 fn kinds_and_api_versions_other_than_sigils_are_errors() {
     let r = lint_yaml("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: x}\n").unwrap();
     assert!(r[0].errors[0].starts_with("apiVersion: expected policy.sigil.dev/v1alpha1"));

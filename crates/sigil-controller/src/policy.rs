@@ -50,8 +50,7 @@ pub fn references(spec: &ClusterImagePolicySpec) -> References {
         if let Some(name) = p
             .as_ref()
             .and_then(|p| p.config_map_ref.as_ref())
-            .and_then(|r| r.get("name"))
-            .and_then(|n| n.as_str())
+            .map(|r| r.name.as_str())
         {
             refs.config_maps.insert(name.to_owned());
         }
@@ -199,15 +198,14 @@ impl Resolver<'_> {
         let Some(reference) = p.config_map_ref.clone() else {
             return Ok(());
         };
+        if p.data.is_some() {
+            // Both set: the compiler reports it.
+            return Ok(());
+        }
         let path = format!("{path}.configMapRef");
-        let field = |f: &str| {
-            reference
-                .get(f)
-                .and_then(|v| v.as_str())
-                .unwrap_or_default()
-                .to_owned()
-        };
-        let (name, namespace, key) = (field("name"), field("namespace"), field("key"));
+        let name = reference.name;
+        let namespace = reference.namespace.unwrap_or_default();
+        let key = reference.key.unwrap_or_default();
         if name.is_empty() {
             problems.push(format!("{path}.name: the ConfigMap's name is required"));
             return Ok(());
