@@ -363,16 +363,16 @@ fn check_ca_path(
         if ca.key_cert_sign != Some(true) {
             return Err(bad(ca, "key usage lacks keyCertSign".into()));
         }
-        if let Some(limit) = ca.path_len {
-            if intermediates_below > limit {
-                return Err(bad(
-                    ca,
-                    format!(
-                        "pathLenConstraint {limit} allows fewer than the {intermediates_below} \
+        if let Some(limit) = ca.path_len
+            && intermediates_below > limit
+        {
+            return Err(bad(
+                ca,
+                format!(
+                    "pathLenConstraint {limit} allows fewer than the {intermediates_below} \
                          intermediate(s) below it"
-                    ),
-                ));
-            }
+                ),
+            ));
         }
         // Extended key usage nests (as in the Web PKI and Go's verifier): a CA
         // restricted to other usages cannot vouch for a code-signing leaf.

@@ -268,10 +268,10 @@ pub fn log_key_hints(log: &TransparencyLog) -> Vec<[u8; 4]> {
     if let Some((h, _)) = log.log_id.split_first_chunk::<4>() {
         hints.push(*h);
     }
-    if let Some((h, _)) = derived.split_first_chunk::<4>() {
-        if !hints.contains(h) {
-            hints.push(*h);
-        }
+    if let Some((h, _)) = derived.split_first_chunk::<4>()
+        && !hints.contains(h)
+    {
+        hints.push(*h);
     }
     hints
 }

@@ -708,10 +708,9 @@ impl<'a> Body<'a> {
             digest: Some((alg, d)),
             ..
         } = &self.ctx.bundle.content
+            && let Some(alg) = hash_algorithm(alg)
         {
-            if let Some(alg) = hash_algorithm(alg) {
-                return Ok((alg, d.clone()));
-            }
+            return Ok((alg, d.clone()));
         }
         Err(TlogError::NoArtifactDigest {
             log_index: self.log_index,

@@ -498,17 +498,17 @@ fn check_signing_certificate(tok: &Token<'_>, signer: &Certificate) -> Result<()
         detail,
     };
     for ess in &tok.ess {
-        if let Some(h) = ess.hash {
-            if h.digest(&signer.der) != ess.cert_hash {
-                return Err(fail(format!("its {} differs from certHash", h.name())));
-            }
+        if let Some(h) = ess.hash
+            && h.digest(&signer.der) != ess.cert_hash
+        {
+            return Err(fail(format!("its {} differs from certHash", h.name())));
         }
-        if let Some((issuer, serial)) = ess.issuer_serial {
-            if issuer != signer.issuer_der.as_slice() || serial != signer.serial.as_slice() {
-                return Err(fail(
-                    "its issuer and serial differ from issuerSerial".into(),
-                ));
-            }
+        if let Some((issuer, serial)) = ess.issuer_serial
+            && (issuer != signer.issuer_der.as_slice() || serial != signer.serial.as_slice())
+        {
+            return Err(fail(
+                "its issuer and serial differ from issuerSerial".into(),
+            ));
         }
     }
     Ok(())

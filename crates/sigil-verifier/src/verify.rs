@@ -462,17 +462,15 @@ pub fn verify_bundle(
             })?;
             matched.get_or_insert(m);
         }
-        if *require_sct {
-            if let Some(m) = matched {
-                let issuer = root
-                    .certificate_authorities
-                    .get(m.authority)
-                    .and_then(|a| a.chain.get(m.issuer))
-                    .ok_or_else(|| {
-                        VerifyError::TrustRoot("matched certificate authority has no issuer".into())
-                    })?;
-                verify_embedded_scts(leaf, issuer, root).map_err(VerifyError::Sct)?;
-            }
+        if *require_sct && let Some(m) = matched {
+            let issuer = root
+                .certificate_authorities
+                .get(m.authority)
+                .and_then(|a| a.chain.get(m.issuer))
+                .ok_or_else(|| {
+                    VerifyError::TrustRoot("matched certificate authority has no issuer".into())
+                })?;
+            verify_embedded_scts(leaf, issuer, root).map_err(VerifyError::Sct)?;
         }
         let id = fulcio_identity(leaf).map_err(VerifyError::Identity)?;
         let mut last_err = None;

@@ -198,11 +198,11 @@ async fn discover_referrers(
         if !(at.is_empty() || is_bundle_type(at) || at == COSIGN_SIG_ARTIFACT_TYPE) {
             continue;
         }
-        if let Some(p) = entry.annotations.get(PREDICATE_TYPE_ANNOTATION) {
-            if p != want.predicate() {
-                out.skipped.push(format!("{repo}@{} ({p})", entry.digest));
-                continue;
-            }
+        if let Some(p) = entry.annotations.get(PREDICATE_TYPE_ANNOTATION)
+            && p != want.predicate()
+        {
+            out.skipped.push(format!("{repo}@{} ({p})", entry.digest));
+            continue;
         }
         let location = format!("{repo}@{}", entry.digest);
         fetch_referrer(session, repo, digest, &entry, want, format, location, out).await;
@@ -264,11 +264,11 @@ async fn fetch_referrer(
             return;
         }
     }
-    if let Some(p) = manifest.annotations.get(PREDICATE_TYPE_ANNOTATION) {
-        if p != want.predicate() {
-            out.skipped.push(format!("{location} ({p})"));
-            return;
-        }
+    if let Some(p) = manifest.annotations.get(PREDICATE_TYPE_ANNOTATION)
+        && p != want.predicate()
+    {
+        out.skipped.push(format!("{location} ({p})"));
+        return;
     }
     let legacy = is_legacy_referrer(&manifest);
     if legacy {
@@ -390,11 +390,11 @@ async fn layer_candidates(
         if layer.media_type != media {
             continue;
         }
-        if let (Want::Attestations(p), Some(lp)) = (want, layer.annotations.get("predicateType")) {
-            if lp != p {
-                out.skipped.push(format!("{location} layer {i} ({lp})"));
-                continue;
-            }
+        if let (Want::Attestations(p), Some(lp)) = (want, layer.annotations.get("predicateType"))
+            && lp != p
+        {
+            out.skipped.push(format!("{location} layer {i} ({lp})"));
+            continue;
         }
         let loc = format!("{location} layer {i} ({})", layer.digest);
         let material = match session.blob(repo, layer).await {

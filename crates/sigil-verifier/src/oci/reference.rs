@@ -254,10 +254,10 @@ fn check_domain(domain: &str) -> Result<(), String> {
             }
         }
     }
-    if let Some(port) = port {
-        if port.is_empty() || port.len() > 5 || !port.bytes().all(|b| b.is_ascii_digit()) {
-            return bad("has a port that is not 1 to 5 digits");
-        }
+    if let Some(port) = port
+        && (port.is_empty() || port.len() > 5 || !port.bytes().all(|b| b.is_ascii_digit()))
+    {
+        return bad("has a port that is not 1 to 5 digits");
     }
     Ok(())
 }

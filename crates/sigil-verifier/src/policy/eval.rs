@@ -211,21 +211,19 @@ pub async fn evaluate_policy<V: AuthorityVerifier>(
     }
     let any_passed = authorities.iter().any(|a| a.outcome.is_ok());
     let mut policy_error = None;
-    if any_passed {
-        if let Some(cip) = &policy.policy {
-            let document = policy_document(&authorities, cip, resource);
-            match cip.rego.evaluate(&document) {
-                Ok(v) => {
-                    warnings.extend(v.warning);
-                    if !v.compliant {
-                        policy_error = Some(v.error.unwrap_or_else(|| {
-                            "the ClusterImagePolicy's policy is not compliant (isCompliant is false)"
-                                .into()
-                        }));
-                    }
+    if any_passed && let Some(cip) = &policy.policy {
+        let document = policy_document(&authorities, cip, resource);
+        match cip.rego.evaluate(&document) {
+            Ok(v) => {
+                warnings.extend(v.warning);
+                if !v.compliant {
+                    policy_error = Some(v.error.unwrap_or_else(|| {
+                        "the ClusterImagePolicy's policy is not compliant (isCompliant is false)"
+                            .into()
+                    }));
                 }
-                Err(e) => policy_error = Some(e.to_string()),
             }
+            Err(e) => policy_error = Some(e.to_string()),
         }
     }
     PolicyResult {
