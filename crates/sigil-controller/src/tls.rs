@@ -22,7 +22,7 @@ use futures_util::StreamExt;
 use k8s_openapi::ByteString;
 use k8s_openapi::Resource as _;
 use k8s_openapi::api::admissionregistration::v1::{
-    MutatingWebhookConfiguration, ValidatingWebhookConfiguration,
+    MutatingWebhookConfiguration, ValidatingWebhookConfiguration, WebhookClientConfig,
 };
 use k8s_openapi::api::core::v1::Secret;
 use kube::Client;
@@ -317,69 +317,70 @@ pub fn leaf_expiry(m: &Material) -> Option<i64> {
 
 async fn sync_ca_bundle(client: &Client, args: &Args, bundle: &str) -> Result<()> {
     let want = ByteString(bundle.as_bytes().to_vec());
-    let api: Api<MutatingWebhookConfiguration> = Api::all(client.clone());
-    if let Some(mut c) = api.get_opt(&args.mutating_webhook).await.map_err(|e| {
-        Error::kube(
-            format!(
-                "reading MutatingWebhookConfiguration {}",
-                args.mutating_webhook
-            ),
-            e,
-        )
-    })? {
-        let mut changed = false;
-        for w in c.webhooks.iter_mut().flatten() {
-            if w.client_config.ca_bundle.as_ref() != Some(&want) {
-                w.client_config.ca_bundle = Some(want.clone());
-                changed = true;
-            }
-        }
-        if changed {
-            api.replace(&args.mutating_webhook, &PostParams::default(), &c)
-                .await
-                .map_err(|e| {
-                    Error::kube(
-                        format!(
-                            "updating caBundle of MutatingWebhookConfiguration {}",
-                            args.mutating_webhook
-                        ),
-                        e,
-                    )
-                })?;
-            tracing::info!(name = %args.mutating_webhook, "MutatingWebhookConfiguration caBundle updated");
+    set_ca_bundle(
+        Api::<MutatingWebhookConfiguration>::all(client.clone()),
+        &args.mutating_webhook,
+        &want,
+        |c| {
+            c.webhooks
+                .iter_mut()
+                .flatten()
+                .map(|w| &mut w.client_config)
+                .collect()
+        },
+    )
+    .await?;
+    set_ca_bundle(
+        Api::<ValidatingWebhookConfiguration>::all(client.clone()),
+        &args.validating_webhook,
+        &want,
+        |c| {
+            c.webhooks
+                .iter_mut()
+                .flatten()
+                .map(|w| &mut w.client_config)
+                .collect()
+        },
+    )
+    .await
+}
+
+/// Sets `caBundle` on every webhook of one (mutating or validating)
+/// configuration, writing only when something differs. A missing
+/// configuration is not an error: the chart may not have installed it yet.
+async fn set_ca_bundle<K>(
+    api: Api<K>,
+    name: &str,
+    want: &ByteString,
+    client_configs: impl Fn(&mut K) -> Vec<&mut WebhookClientConfig>,
+) -> Result<()>
+where
+    K: kube::Resource<DynamicType = ()>
+        + Clone
+        + serde::Serialize
+        + serde::de::DeserializeOwned
+        + std::fmt::Debug,
+{
+    let kind = K::kind(&());
+    let Some(mut config) = api
+        .get_opt(name)
+        .await
+        .map_err(|e| Error::kube(format!("reading {kind} {name}"), e))?
+    else {
+        return Ok(());
+    };
+    let mut changed = false;
+    for c in client_configs(&mut config) {
+        if c.ca_bundle.as_ref() != Some(want) {
+            c.ca_bundle = Some(want.clone());
+            changed = true;
         }
     }
-    let api: Api<ValidatingWebhookConfiguration> = Api::all(client.clone());
-    if let Some(mut c) = api.get_opt(&args.validating_webhook).await.map_err(|e| {
-        Error::kube(
-            format!(
-                "reading ValidatingWebhookConfiguration {}",
-                args.validating_webhook
-            ),
-            e,
-        )
-    })? {
-        let mut changed = false;
-        for w in c.webhooks.iter_mut().flatten() {
-            if w.client_config.ca_bundle.as_ref() != Some(&want) {
-                w.client_config.ca_bundle = Some(want.clone());
-                changed = true;
-            }
-        }
-        if changed {
-            api.replace(&args.validating_webhook, &PostParams::default(), &c)
-                .await
-                .map_err(|e| {
-                    Error::kube(
-                        format!(
-                            "updating caBundle of ValidatingWebhookConfiguration {}",
-                            args.validating_webhook
-                        ),
-                        e,
-                    )
-                })?;
-            tracing::info!(name = %args.validating_webhook, "ValidatingWebhookConfiguration caBundle updated");
-        }
+    if changed {
+        api.replace(name, &PostParams::default(), &config)
+            .await
+            .map_err(|e| Error::kube(format!("updating caBundle of {kind} {name}"), e))?;
+        tracing::info!(%name, %kind, "caBundle updated");
     }
     Ok(())
 }
