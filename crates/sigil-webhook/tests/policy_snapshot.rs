@@ -187,3 +187,71 @@ async fn the_judge_is_not_ready_until_a_first_snapshot_and_ignores_older_revisio
     );
     assert_eq!(judge.revision(), Some(5));
 }
+
+/// A Secret holding `snapshot` the way the controller writes it.
+fn secret(resource_version: &str, snapshot: &Value) -> Value {
+    use base64::Engine as _;
+    let data = base64::engine::general_purpose::STANDARD.encode(snapshot.to_string());
+    json!({
+        "apiVersion": "v1", "kind": "Secret",
+        "metadata": {"name": "sigil-policy-snapshot", "namespace": "sigil-system",
+                     "resourceVersion": resource_version},
+        "data": {"snapshot.json": data},
+    })
+}
+
+#[tokio::test]
+async fn the_secret_watch_applies_each_valid_version_the_api_server_delivers() {
+    use http::{Request, Response};
+    use kube::client::Body;
+
+    let (service, mut handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
+    let rev1 = secret("10", &snapshot(1, json!([key_policy("first", "**")])));
+    let rev2 = secret("11", &snapshot(2, json!([key_policy("second", "**")])));
+    let server = tokio::spawn(async move {
+        // Watches after the first are held open, as an idle API server does.
+        let mut held = Vec::new();
+        let mut watches = 0;
+        for _ in 0..16 {
+            let Some((request, send)) = handle.next_request().await else {
+                return;
+            };
+            let query = request.uri().query().unwrap_or_default().to_owned();
+            assert!(
+                query.contains("fieldSelector=metadata.name%3Dsigil-policy-snapshot"),
+                "{query}"
+            );
+            let body = if !query.contains("watch=") {
+                json!({"apiVersion": "v1", "kind": "SecretList",
+                       "metadata": {"resourceVersion": "10"}, "items": [rev1]})
+                .to_string()
+            } else if watches == 0 {
+                watches += 1;
+                format!("{}\n", json!({"type": "MODIFIED", "object": rev2}))
+            } else {
+                held.push(send);
+                continue;
+            };
+            send.send_response(Response::new(Body::from(body.into_bytes())));
+        }
+    });
+    let client = kube::Client::new(service, "sigil-system");
+    let judge = judge();
+    let watch = tokio::spawn(sigil_webhook::snapshot_source::secret_source(
+        judge.clone(),
+        kube::Api::namespaced(client, "sigil-system"),
+        "sigil-policy-snapshot".into(),
+    ));
+    let mut seen = None;
+    for _ in 0..100 {
+        seen = judge.revision();
+        if seen == Some(2) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    watch.abort();
+    server.abort();
+    assert_eq!(seen, Some(2), "revision 2 applied within a second");
+    assert!(judge.ready());
+}
