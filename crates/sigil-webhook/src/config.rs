@@ -138,6 +138,17 @@ pub struct Args {
     /// Log format.
     #[arg(long, value_enum, default_value = "text")]
     pub log_format: LogFormat,
+    /// Enforce the policy snapshot in this file (the controller's
+    /// `snapshot.json`), polled for changes; for local runs and tests.
+    #[arg(long, value_name = "PATH", conflicts_with = "policy_snapshot_secret")]
+    pub policy_snapshot_file: Option<PathBuf>,
+    /// Enforce the policy snapshot the controller publishes in this Secret,
+    /// watched through the API.
+    #[arg(long, value_name = "NAMESPACE/NAME")]
+    pub policy_snapshot_secret: Option<String>,
+    /// How often `--policy-snapshot-file` is checked for changes, in seconds.
+    #[arg(long, default_value_t = 2)]
+    pub snapshot_poll_seconds: u64,
 }
 
 fn matcher(
@@ -158,7 +169,52 @@ fn matcher(
     }
 }
 
+/// Where the policy snapshot comes from, when the webhook enforces one.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SnapshotFrom {
+    /// A file, polled.
+    File(PathBuf),
+    /// A Secret, watched.
+    Secret {
+        /// Its namespace.
+        namespace: String,
+        /// Its name.
+        name: String,
+    },
+}
+
 impl Args {
+    /// The policy snapshot source, or `None` for the flag-only static policy.
+    pub fn snapshot_from(&self) -> Result<Option<SnapshotFrom>, Error> {
+        if let Some(path) = &self.policy_snapshot_file {
+            return Ok(Some(SnapshotFrom::File(path.clone())));
+        }
+        let Some(spec) = &self.policy_snapshot_secret else {
+            return Ok(None);
+        };
+        match spec.split_once('/') {
+            Some((ns, name)) if !ns.is_empty() && !name.is_empty() && !name.contains('/') => {
+                Ok(Some(SnapshotFrom::Secret {
+                    namespace: ns.to_string(),
+                    name: name.to_string(),
+                }))
+            }
+            _ => Err(Error::Config(format!(
+                "--policy-snapshot-secret `{spec}`: expected NAMESPACE/NAME, e.g. sigil-system/sigil-policy-snapshot"
+            ))),
+        }
+    }
+
+    /// What images no policy selects get, in the policy engine's terms.
+    pub fn no_match_policy(&self) -> sigil_verifier::policy::model::NoMatchPolicy {
+        use sigil_verifier::policy::model::NoMatchPolicy;
+        match self.no_match {
+            NoMatch::Deny => NoMatchPolicy::Deny,
+            NoMatch::Warn => NoMatchPolicy::Warn,
+            NoMatch::Allow => NoMatchPolicy::Allow,
+        }
+    }
+
     /// Admission settings.
     pub fn admission(&self) -> AdmissionConfig {
         let mut excluded = self.exclude_namespaces.clone();

@@ -14,6 +14,9 @@ pub enum Error {
     /// The static judge could not be built.
     #[error(transparent)]
     Judge(#[from] crate::static_judge::StaticJudgeError),
+    /// The policy snapshot judge could not be built.
+    #[error(transparent)]
+    PolicyJudge(#[from] crate::policy_judge::PolicyJudgeError),
     /// An address could not be bound.
     #[error("cannot listen on {addr}: {source}; is another process using the port?")]
     Bind {
@@ -34,6 +37,7 @@ impl Error {
             Self::Config(_) => "config",
             Self::Tls(_) => "tls",
             Self::Judge(_) => "judge",
+            Self::PolicyJudge(e) => e.reason(),
             Self::Bind { .. } => "bind",
             Self::Signal(_) => "signal",
         }

@@ -6,7 +6,9 @@
 //! images of each supported kind; [`admit`] is the decision as plain code;
 //! [`cache`] wraps any judge with moka caches and single flight; [`server`]
 //! is axum over rustls with graceful shutdown; [`tls`] reloads the serving
-//! certificate; [`static_judge`] is the judge for a policy given by flags.
+//! certificate; [`policy_judge`] enforces the controller's policy snapshot,
+//! which [`snapshot_source`] reads from a file or the API; [`static_judge`]
+//! is the judge for a policy given by flags.
 #![forbid(unsafe_code)]
 
 pub mod admit;
@@ -16,9 +18,11 @@ pub mod error;
 pub mod images;
 pub mod judge;
 pub mod metrics;
+pub mod policy_judge;
 pub mod review;
 pub mod secrets;
 pub mod server;
+pub mod snapshot_source;
 pub mod static_judge;
 pub mod tls;
 
@@ -172,15 +176,19 @@ async fn termination() -> Result<(), Error> {
     Ok(())
 }
 
-/// Runs the webhook with the static judge from `args` until SIGTERM.
+/// Serves `judge` until SIGTERM, then drains.
+async fn serve<J: ImageJudge>(judge: Arc<J>, settings: ServerSettings) -> Result<(), Error> {
+    let running = start(judge, secrets::NoPullSecrets, settings).await?;
+    termination().await?;
+    tracing::info!("SIGTERM: draining in-flight reviews");
+    running.shutdown().await;
+    tracing::info!("stopped");
+    Ok(())
+}
+
+/// Runs the webhook until SIGTERM: with the policy snapshot judge when a
+/// snapshot source is given, else with the static judge from `args`.
 pub async fn run(args: Args) -> Result<(), Error> {
-    let (root, root_id) = args.trust_root()?;
-    let judge = static_judge::StaticJudge::new(
-        args.static_policy()?,
-        root,
-        &root_id,
-        args.client_config()?,
-    )?;
     let settings = ServerSettings {
         listen: args.listen,
         metrics_listen: args.metrics_listen,
@@ -192,10 +200,38 @@ pub async fn run(args: Args) -> Result<(), Error> {
         admission: args.admission(),
         limits: args.serve_limits(),
     };
-    let running = start(Arc::new(judge), secrets::NoPullSecrets, settings).await?;
-    termination().await?;
-    tracing::info!("SIGTERM: draining in-flight reviews");
-    running.shutdown().await;
-    tracing::info!("stopped");
-    Ok(())
+    let (root, root_id) = args.trust_root()?;
+    let Some(from) = args.snapshot_from()? else {
+        let judge = static_judge::StaticJudge::new(
+            args.static_policy()?,
+            root,
+            &root_id,
+            args.client_config()?,
+        )?;
+        return serve(Arc::new(judge), settings).await;
+    };
+    let judge = Arc::new(policy_judge::PolicyJudge::new(
+        args.client_config()?,
+        root,
+        &root_id,
+        args.no_match_policy(),
+    )?);
+    let source = match from {
+        config::SnapshotFrom::File(path) => {
+            let poll = Duration::from_secs(args.snapshot_poll_seconds.max(1));
+            tokio::spawn(snapshot_source::file_source(judge.clone(), path, poll).await)
+        }
+        config::SnapshotFrom::Secret { namespace, name } => {
+            let client = kube::Client::try_default().await.map_err(|e| {
+                Error::Config(format!(
+                    "cannot reach the Kubernetes API for --policy-snapshot-secret: {e}; run in a cluster or set KUBECONFIG"
+                ))
+            })?;
+            let api = kube::Api::namespaced(client, &namespace);
+            tokio::spawn(snapshot_source::secret_source(judge.clone(), api, name))
+        }
+    };
+    let served = serve(judge, settings).await;
+    source.abort();
+    served
 }

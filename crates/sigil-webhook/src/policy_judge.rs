@@ -1,0 +1,494 @@
+//! The judge that enforces the controller's policy snapshot: every
+//! ClusterImagePolicy compiled by sigil-api's compiler and every TrustRoot,
+//! evaluated per image with sigil-verifier's `evaluate_image` over a
+//! [`RegistryVerifier`] — the same path as `sigil policy test`.
+//!
+//! The publication contract (see `sigil_api::snapshot`): a snapshot is
+//! enforced whole or not at all. A version that fails
+//! [`PolicySnapshot::validate`] is refused and logged, and the last good one
+//! keeps enforcing; a revision lower than the one in force is ignored. The
+//! judge is not ready until a first valid snapshot is loaded. Where the
+//! snapshot comes from is [`crate::snapshot_source`]'s business.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::Duration;
+
+use sha2::{Digest as _, Sha256};
+use sigil_api::snapshot::{PolicySnapshot, SnapshotError};
+use sigil_verifier::oci::{ClientConfig, ImageRef, RegistryClient};
+use sigil_verifier::policy::eval::{ImageResult, PolicyResult};
+use sigil_verifier::policy::evaluate_image;
+use sigil_verifier::policy::glob::ImageName;
+use sigil_verifier::policy::model::{CompiledPolicy, Mode, NoMatchPolicy, ResourceInfo};
+use sigil_verifier::policy::registry::RegistryVerifier;
+use sigil_verifier::trust::TrustedRoot;
+use tokio::time::Instant;
+
+use crate::judge::{ImageJudge, ObjectInfo, PinnedImage, PullSecrets, Verdict, Versions};
+
+/// Verifiers (one registry client each) kept per pull-secret identity and
+/// snapshot.
+const MAX_VERIFIERS: usize = 256;
+
+/// Why a snapshot was not applied.
+#[derive(Debug, thiserror::Error)]
+pub enum PolicyJudgeError {
+    /// The snapshot does not parse or does not validate.
+    #[error("{0}; the last good policy snapshot stays in force")]
+    Invalid(#[from] SnapshotError),
+    /// The registry client could not be built.
+    #[error("cannot build the registry client: {0}; check --insecure-registry and --docker-config")]
+    Client(String),
+    /// The judge's state lock was poisoned by a panic.
+    #[error("policy judge state is poisoned by an earlier panic; restart the webhook")]
+    Poisoned,
+}
+
+impl PolicyJudgeError {
+    /// A stable label for logs and metrics.
+    pub fn reason(&self) -> &'static str {
+        match self {
+            Self::Invalid(_) => "invalid_snapshot",
+            Self::Client(_) => "client",
+            Self::Poisoned => "poisoned",
+        }
+    }
+}
+
+/// What applying a snapshot did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Applied {
+    /// The snapshot is now in force.
+    Swapped,
+    /// The same content at the same revision is already in force.
+    Unchanged,
+    /// Its revision is older than the one in force; ignored.
+    Stale,
+}
+
+/// One valid snapshot, compiled, with what verdicts depend on.
+struct Loaded {
+    revision: u64,
+    policies: Vec<CompiledPolicy>,
+    trust_roots: std::collections::BTreeMap<String, TrustedRoot>,
+    versions: Versions,
+    /// Some policy's `match` reads the resource or its labels.
+    reads_resource: bool,
+    /// Some CIP-level policy reads the object's spec or metadata.
+    reads_object: bool,
+    generated_at: Option<time::OffsetDateTime>,
+    loaded_at: Instant,
+    verifiers: Mutex<HashMap<String, Arc<RegistryVerifier>>>,
+}
+
+/// The snapshot-driven judge. Cheap to share behind an `Arc`; the snapshot
+/// in force is swapped atomically.
+pub struct PolicyJudge {
+    current: RwLock<Option<Arc<Loaded>>>,
+    base: ClientConfig,
+    public_good: TrustedRoot,
+    public_good_id: String,
+    no_match: NoMatchPolicy,
+    /// Resolves tags (anonymous and per pull-secret identity).
+    resolvers: Mutex<HashMap<String, Arc<RegistryClient>>>,
+}
+
+fn sha256_hex(bytes: &[u8]) -> String {
+    hex::encode(Sha256::digest(bytes))
+}
+
+impl PolicyJudge {
+    /// A judge without a snapshot (not ready). `public_good` verifies
+    /// authorities that name no TrustRoot; `public_good_id` identifies it in
+    /// verdict cache keys; `no_match` is what unselected images get.
+    pub fn new(
+        base: ClientConfig,
+        public_good: TrustedRoot,
+        public_good_id: &str,
+        no_match: NoMatchPolicy,
+    ) -> Result<Self, PolicyJudgeError> {
+        // Fail at start, not at the first admission, if TLS cannot be set up.
+        let anonymous = RegistryClient::new(base.clone())
+            .map_err(|e| PolicyJudgeError::Client(e.to_string()))?;
+        let mut resolvers = HashMap::new();
+        resolvers.insert(String::new(), Arc::new(anonymous));
+        Ok(Self {
+            current: RwLock::new(None),
+            base,
+            public_good,
+            public_good_id: public_good_id.to_string(),
+            no_match,
+            resolvers: Mutex::new(resolvers),
+        })
+    }
+
+    /// Parses, validates and applies the bytes of a `snapshot.json`.
+    pub fn apply_bytes(&self, bytes: &[u8]) -> Result<Applied, PolicyJudgeError> {
+        self.apply(&PolicySnapshot::from_slice(bytes)?)
+    }
+
+    /// Validates `snapshot` and puts it in force when its revision is not
+    /// older than the one in force. On error nothing changes.
+    pub fn apply(&self, snapshot: &PolicySnapshot) -> Result<Applied, PolicyJudgeError> {
+        let valid = snapshot.validate()?;
+        let policy_hash = format!(
+            "r{}:{}",
+            valid.revision,
+            sha256_hex(
+                serde_json::to_string(&snapshot.policies)
+                    .unwrap_or_default()
+                    .as_bytes()
+            )
+        );
+        let trust_root_version = format!(
+            "{}+{}",
+            self.public_good_id,
+            sha256_hex(
+                serde_json::to_string(&snapshot.trust_roots)
+                    .unwrap_or_default()
+                    .as_bytes()
+            )
+        );
+        let versions = Versions {
+            policy_hash,
+            trust_root_version,
+        };
+        let mut current = self
+            .current
+            .write()
+            .map_err(|_| PolicyJudgeError::Poisoned)?;
+        if let Some(held) = current.as_ref() {
+            if valid.revision < held.revision {
+                return Ok(Applied::Stale);
+            }
+            if held.versions == versions {
+                return Ok(Applied::Unchanged);
+            }
+        }
+        let policies: Vec<CompiledPolicy> = valid.policies.into_values().collect();
+        let reads_resource = policies.iter().any(|p| !p.matches.is_empty());
+        let reads_object = policies.iter().any(|p| {
+            p.policy
+                .as_ref()
+                .is_some_and(|c| c.include_spec || c.include_object_meta)
+        });
+        let generated_at = time::OffsetDateTime::parse(
+            &snapshot.generated_at,
+            &time::format_description::well_known::Rfc3339,
+        )
+        .ok();
+        *current = Some(Arc::new(Loaded {
+            revision: valid.revision,
+            policies,
+            trust_roots: valid.trust_roots,
+            versions,
+            reads_resource,
+            reads_object,
+            generated_at,
+            loaded_at: Instant::now(),
+            verifiers: Mutex::new(HashMap::new()),
+        }));
+        Ok(Applied::Swapped)
+    }
+
+    /// The revision in force, if any.
+    pub fn revision(&self) -> Option<u64> {
+        self.loaded().map(|l| l.revision)
+    }
+
+    fn loaded(&self) -> Option<Arc<Loaded>> {
+        self.current.read().ok().and_then(|c| c.clone())
+    }
+
+    fn credentials_key(secrets: &PullSecrets) -> String {
+        if secrets.credentials.is_empty() {
+            String::new()
+        } else {
+            secrets.id.clone()
+        }
+    }
+
+    fn config_for(&self, secrets: &PullSecrets) -> ClientConfig {
+        let mut config = self.base.clone();
+        config.credentials.merge(secrets.credentials.clone());
+        config
+    }
+
+    fn verifier(
+        &self,
+        loaded: &Loaded,
+        secrets: &PullSecrets,
+    ) -> Result<Arc<RegistryVerifier>, String> {
+        let key = Self::credentials_key(secrets);
+        let mut verifiers = loaded
+            .verifiers
+            .lock()
+            .map_err(|_| "verifier table poisoned; restart the webhook".to_string())?;
+        if let Some(v) = verifiers.get(&key) {
+            return Ok(v.clone());
+        }
+        let client = RegistryClient::new(self.config_for(secrets)).map_err(|e| e.to_string())?;
+        let verifier = Arc::new(RegistryVerifier::new(
+            client,
+            self.public_good.clone(),
+            loaded.trust_roots.clone(),
+        ));
+        if verifiers.len() >= MAX_VERIFIERS {
+            verifiers.clear();
+        }
+        verifiers.insert(key, verifier.clone());
+        Ok(verifier)
+    }
+
+    fn resolver(&self, secrets: &PullSecrets) -> Result<Arc<RegistryClient>, String> {
+        let key = Self::credentials_key(secrets);
+        let mut resolvers = self
+            .resolvers
+            .lock()
+            .map_err(|_| "registry client table poisoned; restart the webhook".to_string())?;
+        if let Some(c) = resolvers.get(&key) {
+            return Ok(c.clone());
+        }
+        let client =
+            Arc::new(RegistryClient::new(self.config_for(secrets)).map_err(|e| e.to_string())?);
+        if resolvers.len() >= MAX_VERIFIERS {
+            resolvers.retain(|k, _| k.is_empty());
+        }
+        resolvers.insert(key, client.clone());
+        Ok(client)
+    }
+
+    /// What the policies of `loaded` may read about `object`.
+    fn resource(loaded: &Loaded, object: &ObjectInfo) -> ResourceInfo {
+        let mut r = ResourceInfo {
+            group: object.group.clone(),
+            version: object.version.clone(),
+            resource: object.resource.clone(),
+            kind: object.kind.clone(),
+            name: object.name.clone(),
+            namespace: object.namespace.clone(),
+            labels: object.labels.clone(),
+            ..ResourceInfo::default()
+        };
+        if loaded.reads_object {
+            r.metadata = serde_json::to_value(&object.object.metadata).unwrap_or_default();
+            r.spec = object.object.data.get("spec").cloned().unwrap_or_default();
+        }
+        r
+    }
+
+    fn no_match_verdict(&self) -> Verdict {
+        match self.no_match {
+            NoMatchPolicy::Allow => Verdict::allow(Vec::new()),
+            NoMatchPolicy::Warn => Verdict::warn(
+                Vec::new(),
+                vec!["matches no ClusterImagePolicy (noMatchPolicy: warn)".into()],
+            ),
+            NoMatchPolicy::Deny => Verdict::deny(
+                Vec::new(),
+                vec![
+                    "no ClusterImagePolicy matches it and noMatchPolicy is deny; add a policy \
+                     whose images[].glob matches it"
+                        .into(),
+                ],
+            ),
+        }
+    }
+}
+
+/// The failure reasons of a policy, one string.
+fn policy_reasons(p: &PolicyResult) -> String {
+    let mut parts: Vec<String> = p
+        .authorities
+        .iter()
+        .filter_map(|a| {
+            a.outcome
+                .as_ref()
+                .err()
+                .map(|why| format!("authority {} ({}): {why}", a.name, a.kind))
+        })
+        .collect();
+    if let Some(e) = &p.policy_error {
+        parts.push(format!("policy: {e}"));
+    }
+    if parts.is_empty() {
+        parts.push("no authority passed".into());
+    }
+    parts.join("; ")
+}
+
+/// Maps an evaluation result onto the server's verdict.
+fn verdict_of(result: &ImageResult, no_match: Verdict) -> Verdict {
+    if result.no_match.is_some() {
+        return no_match;
+    }
+    let names: Vec<String> = result.policies.iter().map(|p| p.name.clone()).collect();
+    let mut reasons = Vec::new();
+    let mut warnings = Vec::new();
+    for p in &result.policies {
+        warnings.extend(p.warnings.iter().map(|w| format!("policy {}: {w}", p.name)));
+        if p.passed {
+            continue;
+        }
+        match p.mode {
+            Mode::Enforce => {
+                reasons.push(format!("policy {} failed: {}", p.name, policy_reasons(p)));
+            }
+            Mode::Warn => warnings.push(format!(
+                "policy {} (mode: warn) failed: {}",
+                p.name,
+                policy_reasons(p)
+            )),
+        }
+    }
+    Verdict {
+        allowed: result.allowed(),
+        reasons,
+        warnings,
+        policies: names,
+    }
+}
+
+impl ImageJudge for PolicyJudge {
+    async fn judge(
+        &self,
+        image: &PinnedImage,
+        object: &ObjectInfo,
+        secrets: &PullSecrets,
+        deadline: Instant,
+    ) -> Verdict {
+        let Some(loaded) = self.loaded() else {
+            return Verdict::deny(
+                Vec::new(),
+                vec!["no policy snapshot is loaded yet; the webhook is not ready".into()],
+            );
+        };
+        let reference = image.reference();
+        let name = match ImageName::parse(&reference) {
+            Ok(n) => n,
+            Err(e) => return Verdict::deny(Vec::new(), vec![e.to_string()]),
+        };
+        let verifier = match self.verifier(&loaded, secrets) {
+            Ok(v) => v,
+            Err(e) => return Verdict::deny(Vec::new(), vec![e]),
+        };
+        let resource = Self::resource(&loaded, object);
+        let run = evaluate_image(
+            verifier.as_ref(),
+            &loaded.policies,
+            &name,
+            &resource,
+            self.no_match,
+        );
+        match tokio::time::timeout_at(deadline, run).await {
+            Ok(result) => verdict_of(&result, self.no_match_verdict()),
+            Err(_) => Verdict::deny(
+                Vec::new(),
+                vec!["verification did not finish before the admission deadline; retry, or raise the webhook timeout".into()],
+            ),
+        }
+    }
+
+    async fn resolve(
+        &self,
+        image: &str,
+        secrets: &PullSecrets,
+        deadline: Instant,
+    ) -> Result<String, String> {
+        let reference = ImageRef::parse(image).map_err(|e| e.to_string())?;
+        if let Some(d) = reference.digest {
+            return Ok(d.to_string());
+        }
+        let tag = reference.tag.clone().unwrap_or_else(|| "latest".into());
+        let client = self.resolver(secrets)?;
+        let session = client.session();
+        let run = session.resolve_tag(&reference.repository, &tag);
+        match tokio::time::timeout_at(deadline, run).await {
+            Ok(Ok(Some(d))) => Ok(d.to_string()),
+            Ok(Ok(None)) => Err(format!(
+                "tag {tag} of {} not found in the registry (404); check the name and tag",
+                reference.repository
+            )),
+            Ok(Err(e)) => Err(e.to_string()),
+            Err(_) => Err("the registry did not answer before the admission deadline".into()),
+        }
+    }
+
+    fn matches(&self, image: &str, object: &ObjectInfo) -> bool {
+        let Some(loaded) = self.loaded() else {
+            return false;
+        };
+        let Ok(name) = ImageName::parse(image) else {
+            return false;
+        };
+        let resource = Self::resource(&loaded, object);
+        loaded
+            .policies
+            .iter()
+            .any(|p| p.matches_image(&name) && p.matches_resource(&resource))
+    }
+
+    fn no_match(&self, _image: &str) -> Verdict {
+        self.no_match_verdict()
+    }
+
+    fn versions(&self) -> Versions {
+        self.loaded().map_or_else(
+            || Versions {
+                policy_hash: "none".into(),
+                trust_root_version: self.public_good_id.clone(),
+            },
+            |l| l.versions.clone(),
+        )
+    }
+
+    fn object_key(&self, object: &ObjectInfo) -> Option<String> {
+        let Some(loaded) = self.loaded() else {
+            return Some(String::new());
+        };
+        if !loaded.reads_resource && !loaded.reads_object {
+            return Some(String::new());
+        }
+        // A hash of exactly what the policies may read, so one object's
+        // verdict never answers for another that reads differently.
+        let mut h = Sha256::new();
+        for part in [
+            &object.group,
+            &object.version,
+            &object.resource,
+            &object.kind,
+        ] {
+            h.update(part.as_bytes());
+            h.update([0]);
+        }
+        for (k, v) in &object.labels {
+            h.update(k.as_bytes());
+            h.update([1]);
+            h.update(v.as_bytes());
+            h.update([0]);
+        }
+        if loaded.reads_object {
+            let r = Self::resource(&loaded, object);
+            h.update(r.metadata.to_string().as_bytes());
+            h.update([0]);
+            h.update(r.spec.to_string().as_bytes());
+        }
+        Some(hex::encode(h.finalize()))
+    }
+
+    fn ready(&self) -> bool {
+        self.loaded().is_some()
+    }
+
+    fn snapshot_age(&self) -> Option<Duration> {
+        let loaded = self.loaded()?;
+        if let Some(at) = loaded.generated_at {
+            let age = time::OffsetDateTime::now_utc() - at;
+            if let Ok(d) = Duration::try_from(age) {
+                return Some(d);
+            }
+        }
+        Some(loaded.loaded_at.elapsed())
+    }
+}

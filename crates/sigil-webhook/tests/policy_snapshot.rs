@@ -1,0 +1,257 @@
+//! The policy snapshot judge end to end without a cluster: a snapshot file
+//! loaded and polled, reviews through the router against an unreachable
+//! registry on 127.0.0.1, refusal of invalid snapshots, versions that move
+//! with every revision, and readiness.
+
+// Test glue: helpers outside #[test] functions may unwrap.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing
+)]
+
+mod common;
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::Router;
+use common::{config, message, post, response};
+use serde_json::{Value, json};
+use sigil_verifier::oci::{ClientConfig, Limits};
+use sigil_verifier::policy::model::NoMatchPolicy;
+use sigil_verifier::trust::TrustedRoot;
+use sigil_webhook::admit::Admission;
+use sigil_webhook::judge::ImageJudge as _;
+use sigil_webhook::metrics::Metrics;
+use sigil_webhook::policy_judge::{Applied, PolicyJudge};
+use sigil_webhook::secrets::NoPullSecrets;
+use sigil_webhook::server::{AppState, router};
+use sigil_webhook::snapshot_source::file_source;
+
+const KEY: &str = include_str!("data/p256.pub");
+/// Nothing listens on port 1: every registry call fails at once, locally.
+const IMAGE: &str =
+    "127.0.0.1:1/shop/app@sha256:aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa";
+
+fn snapshot(revision: u64, policies: Value) -> Value {
+    json!({
+        "apiVersion": "policy.sigil.dev/snapshot/v1",
+        "revision": revision,
+        "generatedAt": "2026-01-01T00:00:00Z",
+        "policies": policies,
+        "trustRoots": [],
+    })
+}
+
+fn key_policy(name: &str, glob: &str) -> Value {
+    json!({
+        "name": name, "uid": format!("uid-{name}"), "generation": 1, "resourceVersion": "1",
+        "spec": {"images": [{"glob": glob}], "authorities": [{"key": {"data": KEY}}]},
+    })
+}
+
+fn judge() -> Arc<PolicyJudge> {
+    let client = ClientConfig {
+        insecure_hosts: vec!["127.0.0.1:1".into()],
+        limits: Limits {
+            request_timeout: Duration::from_secs(2),
+            total_deadline: Duration::from_secs(2),
+            ..Limits::default()
+        },
+        ..ClientConfig::default()
+    };
+    let root = TrustedRoot::public_good().unwrap();
+    Arc::new(PolicyJudge::new(client, root, "public-good", NoMatchPolicy::Allow).unwrap())
+}
+
+fn app(judge: Arc<PolicyJudge>) -> Router {
+    let admission = Admission::new(judge, NoPullSecrets, config(), Arc::new(Metrics::new()));
+    router(AppState::new(admission))
+}
+
+fn pod_review(image: &str) -> Vec<u8> {
+    serde_json::to_vec(&json!({
+        "kind": "AdmissionReview", "apiVersion": "admission.k8s.io/v1",
+        "request": {
+            "uid": "pod-1",
+            "kind": {"group": "", "version": "v1", "kind": "Pod"},
+            "resource": {"group": "", "version": "v1", "resource": "pods"},
+            "name": "web", "namespace": "shop", "operation": "CREATE",
+            "userInfo": {"username": "alice"},
+            "object": {
+                "apiVersion": "v1", "kind": "Pod",
+                "metadata": {"name": "web", "namespace": "shop"},
+                "spec": {"containers": [{"name": "app", "image": image}]},
+            },
+        },
+    }))
+    .unwrap()
+}
+
+/// A file in the temp directory unique to this test process.
+fn temp_file(name: &str) -> PathBuf {
+    std::env::temp_dir().join(format!("sigil-snapshot-{}-{name}.json", std::process::id()))
+}
+
+#[tokio::test]
+async fn an_unsigned_image_is_denied_naming_the_policy_of_the_snapshot_file() {
+    let path = temp_file("deny");
+    std::fs::write(
+        &path,
+        snapshot(1, json!([key_policy("require-signed", "**")])).to_string(),
+    )
+    .unwrap();
+    let judge = judge();
+    let poll = file_source(judge.clone(), path.clone(), Duration::from_secs(60)).await;
+    drop(poll);
+    assert!(judge.ready());
+    let (_, answer) = post(&app(judge), "/validate", pod_review(IMAGE)).await;
+    let resp = response(&answer);
+    assert_eq!(resp["allowed"], false, "{answer}");
+    let msg = message(resp);
+    assert!(msg.contains("require-signed"), "the policy is named: {msg}");
+    assert!(msg.contains(IMAGE), "the image is named: {msg}");
+    let _ = std::fs::remove_file(path);
+}
+
+#[tokio::test]
+async fn an_invalid_snapshot_file_is_refused_and_the_last_good_one_keeps_enforcing() {
+    let path = temp_file("invalid");
+    std::fs::write(
+        &path,
+        snapshot(1, json!([key_policy("require-signed", "**")])).to_string(),
+    )
+    .unwrap();
+    let judge = judge();
+    let poll =
+        tokio::spawn(file_source(judge.clone(), path.clone(), Duration::from_millis(100)).await);
+    let before = judge.versions();
+    let mut broken = key_policy("require-signed", "**");
+    broken["spec"]["authorities"][0]["key"]["data"] = json!("not a key");
+    std::fs::write(&path, snapshot(2, json!([broken])).to_string()).unwrap();
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    std::fs::write(&path, "{ not json").unwrap();
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    poll.abort();
+    assert_eq!(judge.revision(), Some(1));
+    assert_eq!(judge.versions(), before);
+    let (_, answer) = post(&app(judge), "/validate", pod_review(IMAGE)).await;
+    let msg = message(response(&answer));
+    assert!(msg.contains("require-signed"), "still enforced: {msg}");
+    let _ = std::fs::remove_file(path);
+}
+
+#[tokio::test]
+async fn a_new_snapshot_revision_is_never_answered_from_an_old_verdict() {
+    let judge = judge();
+    let router = app(judge.clone());
+    let elsewhere = snapshot(1, json!([key_policy("other", "registry.example/**")]));
+    judge.apply_bytes(elsewhere.to_string().as_bytes()).unwrap();
+    let v1 = judge.versions();
+    let (_, answer) = post(&router, "/validate", pod_review(IMAGE)).await;
+    assert_eq!(response(&answer)["allowed"], true, "no policy selects it");
+    let everything = snapshot(2, json!([key_policy("require-signed", "**")]));
+    assert_eq!(
+        judge
+            .apply_bytes(everything.to_string().as_bytes())
+            .unwrap(),
+        Applied::Swapped
+    );
+    assert_ne!(judge.versions(), v1);
+    let (_, answer) = post(&router, "/validate", pod_review(IMAGE)).await;
+    let resp = response(&answer);
+    assert_eq!(resp["allowed"], false, "the new revision decided: {answer}");
+    assert!(message(resp).contains("require-signed"));
+}
+
+#[tokio::test]
+async fn the_judge_is_not_ready_until_a_first_snapshot_and_ignores_older_revisions() {
+    let judge = judge();
+    assert!(!judge.ready());
+    assert_eq!(judge.snapshot_age(), None);
+    let rev5 = snapshot(5, json!([key_policy("a", "**")]));
+    judge.apply_bytes(rev5.to_string().as_bytes()).unwrap();
+    assert!(judge.ready());
+    assert!(judge.snapshot_age().is_some());
+    let rev4 = snapshot(4, json!([]));
+    assert_eq!(
+        judge.apply_bytes(rev4.to_string().as_bytes()).unwrap(),
+        Applied::Stale
+    );
+    assert_eq!(
+        judge.apply_bytes(rev5.to_string().as_bytes()).unwrap(),
+        Applied::Unchanged
+    );
+    assert_eq!(judge.revision(), Some(5));
+}
+
+/// A Secret holding `snapshot` the way the controller writes it.
+fn secret(resource_version: &str, snapshot: &Value) -> Value {
+    use base64::Engine as _;
+    let data = base64::engine::general_purpose::STANDARD.encode(snapshot.to_string());
+    json!({
+        "apiVersion": "v1", "kind": "Secret",
+        "metadata": {"name": "sigil-policy-snapshot", "namespace": "sigil-system",
+                     "resourceVersion": resource_version},
+        "data": {"snapshot.json": data},
+    })
+}
+
+#[tokio::test]
+async fn the_secret_watch_applies_each_valid_version_the_api_server_delivers() {
+    use http::{Request, Response};
+    use kube::client::Body;
+
+    let (service, mut handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
+    let rev1 = secret("10", &snapshot(1, json!([key_policy("first", "**")])));
+    let rev2 = secret("11", &snapshot(2, json!([key_policy("second", "**")])));
+    let server = tokio::spawn(async move {
+        // Watches after the first are held open, as an idle API server does.
+        let mut held = Vec::new();
+        let mut watches = 0;
+        for _ in 0..16 {
+            let Some((request, send)) = handle.next_request().await else {
+                return;
+            };
+            let query = request.uri().query().unwrap_or_default().to_owned();
+            assert!(
+                query.contains("fieldSelector=metadata.name%3Dsigil-policy-snapshot"),
+                "{query}"
+            );
+            let body = if !query.contains("watch=") {
+                json!({"apiVersion": "v1", "kind": "SecretList",
+                       "metadata": {"resourceVersion": "10"}, "items": [rev1]})
+                .to_string()
+            } else if watches == 0 {
+                watches += 1;
+                format!("{}\n", json!({"type": "MODIFIED", "object": rev2}))
+            } else {
+                held.push(send);
+                continue;
+            };
+            send.send_response(Response::new(Body::from(body.into_bytes())));
+        }
+    });
+    let client = kube::Client::new(service, "sigil-system");
+    let judge = judge();
+    let watch = tokio::spawn(sigil_webhook::snapshot_source::secret_source(
+        judge.clone(),
+        kube::Api::namespaced(client, "sigil-system"),
+        "sigil-policy-snapshot".into(),
+    ));
+    let mut seen = None;
+    for _ in 0..100 {
+        seen = judge.revision();
+        if seen == Some(2) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    watch.abort();
+    server.abort();
+    assert_eq!(seen, Some(2), "revision 2 applied within a second");
+    assert!(judge.ready());
+}
