@@ -218,3 +218,34 @@ pub trait PullSecretSource: Send + Sync + 'static {
         deadline: Instant,
     ) -> impl Future<Output = Result<PullSecrets, String>> + Send;
 }
+
+/// The digest an image reference already names, if any; an unparsable
+/// reference is an error naming it.
+pub(crate) fn digest_of(image: &str) -> Result<Option<String>, String> {
+    let reference =
+        sigil_verifier::oci::reference::ImageRef::parse(image).map_err(|e| e.to_string())?;
+    Ok(reference.digest.map(|d| d.to_string()))
+}
+
+/// Resolves `image`'s tag (`latest` when none) to a digest with `client`,
+/// within `deadline`: the one tag-resolution path of every judge.
+pub(crate) async fn resolve_tag(
+    client: &sigil_verifier::oci::RegistryClient,
+    image: &str,
+    deadline: Instant,
+) -> Result<String, String> {
+    let reference =
+        sigil_verifier::oci::reference::ImageRef::parse(image).map_err(|e| e.to_string())?;
+    let tag = reference.tag.clone().unwrap_or_else(|| "latest".into());
+    let session = client.session();
+    let run = session.resolve_tag(&reference.repository, &tag);
+    match tokio::time::timeout_at(deadline, run).await {
+        Ok(Ok(Some(d))) => Ok(d.to_string()),
+        Ok(Ok(None)) => Err(format!(
+            "tag {tag} of {} not found in the registry (404); check the name and tag",
+            reference.repository
+        )),
+        Ok(Err(e)) => Err(e.to_string()),
+        Err(_) => Err("the registry did not answer before the admission deadline".into()),
+    }
+}

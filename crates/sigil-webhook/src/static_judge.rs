@@ -212,23 +212,10 @@ impl ImageJudge for StaticJudge {
         secrets: &PullSecrets,
         deadline: Instant,
     ) -> Result<String, String> {
-        let reference = ImageRef::parse(image).map_err(|e| e.to_string())?;
-        if let Some(d) = reference.digest {
-            return Ok(d.to_string());
+        if let Some(digest) = crate::judge::digest_of(image)? {
+            return Ok(digest);
         }
-        let tag = reference.tag.clone().unwrap_or_else(|| "latest".into());
-        let client = self.client(secrets)?;
-        let session = client.session();
-        let run = session.resolve_tag(&reference.repository, &tag);
-        match tokio::time::timeout_at(deadline, run).await {
-            Ok(Ok(Some(d))) => Ok(d.to_string()),
-            Ok(Ok(None)) => Err(format!(
-                "tag {tag} of {} not found in the registry (404); check the name and tag",
-                reference.repository
-            )),
-            Ok(Err(e)) => Err(e.to_string()),
-            Err(_) => Err("the registry did not answer before the admission deadline".into()),
-        }
+        crate::judge::resolve_tag(&*self.client(secrets)?, image, deadline).await
     }
 
     fn matches(&self, image: &str, _object: &ObjectInfo) -> bool {
