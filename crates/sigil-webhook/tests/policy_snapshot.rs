@@ -255,3 +255,61 @@ async fn the_secret_watch_applies_each_valid_version_the_api_server_delivers() {
     assert_eq!(seen, Some(2), "revision 2 applied within a second");
     assert!(judge.ready());
 }
+
+fn object(labels: &[(&str, &str)]) -> sigil_webhook::judge::ObjectInfo {
+    let dynamic: kube::core::DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": "web", "namespace": "shop"},
+        "spec": {"containers": [{"name": "app", "image": IMAGE}]},
+    }))
+    .unwrap();
+    sigil_webhook::judge::ObjectInfo {
+        group: String::new(),
+        version: "v1".into(),
+        resource: "pods".into(),
+        sub_resource: String::new(),
+        kind: "Pod".into(),
+        namespace: "shop".into(),
+        name: "web".into(),
+        labels: labels
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect(),
+        pull_secret_names: Vec::new(),
+        service_account: "default".into(),
+        object: Arc::new(dynamic),
+    }
+}
+
+#[test]
+fn verdicts_are_shared_across_objects_unless_a_policy_reads_the_object() {
+    let judge = judge();
+    judge
+        .apply_bytes(
+            snapshot(1, json!([key_policy("shop", "127.0.0.1:1/shop/**")]))
+                .to_string()
+                .as_bytes(),
+        )
+        .unwrap();
+    // No policy matches on resources or labels: one verdict serves every object.
+    assert_eq!(
+        judge.object_key(&object(&[("team", "a")])),
+        judge.object_key(&object(&[("team", "b")]))
+    );
+
+    let mut by_label = key_policy("labelled", "127.0.0.1:1/shop/**");
+    by_label["spec"]["match"] = json!([{
+        "resource": "pods", "version": "v1",
+        "selector": {"matchLabels": {"team": "a"}},
+    }]);
+    judge
+        .apply_bytes(snapshot(2, json!([by_label])).to_string().as_bytes())
+        .unwrap();
+    // A label selector decides whether the policy applies: objects whose
+    // labels differ must not share a verdict.
+    let a = judge.object_key(&object(&[("team", "a")]));
+    let b = judge.object_key(&object(&[("team", "b")]));
+    assert!(a.is_some() && b.is_some());
+    assert_ne!(a, b);
+    assert_eq!(a, judge.object_key(&object(&[("team", "a")])));
+}
