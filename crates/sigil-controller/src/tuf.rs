@@ -587,6 +587,39 @@ fn check_hashes(
     Ok(())
 }
 
+/// Fetches a role's metadata as its parent's `meta` entry describes it
+/// (versioned file name under consistent snapshots), checks length and
+/// hashes, the role's signature threshold, its `_type` and that its version
+/// is the one the parent promised (TUF 5.5 and 5.6 share these steps).
+async fn fetch_role<T: serde::de::DeserializeOwned>(
+    source: &Source,
+    root: &RootSigned,
+    role: &str,
+    meta: &MetaFile,
+    type_of: impl Fn(&T) -> &str,
+    version_of: impl Fn(&T) -> u64,
+) -> Result<(String, T), TufError> {
+    let file = if root.consistent_snapshot {
+        format!("{}.{role}.json", meta.version)
+    } else {
+        format!("{role}.json")
+    };
+    let bytes = required(source, &file).await?;
+    check_hashes(&file, &bytes, meta.length, &meta.hashes, false)?;
+    let env = envelope(&file, &bytes)?;
+    verify_role(&file, &env, root, role)?;
+    let signed = parse_signed::<T>(&file, &env, role, type_of)?;
+    let got = version_of(&signed);
+    if got != meta.version {
+        return Err(TufError::Version {
+            file,
+            expected: meta.version.to_string(),
+            got,
+        });
+    }
+    Ok((file, signed))
+}
+
 async fn required(source: &Source, name: &str) -> Result<Vec<u8>, TufError> {
     source
         .metadata(name)
@@ -663,29 +696,15 @@ pub async fn fetch_target(
         .ok_or_else(|| malformed("timestamp.json", "no meta for snapshot.json"))?;
 
     // 5.5: snapshot.
-    let file = if root.consistent_snapshot {
-        format!("{}.snapshot.json", snapshot_meta.version)
-    } else {
-        "snapshot.json".to_owned()
-    };
-    let bytes = required(source, &file).await?;
-    check_hashes(
-        &file,
-        &bytes,
-        snapshot_meta.length,
-        &snapshot_meta.hashes,
-        false,
-    )?;
-    let env = envelope(&file, &bytes)?;
-    verify_role(&file, &env, &root, "snapshot")?;
-    let snapshot = parse_signed::<MetaSigned>(&file, &env, "snapshot", |t| &t.type_)?;
-    if snapshot.version != snapshot_meta.version {
-        return Err(TufError::Version {
-            file,
-            expected: snapshot_meta.version.to_string(),
-            got: snapshot.version,
-        });
-    }
+    let (file, snapshot) = fetch_role::<MetaSigned>(
+        source,
+        &root,
+        "snapshot",
+        &snapshot_meta,
+        |t| &t.type_,
+        |t| t.version,
+    )
+    .await?;
     if let Some(p) = previous
         && snapshot.version < p.snapshot_version
     {
@@ -712,29 +731,15 @@ pub async fn fetch_target(
     }
 
     // 5.6: targets (top-level only).
-    let file = if root.consistent_snapshot {
-        format!("{}.targets.json", targets_meta.version)
-    } else {
-        "targets.json".to_owned()
-    };
-    let bytes = required(source, &file).await?;
-    check_hashes(
-        &file,
-        &bytes,
-        targets_meta.length,
-        &targets_meta.hashes,
-        false,
-    )?;
-    let env = envelope(&file, &bytes)?;
-    verify_role(&file, &env, &root, "targets")?;
-    let targets = parse_signed::<TargetsSigned>(&file, &env, "targets", |t| &t.type_)?;
-    if targets.version != targets_meta.version {
-        return Err(TufError::Version {
-            file,
-            expected: targets_meta.version.to_string(),
-            got: targets.version,
-        });
-    }
+    let (_, targets) = fetch_role::<TargetsSigned>(
+        source,
+        &root,
+        "targets",
+        &targets_meta,
+        |t| &t.type_,
+        |t| t.version,
+    )
+    .await?;
     check_expiry("targets", &targets.expires, now)?;
 
     // 5.7: the target.
