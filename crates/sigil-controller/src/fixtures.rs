@@ -4,12 +4,6 @@
 //! them (404, 409 on a stale `resourceVersion`, server-side apply and merge
 //! patches as JSON merges, status subresources), lists collections as empty
 //! and ends watches at once, and records every request for assertions.
-#![allow(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::panic,
-    clippy::indexing_slicing
-)]
 #![allow(unreachable_pub, dead_code, missing_docs)]
 
 use std::collections::BTreeMap;

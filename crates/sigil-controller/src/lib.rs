@@ -6,6 +6,17 @@
 //! ([`leader`]). [`run`] wires it together with metrics, health endpoints and
 //! graceful shutdown.
 #![forbid(unsafe_code)]
+// Test modules (and the test-only fixtures) may unwrap: a failed fixture
+// should abort the test loudly. Declared once here rather than per module.
+#![cfg_attr(
+    test,
+    allow(
+        clippy::unwrap_used,
+        clippy::expect_used,
+        clippy::panic,
+        clippy::indexing_slicing
+    )
+)]
 
 pub mod config;
 pub mod context;

@@ -462,12 +462,6 @@ async fn prune(
 
 #[cfg(test)]
 mod tests {
-    #![allow(
-        clippy::unwrap_used,
-        clippy::expect_used,
-        clippy::panic,
-        clippy::indexing_slicing
-    )]
 
     use http::Method;
     use kube::runtime::reflector;

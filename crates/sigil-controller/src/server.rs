@@ -72,12 +72,6 @@ pub async fn serve(
 
 #[cfg(test)]
 mod tests {
-    #![allow(
-        clippy::unwrap_used,
-        clippy::expect_used,
-        clippy::panic,
-        clippy::indexing_slicing
-    )]
 
     use axum::body::Body;
     use axum::http::Request;

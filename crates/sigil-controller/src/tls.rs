@@ -508,12 +508,6 @@ pub async fn run(ctx: Arc<Context>, shutdown: impl std::future::Future<Output = 
 
 #[cfg(test)]
 mod tests {
-    #![allow(
-        clippy::unwrap_used,
-        clippy::expect_used,
-        clippy::panic,
-        clippy::indexing_slicing
-    )]
 
     use base64::Engine as _;
     use serde_json::{Value, json};

@@ -236,12 +236,6 @@ async fn prune(ctx: &Context, reader: &Store<TrustRoot>, event: &watcher::Event<
 
 #[cfg(test)]
 mod tests {
-    #![allow(
-        clippy::unwrap_used,
-        clippy::expect_used,
-        clippy::panic,
-        clippy::indexing_slicing
-    )]
 
     use std::collections::BTreeMap;
     use std::sync::Mutex;
