@@ -6,7 +6,7 @@
 # works. Re-running is cheap: a tool whose version stamp matches is left alone.
 #
 # Usage: scripts/install-tools.sh [--list] [TOOL...]   (no TOOL: install all)
-# Tools: cosign olareg crane docker-registry sigstore-python
+# Tools: cosign olareg crane docker-registry sigstore-python helm
 # Cache: ${SIGIL_TOOLS_DIR:-<repo>/.cache/tools}; see scripts/README.md.
 set -euo pipefail
 
@@ -17,8 +17,9 @@ OLAREG_VERSION=v0.2.2            # newest olareg the Go proxy serves
 CRANE_VERSION=v0.22.1            # github.com/google/go-containerregistry
 SIGSTORE_PYTHON_VERSION=4.5.1    # newest 4.x on PyPI
 DOCKER_REGISTRY_PACKAGE=docker-registry   # Debian's distribution 2.8
+HELM_VERSION=v3.22.0             # helm.sh/helm/v3; lints and renders charts/sigil
 
-ALL_TOOLS=(cosign olareg crane docker-registry sigstore-python)
+ALL_TOOLS=(cosign olareg crane docker-registry sigstore-python helm)
 
 REPO=$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")/.." && pwd)
 TOOLS_DIR=${SIGIL_TOOLS_DIR:-$REPO/.cache/tools}
@@ -106,6 +107,10 @@ install_crane() {
     go_tool crane github.com/google/go-containerregistry/cmd/crane "$CRANE_VERSION" install
 }
 
+install_helm() {
+    go_tool helm helm.sh/helm/v3/cmd/helm "$HELM_VERSION" install
+}
+
 # Debian's package installs system-wide; we only link it into $BIN. It is not
 # reinstalled or upgraded when present.
 install_docker_registry() {
@@ -169,7 +174,7 @@ main() {
     local t
     for t in "${tools[@]}"; do
         case $t in
-            cosign | olareg | crane | docker-registry | sigstore-python) ;;
+            cosign | olareg | crane | docker-registry | sigstore-python | helm) ;;
             *) usage; die "unknown tool: $t (known: ${ALL_TOOLS[*]})" ;;
         esac
     done

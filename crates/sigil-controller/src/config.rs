@@ -38,8 +38,14 @@ pub struct Args {
     /// How often remote TrustRoots are refreshed from their TUF mirror (seconds).
     #[arg(long, default_value_t = 3600)]
     pub trust_root_refresh_secs: u64,
-    /// cert-manager owns the webhook certificate and caBundle: do not touch them.
-    #[arg(long)]
+    /// Who keeps the webhook's serving certificate and the configurations'
+    /// caBundle: this controller, or something else (cert-manager, or a
+    /// webhook run out of cluster whose configuration carries its own
+    /// caBundle).
+    #[arg(long, value_enum, default_value_t = WebhookTls::Managed)]
+    pub webhook_tls: WebhookTls,
+    /// Same as `--webhook-tls external` (kept for existing installs).
+    #[arg(long, conflicts_with = "webhook_tls")]
     pub cert_manager: bool,
     /// Name of the webhook's Service (its DNS names go into the certificate).
     #[arg(long, default_value = "sigil-webhook")]
@@ -57,6 +63,16 @@ pub struct Args {
     /// configuration changes are also watched.
     #[arg(long, default_value_t = 600)]
     pub tls_check_secs: u64,
+}
+
+/// Who handles webhook TLS.
+#[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WebhookTls {
+    /// The controller issues the certificate into the TLS Secret and writes
+    /// `caBundle` into the webhook configurations.
+    Managed,
+    /// Something else does; the controller touches neither.
+    External,
 }
 
 /// Log output format.
@@ -91,8 +107,46 @@ impl Args {
     pub fn trust_root_refresh(&self) -> Duration {
         Duration::from_secs(self.trust_root_refresh_secs.max(60))
     }
+    /// Whether this controller keeps the webhook certificate and `caBundle`
+    /// (`--webhook-tls managed` without `--cert-manager`).
+    pub fn manages_webhook_tls(&self) -> bool {
+        self.webhook_tls == WebhookTls::Managed && !self.cert_manager
+    }
     /// TLS check interval.
     pub fn tls_check(&self) -> Duration {
         Duration::from_secs(self.tls_check_secs.max(10))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(flags: &[&str]) -> Result<Args, clap::Error> {
+        Args::try_parse_from(std::iter::once("sigil-controller").chain(flags.iter().copied()))
+    }
+
+    #[test]
+    fn webhook_tls_is_managed_by_default() {
+        assert!(parse(&[]).unwrap().manages_webhook_tls());
+        assert!(
+            parse(&["--webhook-tls", "managed"])
+                .unwrap()
+                .manages_webhook_tls()
+        );
+    }
+
+    #[test]
+    fn webhook_tls_external_and_the_cert_manager_alias_turn_management_off() {
+        let external = parse(&["--webhook-tls", "external"]).unwrap();
+        assert_eq!(external.webhook_tls, WebhookTls::External);
+        assert!(!external.manages_webhook_tls());
+        assert!(!parse(&["--cert-manager"]).unwrap().manages_webhook_tls());
+    }
+
+    #[test]
+    fn cert_manager_alias_cannot_be_combined_with_an_explicit_webhook_tls() {
+        assert!(parse(&["--cert-manager", "--webhook-tls", "managed"]).is_err());
+        assert!(parse(&["--webhook-tls", "bogus"]).is_err());
     }
 }

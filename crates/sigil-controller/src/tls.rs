@@ -11,8 +11,9 @@
 //! the previous CA stays in `ca.crt` and in every `caBundle` until it
 //! expires, and `caBundle` is updated before the Secret, so clients trust a
 //! new CA before anything serves a certificate it signed. With
-//! `--cert-manager` this module does nothing: cert-manager and its CA
-//! injector own both.
+//! `--webhook-tls external` (or its alias `--cert-manager`) this module does
+//! nothing: cert-manager and its CA injector, or whoever runs the webhook out
+//! of cluster, own both.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -453,8 +454,10 @@ pub async fn sync(ctx: &Context, now: OffsetDateTime) -> Result<()> {
 /// `--tls-check-secs`, and whenever the Secret or a webhook configuration
 /// changes (a Helm upgrade that resets `caBundle` is repaired at once).
 pub async fn run(ctx: Arc<Context>, shutdown: impl std::future::Future<Output = ()> + Send) {
-    if ctx.args.cert_manager {
-        tracing::info!("--cert-manager: cert-manager owns the webhook certificate and caBundle");
+    if !ctx.args.manages_webhook_tls() {
+        tracing::info!(
+            "--webhook-tls external: the webhook certificate and caBundle are handled elsewhere"
+        );
         shutdown.await;
         return;
     }
@@ -677,11 +680,11 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn cert_manager_mode_steps_aside() {
+    async fn external_tls_mode_steps_aside() {
         let (client, api) = FakeApi::start();
         let (ctx, _rx, _l) = context(client.clone(), true);
         let mut args = ctx.args.clone();
-        args.cert_manager = true;
+        args.webhook_tls = crate::config::WebhookTls::External;
         let (tx, _rx) = tokio::sync::mpsc::unbounded_channel();
         let ctx = Arc::new(Context::new(
             client,

@@ -1,0 +1,116 @@
+#!/usr/bin/env bash
+# Lints and renders charts/sigil for every values combination under
+# charts/sigil/ci/*-values.yaml, and asserts on each rendering with
+# scripts/chart_check.py (hardening, webhook configurations, RBAC, the
+# url / cert-manager / opt-out / mutation-off / ServiceMonitor variants).
+# Values that must be refused are checked to be refused.
+#
+# Flags the chart passes are compared with the binaries' --help when
+# sigil-webhook and sigil-controller are built (target/debug or
+# target/release, or $SIGIL_BIN_DIR); SIGIL_REQUIRE_BINARIES=1 makes their
+# absence an error. Flags another branch is adding can be listed, space
+# separated, in SIGIL_PENDING_FLAGS: they are reported, not failed.
+#
+# Usage: scripts/chart-check.sh        (helm from $HELM or scripts/install-tools.sh)
+set -euo pipefail
+
+REPO=$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")/.." && pwd)
+CHART=$REPO/charts/sigil
+NS=sigil-check
+
+log() { printf 'chart-check: %s\n' "$*" >&2; }
+die() { log "error: $*"; exit 1; }
+
+HELM=${HELM:-}
+if [[ -z $HELM ]]; then
+    HELM="$("$REPO/scripts/install-tools.sh" helm)/helm"
+fi
+[[ -x $HELM ]] || die "no helm at $HELM"
+python3 -c 'import yaml' 2>/dev/null ||
+    die "python3 lacks PyYAML: python3 -m pip install pyyaml"
+
+WORK=$(mktemp -d)
+trap 'rm -rf -- "$WORK"' EXIT
+
+# --help of the built binaries, newest build first.
+help_args=()
+bin_dir=${SIGIL_BIN_DIR:-}
+if [[ -z $bin_dir ]]; then
+    for candidate in "$REPO/target/release" "$REPO/target/debug"; do
+        if [[ -x $candidate/sigil-webhook && -x $candidate/sigil-controller ]]; then
+            if [[ -z $bin_dir || $candidate/sigil-webhook -nt $bin_dir/sigil-webhook ]]; then
+                bin_dir=$candidate
+            fi
+        fi
+    done
+fi
+if [[ -n $bin_dir ]]; then
+    "$bin_dir/sigil-webhook" --help >"$WORK/sigil-webhook.help"
+    "$bin_dir/sigil-controller" --help >"$WORK/sigil-controller.help"
+    help_args=(--help-dir "$WORK")
+    log "flags checked against $bin_dir/sigil-{webhook,controller} --help"
+elif [[ ${SIGIL_REQUIRE_BINARIES:-0} == 1 ]]; then
+    die "no built sigil-webhook and sigil-controller (cargo build -p sigil-webhook -p sigil-controller)"
+else
+    log "warning: binaries not built; flags are not checked against --help"
+fi
+
+failed=0
+shopt -s nullglob
+cases=("$CHART"/ci/*-values.yaml)
+((${#cases[@]})) || die "no values files in $CHART/ci"
+for values in "${cases[@]}"; do
+    name=$(basename -- "$values" -values.yaml)
+    out=$WORK/$name.yaml
+    if ! "$HELM" lint --strict --namespace "$NS" -f "$values" "$CHART" >"$WORK/lint.log" 2>&1; then
+        cat "$WORK/lint.log" >&2
+        log "FAIL $name: helm lint --strict"
+        failed=1
+        continue
+    fi
+    if ! "$HELM" template sigil "$CHART" --namespace "$NS" --include-crds \
+            -f "$values" >"$out" 2>"$WORK/template.log"; then
+        cat "$WORK/template.log" >&2
+        log "FAIL $name: helm template"
+        failed=1
+        continue
+    fi
+    if python3 "$REPO/scripts/chart_check.py" check "$out" "$values" "$NS" "${help_args[@]}"; then
+        log "ok   $name"
+    else
+        log "FAIL $name"
+        failed=1
+    fi
+done
+
+# The assertions themselves must be able to fail.
+if python3 "$REPO/scripts/chart_check.py" self-test "$WORK/defaults.yaml" \
+        "$CHART/ci/defaults-values.yaml" "$NS" "${help_args[@]}"; then
+    log "ok   self-test (every deliberate breakage was caught)"
+else
+    log "FAIL self-test"
+    failed=1
+fi
+
+# Contradictory or invalid values are refused, not rendered.
+refused() {
+    local why=$1
+    shift
+    if "$HELM" template sigil "$CHART" --namespace "$NS" "$@" >/dev/null 2>&1; then
+        log "FAIL refuse: $why was rendered"
+        failed=1
+    else
+        log "ok   refuse: $why"
+    fi
+}
+refused "url with the in-cluster webhook" --set webhook.url=https://example.test
+refused "no url and no in-cluster webhook" --set webhook.deploy=false
+refused "both registry CA sources" --set registryCABundle.existingConfigMap=x \
+    --set-string 'registryCABundle.pem=-----BEGIN CERTIFICATE-----'
+refused "timeoutSeconds above 30" --set webhook.timeoutSeconds=31
+refused "an unknown pin mode" --set webhook.pin=sometimes
+refused "an unknown namespace selection" --set namespaceSelection=everything
+refused "an unknown top-level key" --set webhok.replicas=3
+refused "an http webhook url" --set webhook.deploy=false --set webhook.url=http://example.test
+
+exit "$failed"

@@ -1,0 +1,469 @@
+#!/usr/bin/env python3
+"""Assertions on one `helm template` rendering of charts/sigil.
+
+Called by scripts/chart-check.sh for every charts/sigil/ci/*-values.yaml:
+
+    chart_check.py check RENDERED.yaml VALUES.yaml NAMESPACE [--help-dir DIR]
+    chart_check.py self-test RENDERED.yaml VALUES.yaml NAMESPACE [--help-dir DIR]
+
+`check` prints every violated expectation and exits 1 if there is one.
+`self-test` breaks a correct rendering in known ways and exits 1 unless the
+checker notices each break: proof that the assertions can fail.
+The expected values come from the chart's values.yaml overlaid with the
+case's file, so a case that changes a value is checked against that value.
+"""
+
+import copy
+import os
+import re
+import sys
+
+try:
+    import yaml
+except ImportError:  # pragma: no cover
+    sys.exit("chart_check.py needs PyYAML: python3 -m pip install pyyaml")
+
+CHART = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "charts", "sigil")
+WEBHOOK_RESOURCES = {
+    ("", "pods"), ("", "pods/ephemeralcontainers"), ("", "replicationcontrollers"),
+    ("apps", "deployments"), ("apps", "replicasets"), ("apps", "statefulsets"),
+    ("apps", "daemonsets"), ("batch", "jobs"), ("batch", "cronjobs"),
+}
+CLUSTER_SCOPED = {
+    "CustomResourceDefinition", "ClusterRole", "ClusterRoleBinding",
+    "MutatingWebhookConfiguration", "ValidatingWebhookConfiguration",
+}
+WORKLOADS = {"Deployment", "StatefulSet", "DaemonSet", "Job", "CronJob"}
+
+
+def merge(base, over):
+    """Helm's values overlay: maps merge, everything else replaces."""
+    if isinstance(base, dict) and isinstance(over, dict):
+        out = dict(base)
+        for k, v in over.items():
+            out[k] = merge(base.get(k), v) if k in base else v
+        return out
+    return over
+
+
+def load_values(case_file):
+    with open(os.path.join(CHART, "values.yaml"), encoding="utf-8") as f:
+        values = yaml.safe_load(f)
+    with open(case_file, encoding="utf-8") as f:
+        case = yaml.safe_load(f) or {}
+    return merge(values, case)
+
+
+def load_docs(path):
+    with open(path, encoding="utf-8") as f:
+        return [d for d in yaml.safe_load_all(f) if d]
+
+
+def find(docs, kind, name=None):
+    return [d for d in docs if d.get("kind") == kind
+            and (name is None or d["metadata"]["name"] == name)]
+
+
+def one(docs, kind, name, errors):
+    found = find(docs, kind, name)
+    if len(found) != 1:
+        errors.append(f"expected exactly one {kind} {name}, found {len(found)}")
+        return None
+    return found[0]
+
+
+def pod_spec(workload):
+    spec = workload["spec"]
+    if workload["kind"] == "CronJob":
+        spec = spec["jobTemplate"]["spec"]
+    return spec["template"]["spec"]
+
+
+def containers(workload):
+    spec = pod_spec(workload)
+    return spec.get("initContainers", []) + spec.get("containers", [])
+
+
+def args_of(workload):
+    """Flags as {name: [values]} of the first container."""
+    out = {}
+    for arg in containers(workload)[0].get("args", []):
+        name, _, value = str(arg).partition("=")
+        out.setdefault(name, []).append(value)
+    return out
+
+
+def check_hardening(docs, errors):
+    for w in (d for d in docs if d["kind"] in WORKLOADS):
+        where = f"{w['kind']} {w['metadata']['name']}"
+        pod = pod_spec(w)
+        if not pod.get("securityContext", {}).get("runAsNonRoot"):
+            errors.append(f"{where}: pod securityContext.runAsNonRoot is not true")
+        for c in containers(w):
+            sc = c.get("securityContext", {})
+            cw = f"{where} container {c['name']}"
+            if sc.get("runAsNonRoot") is not True:
+                errors.append(f"{cw}: runAsNonRoot is not true")
+            if sc.get("readOnlyRootFilesystem") is not True:
+                errors.append(f"{cw}: readOnlyRootFilesystem is not true")
+            if sc.get("allowPrivilegeEscalation") is not False:
+                errors.append(f"{cw}: allowPrivilegeEscalation is not false")
+            if "ALL" not in sc.get("capabilities", {}).get("drop", []):
+                errors.append(f"{cw}: capabilities do not drop ALL")
+            if sc.get("capabilities", {}).get("add"):
+                errors.append(f"{cw}: capabilities are added")
+            if sc.get("seccompProfile", {}).get("type") != "RuntimeDefault":
+                errors.append(f"{cw}: seccompProfile is not RuntimeDefault")
+            res = c.get("resources", {})
+            if not res.get("requests") or not res.get("limits"):
+                errors.append(f"{cw}: resources need both requests and limits")
+            for probe, path in (("livenessProbe", "/healthz"), ("readinessProbe", "/readyz")):
+                got = c.get(probe, {}).get("httpGet", {})
+                if got.get("path") != path or got.get("port") != "metrics":
+                    errors.append(f"{cw}: {probe} is not GET {path} on the metrics port")
+
+
+def check_namespaces(docs, ns, errors):
+    for d in docs:
+        meta = d["metadata"]
+        if d["kind"] in CLUSTER_SCOPED:
+            if "namespace" in meta:
+                errors.append(f"{d['kind']} {meta['name']} is cluster-scoped but has a namespace")
+        elif meta.get("namespace") != ns:
+            errors.append(f"{d['kind']} {meta['name']} is in {meta.get('namespace')!r}, not {ns!r}")
+
+
+def check_services(docs, errors):
+    """Every Service selects some workload's pods, on ports they declare."""
+    pods = [(pod_spec(w), w["spec"]["template"]["metadata"]["labels"])
+            for w in find(docs, "Deployment")]
+    for svc in find(docs, "Service"):
+        sel = svc["spec"]["selector"]
+        matches = [p for p, labels in pods if all(labels.get(k) == v for k, v in sel.items())]
+        if not matches:
+            errors.append(f"Service {svc['metadata']['name']} selects no Deployment's pods")
+            continue
+        declared = {p["name"] for c in matches[0]["containers"] for p in c.get("ports", [])}
+        for port in svc["spec"]["ports"]:
+            if port["targetPort"] not in declared:
+                errors.append(f"Service {svc['metadata']['name']}: targetPort {port['targetPort']} is not a container port")
+
+
+def check_webhook_configs(docs, values, ns, errors):
+    w = values["webhook"]
+    excluded = {"kube-system", ns, *values.get("excludeNamespaces", [])}
+    kinds = [("ValidatingWebhookConfiguration", "/validate")]
+    mutating = find(docs, "MutatingWebhookConfiguration")
+    if w["pin"] == "off":
+        if mutating:
+            errors.append("pin=off still renders a MutatingWebhookConfiguration")
+    else:
+        kinds.append(("MutatingWebhookConfiguration", "/mutate"))
+    for kind, path in kinds:
+        cfg = one(docs, kind, "sigil-webhook", errors)
+        if cfg is None:
+            continue
+        annotations = cfg["metadata"].get("annotations") or {}
+        inject = annotations.get("cert-manager.io/inject-ca-from")
+        if values["certManager"]["enabled"]:
+            if inject != f"{ns}/sigil-webhook":
+                errors.append(f"{kind}: cert-manager.io/inject-ca-from is {inject!r}, want {ns}/sigil-webhook")
+        elif inject is not None:
+            errors.append(f"{kind}: cert-manager annotation without certManager.enabled")
+        for hook in cfg["webhooks"]:
+            where = f"{kind} webhook {hook['name']}"
+            for field, want in (("failurePolicy", "Fail"), ("sideEffects", "None"),
+                                ("admissionReviewVersions", ["v1"]),
+                                ("timeoutSeconds", w["timeoutSeconds"])):
+                if hook.get(field) != want:
+                    errors.append(f"{where}: {field} is {hook.get(field)!r}, want {want!r}")
+            exprs = hook.get("namespaceSelector", {}).get("matchExpressions", [])
+            names = [e for e in exprs if e["key"] == "kubernetes.io/metadata.name" and e["operator"] == "NotIn"]
+            if not names or not excluded <= set(names[0]["values"]):
+                errors.append(f"{where}: namespaceSelector does not exclude {sorted(excluded)}")
+            if values["namespaceSelection"] == "opt-out":
+                want = {"key": "policy.sigil.dev/exclude", "operator": "NotIn", "values": ["true"]}
+            else:
+                want = {"key": "policy.sigil.dev/include", "operator": "In", "values": ["true"]}
+            if want not in exprs:
+                errors.append(f"{where}: namespaceSelector lacks {want}")
+            covered = set()
+            for rule in hook.get("rules", []):
+                if sorted(rule["operations"]) != ["CREATE", "UPDATE"]:
+                    errors.append(f"{where}: rule {rule['resources']} operations {rule['operations']}")
+                covered |= {(g, r) for g in rule["apiGroups"] for r in rule["resources"]}
+            if covered != WEBHOOK_RESOURCES:
+                errors.append(f"{where}: rules cover {sorted(covered)}, want {sorted(WEBHOOK_RESOURCES)}")
+            client = hook["clientConfig"]
+            if w["url"]:
+                want_url = w["url"].rstrip("/") + path
+                if client.get("url") != want_url or "service" in client:
+                    errors.append(f"{where}: clientConfig {client}, want url {want_url} and no service")
+                if w["caBundle"] and not client.get("caBundle"):
+                    errors.append(f"{where}: webhook.caBundle is not in clientConfig")
+            else:
+                svc = client.get("service", {})
+                if (svc.get("name"), svc.get("namespace"), svc.get("path"), svc.get("port")) != (
+                        "sigil-webhook", ns, path, 443) or "url" in client:
+                    errors.append(f"{where}: clientConfig {client}, want service sigil-webhook.{ns}:443{path}")
+
+
+def check_webhook(docs, values, ns, errors):
+    w = values["webhook"]
+    deploy = find(docs, "Deployment", "sigil-webhook")
+    if not w["deploy"]:
+        for kind in ("Deployment", "Service", "ServiceAccount", "PodDisruptionBudget"):
+            if find(docs, kind, "sigil-webhook"):
+                errors.append(f"webhook.deploy=false still renders {kind} sigil-webhook")
+        return
+    if len(deploy) != 1:
+        errors.append("no webhook Deployment")
+        return
+    d = deploy[0]
+    if d["spec"]["replicas"] != w["replicas"]:
+        errors.append(f"webhook replicas {d['spec']['replicas']}, want {w['replicas']}")
+    pod = pod_spec(d)
+    if not w["affinity"]:
+        terms = pod.get("affinity", {}).get("podAntiAffinity", {}).get(
+            "preferredDuringSchedulingIgnoredDuringExecution", [])
+        if not any(t["podAffinityTerm"]["topologyKey"] == "kubernetes.io/hostname" for t in terms):
+            errors.append("webhook has no preferred pod anti-affinity by hostname")
+    if w["podDisruptionBudget"]["enabled"]:
+        pdb = one(docs, "PodDisruptionBudget", "sigil-webhook", errors)
+        if pdb and pdb["spec"].get("maxUnavailable") != w["podDisruptionBudget"]["maxUnavailable"]:
+            errors.append("webhook PDB maxUnavailable differs from the value")
+    svc = one(docs, "Service", "sigil-webhook", errors)
+    if svc and [(p["port"], p["targetPort"]) for p in svc["spec"]["ports"]] != [(443, "https")]:
+        errors.append(f"webhook Service ports {svc['spec']['ports']}, want 443 -> https")
+    ports = {p["name"]: p["containerPort"] for p in pod["containers"][0]["ports"]}
+    if ports.get("https") != 8443:
+        errors.append(f"webhook container port https is {ports.get('https')}, want 8443")
+    args = args_of(d)
+    want = {
+        "--timeout-seconds": [str(w["timeoutSeconds"])],
+        "--namespace": [ns],
+        "--policy-snapshot-secret": [f"{ns}/sigil-policy-snapshot"],
+        "--no-match": [values["noMatchPolicy"]],
+        "--pin": [w["pin"]],
+        "--log-format": [values["logFormat"]],
+        "--verdict-ttl-seconds": [str(w["cache"]["verdictTTLSeconds"])],
+        "--negative-ttl-seconds": [str(w["cache"]["negativeTTLSeconds"])],
+        "--digest-ttl-seconds": [str(w["cache"]["digestTTLSeconds"])],
+        "--verdict-cache-size": [str(w["cache"]["verdictCacheSize"])],
+        "--tls-cert": ["/etc/sigil/tls/tls.crt"],
+        "--tls-key": ["/etc/sigil/tls/tls.key"],
+    }
+    for flag, value in want.items():
+        if args.get(flag) != value:
+            errors.append(f"webhook {flag} is {args.get(flag)}, want {value}")
+    excluded = set(args.get("--exclude-namespace", []))
+    if not {"kube-system", *values.get("excludeNamespaces", [])} <= excluded:
+        errors.append(f"webhook --exclude-namespace {sorted(excluded)} misses kube-system or excludeNamespaces")
+    tls = [v for v in pod.get("volumes", []) if v["name"] == "tls"]
+    if not tls or tls[0].get("secret", {}).get("secretName") != "sigil-webhook-tls" or \
+            sorted(i["key"] for i in tls[0]["secret"].get("items", [])) != ["tls.crt", "tls.key"]:
+        errors.append("webhook does not mount exactly tls.crt and tls.key of Secret sigil-webhook-tls")
+    # Pull secrets: flag and cluster-wide get, together or not at all.
+    role = find(docs, "ClusterRole", "sigil-webhook-pull-secrets")
+    if w["pullSecrets"]:
+        if args.get("--pull-secrets") != ["kube"]:
+            errors.append("webhook.pullSecrets=true but no --pull-secrets=kube")
+        if not role or role[0]["rules"] != [{"apiGroups": [""], "resources": ["secrets", "serviceaccounts"], "verbs": ["get"]}]:
+            errors.append("webhook.pullSecrets=true needs a ClusterRole with only get on secrets and serviceaccounts")
+    elif role or "--pull-secrets" in args:
+        errors.append("webhook.pullSecrets=false still grants or passes pull-secret access")
+    snapshot_role = one(docs, "Role", "sigil-webhook", errors)
+    if snapshot_role and snapshot_role["rules"] != [{"apiGroups": [""], "resources": ["secrets"],
+                                                     "resourceNames": ["sigil-policy-snapshot"],
+                                                     "verbs": ["get", "list", "watch"]}]:
+        errors.append(f"webhook Role is wider than the snapshot Secret: {snapshot_role['rules']}")
+    # Registry CA: ConfigMap mounted where --registry-ca-file points.
+    ca = values["registryCABundle"]
+    if ca["pem"] or ca["existingConfigMap"]:
+        mount = [m for m in pod["containers"][0].get("volumeMounts", []) if m["name"] == "registry-ca"]
+        want_path = f"{mount[0]['mountPath']}/{ca['key']}" if mount else None
+        if not mount or args.get("--registry-ca-file") != [want_path]:
+            errors.append(f"--registry-ca-file {args.get('--registry-ca-file')} is not the mounted bundle {want_path}")
+        cm_name = ca["existingConfigMap"] or "sigil-registry-ca"
+        vols = [v for v in pod["volumes"] if v["name"] == "registry-ca"]
+        if not vols or vols[0]["configMap"]["name"] != cm_name:
+            errors.append(f"registry-ca volume is not ConfigMap {cm_name}")
+        if ca["pem"] and not find(docs, "ConfigMap", cm_name):
+            errors.append(f"registryCABundle.pem set but no ConfigMap {cm_name}")
+    elif "--registry-ca-file" in args:
+        errors.append("--registry-ca-file without registryCABundle")
+
+
+def check_controller(docs, values, ns, errors):
+    d = one(docs, "Deployment", "sigil-controller", errors)
+    if d is None:
+        return
+    env = {e["name"]: e for e in containers(d)[0].get("env", [])}
+    for name, path in (("POD_NAMESPACE", "metadata.namespace"), ("POD_NAME", "metadata.name")):
+        if env.get(name, {}).get("valueFrom", {}).get("fieldRef", {}).get("fieldPath") != path:
+            errors.append(f"controller env {name} is not the downward API's {path}")
+    external = values["certManager"]["enabled"] or bool(values["webhook"]["url"])
+    args = args_of(d)
+    want = "external" if external else "managed"
+    if args.get("--webhook-tls") != [want]:
+        errors.append(f"controller --webhook-tls is {args.get('--webhook-tls')}, want {want}")
+    role = one(docs, "ClusterRole", "sigil-controller", errors)
+    if role:
+        hooks = [r for r in role["rules"] if "admissionregistration.k8s.io" in r["apiGroups"]]
+        if external and hooks:
+            errors.append("controller may update webhook configurations although TLS is external")
+        if not external and (not hooks or hooks[0].get("resourceNames") != ["sigil-webhook"]):
+            errors.append("controller's webhook-configuration access is missing or not limited by name")
+        for r in role["rules"]:
+            if "*" in r["verbs"] or "*" in r["resources"] or "secrets" in r["resources"]:
+                errors.append(f"controller ClusterRole rule too wide: {r}")
+    nsrole = one(docs, "Role", "sigil-controller", errors)
+    if nsrole:
+        leases = [r for r in nsrole["rules"] if "leases" in r["resources"]]
+        verbs = {v for r in leases for v in r["verbs"]}
+        if not {"get", "create", "update"} <= verbs:
+            errors.append(f"controller Role lease verbs {sorted(verbs)} lack get/create/update")
+
+
+def check_extras(docs, values, ns, errors):
+    crds = {d["metadata"]["name"] for d in find(docs, "CustomResourceDefinition")}
+    if crds != {"clusterimagepolicies.policy.sigil.dev", "trustroots.policy.sigil.dev"}:
+        errors.append(f"CRDs rendered: {sorted(crds)}")
+    sm = find(docs, "ServiceMonitor")
+    if values["serviceMonitor"]["enabled"]:
+        if len(sm) != 1:
+            errors.append("serviceMonitor.enabled but no ServiceMonitor")
+        else:
+            sel = sm[0]["spec"]["selector"]["matchLabels"]
+            hit = [s["metadata"]["name"] for s in find(docs, "Service")
+                   if all(s["metadata"]["labels"].get(k) == v for k, v in sel.items())
+                   and any(p["name"] == "metrics" for p in s["spec"]["ports"])]
+            want = {"sigil-controller-metrics"} | ({"sigil-webhook-metrics"} if values["webhook"]["deploy"] else set())
+            if set(hit) != want:
+                errors.append(f"ServiceMonitor selects {sorted(hit)}, want {sorted(want)}")
+    elif sm:
+        errors.append("ServiceMonitor without serviceMonitor.enabled")
+    cert = find(docs, "Certificate", "sigil-webhook")
+    if values["certManager"]["enabled"]:
+        if not cert or cert[0]["spec"]["secretName"] != "sigil-webhook-tls" or \
+                f"sigil-webhook.{ns}.svc" not in cert[0]["spec"]["dnsNames"]:
+            errors.append("cert-manager mode needs Certificate sigil-webhook -> Secret sigil-webhook-tls for the Service's names")
+    elif cert:
+        errors.append("Certificate rendered without certManager.enabled")
+
+
+def check_flags(docs, help_dir, errors, warnings):
+    pending = set(os.environ.get("SIGIL_PENDING_FLAGS", "").split())
+    for name, binary in (("sigil-webhook", "sigil-webhook"), ("sigil-controller", "sigil-controller")):
+        path = os.path.join(help_dir, f"{binary}.help")
+        with open(path, encoding="utf-8") as f:
+            known = set(re.findall(r"(?m)^\s+(?:-\w, )?(--[a-z][a-z0-9-]*)", f.read()))
+        d = find(docs, "Deployment", name)
+        if not d:
+            continue
+        for flag in args_of(d[0]):
+            if flag in known:
+                continue
+            if flag in pending:
+                warnings.append(f"{name}: {flag} is not in this build's --help (listed in SIGIL_PENDING_FLAGS)")
+            else:
+                errors.append(f"{name}: the chart passes {flag}, which `{binary} --help` does not list")
+
+
+def check(docs, values, ns, help_dir=None):
+    errors, warnings = [], []
+    check_hardening(docs, errors)
+    check_namespaces(docs, ns, errors)
+    check_services(docs, errors)
+    check_webhook_configs(docs, values, ns, errors)
+    check_webhook(docs, values, ns, errors)
+    check_controller(docs, values, ns, errors)
+    check_extras(docs, values, ns, errors)
+    if help_dir:
+        check_flags(docs, help_dir, errors, warnings)
+    return errors, warnings
+
+
+def breakages():
+    """Ways to break a default rendering, each of which check() must notice."""
+    def container(docs, name):
+        return pod_spec(find(docs, "Deployment", name)[0])["containers"][0]
+
+    def webhooks(docs):
+        return find(docs, "ValidatingWebhookConfiguration")[0]["webhooks"][0]
+
+    def drop_ro_root(docs):
+        del container(docs, "sigil-controller")["securityContext"]["readOnlyRootFilesystem"]
+
+    def allow_escalation(docs):
+        container(docs, "sigil-webhook")["securityContext"]["allowPrivilegeEscalation"] = True
+
+    def include_kube_system(docs):
+        for e in webhooks(docs)["namespaceSelector"]["matchExpressions"]:
+            if e["key"] == "kubernetes.io/metadata.name":
+                e["values"].remove("kube-system")
+
+    def timeout_mismatch(docs):
+        c = container(docs, "sigil-webhook")
+        c["args"] = [a if not a.startswith("--timeout-seconds") else "--timeout-seconds=29" for a in c["args"]]
+
+    def ignore_failures(docs):
+        webhooks(docs)["failurePolicy"] = "Ignore"
+
+    def forget_cronjobs(docs):
+        webhooks(docs)["rules"][-1]["resources"] = ["jobs"]
+
+    def wider_webhook_role(docs):
+        del find(docs, "Role", "sigil-webhook")[0]["rules"][0]["resourceNames"]
+
+    def no_probe(docs):
+        del container(docs, "sigil-webhook")["readinessProbe"]
+
+    def wrong_namespace(docs):
+        find(docs, "Service", "sigil-webhook")[0]["metadata"]["namespace"] = "default"
+
+    def unknown_flag(docs):
+        container(docs, "sigil-controller")["args"].append("--no-such-flag=1")
+
+    def path_swap(docs):
+        webhooks(docs)["clientConfig"]["service"]["path"] = "/mutate"
+
+    return [drop_ro_root, allow_escalation, include_kube_system, timeout_mismatch,
+            ignore_failures, forget_cronjobs, wider_webhook_role, no_probe,
+            wrong_namespace, unknown_flag, path_swap]
+
+
+def main(argv):
+    if len(argv) < 5 or argv[1] not in ("check", "self-test"):
+        sys.exit(__doc__)
+    mode, rendered, case, ns = argv[1:5]
+    help_dir = argv[6] if len(argv) > 6 and argv[5] == "--help-dir" else None
+    docs, values = load_docs(rendered), load_values(case)
+    if mode == "check":
+        errors, warnings = check(docs, values, ns, help_dir)
+        for w in warnings:
+            print(f"  warning: {w}")
+        for e in errors:
+            print(f"  FAIL: {e}")
+        return 1 if errors else 0
+    # self-test: the clean rendering passes, and every breakage is caught.
+    errors, _ = check(docs, values, ns, help_dir)
+    if errors:
+        print("  FAIL: self-test needs a clean rendering; it has:", *errors, sep="\n    ")
+        return 1
+    missed = []
+    for breakage in breakages():
+        if breakage.__name__ == "unknown_flag" and not help_dir:
+            continue  # only the binaries' --help can catch it
+        broken = copy.deepcopy(docs)
+        breakage(broken)
+        errors, _ = check(broken, values, ns, help_dir)
+        if not errors:
+            missed.append(breakage.__name__)
+    for name in missed:
+        print(f"  FAIL: self-test: the checker did not notice {name}")
+    return 1 if missed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
