@@ -295,18 +295,13 @@ def check_webhook(docs, values, ns, errors):
 
 
 def check_controller(docs, values, ns, errors):
-    d = one(docs, "Deployment", "sigil-controller", errors)
-    if d is None:
-        return
-    env = {e["name"]: e for e in containers(d)[0].get("env", [])}
-    for name, path in (("POD_NAMESPACE", "metadata.namespace"), ("POD_NAME", "metadata.name")):
-        if env.get(name, {}).get("valueFrom", {}).get("fieldRef", {}).get("fieldPath") != path:
-            errors.append(f"controller env {name} is not the downward API's {path}")
     external = values["certManager"]["enabled"] or bool(values["webhook"]["url"])
-    args = args_of(d)
-    want = "external" if external else "managed"
-    if args.get("--webhook-tls") != [want]:
-        errors.append(f"controller --webhook-tls is {args.get('--webhook-tls')}, want {want}")
+    if values["controller"]["deploy"]:
+        check_controller_deployment(docs, external, errors)
+    else:
+        for kind, name in (("Deployment", "sigil-controller"), ("Service", "sigil-controller-metrics")):
+            if find(docs, kind, name):
+                errors.append(f"controller.deploy=false still renders {kind} {name}")
     role = one(docs, "ClusterRole", "sigil-controller", errors)
     if role:
         hooks = [r for r in role["rules"] if "admissionregistration.k8s.io" in r["apiGroups"]]
@@ -325,6 +320,20 @@ def check_controller(docs, values, ns, errors):
             errors.append(f"controller Role lease verbs {sorted(verbs)} lack get/create/update")
 
 
+def check_controller_deployment(docs, external, errors):
+    d = one(docs, "Deployment", "sigil-controller", errors)
+    if d is None:
+        return
+    env = {e["name"]: e for e in containers(d)[0].get("env", [])}
+    for name, path in (("POD_NAMESPACE", "metadata.namespace"), ("POD_NAME", "metadata.name")):
+        if env.get(name, {}).get("valueFrom", {}).get("fieldRef", {}).get("fieldPath") != path:
+            errors.append(f"controller env {name} is not the downward API's {path}")
+    args = args_of(d)
+    want = "external" if external else "managed"
+    if args.get("--webhook-tls") != [want]:
+        errors.append(f"controller --webhook-tls is {args.get('--webhook-tls')}, want {want}")
+
+
 def check_extras(docs, values, ns, errors):
     crds = {d["metadata"]["name"] for d in find(docs, "CustomResourceDefinition")}
     if crds != {"clusterimagepolicies.policy.sigil.dev", "trustroots.policy.sigil.dev"}:
@@ -338,7 +347,8 @@ def check_extras(docs, values, ns, errors):
             hit = [s["metadata"]["name"] for s in find(docs, "Service")
                    if all(s["metadata"]["labels"].get(k) == v for k, v in sel.items())
                    and any(p["name"] == "metrics" for p in s["spec"]["ports"])]
-            want = {"sigil-controller-metrics"} | ({"sigil-webhook-metrics"} if values["webhook"]["deploy"] else set())
+            want = ({"sigil-controller-metrics"} if values["controller"]["deploy"] else set()) | (
+                {"sigil-webhook-metrics"} if values["webhook"]["deploy"] else set())
             if set(hit) != want:
                 errors.append(f"ServiceMonitor selects {sorted(hit)}, want {sorted(want)}")
     elif sm:
