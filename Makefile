@@ -5,7 +5,7 @@ CARGO ?= cargo
 SHARED ?= $(abspath ../shared)
 SIGIL := target/release/sigil
 
-.PHONY: all build release test unit fmt fmt-check lint bench bench-peers conformance ci demo tools clean test-registry differential bench-image
+.PHONY: all build release test unit fmt fmt-check lint bench bench-peers conformance ci demo demo-down e2e-local e2e-kind lint-shell tools clean test-registry differential bench-image
 
 all: build
 
@@ -15,10 +15,12 @@ build:
 release:
 	$(CARGO) build --release -p sigil-cli
 
-## The full test suite: formatting, lints, unit/integration/property tests,
-## real registries with real cosign signatures, and the differential test
-## against sigstore-python and cosign. Installs the tools it needs itself.
-test: fmt-check lint unit test-registry differential
+## The full test suite: formatting, lints (Rust, shell, chart, rendered
+## manifests), unit/integration/property tests, real registries with real
+## cosign signatures, the differential test against sigstore-python and
+## cosign, and the end-to-end suite on a local control plane. Installs the
+## tools it needs itself.
+test: fmt-check lint lint-shell unit chart-lint deploy-check test-registry differential e2e-local
 
 ## The Rust tests alone (no registries, no peer verifiers): the quick loop.
 unit:
@@ -64,10 +66,25 @@ bench-image: release
 tools:
 	scripts/install-tools.sh
 
+## The local demo: control plane, registry, signed and unsigned pods, sigil's verdicts.
 demo:
-	@echo "make demo arrives with the packaging issue (local control plane, registry, signed and unsigned pods)."
-	@echo "Until then: make release && target/release/sigil verify-bundle --help"
-	@exit 1
+	e2e/demo.sh up
+
+## Stops and removes everything `make demo` started.
+demo-down:
+	e2e/demo.sh down
+
+## The end-to-end suite on a local kube-apiserver + etcd + kube-controller-manager.
+e2e-local:
+	e2e/run-local.sh
+
+## The end-to-end suite on kind with the chart and the container image (needs Docker).
+e2e-kind:
+	e2e/kind.sh
+
+## shellcheck over every script and the workflows' run steps.
+lint-shell:
+	scripts/lint-shell.sh
 
 clean:
 	$(CARGO) clean
@@ -82,7 +99,8 @@ CHART_PENDING_FLAGS ?= --pull-secrets --registry-ca-file
 ## helm lint --strict + helm template for every charts/sigil/ci/*-values.yaml,
 ## with assertions on each rendering (and flags against the built binaries' --help).
 chart-lint:
-	SIGIL_PENDING_FLAGS="$(CHART_PENDING_FLAGS)" scripts/chart-check.sh
+	$(CARGO) build -q -p sigil-webhook -p sigil-controller
+	SIGIL_REQUIRE_BINARIES=1 SIGIL_PENDING_FLAGS="$(CHART_PENDING_FLAGS)" scripts/chart-check.sh
 
 ## Fails with a diff when deploy/sigil.yaml is not what the chart renders.
 deploy-check:

@@ -10,6 +10,7 @@ N=${1:-10}
 SIGIL=${CARGO_TARGET_DIR:-target}/release/sigil
 [ -x "$SIGIL" ] || cargo build -q --release -p sigil-cli
 export SIGIL N
+# shellcheck disable=SC2016 # expanded by the inner shell
 exec e2e/registry-fixtures.sh -- bash -c '
 set -euo pipefail
 . "$SIGIL_REGISTRY_FIXTURES"

@@ -12,11 +12,17 @@
 #
 #   e2e/registry-fixtures.sh [-- COMMAND...]    default command: the ignored
 #                                               registry_real tests + CLI checks
+# SIGIL_FIXTURE_OLAREG / SIGIL_FIXTURE_DOCKREG (host:port, both): use these
+# running registries instead of starting olareg and docker-registry.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 REPO_ROOT=$PWD
 
-BIN=$(scripts/install-tools.sh cosign crane olareg docker-registry)
+if [ -n "${SIGIL_FIXTURE_OLAREG:-}" ]; then
+  BIN=$(scripts/install-tools.sh cosign crane)
+else
+  BIN=$(scripts/install-tools.sh cosign crane olareg docker-registry)
+fi
 export PATH="$BIN:$PATH"
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/sigil-registry.XXXXXX")
 PIDS=()
@@ -39,6 +45,11 @@ wait_port() { # host:port, bounded to ~10 s
   return 1
 }
 
+if [ -n "${SIGIL_FIXTURE_OLAREG:-}" ] && [ -n "${SIGIL_FIXTURE_DOCKREG:-}" ]; then
+  # Registries someone else runs (e2e/kind.sh: containers on the kind network).
+  OLAREG=$SIGIL_FIXTURE_OLAREG
+  DOCKREG=$SIGIL_FIXTURE_DOCKREG
+else
 P1=$(free_port); P2=$(free_port)
 OLAREG=127.0.0.1:$P1
 DOCKREG=127.0.0.1:$P2
@@ -58,6 +69,7 @@ http:
 YML
 docker-registry serve "$WORK/docker-registry.yml" >"$WORK/docker-registry.log" 2>&1 &
 PIDS+=($!)
+fi
 wait_port "$OLAREG"
 wait_port "$DOCKREG"
 

@@ -77,7 +77,8 @@ python_verdict() {
 }
 
 cosign_verdict() {
-  local d="$1" args=(--bundle "$d/bundle.sigstore.json" --trusted-root "$d/trusted_root.json")
+  local d="$1"
+  local args=(--bundle "$d/bundle.sigstore.json" --trusted-root "$d/trusted_root.json")
   if [ -f "$d/key.pub" ]; then
     args+=(--key "$d/key.pub")
   else

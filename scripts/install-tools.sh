@@ -6,7 +6,7 @@
 # works. Re-running is cheap: a tool whose version stamp matches is left alone.
 #
 # Usage: scripts/install-tools.sh [--list] [TOOL...]   (no TOOL: install all)
-# Tools: cosign olareg crane docker-registry sigstore-python helm
+# Tools: cosign olareg crane docker-registry sigstore-python helm shellcheck
 # Cache: ${SIGIL_TOOLS_DIR:-<repo>/.cache/tools}; see scripts/README.md.
 set -euo pipefail
 
@@ -19,7 +19,7 @@ SIGSTORE_PYTHON_VERSION=4.5.1    # newest 4.x on PyPI
 DOCKER_REGISTRY_PACKAGE=docker-registry   # Debian's distribution 2.8
 HELM_VERSION=v3.22.0             # helm.sh/helm/v3; lints and renders charts/sigil
 
-ALL_TOOLS=(cosign olareg crane docker-registry sigstore-python helm)
+ALL_TOOLS=(cosign olareg crane docker-registry sigstore-python helm shellcheck)
 
 REPO=$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")/.." && pwd)
 TOOLS_DIR=${SIGIL_TOOLS_DIR:-$REPO/.cache/tools}
@@ -111,31 +111,40 @@ install_helm() {
     go_tool helm helm.sh/helm/v3/cmd/helm "$HELM_VERSION" install
 }
 
-# Debian's package installs system-wide; we only link it into $BIN. It is not
-# reinstalled or upgraded when present.
-install_docker_registry() {
-    local path=/usr/bin/docker-registry
+# Debian packages install system-wide; we only link the binary into $BIN.
+# A package is not reinstalled or upgraded when its binary is present.
+#   debian_tool NAME PACKAGE /path/to/binary
+debian_tool() {
+    local name=$1 package=$2 path=$3
     if [[ ! -x $path ]]; then
-        need apt-get "install Debian's $DOCKER_REGISTRY_PACKAGE package by hand"
+        need apt-get "install Debian's $package package by hand"
         local sudo=()
         if [[ $(id -u) -ne 0 ]]; then
-            need sudo "run as root to apt-get install $DOCKER_REGISTRY_PACKAGE"
+            need sudo "run as root to apt-get install $package"
             sudo=(sudo)
         fi
-        log "docker-registry: apt-get install $DOCKER_REGISTRY_PACKAGE"
+        log "$name: apt-get install $package"
         # The package list may be missing or stale on a fresh machine.
         if ! "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive \
-                apt-get install -y --no-install-recommends "$DOCKER_REGISTRY_PACKAGE" >&2; then
+                apt-get install -y --no-install-recommends "$package" >&2; then
             "${sudo[@]}" apt-get update >&2
             "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive \
-                apt-get install -y --no-install-recommends "$DOCKER_REGISTRY_PACKAGE" >&2
+                apt-get install -y --no-install-recommends "$package" >&2
         fi
-        [[ -x $path ]] || die "docker-registry: package installed but $path is missing"
+        [[ -x $path ]] || die "$name: package installed but $path is missing"
     else
-        log "docker-registry: present"
+        log "$name: present"
     fi
-    ln -sfn "$path" "$BIN/docker-registry"
-    log "docker-registry: $path"
+    ln -sfn "$path" "$BIN/$name"
+    log "$name: $path"
+}
+
+install_docker_registry() {
+    debian_tool docker-registry "$DOCKER_REGISTRY_PACKAGE" /usr/bin/docker-registry
+}
+
+install_shellcheck() {
+    debian_tool shellcheck shellcheck /usr/bin/shellcheck
 }
 
 install_sigstore_python() {
@@ -174,7 +183,7 @@ main() {
     local t
     for t in "${tools[@]}"; do
         case $t in
-            cosign | olareg | crane | docker-registry | sigstore-python | helm) ;;
+            cosign | olareg | crane | docker-registry | sigstore-python | helm | shellcheck) ;;
             *) usage; die "unknown tool: $t (known: ${ALL_TOOLS[*]})" ;;
         esac
     done

@@ -1,0 +1,101 @@
+# shellcheck shell=bash
+# Shared by e2e/run-local.sh and e2e/demo.sh: sigil installed into the local
+# control plane (e2e/local-cluster.sh) with the Helm chart's out-of-cluster
+# mode (webhook.url), its controller and webhook running as host processes.
+#
+# Callers set REPO_ROOT and have KUBECONFIG exported (e2e/local-cluster.sh env).
+
+SIGIL_NS=${SIGIL_NS:-sigil-system}
+
+e2e_log() { printf '%s\n' "$*" >&2; }
+
+free_port() {
+  python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()'
+}
+
+# wait_url URL SECONDS: until URL answers 2xx, polling every 0.2 s.
+wait_url() {
+  local url=$1 limit=$2 i
+  for ((i = 0; i < limit * 5; i++)); do
+    if curl -fsS -o /dev/null "$url" 2>/dev/null; then return 0; fi
+    sleep 0.2
+  done
+  return 1
+}
+
+# webhook_cert DIR: a CA and a serving certificate for 127.0.0.1 in DIR
+# (ca.crt, tls.crt, tls.key), as the API server calls the webhook by URL.
+webhook_cert() {
+  local dir=$1
+  mkdir -p "$dir"
+  openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 2 \
+    -subj "/CN=sigil e2e webhook CA" -keyout "$dir/ca.key" -out "$dir/ca.crt" 2>/dev/null
+  openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes \
+    -subj "/CN=127.0.0.1" -keyout "$dir/tls.key" -out "$dir/tls.csr" 2>/dev/null
+  printf 'subjectAltName=IP:127.0.0.1\nextendedKeyUsage=serverAuth\n' >"$dir/ext.cnf"
+  openssl x509 -req -in "$dir/tls.csr" -CA "$dir/ca.crt" -CAkey "$dir/ca.key" \
+    -CAcreateserial -days 2 -extfile "$dir/ext.cnf" -out "$dir/tls.crt" 2>/dev/null
+}
+
+# sigil_up DIR TIMEOUT REGISTRY...: installs the chart (CRDs, RBAC, webhook
+# configurations calling https://127.0.0.1:<port>), starts sigil-controller
+# and sigil-webhook from the dev build with DIR for certificates, logs and
+# pids, and waits until the webhook has loaded the controller's first policy
+# snapshot. Registries are talked to in plain HTTP. Sets WEBHOOK_PORT and
+# WEBHOOK_METRICS.
+sigil_up() {
+  local dir=$1 timeout=$2
+  shift 2
+  local bin=${CARGO_TARGET_DIR:-$REPO_ROOT/target}/debug
+  mkdir -p "$dir"
+  webhook_cert "$dir/tls"
+  WEBHOOK_PORT=$(free_port)
+  local metrics controller
+  metrics=$(free_port)
+  controller=$(free_port)
+  WEBHOOK_METRICS=http://127.0.0.1:$metrics
+  helm upgrade --install sigil "$REPO_ROOT/charts/sigil" \
+    --namespace "$SIGIL_NS" --create-namespace \
+    --set webhook.deploy=false --set controller.deploy=false \
+    --set webhook.url="https://127.0.0.1:$WEBHOOK_PORT" \
+    --set-file webhook.caBundle="$dir/tls/ca.crt" \
+    --set webhook.timeoutSeconds="$timeout" >"$dir/helm.log" 2>&1 ||
+    { cat "$dir/helm.log" >&2; return 1; }
+  "$bin/sigil-controller" --namespace "$SIGIL_NS" --identity "$(hostname)-local" \
+    --listen "127.0.0.1:$controller" --webhook-tls external \
+    >"$dir/controller.log" 2>&1 &
+  echo $! >"$dir/controller.pid"
+  local insecure=() r
+  for r in "$@"; do insecure+=(--insecure-registry "$r"); done
+  "$bin/sigil-webhook" --namespace "$SIGIL_NS" \
+    --listen "127.0.0.1:$WEBHOOK_PORT" --metrics-listen "127.0.0.1:$metrics" \
+    --tls-cert "$dir/tls/tls.crt" --tls-key "$dir/tls/tls.key" \
+    --timeout-seconds "$timeout" \
+    --policy-snapshot-secret "$SIGIL_NS/sigil-policy-snapshot" \
+    "${insecure[@]}" >"$dir/webhook.log" 2>&1 &
+  echo $! >"$dir/webhook.pid"
+  if ! wait_url "$WEBHOOK_METRICS/readyz" 60; then
+    e2e_log "sigil-webhook did not become ready within 60 s; its log:"
+    tail -n 30 "$dir/webhook.log" >&2
+    e2e_log "sigil-controller's log:"
+    tail -n 30 "$dir/controller.log" >&2
+    return 1
+  fi
+}
+
+# sigil_down DIR: stops the processes sigil_up started (TERM, then KILL
+# after 20 s) and keeps their logs.
+sigil_down() {
+  local dir=$1 name pid i
+  for name in webhook controller; do
+    [ -f "$dir/$name.pid" ] || continue
+    pid=$(<"$dir/$name.pid")
+    kill -TERM "$pid" 2>/dev/null || true
+    for ((i = 0; i < 100; i++)); do
+      kill -0 "$pid" 2>/dev/null || break
+      sleep 0.2
+    done
+    kill -KILL "$pid" 2>/dev/null || true
+    rm -f "$dir/$name.pid"
+  done
+}
