@@ -287,7 +287,7 @@ cmd_up() {
         rm -rf -- "$STATE"
     fi
 
-    local started=$SECONDS
+    local t0=$SECONDS
     DEADLINE=$((SECONDS + TIMEOUT))
     mkdir -p -- "$RUN" "$LOGS" "$STATE/etcd" "$STATE/apiserver" "$STATE/controller-manager"
     chmod 700 -- "$STATE" "$STATE/etcd"
@@ -361,7 +361,7 @@ EOF
         --controllers="$(IFS=,; printf '%s' "${CONTROLLERS[*]}")" \
         --profiling=false
     wait_for "the default ServiceAccount in namespace default" default_sa_exists
-    log "up in $((SECONDS - started))s: $server; KUBECONFIG=$KUBECONFIG_FILE"
+    log "up in $((SECONDS - t0))s: $server; KUBECONFIG=$KUBECONFIG_FILE"
 }
 
 # --- down, env, status -----------------------------------------------------------------
@@ -388,6 +388,7 @@ cmd_env() {
     printf 'export KUBECONFIG=%q\n' "$KUBECONFIG_FILE"
     printf 'export SIGIL_E2E_APISERVER=%q\n' "https://127.0.0.1:$APISERVER_PORT"
     printf 'export SIGIL_E2E_CA=%q\n' "$PKI/ca.crt"
+    # For tests that want a serving certificate the API server already trusts.
     printf 'export SIGIL_E2E_CA_KEY=%q\n' "$PKI/ca.key"
     printf 'export SIGIL_CLUSTER_BIN=%q\n' "$BIN"
     # shellcheck disable=SC2016 # $PATH is for the shell that evals this.

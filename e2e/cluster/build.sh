@@ -4,8 +4,8 @@
 # proxy into the tool cache, and prints that cache's bin/ directory on stdout.
 # Everything else goes to stderr, so
 #   PATH="$(e2e/cluster/build.sh):$PATH"
-# works. Re-running is cheap: nothing is rebuilt while the version stamp (which
-# names this module's go.mod, go.sum, cmd/ sources and the Go version) matches.
+# works. Re-running is cheap: nothing is rebuilt while the version stamp (a hash
+# of this script, go.mod, go.sum and cmd/, plus the Go version) matches.
 #
 # Usage: e2e/cluster/build.sh [--force]
 # Cache: ${SIGIL_TOOLS_DIR:-<repo>/.cache/tools}, as scripts/install-tools.sh.
@@ -47,7 +47,7 @@ module_version() {
 # What a build is made of. Any change to these inputs must rebuild.
 wanted_stamp() {
     local sources
-    sources=$(cd "$HERE" && find go.mod go.sum cmd -type f -print0 | sort -z |
+    sources=$(cd "$HERE" && find build.sh go.mod go.sum cmd -type f -print0 | sort -z |
         xargs -0 sha256sum | sha256sum | cut -c1-16)
     printf 'kubernetes@%s etcd@%s inputs=%s %s\n' \
         "$(module_version k8s.io/kubernetes)" \
@@ -92,7 +92,9 @@ build() {
     log "building ${BINARIES[*]} (kubernetes $k8s_version); a cold build takes tens of minutes"
     start=$SECONDS
     # nice: the machine is shared with the other builds of the project.
-    gorun nice -n 10 go build -trimpath \
+    # -buildvcs=false: the binaries say which Kubernetes they are (ldflags), not
+    # which sigil commit built them, and a checkout without git still builds.
+    gorun nice -n 10 go build -trimpath -buildvcs=false \
         -ldflags "-s -w $(version_ldflags "$k8s_version")" \
         -o "$WORK/" "${PACKAGES[@]}" || die "go build failed"
     local b
