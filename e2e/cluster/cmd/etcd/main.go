@@ -1,0 +1,14 @@
+// Command etcd is the etcd server, built from the same module graph as the
+// Kubernetes binaries so the e2e cluster needs nothing beyond the Go module
+// proxy.
+package main
+
+import (
+	"os"
+
+	"go.etcd.io/etcd/server/v3/etcdmain"
+)
+
+func main() {
+	etcdmain.Main(os.Args)
+}

@@ -1,0 +1,444 @@
+#!/usr/bin/env bash
+# Runs a real Kubernetes control plane (etcd, kube-apiserver,
+# kube-controller-manager) as plain host processes on 127.0.0.1, for sigil's
+# e2e tests and demo. There is no scheduler and no kubelet: Pods stay Pending,
+# but every object goes through the real admission chain, webhooks included.
+#
+# Usage: e2e/local-cluster.sh up|down|env|status
+#   up      build the binaries if needed (e2e/cluster/build.sh), start, wait until ready
+#   down    stop every process (TERM, then KILL) and remove the state directory
+#   env     print shell exports for the running cluster: eval "$(e2e/local-cluster.sh env)"
+#   status  say what runs; exit 0 only when the API server is ready
+# State: ${SIGIL_E2E_STATE:-<repo>/.cache/e2e/cluster} (certificates, kubeconfig, logs, pids).
+# Binaries: $SIGIL_CLUSTER_BIN if set, else whatever e2e/cluster/build.sh prints.
+# Ready timeout: ${SIGIL_E2E_TIMEOUT:-120} seconds.
+set -euo pipefail
+
+REPO=$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")/.." && pwd)
+STATE=${SIGIL_E2E_STATE:-$REPO/.cache/e2e/cluster}
+TIMEOUT=${SIGIL_E2E_TIMEOUT:-120}
+
+# Started in this order.
+COMPONENTS=(etcd kube-apiserver kube-controller-manager)
+# Virtual addresses only: nothing routes them, the API server just allocates
+# Service IPs from the range.
+SERVICE_CIDR=10.96.0.0/16
+KUBERNETES_SERVICE_IP=10.96.0.1
+SA_ISSUER=https://kubernetes.default.svc.cluster.local
+# The controllers that work without nodes or a cloud: enough for namespaces to
+# get their `default` ServiceAccount, for workloads to create their Pods through
+# admission, and for the aggregated admin/edit/view roles to get their rules.
+CONTROLLERS=(
+    serviceaccount-token-controller serviceaccount-controller namespace-controller
+    garbage-collector-controller root-ca-certificate-publisher-controller
+    clusterrole-aggregation-controller resourcequota-controller
+    deployment-controller replicaset-controller replicationcontroller-controller
+    statefulset-controller daemonset-controller job-controller cronjob-controller
+    ttl-after-finished-controller disruption-controller pod-garbage-collector-controller
+    endpoints-controller endpointslice-controller endpointslice-mirroring-controller
+    service-cidr-controller validatingadmissionpolicy-status-controller
+)
+
+PKI=$STATE/pki
+RUN=$STATE/run
+LOGS=$STATE/logs
+KUBECONFIG_FILE=$STATE/kubeconfig
+# Ports and binary dir of the running cluster, written by `up`, sourced by the rest.
+CLUSTER_ENV=$STATE/cluster.env
+
+log() { printf 'local-cluster: %s\n' "$*" >&2; }
+die() { log "error: $*"; exit 1; }
+
+usage() {
+    sed -n '7,15s/^# \{0,1\}//p' "${BASH_SOURCE[0]}" >&2
+}
+
+need() {
+    command -v "$1" >/dev/null 2>&1 || die "'$1' is not on PATH; $2"
+}
+
+bin_dir() {
+    if [[ -n ${SIGIL_CLUSTER_BIN:-} ]]; then
+        printf '%s\n' "$SIGIL_CLUSTER_BIN"
+    else
+        "$REPO/e2e/cluster/build.sh"
+    fi
+}
+
+# --- processes ---------------------------------------------------------------
+
+pid_of() {
+    local f=$RUN/$1.pid
+    [[ -f $f ]] && cat -- "$f"
+}
+
+# True when the pidfile names a live process that is ours: a recycled pid
+# belongs to a process whose command line does not mention this state dir.
+is_running() {
+    local pid cmdline
+    pid=$(pid_of "$1") || return 1
+    [[ $pid =~ ^[0-9]+$ ]] || return 1
+    cmdline=$(tr '\0' ' ' 2>/dev/null <"/proc/$pid/cmdline") || return 1
+    [[ $cmdline == *"$STATE"* ]]
+}
+
+# Starts a component detached from our stdin/stdout, so a caller that reads our
+# output (a pipe, $(...)) is not held open by the servers, and without our lock
+# (fd 9), which a server would otherwise hold for its whole life.
+start() {
+    local name=$1
+    shift
+    log "starting $name"
+    "$@" </dev/null >>"$LOGS/$name.log" 2>&1 9>&- &
+    printf '%s\n' "$!" >"$RUN/$name.pid"
+}
+
+tail_log() {
+    local name=$1
+    log "last lines of $LOGS/$name.log:"
+    tail -n 30 -- "$LOGS/$name.log" >&2 2>/dev/null || true
+}
+
+# The Kubernetes components drain at the same time; etcd goes last, because
+# the API server's shutdown waits on it.
+stop_all() {
+    stop kube-controller-manager kube-apiserver
+    stop etcd
+}
+
+# stop NAME...: SIGTERM to each running one, up to 10 s for all of them to exit
+# (the API server drains for a few), then SIGKILL for the rest.
+stop() {
+    local name pid waited=0 names=() pids=()
+    for name in "$@"; do
+        if is_running "$name"; then
+            pid=$(pid_of "$name")
+            kill -TERM "$pid" 2>/dev/null || true
+            names+=("$name")
+            pids+=("$pid")
+        fi
+        rm -f -- "$RUN/$name.pid"
+    done
+    ((${#pids[@]})) || return 0
+    while any_alive "${pids[@]}" && ((waited < 100)); do
+        sleep 0.1
+        waited=$((waited + 1))
+    done
+    local i
+    for i in "${!pids[@]}"; do
+        if kill -0 "${pids[i]}" 2>/dev/null; then
+            log "${names[i]} (pid ${pids[i]}) ignored SIGTERM for 10s; sending SIGKILL"
+            kill -KILL "${pids[i]}" 2>/dev/null || true
+        fi
+    done
+    log "stopped ${names[*]} in $((waited / 10)).$((waited % 10))s"
+}
+
+any_alive() {
+    local pid
+    for pid in "$@"; do
+        kill -0 "$pid" 2>/dev/null && return 0
+    done
+    return 1
+}
+
+# --- certificates --------------------------------------------------------------
+
+# P-256 keys: instant to generate, and every component accepts them.
+new_key() {
+    openssl genpkey -algorithm EC -pkeyopt ec_paramgen_curve:P-256 -out "$1" 2>/dev/null
+    chmod 600 -- "$1"
+}
+
+# sign NAME SUBJECT EXTENSIONS: a leaf key and certificate signed by the CA.
+sign() {
+    local name=$1 subject=$2 ext=$3
+    new_key "$PKI/$name.key"
+    openssl req -new -key "$PKI/$name.key" -subj "$subject" -out "$PKI/$name.csr" 2>/dev/null
+    openssl x509 -req -in "$PKI/$name.csr" -CA "$PKI/ca.crt" -CAkey "$PKI/ca.key" \
+        -CAcreateserial -days 30 -sha256 -extfile <(printf '%s\n' "$ext") \
+        -out "$PKI/$name.crt" 2>/dev/null
+    rm -f -- "$PKI/$name.csr"
+}
+
+make_pki() {
+    mkdir -p -- "$PKI"
+    new_key "$PKI/ca.key"
+    openssl req -x509 -new -key "$PKI/ca.key" -subj "/CN=sigil-e2e-ca" -days 30 -sha256 \
+        -addext "basicConstraints=critical,CA:TRUE" \
+        -addext "keyUsage=critical,keyCertSign,cRLSign" \
+        -out "$PKI/ca.crt" 2>/dev/null
+    local client="basicConstraints=CA:FALSE
+keyUsage=critical,digitalSignature
+extendedKeyUsage=clientAuth"
+    sign apiserver "/CN=kube-apiserver" "basicConstraints=CA:FALSE
+keyUsage=critical,digitalSignature,keyEncipherment
+extendedKeyUsage=serverAuth
+subjectAltName=IP:127.0.0.1,IP:$KUBERNETES_SERVICE_IP,DNS:localhost,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc,DNS:kubernetes.default.svc.cluster.local"
+    # system:masters bypasses RBAC: the e2e suite installs CRDs, RBAC and webhooks.
+    sign admin "/O=system:masters/CN=sigil-e2e-admin" "$client"
+    # The identity the bootstrap RBAC policy grants the controller manager.
+    sign controller-manager "/CN=system:kube-controller-manager" "$client"
+    new_key "$PKI/sa.key"
+    openssl pkey -in "$PKI/sa.key" -pubout -out "$PKI/sa.pub" 2>/dev/null
+}
+
+write_kubeconfig() {
+    local file=$1 user=$2 server=$3
+    cat >"$file" <<EOF
+apiVersion: v1
+kind: Config
+clusters:
+- name: sigil-e2e
+  cluster:
+    server: $server
+    certificate-authority: $PKI/ca.crt
+users:
+- name: $user
+  user:
+    client-certificate: $PKI/$user.crt
+    client-key: $PKI/$user.key
+contexts:
+- name: sigil-e2e
+  context:
+    cluster: sigil-e2e
+    user: $user
+current-context: sigil-e2e
+EOF
+    chmod 600 -- "$file"
+}
+
+# --- up ----------------------------------------------------------------------------
+
+# Four distinct ports the kernel has just said are free on 127.0.0.1.
+free_ports() {
+    python3 - <<'EOF'
+import socket
+socks = []
+for _ in range(4):
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    socks.append(s)
+print(" ".join(str(s.getsockname()[1]) for s in socks))
+EOF
+}
+
+all_running() {
+    local name
+    for name in "${COMPONENTS[@]}"; do
+        is_running "$name" || return 1
+    done
+}
+
+default_sa_exists() {
+    "$BIN/kubectl" --kubeconfig "$KUBECONFIG_FILE" --request-timeout=3s \
+        get serviceaccount default --namespace default -o name >/dev/null 2>&1
+}
+
+apiserver_ready() {
+    "$BIN/kubectl" --kubeconfig "$KUBECONFIG_FILE" --request-timeout=3s \
+        get --raw /readyz >/dev/null 2>&1
+}
+
+started() {
+    [[ -f $RUN/$1.pid ]]
+}
+
+# wait_for WHAT COMMAND...: polls COMMAND until it succeeds, a started component
+# dies, or the deadline passes; either failure prints the relevant log and stops all.
+wait_for() {
+    local what=$1 name
+    shift
+    while ! "$@"; do
+        for name in "${COMPONENTS[@]}"; do
+            if started "$name" && ! is_running "$name"; then
+                tail_log "$name"
+                stop_all
+                die "$name exited while waiting for $what (state kept in $STATE; 'down' removes it)"
+            fi
+        done
+        if ((SECONDS >= DEADLINE)); then
+            for name in "${COMPONENTS[@]}"; do
+                if started "$name"; then tail_log "$name"; fi
+            done
+            stop_all
+            die "timed out after ${TIMEOUT}s waiting for $what (state kept in $STATE; 'down' removes it)"
+        fi
+        sleep 0.5
+    done
+}
+
+cmd_up() {
+    need openssl "install OpenSSL (Debian: openssl)"
+    need python3 "install Python 3 (used to find free ports)"
+    BIN=$(bin_dir)
+    local c
+    for c in "${COMPONENTS[@]}" kubectl; do
+        [[ -x $BIN/$c ]] || die "$BIN/$c is missing; run e2e/cluster/build.sh"
+    done
+
+    if [[ -d $STATE ]]; then
+        if all_running && apiserver_ready; then
+            log "already up; KUBECONFIG=$KUBECONFIG_FILE"
+            return
+        fi
+        log "removing the stale state of a cluster that is not running: $STATE"
+        stop_all
+        rm -rf -- "$STATE"
+    fi
+
+    local t0=$SECONDS
+    DEADLINE=$((SECONDS + TIMEOUT))
+    mkdir -p -- "$RUN" "$LOGS" "$STATE/etcd" "$STATE/apiserver" "$STATE/controller-manager"
+    chmod 700 -- "$STATE" "$STATE/etcd"
+    make_pki
+
+    local ports etcd_port peer_port api_port kcm_port
+    ports=$(free_ports)
+    read -r etcd_port peer_port api_port kcm_port <<<"$ports"
+    local server=https://127.0.0.1:$api_port
+    cat >"$CLUSTER_ENV" <<EOF
+BIN=$(printf '%q' "$BIN")
+ETCD_PORT=$etcd_port
+ETCD_PEER_PORT=$peer_port
+APISERVER_PORT=$api_port
+CONTROLLER_MANAGER_PORT=$kcm_port
+EOF
+    write_kubeconfig "$KUBECONFIG_FILE" admin "$server"
+    write_kubeconfig "$STATE/controller-manager.kubeconfig" controller-manager "$server"
+
+    # Plain HTTP, but only on loopback; the data is throwaway, so skipping
+    # fsync costs nothing and makes a slow disk bearable.
+    start etcd "$BIN/etcd" \
+        --name=sigil-e2e \
+        --data-dir="$STATE/etcd" \
+        --listen-client-urls="http://127.0.0.1:$etcd_port" \
+        --advertise-client-urls="http://127.0.0.1:$etcd_port" \
+        --listen-peer-urls="http://127.0.0.1:$peer_port" \
+        --initial-advertise-peer-urls="http://127.0.0.1:$peer_port" \
+        --initial-cluster="sigil-e2e=http://127.0.0.1:$peer_port" \
+        --unsafe-no-fsync \
+        --log-level=warn
+
+    # --endpoint-reconciler-type=none: the reconciler would publish 127.0.0.1
+    # as the `kubernetes` Service's endpoint, which validation refuses (loopback).
+    start kube-apiserver "$BIN/kube-apiserver" \
+        --bind-address=127.0.0.1 \
+        --advertise-address=127.0.0.1 \
+        --secure-port="$api_port" \
+        --cert-dir="$STATE/apiserver" \
+        --tls-cert-file="$PKI/apiserver.crt" \
+        --tls-private-key-file="$PKI/apiserver.key" \
+        --client-ca-file="$PKI/ca.crt" \
+        --etcd-servers="http://127.0.0.1:$etcd_port" \
+        --authorization-mode=Node,RBAC \
+        --enable-admission-plugins=NamespaceLifecycle,LimitRanger,ServiceAccount,DefaultStorageClass,ResourceQuota,MutatingAdmissionWebhook,ValidatingAdmissionWebhook \
+        --service-cluster-ip-range="$SERVICE_CIDR" \
+        --service-account-issuer="$SA_ISSUER" \
+        --service-account-key-file="$PKI/sa.pub" \
+        --service-account-signing-key-file="$PKI/sa.key" \
+        --endpoint-reconciler-type=none \
+        --profiling=false
+    wait_for "the API server's /readyz" apiserver_ready
+
+    # Only once the API server has bootstrapped its RBAC policy: before that the
+    # controller manager may not read what it needs at startup, and exits.
+    # --authentication-skip-lookup: the API server has no front proxy, so the
+    # request-header CA the controller manager would look up does not exist.
+    start kube-controller-manager "$BIN/kube-controller-manager" \
+        --kubeconfig="$STATE/controller-manager.kubeconfig" \
+        --authentication-kubeconfig="$STATE/controller-manager.kubeconfig" \
+        --authorization-kubeconfig="$STATE/controller-manager.kubeconfig" \
+        --authentication-skip-lookup=true \
+        --client-ca-file="$PKI/ca.crt" \
+        --bind-address=127.0.0.1 \
+        --secure-port="$kcm_port" \
+        --cert-dir="$STATE/controller-manager" \
+        --leader-elect=false \
+        --use-service-account-credentials=true \
+        --service-account-private-key-file="$PKI/sa.key" \
+        --root-ca-file="$PKI/ca.crt" \
+        --controllers="$(IFS=,; printf '%s' "${CONTROLLERS[*]}")" \
+        --profiling=false
+    wait_for "the default ServiceAccount in namespace default" default_sa_exists
+    log "up in $((SECONDS - t0))s: $server; KUBECONFIG=$KUBECONFIG_FILE"
+}
+
+# --- down, env, status -----------------------------------------------------------------
+
+cmd_down() {
+    if [[ ! -d $STATE ]]; then
+        log "already down (no $STATE)"
+        return
+    fi
+    stop_all
+    rm -rf -- "$STATE"
+    log "down; removed $STATE"
+}
+
+load_state() {
+    [[ -f $CLUSTER_ENV ]] || die "no cluster state in $STATE; run 'e2e/local-cluster.sh up'"
+    # shellcheck source=/dev/null
+    source "$CLUSTER_ENV"
+}
+
+cmd_env() {
+    load_state
+    is_running kube-apiserver || die "the API server is not running; run 'e2e/local-cluster.sh up'"
+    printf 'export KUBECONFIG=%q\n' "$KUBECONFIG_FILE"
+    printf 'export SIGIL_E2E_APISERVER=%q\n' "https://127.0.0.1:$APISERVER_PORT"
+    printf 'export SIGIL_E2E_CA=%q\n' "$PKI/ca.crt"
+    # For tests that want a serving certificate the API server already trusts.
+    printf 'export SIGIL_E2E_CA_KEY=%q\n' "$PKI/ca.key"
+    printf 'export SIGIL_CLUSTER_BIN=%q\n' "$BIN"
+    # shellcheck disable=SC2016 # $PATH is for the shell that evals this.
+    printf 'export PATH=%q:"$PATH"\n' "$BIN"
+}
+
+cmd_status() {
+    if [[ ! -d $STATE ]]; then
+        printf 'down (no %s)\n' "$STATE"
+        return 1
+    fi
+    load_state
+    local name ok=0
+    for name in "${COMPONENTS[@]}"; do
+        if is_running "$name"; then
+            printf '%-24s running (pid %s)\n' "$name" "$(pid_of "$name")"
+        else
+            printf '%-24s NOT running (log: %s)\n' "$name" "$LOGS/$name.log"
+            ok=1
+        fi
+    done
+    if is_running kube-apiserver && apiserver_ready; then
+        printf '%-24s https://127.0.0.1:%s/readyz ok\n' "api" "$APISERVER_PORT"
+    else
+        printf '%-24s https://127.0.0.1:%s/readyz NOT ready\n' "api" "$APISERVER_PORT"
+        ok=1
+    fi
+    printf '%-24s %s\n' "kubeconfig" "$KUBECONFIG_FILE"
+    return "$ok"
+}
+
+# One up or down at a time. The lock file sits beside the state dir, which
+# `down` removes.
+lock() {
+    if command -v flock >/dev/null 2>&1; then
+        mkdir -p -- "$(dirname -- "$STATE")"
+        exec 9>"$STATE.lock"
+        flock 9
+    fi
+}
+
+main() {
+    (($# == 1)) || { usage; exit 2; }
+    case $1 in
+        up | down) lock; "cmd_$1" ;;
+        env) cmd_env ;;
+        status) cmd_status ;;
+        -h | --help | help) usage ;;
+        *) usage; die "unknown command: $1" ;;
+    esac
+}
+
+main "$@"
