@@ -7,8 +7,9 @@
 # docker-registry without), the Helm chart installed with the webhook URL
 # override, and sigil-controller + sigil-webhook as host processes. Then
 #   cargo test -p sigil-e2e -- --ignored --test-threads 1
-# Everything stops on exit; SIGIL_E2E_KEEP=1 leaves the cluster up
-# (e2e/local-cluster.sh down removes it).
+# Arguments are passed to the test binary (e.g. a scenario name to run only
+# that one). Everything stops on exit; SIGIL_E2E_KEEP=1 leaves the cluster
+# up (e2e/local-cluster.sh down removes it).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 REPO_ROOT=$PWD
@@ -26,13 +27,14 @@ if [ "${1:-}" != "--inner" ]; then
     trap 'e2e/local-cluster.sh down' EXIT
   fi
   e2e_log "e2e-local: cluster and binaries ready after $((SECONDS - start)) s"
-  e2e/registry-fixtures.sh -- "$0" --inner
+  e2e/registry-fixtures.sh -- "$0" --inner "$@"
   e2e_log "e2e-local: done in $((SECONDS - start)) s"
   exit 0
 fi
 
 # Inside e2e/registry-fixtures.sh: the registries are up, the fixture file
 # is SIGIL_REGISTRY_FIXTURES.
+shift
 eval "$(e2e/local-cluster.sh env)"
 # shellcheck disable=SC1090
 . "$SIGIL_REGISTRY_FIXTURES"
@@ -55,5 +57,5 @@ e2e_log "e2e-local: sigil is up (webhook https://127.0.0.1:$WEBHOOK_PORT)"
 status=0
 SIGIL_E2E_WEBHOOK_BIN=${CARGO_TARGET_DIR:-$REPO_ROOT/target}/debug/sigil-webhook \
   SIGIL_E2E_NAMESPACE=$SIGIL_NS \
-  cargo test -q -p sigil-e2e --test e2e -- --ignored --test-threads 1 || status=$?
+  cargo test -q -p sigil-e2e --test e2e -- --ignored --test-threads 1 --show-output "$@" || status=$?
 exit "$status"
