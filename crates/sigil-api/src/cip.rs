@@ -62,10 +62,11 @@ pub struct ClusterImagePolicySpec {
     /// passed (only when at least one passed).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub policy: Option<Policy>,
-    /// `enforce` (default) denies images that fail; `warn` admits them with
-    /// an admission warning.
+    /// `enforce` (default, filled in by the API server so `kubectl get cip`
+    /// shows it) denies images that fail; `warn` admits them with an
+    /// admission warning.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(extend("enum" = ["enforce", "warn"]))]
+    #[schemars(extend("enum" = ["enforce", "warn"], "default" = "enforce"))]
     pub mode: Option<String>,
     /// Restricts the policy to some resources; empty applies it to every
     /// resource sigil admits.
