@@ -241,11 +241,11 @@ pub async fn run(args: Args) -> Result<(), Error> {
     let secrets = match args.pull_secrets {
         config::PullSecretsArg::None => secrets::AnyPullSecrets::None(secrets::NoPullSecrets),
         config::PullSecretsArg::Kube => {
-            secrets::AnyPullSecrets::Kube(secrets::KubePullSecrets::new(
+            secrets::AnyPullSecrets::Kube(Box::new(secrets::KubePullSecrets::new(
                 kube.get("--pull-secrets kube").await?,
                 &args.namespace,
                 Duration::from_secs(args.pull_secret_ttl_seconds),
-            ))
+            )))
         }
     };
     let (root, root_id) = args.trust_root()?;

@@ -256,7 +256,7 @@ pub enum AnyPullSecrets {
     /// `none`.
     None(NoPullSecrets),
     /// `kube`.
-    Kube(KubePullSecrets),
+    Kube(Box<KubePullSecrets>),
 }
 
 impl PullSecretSource for AnyPullSecrets {
