@@ -222,6 +222,7 @@ impl VerifyImageArgs {
             allow_insecure_all: self.allow_insecure_registry,
             insecure_hosts: self.insecure_registry.clone(),
             limits,
+            ..ClientConfig::default()
         };
         Ok((config, source))
     }
@@ -245,7 +246,7 @@ pub(crate) fn run(
             signature_repository,
             tag_prefix: args.tag_prefix.clone(),
         },
-        now: None,
+        ..VerifyImageOptions::default()
     };
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()

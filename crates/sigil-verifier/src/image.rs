@@ -12,8 +12,8 @@ use crate::bundle::Bundle;
 use crate::legacy::{verify_legacy_attestation, verify_simple_signing};
 use crate::oci::discover::discover;
 use crate::oci::{
-    CandidateFormat, Digest, DiscoveryOptions, ImageRef, Material, ReferenceError, RegistryClient,
-    RegistryError, Want,
+    CandidateFormat, Digest, DiscoveryOptions, ImageRef, Material, MaterialScope, ReferenceError,
+    RegistryClient, RegistryError, Want,
 };
 use crate::trust::TrustedRoot;
 use crate::verify::{Artifact, SignedContent, VerificationPolicy, VerifiedBundle, verify_bundle};
@@ -34,6 +34,8 @@ pub struct VerifyImageOptions {
     pub discovery: DiscoveryOptions,
     /// The current time (defaults to the clock); only bounds log times from the future.
     pub now: Option<OffsetDateTime>,
+    /// Where discovered material is shared between verifications, if anywhere.
+    pub material: Option<MaterialScope>,
 }
 
 /// A candidate that verified.
@@ -214,14 +216,30 @@ pub async fn verify_image(
         (None, None) => return Err(ImageError::NotFound { image }),
     };
 
-    let found = discover(
-        &session,
-        &image_ref.repository,
-        &digest,
-        &policy.want,
-        &options.discovery,
-    )
-    .await;
+    let found = match &options.material {
+        Some(m) => {
+            m.cache
+                .discover(
+                    &m.credentials_id,
+                    &session,
+                    &image_ref.repository,
+                    &digest,
+                    &policy.want,
+                    &options.discovery,
+                )
+                .await
+        }
+        None => {
+            discover(
+                &session,
+                &image_ref.repository,
+                &digest,
+                &policy.want,
+                &options.discovery,
+            )
+            .await
+        }
+    };
     if found.candidates.is_empty() {
         if let Some((location, error)) = found.errors.into_iter().next() {
             let _ = location;

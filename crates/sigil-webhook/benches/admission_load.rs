@@ -252,9 +252,6 @@ impl sigil_webhook::cache::SecretsOnce for NoSecrets {
     async fn get(&self, _: tokio::time::Instant) -> Result<PullSecrets, String> {
         Ok(PullSecrets::default())
     }
-    fn identity(&self) -> &str {
-        ""
-    }
 }
 
 /// Caches `SIGIL_LOAD_CACHED` (100000) distinct verdicts and reports the RSS growth.

@@ -247,48 +247,49 @@ pub fn plan(req: &AdmissionRequest<DynamicObject>, config: &AdmissionConfig) -> 
     }))
 }
 
-/// Pull secrets of one review, read at most once and only on a cache miss.
+/// Pull secrets of one review (the object's, and the policies'
+/// `signaturePullSecrets`), read at most once per review.
 struct ReviewSecrets<'a, S> {
     source: &'a S,
     object: &'a ObjectInfo,
-    identity: String,
+    signature_secrets: Vec<String>,
     cell: OnceCell<Result<PullSecrets, String>>,
 }
 
 impl<'a, S: PullSecretSource> ReviewSecrets<'a, S> {
-    fn new(source: &'a S, object: &'a ObjectInfo) -> Self {
-        let identity = format!(
-            "{}/{}/{}",
-            object.namespace,
-            object.service_account,
-            object.pull_secret_names.join(",")
-        );
+    fn new(source: &'a S, object: &'a ObjectInfo, signature_secrets: Vec<String>) -> Self {
         Self {
             source,
             object,
-            identity,
+            signature_secrets,
             cell: OnceCell::new(),
         }
+    }
+
+    async fn read(&self, deadline: Instant) -> Result<PullSecrets, String> {
+        let own = self
+            .source
+            .pull_secrets(
+                &self.object.namespace,
+                &self.object.pull_secret_names,
+                &self.object.service_account,
+                deadline,
+            )
+            .await?;
+        if self.signature_secrets.is_empty() {
+            return Ok(own);
+        }
+        let signatures = self
+            .source
+            .signature_pull_secrets(&self.signature_secrets, deadline)
+            .await?;
+        Ok(own.merged_with(signatures))
     }
 }
 
 impl<S: PullSecretSource> SecretsOnce for ReviewSecrets<'_, S> {
     async fn get(&self, deadline: Instant) -> Result<PullSecrets, String> {
-        self.cell
-            .get_or_init(|| {
-                self.source.pull_secrets(
-                    &self.object.namespace,
-                    &self.object.pull_secret_names,
-                    &self.object.service_account,
-                    deadline,
-                )
-            })
-            .await
-            .clone()
-    }
-
-    fn identity(&self) -> &str {
-        &self.identity
+        self.cell.get_or_init(|| self.read(deadline)).await.clone()
     }
 }
 
@@ -492,7 +493,11 @@ impl<J: ImageJudge, S: PullSecretSource> Admission<J, S> {
 
     async fn validate(&self, checked: &Checked, deadline: Instant) -> Decision {
         let object = &checked.object;
-        let secrets = ReviewSecrets::new(&self.secrets, object);
+        let secrets = ReviewSecrets::new(
+            &self.secrets,
+            object,
+            self.cache.judge().signature_pull_secrets(),
+        );
         let distinct = Self::distinct(&checked.sites);
         let outcomes = join_all(
             distinct
@@ -594,7 +599,11 @@ impl<J: ImageJudge, S: PullSecretSource> Admission<J, S> {
     async fn mutate(&self, checked: &Checked, deadline: Instant) -> Decision {
         let object = &checked.object;
         let judge = self.cache.judge();
-        let secrets = ReviewSecrets::new(&self.secrets, object);
+        let secrets = ReviewSecrets::new(
+            &self.secrets,
+            object,
+            self.cache.judge().signature_pull_secrets(),
+        );
         let distinct: Vec<_> = Self::distinct(&checked.sites)
             .into_iter()
             .filter(|(image, _)| !images::is_pinned(image))

@@ -1,7 +1,7 @@
 //! The caching layer around any [`ImageJudge`]: verdicts keyed by image
-//! reference with digest + policy hash + trust-root version (+ the judge's
-//! object key), tag→digest resolutions keyed by image and pull-secret
-//! identity; both moka caches with bounded capacity, single flight for
+//! reference with digest + policy hash + trust-root version + the identity
+//! of the pull secrets' credentials (+ the judge's object key), tag→digest
+//! resolutions keyed by image and that identity; both moka caches with bounded capacity, single flight for
 //! concurrent misses, a short TTL for anything but a clean allow, and a bound
 //! on concurrent judge calls per registry host.
 //!
@@ -73,6 +73,9 @@ struct VerdictKey {
     reference: String,
     versions: Versions,
     object: String,
+    /// [`PullSecrets::id`]: a verdict never answers for other credentials
+    /// (a denial for lack of access must not deny an object that has it).
+    credentials: String,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -122,16 +125,27 @@ impl Expiry<DigestKey, Result<String, String>> for DigestExpiry {
 }
 
 /// Where the pull secrets of a review come from: looked up at most once per
-/// review, and only when a cache misses.
+/// review (sources cache across reviews), before any cache lookup, since
+/// their identity is part of every key.
 pub trait SecretsOnce: Sync {
     /// The object's pull secrets.
     fn get(
         &self,
         deadline: Instant,
     ) -> impl std::future::Future<Output = Result<PullSecrets, String>> + Send;
-    /// A stable identity of the secrets *names* (namespace, names, service
-    /// account), known without reading them.
-    fn identity(&self) -> &str;
+}
+
+/// The object's pull secrets, within `deadline`.
+async fn read_secrets(
+    secrets: &impl SecretsOnce,
+    deadline: Instant,
+    budget_ms: u128,
+) -> Result<PullSecrets, LookupError> {
+    match tokio::time::timeout_at(deadline, secrets.get(deadline)).await {
+        Ok(Ok(s)) => Ok(s),
+        Ok(Err(e)) => Err(LookupError::Secrets(e)),
+        Err(_) => Err(LookupError::Deadline { budget_ms }),
+    }
 }
 
 /// An [`ImageJudge`] with caches, single flight, deadlines and per-host bounds.
@@ -213,10 +227,10 @@ impl<J: ImageJudge> CachedJudge<J> {
             .saturating_duration_since(Instant::now())
             .as_millis();
         let versions = self.judge.versions();
+        let secrets = read_secrets(secrets, deadline, budget_ms).await?;
         let compute = async {
             let permit = self.host_semaphore(&image.image);
             let _permit = permit.acquire().await;
-            let secrets = secrets.get(deadline).await.map_err(LookupError::Secrets)?;
             let started = Instant::now();
             let verdict = self.judge.judge(image, object, &secrets, deadline).await;
             self.metrics
@@ -237,6 +251,7 @@ impl<J: ImageJudge> CachedJudge<J> {
             reference: image.reference(),
             versions,
             object: object_key,
+            credentials: secrets.id.clone(),
         };
         // A waiter coalesced onto another caller's miss still honours its own deadline.
         let entry = tokio::time::timeout_at(
@@ -261,14 +276,14 @@ impl<J: ImageJudge> CachedJudge<J> {
         let budget_ms = deadline
             .saturating_duration_since(Instant::now())
             .as_millis();
+        let secrets = read_secrets(secrets, deadline, budget_ms).await?;
         let key = DigestKey {
             image: image.to_string(),
-            secrets: secrets.identity().to_string(),
+            secrets: secrets.id.clone(),
         };
         let compute = async {
             let permit = self.host_semaphore(image);
             let _permit = permit.acquire().await;
-            let secrets = secrets.get(deadline).await.map_err(LookupError::Secrets)?;
             Ok::<_, LookupError>(self.judge.resolve(image, &secrets, deadline).await)
         };
         let bounded = async {

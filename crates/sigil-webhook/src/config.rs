@@ -32,6 +32,16 @@ pub enum PinArg {
     Off,
 }
 
+/// Where registry credentials of admitted objects come from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum PullSecretsArg {
+    /// The pod template's `imagePullSecrets` (or its service account's) and
+    /// the policies' `signaturePullSecrets`, read through the API.
+    Kube,
+    /// None: anonymous (plus `--docker-config`).
+    None,
+}
+
 /// Log output format.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum LogFormat {
@@ -135,6 +145,21 @@ pub struct Args {
     /// Docker config with node-wide registry credentials.
     #[arg(long, value_name = "FILE")]
     pub docker_config: Option<PathBuf>,
+    /// Where admitted objects' registry credentials come from: `kube` reads
+    /// their pull secrets (needs get on secrets and serviceaccounts).
+    #[arg(long, value_enum, default_value = "none")]
+    pub pull_secrets: PullSecretsArg,
+    /// Seconds a set of pull secrets read through the API stays cached.
+    #[arg(long, default_value_t = 30)]
+    pub pull_secret_ttl_seconds: u64,
+    /// Seconds discovered signature material (referrers, bundles, legacy
+    /// signatures) of a digest stays cached; 0 disables the cache.
+    #[arg(long, default_value_t = 30)]
+    pub signature_ttl_seconds: u64,
+    /// PEM CA certificates trusted for registries in addition to the
+    /// built-in web roots (private registries).
+    #[arg(long, value_name = "PEM")]
+    pub registry_ca_file: Option<PathBuf>,
     /// Log format.
     #[arg(long, value_enum, default_value = "text")]
     pub log_format: LogFormat,
@@ -371,6 +396,24 @@ impl Args {
             }
             None => Credentials::anonymous(),
         };
+        let extra_roots_pem = match &self.registry_ca_file {
+            Some(path) => {
+                let pem = std::fs::read(path).map_err(|e| {
+                    Error::Config(format!(
+                        "cannot read --registry-ca-file {}: {e}",
+                        path.display()
+                    ))
+                })?;
+                if !String::from_utf8_lossy(&pem).contains("-----BEGIN CERTIFICATE-----") {
+                    return Err(Error::Config(format!(
+                        "--registry-ca-file {} holds no PEM certificate",
+                        path.display()
+                    )));
+                }
+                pem
+            }
+            None => Vec::new(),
+        };
         let budget = Duration::from_secs(self.timeout_seconds);
         Ok(ClientConfig {
             credentials,
@@ -381,6 +424,8 @@ impl Args {
                 total_deadline: budget,
                 ..Limits::default()
             },
+            extra_roots_pem,
+            observer: None,
         })
     }
 }

@@ -142,14 +142,42 @@ pub struct Versions {
 }
 
 /// Registry credentials for one admitted object (its pull secrets and its
-/// service account's).
+/// service account's, plus the policies' `signaturePullSecrets`).
 #[derive(Debug, Clone, Default)]
 pub struct PullSecrets {
     /// Credentials per registry host (anonymous when none).
     pub credentials: Credentials,
-    /// A stable identity of these credentials (e.g. namespace, secret names and
-    /// resource versions), so clients can be reused without comparing secrets.
+    /// A stable identity of these credentials (a hash of the secrets' names,
+    /// uids, resource versions and contents; never a secret), so clients and
+    /// cached verdicts are reused only for the same credentials.
     pub id: String,
+}
+
+/// The [`PullSecrets::id`] of anonymous access.
+pub const ANONYMOUS: &str = "anonymous";
+
+impl PullSecrets {
+    /// No credentials.
+    pub fn anonymous() -> Self {
+        Self {
+            credentials: Credentials::anonymous(),
+            id: ANONYMOUS.into(),
+        }
+    }
+
+    /// `self` with `other`'s credentials added; `other` wins for the hosts
+    /// both name. The identity covers both.
+    pub fn merged_with(mut self, other: Self) -> Self {
+        if other.credentials.is_empty() {
+            return self;
+        }
+        if self.credentials.is_empty() {
+            return other;
+        }
+        self.credentials.merge(other.credentials);
+        self.id = format!("{}+{}", self.id, other.id);
+        self
+    }
 }
 
 /// Decides about images. Implementations own verification and policy; the
@@ -195,6 +223,12 @@ pub trait ImageJudge: Send + Sync + 'static {
         Some(String::new())
     }
 
+    /// Names of the Secrets (in sigil's own namespace) the policies in force
+    /// pull signatures with (`source[].signaturePullSecrets`).
+    fn signature_pull_secrets(&self) -> Vec<String> {
+        Vec::new()
+    }
+
     /// Whether policies and trust roots are loaded.
     fn ready(&self) -> bool;
 
@@ -217,6 +251,18 @@ pub trait PullSecretSource: Send + Sync + 'static {
         service_account: &str,
         deadline: Instant,
     ) -> impl Future<Output = Result<PullSecrets, String>> + Send;
+
+    /// Credentials from the policies' `signaturePullSecrets`, Secrets named
+    /// `secret_names` in sigil's own namespace. A source that reads no
+    /// Secrets answers anonymous.
+    fn signature_pull_secrets(
+        &self,
+        secret_names: &[String],
+        deadline: Instant,
+    ) -> impl Future<Output = Result<PullSecrets, String>> + Send {
+        let _ = (secret_names, deadline);
+        std::future::ready(Ok(PullSecrets::anonymous()))
+    }
 }
 
 /// The digest an image reference already names, if any; an unparsable

@@ -114,7 +114,17 @@ pub async fn start<J: ImageJudge, S: PullSecretSource>(
     secrets: S,
     settings: ServerSettings,
 ) -> Result<Running<J, S>, Error> {
-    let metrics = Arc::new(Metrics::new());
+    start_with_metrics(judge, secrets, settings, Arc::new(Metrics::new())).await
+}
+
+/// [`start`] exporting `metrics`, which may already be wired into the
+/// judge's registry client (registry requests by host and status).
+pub async fn start_with_metrics<J: ImageJudge, S: PullSecretSource>(
+    judge: Arc<J>,
+    secrets: S,
+    settings: ServerSettings,
+    metrics: Arc<Metrics>,
+) -> Result<Running<J, S>, Error> {
     let admission = Admission::new(judge, secrets, settings.admission.clone(), metrics);
     let state = AppState::new(admission);
     let cert = ReloadingCert::load(settings.cert.clone())?;
@@ -177,13 +187,37 @@ async fn termination() -> Result<(), Error> {
 }
 
 /// Serves `judge` until SIGTERM, then drains.
-async fn serve<J: ImageJudge>(judge: Arc<J>, settings: ServerSettings) -> Result<(), Error> {
-    let running = start(judge, secrets::NoPullSecrets, settings).await?;
+async fn serve<J: ImageJudge>(
+    judge: Arc<J>,
+    secrets: secrets::AnyPullSecrets,
+    settings: ServerSettings,
+    metrics: Arc<Metrics>,
+) -> Result<(), Error> {
+    let running = start_with_metrics(judge, secrets, settings, metrics).await?;
     termination().await?;
     tracing::info!("SIGTERM: draining in-flight reviews");
     running.shutdown().await;
     tracing::info!("stopped");
     Ok(())
+}
+
+/// One API client for everything the webhook reads from the cluster,
+/// created on first use (in-cluster config or KUBECONFIG).
+struct KubeClient(Option<kube::Client>);
+
+impl KubeClient {
+    async fn get(&mut self, why: &str) -> Result<kube::Client, Error> {
+        if let Some(c) = &self.0 {
+            return Ok(c.clone());
+        }
+        let client = kube::Client::try_default().await.map_err(|e| {
+            Error::Config(format!(
+                "cannot reach the Kubernetes API for {why}: {e}; run in a cluster or set KUBECONFIG"
+            ))
+        })?;
+        self.0 = Some(client.clone());
+        Ok(client)
+    }
 }
 
 /// Runs the webhook until SIGTERM: with the policy snapshot judge when a
@@ -200,38 +234,51 @@ pub async fn run(args: Args) -> Result<(), Error> {
         admission: args.admission(),
         limits: args.serve_limits(),
     };
+    let metrics = Arc::new(Metrics::new());
+    let mut client_config = args.client_config()?;
+    client_config.observer = Some(metrics.clone());
+    let mut kube = KubeClient(None);
+    let secrets = match args.pull_secrets {
+        config::PullSecretsArg::None => secrets::AnyPullSecrets::None(secrets::NoPullSecrets),
+        config::PullSecretsArg::Kube => {
+            secrets::AnyPullSecrets::Kube(Box::new(secrets::KubePullSecrets::new(
+                kube.get("--pull-secrets kube").await?,
+                &args.namespace,
+                Duration::from_secs(args.pull_secret_ttl_seconds),
+            )))
+        }
+    };
     let (root, root_id) = args.trust_root()?;
     let Some(from) = args.snapshot_from()? else {
-        let judge = static_judge::StaticJudge::new(
-            args.static_policy()?,
-            root,
-            &root_id,
-            args.client_config()?,
-        )?;
-        return serve(Arc::new(judge), settings).await;
+        let judge =
+            static_judge::StaticJudge::new(args.static_policy()?, root, &root_id, client_config)?;
+        return serve(Arc::new(judge), secrets, settings, metrics).await;
     };
-    let judge = Arc::new(policy_judge::PolicyJudge::new(
-        args.client_config()?,
-        root,
-        &root_id,
-        args.no_match_policy(),
-    )?);
+    let mut judge =
+        policy_judge::PolicyJudge::new(client_config, root, &root_id, args.no_match_policy())?;
+    if args.signature_ttl_seconds > 0 {
+        judge = judge.with_material_cache(Arc::new(sigil_verifier::oci::MaterialCache::new(
+            Duration::from_secs(args.signature_ttl_seconds),
+            MATERIAL_CAPACITY,
+        )));
+    }
+    let judge = Arc::new(judge);
     let source = match from {
         config::SnapshotFrom::File(path) => {
             let poll = Duration::from_secs(args.snapshot_poll_seconds.max(1));
             tokio::spawn(snapshot_source::file_source(judge.clone(), path, poll).await)
         }
         config::SnapshotFrom::Secret { namespace, name } => {
-            let client = kube::Client::try_default().await.map_err(|e| {
-                Error::Config(format!(
-                    "cannot reach the Kubernetes API for --policy-snapshot-secret: {e}; run in a cluster or set KUBECONFIG"
-                ))
-            })?;
+            let client = kube.get("--policy-snapshot-secret").await?;
             let api = kube::Api::namespaced(client, &namespace);
             tokio::spawn(snapshot_source::secret_source(judge.clone(), api, name))
         }
     };
-    let served = serve(judge, settings).await;
+    let served = serve(judge, secrets, settings, metrics).await;
     source.abort();
     served
 }
+
+/// Signature discoveries kept by the material cache: each holds a few KiB
+/// of bundles, so this bounds it to tens of MiB.
+const MATERIAL_CAPACITY: usize = 10_000;

@@ -1,9 +1,15 @@
 //! The webhook's Prometheus metrics (prometheus-client): admission requests
 //! by endpoint, operation, kind and decision; verification latency; cache
-//! hits and misses; reviews in flight; policy snapshot age. Every label value
-//! is a constant, so cardinality is bounded whatever the input.
+//! hits and misses; reviews in flight; policy snapshot age; registry requests
+//! by host and status. Label values are constants, HTTP status codes, or
+//! registry hosts capped at [`MAX_REGISTRY_HOSTS`], so cardinality is bounded
+//! whatever the input.
 
+use std::collections::HashSet;
+use std::sync::Mutex;
 use std::sync::atomic::AtomicU64;
+
+use sigil_verifier::oci::{RequestObserver, RequestOutcome};
 
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
@@ -34,6 +40,20 @@ pub struct CacheLabels {
     pub result: &'static str,
 }
 
+/// Registry hosts named in `sigil_registry_requests_total`; further hosts
+/// (images may name any host) are counted as `other`.
+pub const MAX_REGISTRY_HOSTS: usize = 64;
+
+/// Labels of `sigil_registry_requests`.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct RegistryLabels {
+    /// `host[:port]` of the request, or `other` past [`MAX_REGISTRY_HOSTS`].
+    pub host: String,
+    /// The HTTP status (`200`, `404`, ...) or the failure: `timeout`,
+    /// `connect`, `redirects`.
+    pub status: String,
+}
+
 /// Every metric the webhook exports, registered once.
 #[derive(Debug)]
 pub struct Metrics {
@@ -48,6 +68,9 @@ pub struct Metrics {
     pub in_flight: Gauge,
     /// Age of the policy snapshot in force, in seconds (`-1` when unknown).
     pub snapshot_age: Gauge<f64, AtomicU64>,
+    /// Registry requests by host and status.
+    pub registry_requests: Family<RegistryLabels, Counter>,
+    registry_hosts: Mutex<HashSet<String>>,
 }
 
 impl Default for Metrics {
@@ -92,6 +115,12 @@ impl Metrics {
             "Age of the policy snapshot in force (-1 when the judge has none)",
             snapshot_age.clone(),
         );
+        let registry_requests = Family::<RegistryLabels, Counter>::default();
+        registry.register(
+            "registry_requests",
+            "Registry HTTP requests (token requests included), by host and status or failure",
+            registry_requests.clone(),
+        );
         Self {
             registry,
             requests,
@@ -99,7 +128,36 @@ impl Metrics {
             cache,
             in_flight,
             snapshot_age,
+            registry_requests,
+            registry_hosts: Mutex::new(HashSet::new()),
         }
+    }
+
+    /// The host label for `host`: itself while fewer than
+    /// [`MAX_REGISTRY_HOSTS`] hosts were seen, else `other`.
+    fn host_label(&self, host: &str) -> String {
+        let Ok(mut seen) = self.registry_hosts.lock() else {
+            return "other".into();
+        };
+        if seen.contains(host) {
+            return host.to_string();
+        }
+        if seen.len() >= MAX_REGISTRY_HOSTS {
+            return "other".into();
+        }
+        seen.insert(host.to_string());
+        host.to_string()
+    }
+
+    /// Registry requests counted for `host` with `status` (for tests and
+    /// benchmarks).
+    pub fn registry_count(&self, host: &str, status: &str) -> u64 {
+        self.registry_requests
+            .get(&RegistryLabels {
+                host: host.to_string(),
+                status: status.to_string(),
+            })
+            .map_or(0, |c| c.get())
     }
 
     /// Counts a cache lookup.
@@ -118,5 +176,42 @@ impl Metrics {
         // Writing into a String cannot fail; an error would only truncate.
         let _ = prometheus_client::encoding::text::encode(&mut out, &self.registry);
         out
+    }
+}
+
+impl RequestObserver for Metrics {
+    fn observe(&self, host: &str, outcome: RequestOutcome) {
+        let status = match outcome {
+            RequestOutcome::Status(code) => code.to_string(),
+            RequestOutcome::Failed(class) => class.to_string(),
+        };
+        self.registry_requests
+            .get_or_create(&RegistryLabels {
+                host: self.host_label(host),
+                status,
+            })
+            .inc();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn registry_hosts_past_the_cap_are_counted_as_other() {
+        let m = Metrics::new();
+        for i in 0..MAX_REGISTRY_HOSTS + 5 {
+            m.observe(&format!("r{i}.example"), RequestOutcome::Status(200));
+        }
+        m.observe("r0.example", RequestOutcome::Failed("timeout"));
+        assert_eq!(m.registry_count("r0.example", "200"), 1);
+        assert_eq!(m.registry_count("r0.example", "timeout"), 1);
+        assert_eq!(m.registry_count("other", "200"), 5);
+        let text = m.encode();
+        assert!(
+            text.contains(r#"sigil_registry_requests_total{host="r1.example",status="200"} 1"#),
+            "{text}"
+        );
     }
 }

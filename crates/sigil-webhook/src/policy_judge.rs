@@ -16,7 +16,7 @@ use std::time::Duration;
 
 use sha2::{Digest as _, Sha256};
 use sigil_api::snapshot::{PolicySnapshot, SnapshotError};
-use sigil_verifier::oci::{ClientConfig, RegistryClient};
+use sigil_verifier::oci::{ClientConfig, MaterialCache, MaterialScope, RegistryClient};
 use sigil_verifier::policy::eval::{ImageResult, PolicyResult};
 use sigil_verifier::policy::evaluate_image;
 use sigil_verifier::policy::glob::ImageName;
@@ -77,6 +77,8 @@ struct Loaded {
     reads_resource: bool,
     /// Some CIP-level policy reads the object's spec or metadata.
     reads_object: bool,
+    /// `signaturePullSecrets` of every authority, sorted, without repeats.
+    signature_secrets: Vec<String>,
     generated_at: Option<time::OffsetDateTime>,
     loaded_at: Instant,
     verifiers: Mutex<HashMap<String, Arc<RegistryVerifier>>>,
@@ -92,6 +94,8 @@ pub struct PolicyJudge {
     no_match: NoMatchPolicy,
     /// Resolves tags (anonymous and per pull-secret identity).
     resolvers: Mutex<HashMap<String, Arc<RegistryClient>>>,
+    /// Signature material shared across snapshots and policies.
+    material: Option<Arc<MaterialCache>>,
 }
 
 fn sha256_hex(bytes: &[u8]) -> String {
@@ -120,7 +124,16 @@ impl PolicyJudge {
             public_good_id: public_good_id.to_string(),
             no_match,
             resolvers: Mutex::new(resolvers),
+            material: None,
         })
+    }
+
+    /// Shares discovered signature material through `cache`, across
+    /// policies, authorities and snapshots (keyed by credentials identity,
+    /// repository and digest).
+    pub fn with_material_cache(mut self, cache: Arc<MaterialCache>) -> Self {
+        self.material = Some(cache);
+        self
     }
 
     /// Parses, validates and applies the bytes of a `snapshot.json`.
@@ -173,6 +186,14 @@ impl PolicyJudge {
                 .as_ref()
                 .is_some_and(|c| c.include_spec || c.include_object_meta)
         });
+        let mut signature_secrets: Vec<String> = policies
+            .iter()
+            .flat_map(|p| &p.authorities)
+            .flat_map(|a| &a.sources)
+            .flat_map(|s| s.pull_secrets.iter().cloned())
+            .collect();
+        signature_secrets.sort();
+        signature_secrets.dedup();
         let generated_at = time::OffsetDateTime::parse(
             &snapshot.generated_at,
             &time::format_description::well_known::Rfc3339,
@@ -185,6 +206,7 @@ impl PolicyJudge {
             versions,
             reads_resource,
             reads_object,
+            signature_secrets,
             generated_at,
             loaded_at: Instant::now(),
             verifiers: Mutex::new(HashMap::new()),
@@ -229,11 +251,15 @@ impl PolicyJudge {
             return Ok(v.clone());
         }
         let client = RegistryClient::new(self.config_for(secrets)).map_err(|e| e.to_string())?;
-        let verifier = Arc::new(RegistryVerifier::new(
-            client,
-            self.public_good.clone(),
-            loaded.trust_roots.clone(),
-        ));
+        let mut verifier =
+            RegistryVerifier::new(client, self.public_good.clone(), loaded.trust_roots.clone());
+        if let Some(cache) = &self.material {
+            verifier = verifier.with_material(MaterialScope {
+                cache: cache.clone(),
+                credentials_id: key.clone(),
+            });
+        }
+        let verifier = Arc::new(verifier);
         if verifiers.len() >= MAX_VERIFIERS {
             verifiers.clear();
         }
@@ -462,6 +488,12 @@ impl ImageJudge for PolicyJudge {
             h.update(r.spec.to_string().as_bytes());
         }
         Some(hex::encode(h.finalize()))
+    }
+
+    fn signature_pull_secrets(&self) -> Vec<String> {
+        self.loaded()
+            .map(|l| l.signature_secrets.clone())
+            .unwrap_or_default()
     }
 
     fn ready(&self) -> bool {

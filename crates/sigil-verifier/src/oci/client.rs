@@ -17,10 +17,16 @@
 //! realm over plain http is refused unless its host is allowed to be insecure.
 //! reqwest drops `Authorization` on redirects to another host, so blob
 //! redirects to storage services do not leak it either.
+//!
+//! Hooks for the embedding program: a [`RequestObserver`] hears the outcome
+//! of every exchange (host and status, or the transport failure's class),
+//! and extra PEM roots are trusted beside the built-in web roots (private
+//! registries behind an internal CA).
 
 use std::collections::{BTreeMap, HashMap, HashSet};
-use std::sync::Mutex;
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::fmt;
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use base64::Engine as _;
@@ -281,6 +287,22 @@ pub struct Manifest {
     pub annotations: BTreeMap<String, String>,
 }
 
+/// What one registry exchange came to, as a [`RequestObserver`] hears it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RequestOutcome {
+    /// The registry answered with this HTTP status (the body may still fail).
+    Status(u16),
+    /// No answer: `timeout`, `connect` (refused, TLS, DNS) or `redirects`.
+    Failed(&'static str),
+}
+
+/// Hears every registry exchange (token requests included), for metrics.
+/// Called on the request's task: keep it cheap and never block.
+pub trait RequestObserver: Send + Sync + fmt::Debug {
+    /// `host` is the request URL's `host[:port]` (before redirects).
+    fn observe(&self, host: &str, outcome: RequestOutcome);
+}
+
 /// How to reach registries.
 #[derive(Debug, Clone, Default)]
 pub struct ClientConfig {
@@ -292,6 +314,11 @@ pub struct ClientConfig {
     pub insecure_hosts: Vec<String>,
     /// Bounds.
     pub limits: Limits,
+    /// PEM certificates trusted as roots in addition to the built-in web
+    /// roots (a private registry's CA). Empty: the built-in roots only.
+    pub extra_roots_pem: Vec<u8>,
+    /// Told about every exchange, when set.
+    pub observer: Option<Arc<dyn RequestObserver>>,
 }
 
 /// A registry client for one credential set. Cheap to share; tokens are cached.
@@ -304,6 +331,7 @@ pub struct RegistryClient {
     limits: Limits,
     // Authorization header per (host, repository), learnt from challenges.
     auth_cache: Mutex<HashMap<(String, String), String>>,
+    observer: Option<Arc<dyn RequestObserver>>,
 }
 
 /// A fetched response body.
@@ -343,16 +371,30 @@ impl RegistryClient {
                 attempt.follow()
             }
         });
-        let http = reqwest::Client::builder()
+        let build_error = |reason: String| RegistryError::Connect {
+            url: String::new(),
+            reason,
+        };
+        let mut builder = reqwest::Client::builder()
             .use_rustls_tls()
             .redirect(policy)
             .connect_timeout(config.limits.request_timeout)
-            .user_agent(concat!("sigil/", env!("CARGO_PKG_VERSION")))
+            .user_agent(concat!("sigil/", env!("CARGO_PKG_VERSION")));
+        if !config.extra_roots_pem.is_empty() {
+            let roots = reqwest::Certificate::from_pem_bundle(&config.extra_roots_pem)
+                .map_err(|e| build_error(format!("the extra CA bundle is not PEM: {e}")))?;
+            if roots.is_empty() {
+                return Err(build_error(
+                    "the extra CA bundle holds no PEM certificate".into(),
+                ));
+            }
+            for root in roots {
+                builder = builder.add_root_certificate(root);
+            }
+        }
+        let http = builder
             .build()
-            .map_err(|e| RegistryError::Connect {
-                url: String::new(),
-                reason: format!("cannot build the HTTP client: {e}"),
-            })?;
+            .map_err(|e| build_error(format!("cannot build the HTTP client: {e}")))?;
         Ok(Self {
             http,
             credentials: config.credentials,
@@ -364,7 +406,19 @@ impl RegistryClient {
                 .collect(),
             limits: config.limits,
             auth_cache: Mutex::new(HashMap::new()),
+            observer: config.observer,
         })
+    }
+
+    fn observe(&self, url: &Url, outcome: RequestOutcome) {
+        let Some(observer) = &self.observer else {
+            return;
+        };
+        let host = url.host_str().unwrap_or("");
+        match url.port() {
+            Some(port) => observer.observe(&format!("{host}:{port}"), outcome),
+            None => observer.observe(host, outcome),
+        }
     }
 
     /// The client's limits.
@@ -496,14 +550,28 @@ impl Session<'_> {
         if let Some(a) = auth {
             req = req.header(AUTHORIZATION, a);
         }
+        // Exactly one observation per exchange: the status once headers
+        // arrive, or the class of failure if they never do.
+        let observed = AtomicBool::new(false);
+        let note = |outcome| {
+            if !observed.swap(true, Ordering::Relaxed) {
+                self.client.observe(url, outcome);
+            }
+        };
         let work = async {
             let mut resp = req.send().await.map_err(|e| {
                 if e.is_redirect() {
+                    note(RequestOutcome::Failed("redirects"));
                     RegistryError::Redirects {
                         url: u.clone(),
                         limit: self.client.limits.max_redirects,
                     }
                 } else {
+                    note(RequestOutcome::Failed(if e.is_timeout() {
+                        "timeout"
+                    } else {
+                        "connect"
+                    }));
                     RegistryError::Connect {
                         url: u.clone(),
                         reason: error_chain(&e),
@@ -511,6 +579,7 @@ impl Session<'_> {
                 }
             })?;
             let status = resp.status();
+            note(RequestOutcome::Status(status.as_u16()));
             let headers = resp.headers().clone();
             let final_url = resp.url().to_string();
             let declared = headers
@@ -546,9 +615,10 @@ impl Session<'_> {
                 url: final_url,
             })
         };
-        tokio::time::timeout(timeout, work)
-            .await
-            .map_err(|_| expired())?
+        tokio::time::timeout(timeout, work).await.map_err(|_| {
+            note(RequestOutcome::Failed("timeout"));
+            expired()
+        })?
     }
 
     /// A request to a registry on behalf of `repo`, answering auth challenges.

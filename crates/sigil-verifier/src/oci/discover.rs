@@ -5,9 +5,18 @@
 //! Discovery only fetches (with every body's digest checked); it decides
 //! nothing about trust. A candidate that cannot be fetched or is malformed is
 //! kept, marked unusable with the reason, so the final verdict can list it.
+//!
+//! [`MaterialCache`] keeps what discovery fetched per credential set,
+//! repository and digest for a short time, so several policies or a policy
+//! change do not fetch the same signatures again.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::fmt;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tokio::sync::OnceCell;
+use tokio::time::Instant;
 
 use super::client::{Descriptor, Manifest, RegistryError, Session};
 use super::reference::{Digest, Repository};
@@ -25,7 +34,7 @@ pub const COSIGN_SIG_ARTIFACT_TYPE: &str = "application/vnd.dev.cosign.artifact.
 pub const PREDICATE_TYPE_ANNOTATION: &str = "dev.sigstore.bundle.predicateType";
 
 /// What discovery looks for.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum Want {
     /// Signatures: predicate `https://sigstore.dev/cosign/sign/v1` bundles and `.sig` layers.
     Signatures,
@@ -415,5 +424,142 @@ async fn layer_candidates(
             location: loc,
             material,
         });
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+struct MaterialKey {
+    credentials: String,
+    repository: String,
+    digest: Digest,
+    want: Want,
+    tag_prefix: String,
+}
+
+struct Slot {
+    created: Instant,
+    discovery: OnceCell<Discovery>,
+}
+
+/// Discovery results per (credential set, signature repository, digest,
+/// wanted kind, tag prefix), kept for a short TTL: new signatures can appear,
+/// so nothing is kept long. Concurrent misses for one key share one fetch.
+/// A discovery that hit a registry error or an unusable candidate is not
+/// kept. Bounded: when full, expired entries go, then everything.
+pub struct MaterialCache {
+    ttl: Duration,
+    capacity: usize,
+    slots: Mutex<HashMap<MaterialKey, Arc<Slot>>>,
+}
+
+impl fmt::Debug for MaterialCache {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("MaterialCache")
+            .field("ttl", &self.ttl)
+            .field("capacity", &self.capacity)
+            .finish_non_exhaustive()
+    }
+}
+
+/// A [`MaterialCache`] and the identity of the credentials a client reads
+/// with, so material read with one credential set never serves another.
+#[derive(Debug, Clone)]
+pub struct MaterialScope {
+    /// The shared cache.
+    pub cache: Arc<MaterialCache>,
+    /// A stable identity of the client's credentials (never the credentials).
+    pub credentials_id: String,
+}
+
+impl MaterialCache {
+    /// A cache keeping discoveries `ttl`, at most `capacity` of them.
+    pub fn new(ttl: Duration, capacity: usize) -> Self {
+        Self {
+            ttl,
+            capacity: capacity.max(1),
+            slots: Mutex::new(HashMap::new()),
+        }
+    }
+
+    fn slot(&self, key: &MaterialKey) -> Arc<Slot> {
+        let fresh = || {
+            Arc::new(Slot {
+                created: Instant::now(),
+                discovery: OnceCell::new(),
+            })
+        };
+        let Ok(mut slots) = self.slots.lock() else {
+            // A poisoned table: fetch without sharing rather than fail.
+            return fresh();
+        };
+        if let Some(s) = slots.get(key)
+            && s.created.elapsed() < self.ttl
+        {
+            return s.clone();
+        }
+        if slots.len() >= self.capacity {
+            let ttl = self.ttl;
+            slots.retain(|_, s| s.created.elapsed() < ttl);
+            if slots.len() >= self.capacity {
+                slots.clear();
+            }
+        }
+        let s = fresh();
+        slots.insert(key.clone(), s.clone());
+        s
+    }
+
+    fn forget(&self, key: &MaterialKey, slot: &Arc<Slot>) {
+        if let Ok(mut slots) = self.slots.lock()
+            && slots.get(key).is_some_and(|s| Arc::ptr_eq(s, slot))
+        {
+            slots.remove(key);
+        }
+    }
+
+    /// Entries held, expired ones included (for tests and metrics).
+    pub fn len(&self) -> usize {
+        self.slots.lock().map(|s| s.len()).unwrap_or(0)
+    }
+
+    /// Whether nothing is held.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// [`discover`] through the cache, for a client whose credentials are
+    /// identified by `credentials_id`.
+    pub async fn discover(
+        &self,
+        credentials_id: &str,
+        session: &Session<'_>,
+        image_repo: &Repository,
+        digest: &Digest,
+        want: &Want,
+        options: &DiscoveryOptions,
+    ) -> Discovery {
+        let repo = options.signature_repository.as_ref().unwrap_or(image_repo);
+        let key = MaterialKey {
+            credentials: credentials_id.to_string(),
+            repository: repo.to_string(),
+            digest: *digest,
+            want: want.clone(),
+            tag_prefix: options.tag_prefix.clone(),
+        };
+        let slot = self.slot(&key);
+        let found = slot
+            .discovery
+            .get_or_init(|| discover(session, image_repo, digest, want, options))
+            .await
+            .clone();
+        let transient = !found.errors.is_empty()
+            || found
+                .candidates
+                .iter()
+                .any(|c| matches!(c.material, Material::Unusable(_)));
+        if transient {
+            self.forget(&key, &slot);
+        }
+        found
     }
 }

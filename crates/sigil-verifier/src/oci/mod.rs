@@ -8,6 +8,11 @@ pub mod discover;
 pub mod reference;
 
 pub use auth::{Credential, Credentials};
-pub use client::{ClientConfig, Limits, RegistryClient, RegistryError, Session};
-pub use discover::{Candidate, CandidateFormat, Discovery, DiscoveryOptions, Material, Want};
+pub use client::{
+    ClientConfig, Limits, RegistryClient, RegistryError, RequestObserver, RequestOutcome, Session,
+};
+pub use discover::{
+    Candidate, CandidateFormat, Discovery, DiscoveryOptions, Material, MaterialCache,
+    MaterialScope, Want,
+};
 pub use reference::{Digest, ImageRef, ReferenceError, Repository};

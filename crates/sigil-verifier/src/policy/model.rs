@@ -186,8 +186,9 @@ pub enum StaticAction {
 pub struct SignatureSource {
     /// Repository holding signatures (`source.oci`), or the image's own.
     pub oci: Option<String>,
-    /// Secrets (in the admitted object's namespace) to pull signatures with;
-    /// the webhook resolves them, the CLI uses its docker config instead.
+    /// Secrets (in sigil's own namespace, as policy-controller reads them
+    /// from its own) to pull signatures with; the webhook resolves them, the
+    /// CLI uses its docker config instead.
     pub pull_secrets: Vec<String>,
     /// Prefix of legacy `sha256-<hex>.sig` tags.
     pub tag_prefix: Option<String>,

@@ -4,7 +4,7 @@
 //! policies through exactly the same code.
 
 use crate::image::{ImagePolicy, VerifyImageOptions, verify_image};
-use crate::oci::{DiscoveryOptions, RegistryClient, Repository, Want};
+use crate::oci::{DiscoveryOptions, MaterialScope, RegistryClient, Repository, Want};
 use crate::policy::eval::{
     AuthorityOutcome, AuthorityVerifier, VerifiedAttestation, VerifiedSignature,
 };
@@ -20,6 +20,7 @@ pub struct RegistryVerifier {
     client: RegistryClient,
     public_good: TrustedRoot,
     trust_roots: BTreeMap<String, TrustedRoot>,
+    material: Option<MaterialScope>,
 }
 
 impl RegistryVerifier {
@@ -34,7 +35,15 @@ impl RegistryVerifier {
             client,
             public_good,
             trust_roots,
+            material: None,
         }
+    }
+
+    /// Shares discovered signature material through `scope` (whose
+    /// credentials identity must be that of `client`).
+    pub fn with_material(mut self, scope: MaterialScope) -> Self {
+        self.material = Some(scope);
+        self
     }
 
     fn named(&self, name: &str) -> Result<&TrustedRoot, String> {
@@ -150,6 +159,7 @@ impl RegistryVerifier {
                 let options = VerifyImageOptions {
                     discovery: discovery.clone(),
                     now: None,
+                    material: self.material.clone(),
                 };
                 match verify_image(&reference, &policy, &root, &self.client, &options).await {
                     Ok(verdict) => {
