@@ -411,7 +411,11 @@ impl ImageJudge for PolicyJudge {
             Ok(result) => verdict_of(&result, self.no_match_verdict()),
             Err(_) => Verdict::deny(
                 Vec::new(),
-                vec!["verification did not finish before the admission deadline; retry, or raise the webhook timeout".into()],
+                vec![format!(
+                    "verification did not finish before the admission deadline: registry {} \
+                     did not answer in time (slow or unreachable); retry, or raise the webhook timeout",
+                    crate::cache::registry_host(&reference)
+                )],
             ),
         }
     }
