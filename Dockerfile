@@ -10,10 +10,12 @@
 ARG RUST_VERSION=1.95
 FROM docker.io/library/rust:${RUST_VERSION}-slim-bookworm AS build
 WORKDIR /src
-# Only what cargo reads: manifests, the lock file, and the crates (tests/data
-# included, as some unit-test fixtures are compiled from it).
+# Only what cargo reads: manifests, the lock file, the crates (tests/data
+# included, as some unit-test fixtures are compiled from it) and the e2e
+# suite, a workspace member cargo loads although it is not built here.
 COPY Cargo.toml Cargo.lock ./
 COPY crates ./crates
+COPY e2e/suite ./e2e/suite
 # The registry and target caches survive between builds (BuildKit); the
 # binaries are copied out because cache mounts are not part of the image.
 RUN --mount=type=cache,target=/usr/local/cargo/registry,sharing=locked \
