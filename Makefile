@@ -5,7 +5,7 @@ CARGO ?= cargo
 SHARED ?= $(abspath ../shared)
 SIGIL := target/release/sigil
 
-.PHONY: all build release test unit fmt fmt-check lint bench bench-peers conformance ci demo demo-down e2e-local e2e-kind lint-shell tools clean test-registry differential bench-image
+.PHONY: all build release test unit fmt fmt-check lint bench bench-peers conformance ci demo demo-down e2e-local e2e-kind lint-shell cluster-tools cluster-up cluster-down cluster-status cluster-smoke tools clean test-registry differential bench-image
 
 all: build
 
@@ -81,6 +81,18 @@ e2e-local:
 ## The end-to-end suite on kind with the chart and the container image (needs Docker).
 e2e-kind:
 	e2e/kind.sh
+
+## The local control plane alone (etcd, kube-apiserver, kube-controller-manager on 127.0.0.1).
+cluster-tools:
+	e2e/cluster/build.sh
+cluster-up:
+	e2e/local-cluster.sh up
+cluster-down:
+	e2e/local-cluster.sh down
+cluster-status:
+	e2e/local-cluster.sh status
+cluster-smoke:
+	e2e/cluster/smoke.sh
 
 ## shellcheck over every script and the workflows' run steps.
 lint-shell:

@@ -3,7 +3,9 @@
 # control plane (e2e/local-cluster.sh) with the Helm chart's out-of-cluster
 # mode (webhook.url), its controller and webhook running as host processes.
 #
-# Callers set REPO_ROOT and have KUBECONFIG exported (e2e/local-cluster.sh env).
+# Callers set REPO_ROOT and have the local cluster's environment exported
+# (eval "$(e2e/local-cluster.sh env)": KUBECONFIG, SIGIL_E2E_APISERVER,
+# SIGIL_E2E_CA, kubectl on PATH).
 
 SIGIL_NS=${SIGIL_NS:-sigil-system}
 
@@ -37,6 +39,19 @@ webhook_cert() {
     -CAcreateserial -days 2 -extfile "$dir/ext.cnf" -out "$dir/tls.crt" 2>/dev/null
 }
 
+# sa_kubeconfig SERVICEACCOUNT FILE: a kubeconfig for the local API server
+# ($SIGIL_E2E_APISERVER, $SIGIL_E2E_CA) with a 2-hour token of that
+# ServiceAccount in sigil's namespace.
+sa_kubeconfig() {
+  local sa=$1 file=$2 token
+  token=$(kubectl create token "$sa" --namespace "$SIGIL_NS" --duration 2h)
+  kubectl config --kubeconfig "$file" set-cluster local \
+    --server "$SIGIL_E2E_APISERVER" --certificate-authority "$SIGIL_E2E_CA" --embed-certs >/dev/null
+  kubectl config --kubeconfig "$file" set-credentials "$sa" --token "$token" >/dev/null
+  kubectl config --kubeconfig "$file" set-context "$sa" --cluster local --user "$sa" >/dev/null
+  kubectl config --kubeconfig "$file" use-context "$sa" >/dev/null
+}
+
 # sigil_up DIR TIMEOUT REGISTRY...: installs the chart (CRDs, RBAC, webhook
 # configurations calling https://127.0.0.1:<port>), starts sigil-controller
 # and sigil-webhook from the dev build with DIR for certificates, logs and
@@ -61,17 +76,21 @@ sigil_up() {
     --set-file webhook.caBundle="$dir/tls/ca.crt" \
     --set webhook.timeoutSeconds="$timeout" >"$dir/helm.log" 2>&1 ||
     { cat "$dir/helm.log" >&2; return 1; }
-  "$bin/sigil-controller" --namespace "$SIGIL_NS" --identity "$(hostname)-local" \
+  # Each component talks to the API server as its own ServiceAccount, so the
+  # chart's RBAC is what the e2e suite exercises.
+  sa_kubeconfig sigil-controller "$dir/controller.kubeconfig"
+  sa_kubeconfig sigil-webhook "$dir/webhook.kubeconfig"
+  KUBECONFIG=$dir/controller.kubeconfig "$bin/sigil-controller" --namespace "$SIGIL_NS" --identity "$(hostname)-local" \
     --listen "127.0.0.1:$controller" --webhook-tls external \
     >"$dir/controller.log" 2>&1 &
   echo $! >"$dir/controller.pid"
   local insecure=() r
   for r in "$@"; do insecure+=(--insecure-registry "$r"); done
-  "$bin/sigil-webhook" --namespace "$SIGIL_NS" \
+  KUBECONFIG=$dir/webhook.kubeconfig "$bin/sigil-webhook" --namespace "$SIGIL_NS" \
     --listen "127.0.0.1:$WEBHOOK_PORT" --metrics-listen "127.0.0.1:$metrics" \
     --tls-cert "$dir/tls/tls.crt" --tls-key "$dir/tls/tls.key" \
     --timeout-seconds "$timeout" \
-    --policy-snapshot-secret "$SIGIL_NS/sigil-policy-snapshot" \
+    --policy-snapshot-secret "$SIGIL_NS/sigil-policy-snapshot" --pull-secrets kube \
     "${insecure[@]}" >"$dir/webhook.log" 2>&1 &
   echo $! >"$dir/webhook.pid"
   if ! wait_url "$WEBHOOK_METRICS/readyz" 60; then

@@ -58,4 +58,11 @@ status=0
 SIGIL_E2E_WEBHOOK_BIN=${CARGO_TARGET_DIR:-$REPO_ROOT/target}/debug/sigil-webhook \
   SIGIL_E2E_NAMESPACE=$SIGIL_NS \
   cargo test -q -p sigil-e2e --test e2e -- --ignored --test-threads 1 --show-output "$@" || status=$?
+# The components ran as their ServiceAccounts: any RBAC refusal in their logs
+# means the chart grants too little, even if no scenario noticed.
+if grep -il "forbidden" "$WORK/controller.log" "$WORK/webhook.log" >&2; then
+  grep -ih "forbidden" "$WORK/controller.log" "$WORK/webhook.log" | head -n 5 >&2
+  e2e_log "e2e-local: sigil was refused by RBAC (above)"
+  status=1
+fi
 exit "$status"

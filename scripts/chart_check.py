@@ -212,9 +212,12 @@ def check_webhook(docs, values, ns, errors):
     w = values["webhook"]
     deploy = find(docs, "Deployment", "sigil-webhook")
     if not w["deploy"]:
-        for kind in ("Deployment", "Service", "ServiceAccount", "PodDisruptionBudget"):
+        for kind in ("Deployment", "Service", "PodDisruptionBudget"):
             if find(docs, kind, "sigil-webhook"):
                 errors.append(f"webhook.deploy=false still renders {kind} sigil-webhook")
+        # An out-of-cluster webhook runs as the same ServiceAccount.
+        one(docs, "ServiceAccount", "sigil-webhook", errors)
+        one(docs, "Role", "sigil-webhook", errors)
         return
     if len(deploy) != 1:
         errors.append("no webhook Deployment")
