@@ -10,13 +10,16 @@
 # kube-controller-manager built from Go modules); the registry is olareg
 # (OCI referrers API); cosign v3 signs; sigil's controller and webhook run
 # as host processes registered with the chart's webhook URL override.
-# State: ${SIGIL_DEMO_STATE:-<repo>/.cache/demo}.
+# State: ${SIGIL_DEMO_STATE:-<repo>/.cache/demo}, and the control plane's in
+# the same path with -cluster appended.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 REPO_ROOT=$PWD
 # shellcheck source=e2e/lib.sh
 . e2e/lib.sh
 STATE=${SIGIL_DEMO_STATE:-$REPO_ROOT/.cache/demo}
+# The demo's control plane is its own, apart from the e2e suite's.
+export SIGIL_E2E_STATE=$STATE-cluster
 
 step() { printf '\n\033[1m==> %s\033[0m\n' "$*"; }
 show() { printf '\033[2m$ %s\033[0m\n' "$*"; }
@@ -144,7 +147,7 @@ YAML
   step "Done in $((SECONDS - start)) s"
   cat <<EOF
 The cluster keeps running. Try it yourself:
-  eval "\$(e2e/local-cluster.sh env)"
+  eval "\$(SIGIL_E2E_STATE=$SIGIL_E2E_STATE e2e/local-cluster.sh env)"
   kubectl run again -n demo --image $reg/demo/hello:unsigned
 Logs: $STATE/sigil/{controller,webhook}.log
 Stop everything with: make demo-down
