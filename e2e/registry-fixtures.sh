@@ -50,25 +50,16 @@ if [ -n "${SIGIL_FIXTURE_OLAREG:-}" ] && [ -n "${SIGIL_FIXTURE_DOCKREG:-}" ]; th
   OLAREG=$SIGIL_FIXTURE_OLAREG
   DOCKREG=$SIGIL_FIXTURE_DOCKREG
 else
-P1=$(free_port); P2=$(free_port)
-OLAREG=127.0.0.1:$P1
-DOCKREG=127.0.0.1:$P2
-olareg serve --addr 127.0.0.1 --port "$P1" --store-type mem >"$WORK/olareg.log" 2>&1 &
-PIDS+=($!)
-cat >"$WORK/docker-registry.yml" <<YML
-version: 0.1
-log:
-  level: warn
-storage:
-  filesystem:
-    rootdirectory: $WORK/dr-store
-  delete:
-    enabled: true
-http:
-  addr: $DOCKREG
-YML
-docker-registry serve "$WORK/docker-registry.yml" >"$WORK/docker-registry.log" 2>&1 &
-PIDS+=($!)
+  P1=$(free_port); P2=$(free_port)
+  OLAREG=127.0.0.1:$P1
+  DOCKREG=127.0.0.1:$P2
+  olareg serve --addr 127.0.0.1 --port "$P1" --store-type mem >"$WORK/olareg.log" 2>&1 &
+  PIDS+=($!)
+  printf '%s\n' 'version: 0.1' 'log:' '  level: warn' 'storage:' '  filesystem:' \
+    "    rootdirectory: $WORK/dr-store" '  delete:' '    enabled: true' 'http:' \
+    "  addr: $DOCKREG" >"$WORK/docker-registry.yml"
+  docker-registry serve "$WORK/docker-registry.yml" >"$WORK/docker-registry.log" 2>&1 &
+  PIDS+=($!)
 fi
 wait_port "$OLAREG"
 wait_port "$DOCKREG"

@@ -995,23 +995,76 @@ pub fn next_link(h: &HeaderMap) -> Option<String> {
     None
 }
 
+/// The causes of a transport error, outermost first, without the layers
+/// that only wrap: reqwest's "error sending request for url (...)" (the URL
+/// is in sigil's own message) and hyper's "client error (Connect)". What is
+/// left names the cause: `tcp connect error: Connection refused (os error
+/// 111)`, `invalid peer certificate: UnknownIssuer`, ...
 fn error_chain(e: &dyn std::error::Error) -> String {
-    let mut s = e.to_string();
+    let mut levels = vec![e.to_string()];
     let mut src = e.source();
     // Bounded: error chains are short, and we stop after a few levels anyway.
     for _ in 0..5 {
         let Some(inner) = src else { break };
-        s.push_str(": ");
-        s.push_str(&inner.to_string());
+        levels.push(inner.to_string());
         src = inner.source();
     }
-    s
+    let wrapper =
+        |l: &String| l.starts_with("error sending request") || l.starts_with("client error (");
+    let causes: Vec<&str> = levels
+        .iter()
+        .filter(|l| !wrapper(l))
+        .map(String::as_str)
+        .collect();
+    if causes.is_empty() {
+        levels.join(": ")
+    } else {
+        causes.join(": ")
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use reqwest::header::HeaderValue;
+
+    #[derive(Debug)]
+    struct Level(&'static str, Option<Box<Level>>);
+    impl std::fmt::Display for Level {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str(self.0)
+        }
+    }
+    impl std::error::Error for Level {
+        fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+            self.1
+                .as_deref()
+                .map(|l| l as &(dyn std::error::Error + 'static))
+        }
+    }
+
+    #[test]
+    fn transport_errors_name_their_cause_without_the_wrappers() {
+        let refused = Level(
+            "error sending request for url (https://r.example/v2/)",
+            Some(Box::new(Level(
+                "client error (Connect)",
+                Some(Box::new(Level(
+                    "tcp connect error",
+                    Some(Box::new(Level("Connection refused (os error 111)", None))),
+                ))),
+            ))),
+        );
+        assert_eq!(
+            error_chain(&refused),
+            "tcp connect error: Connection refused (os error 111)"
+        );
+        let only_wrappers = Level("error sending request for url (x)", None);
+        assert_eq!(
+            error_chain(&only_wrappers),
+            "error sending request for url (x)"
+        );
+    }
 
     #[test]
     fn link_headers_yield_the_next_page_only() {
