@@ -241,8 +241,7 @@ pub async fn verify_image(
         }
     };
     if found.candidates.is_empty() {
-        if let Some((location, error)) = found.errors.into_iter().next() {
-            let _ = location;
+        if let Some((_, error)) = found.errors.into_iter().next() {
             return Err(registry_err(error, &session));
         }
         return Err(ImageError::NoSignature {

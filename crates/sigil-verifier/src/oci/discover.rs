@@ -10,13 +10,12 @@
 //! repository and digest for a short time, so several policies or a policy
 //! change do not fetch the same signatures again.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::fmt;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::sync::OnceCell;
-use tokio::time::Instant;
+use moka::future::Cache;
 
 use super::client::{Descriptor, Manifest, RegistryError, Session};
 use super::reference::{Digest, Repository};
@@ -436,27 +435,19 @@ struct MaterialKey {
     tag_prefix: String,
 }
 
-struct Slot {
-    created: Instant,
-    discovery: OnceCell<Discovery>,
-}
-
 /// Discovery results per (credential set, signature repository, digest,
 /// wanted kind, tag prefix), kept for a short TTL: new signatures can appear,
 /// so nothing is kept long. Concurrent misses for one key share one fetch.
-/// A discovery that hit a registry error or an unusable candidate is not
-/// kept. Bounded: when full, expired entries go, then everything.
+/// A discovery that hit a registry error or an unusable candidate is shared
+/// with the callers waiting for it but not kept. Bounded by `capacity`.
 pub struct MaterialCache {
-    ttl: Duration,
-    capacity: usize,
-    slots: Mutex<HashMap<MaterialKey, Arc<Slot>>>,
+    entries: Cache<MaterialKey, Discovery>,
 }
 
 impl fmt::Debug for MaterialCache {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("MaterialCache")
-            .field("ttl", &self.ttl)
-            .field("capacity", &self.capacity)
+            .field("ttl", &self.entries.policy().time_to_live())
             .finish_non_exhaustive()
     }
 }
@@ -474,57 +465,13 @@ pub struct MaterialScope {
 impl MaterialCache {
     /// A cache keeping discoveries `ttl`, at most `capacity` of them.
     pub fn new(ttl: Duration, capacity: usize) -> Self {
+        let capacity = u64::try_from(capacity.max(1)).unwrap_or(u64::MAX);
         Self {
-            ttl,
-            capacity: capacity.max(1),
-            slots: Mutex::new(HashMap::new()),
+            entries: Cache::builder()
+                .max_capacity(capacity)
+                .time_to_live(ttl)
+                .build(),
         }
-    }
-
-    fn slot(&self, key: &MaterialKey) -> Arc<Slot> {
-        let fresh = || {
-            Arc::new(Slot {
-                created: Instant::now(),
-                discovery: OnceCell::new(),
-            })
-        };
-        let Ok(mut slots) = self.slots.lock() else {
-            // A poisoned table: fetch without sharing rather than fail.
-            return fresh();
-        };
-        if let Some(s) = slots.get(key)
-            && s.created.elapsed() < self.ttl
-        {
-            return s.clone();
-        }
-        if slots.len() >= self.capacity {
-            let ttl = self.ttl;
-            slots.retain(|_, s| s.created.elapsed() < ttl);
-            if slots.len() >= self.capacity {
-                slots.clear();
-            }
-        }
-        let s = fresh();
-        slots.insert(key.clone(), s.clone());
-        s
-    }
-
-    fn forget(&self, key: &MaterialKey, slot: &Arc<Slot>) {
-        if let Ok(mut slots) = self.slots.lock()
-            && slots.get(key).is_some_and(|s| Arc::ptr_eq(s, slot))
-        {
-            slots.remove(key);
-        }
-    }
-
-    /// Entries held, expired ones included (for tests and metrics).
-    pub fn len(&self) -> usize {
-        self.slots.lock().map(|s| s.len()).unwrap_or(0)
-    }
-
-    /// Whether nothing is held.
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
     }
 
     /// [`discover`] through the cache, for a client whose credentials are
@@ -546,20 +493,20 @@ impl MaterialCache {
             want: want.clone(),
             tag_prefix: options.tag_prefix.clone(),
         };
-        let slot = self.slot(&key);
-        let found = slot
-            .discovery
-            .get_or_init(|| discover(session, image_repo, digest, want, options))
-            .await
-            .clone();
-        let transient = !found.errors.is_empty()
-            || found
-                .candidates
-                .iter()
-                .any(|c| matches!(c.material, Material::Unusable(_)));
-        if transient {
-            self.forget(&key, &slot);
+        // A transient result travels as the error: moka hands it to the
+        // callers already waiting and does not keep it.
+        let fetch = async {
+            let found = discover(session, image_repo, digest, want, options).await;
+            let transient = !found.errors.is_empty()
+                || found
+                    .candidates
+                    .iter()
+                    .any(|c| matches!(c.material, Material::Unusable(_)));
+            if transient { Err(found) } else { Ok(found) }
+        };
+        match self.entries.try_get_with(key, fetch).await {
+            Ok(found) => found,
+            Err(transient) => (*transient).clone(),
         }
-        found
     }
 }
