@@ -3,9 +3,10 @@
 # control plane (e2e/local-cluster.sh) with the Helm chart's out-of-cluster
 # mode (webhook.url), its controller and webhook running as host processes.
 #
-# Callers set REPO_ROOT and have the local cluster's environment exported
-# (eval "$(e2e/local-cluster.sh env)": KUBECONFIG, SIGIL_E2E_APISERVER,
-# SIGIL_E2E_CA, kubectl on PATH).
+# Also sourced by e2e/registry-fixtures.sh for free_port and wait_url, which
+# need nothing. For sigil_up, callers set REPO_ROOT and have the local
+# cluster's environment exported (eval "$(e2e/local-cluster.sh env)":
+# KUBECONFIG, SIGIL_E2E_APISERVER, SIGIL_E2E_CA, kubectl on PATH).
 
 SIGIL_NS=${SIGIL_NS:-sigil-system}
 

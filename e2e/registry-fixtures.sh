@@ -33,16 +33,10 @@ cleanup() {
 }
 trap cleanup EXIT INT TERM
 
-free_port() {
-  python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()'
-}
-wait_port() { # host:port, bounded to ~10 s
-  for _ in $(seq 1 100); do
-    if curl -fsS -o /dev/null "http://$1/v2/" 2>/dev/null; then return 0; fi
-    sleep 0.1
-  done
-  echo "registry at $1 did not come up" >&2
-  return 1
+# shellcheck source=e2e/lib.sh
+. e2e/lib.sh   # free_port, wait_url
+wait_port() { # host:port, bounded to 10 s
+  wait_url "http://$1/v2/" 10 || { echo "registry at $1 did not come up" >&2; return 1; }
 }
 
 if [ -n "${SIGIL_FIXTURE_OLAREG:-}" ] && [ -n "${SIGIL_FIXTURE_DOCKREG:-}" ]; then

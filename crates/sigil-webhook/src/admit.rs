@@ -599,11 +599,7 @@ impl<J: ImageJudge, S: PullSecretSource> Admission<J, S> {
     async fn mutate(&self, checked: &Checked, deadline: Instant) -> Decision {
         let object = &checked.object;
         let judge = self.cache.judge();
-        let secrets = ReviewSecrets::new(
-            &self.secrets,
-            object,
-            self.cache.judge().signature_pull_secrets(),
-        );
+        let secrets = ReviewSecrets::new(&self.secrets, object, judge.signature_pull_secrets());
         let distinct: Vec<_> = Self::distinct(&checked.sites)
             .into_iter()
             .filter(|(image, _)| !images::is_pinned(image))

@@ -315,23 +315,30 @@ impl Cluster {
 
     /// Applies `cip` (a ClusterImagePolicy document), labelled for cleanup.
     pub async fn apply_policy(&self, cip: &Value) -> anyhow::Result<()> {
-        let name = cip["metadata"]["name"]
-            .as_str()
-            .ok_or_else(|| anyhow!("policy without metadata.name: {cip}"))?;
-        self.apply(&format!("{CIP_PATH}/{name}"), &labelled(cip)?)
-            .await?
-            .expect_ok(&format!("applying ClusterImagePolicy {name}"))?;
-        Ok(())
+        self.apply_labelled(CIP_PATH, "ClusterImagePolicy", cip)
+            .await
     }
 
     /// Applies `trust_root` (a TrustRoot document), labelled for cleanup.
     pub async fn apply_trust_root(&self, trust_root: &Value) -> anyhow::Result<()> {
-        let name = trust_root["metadata"]["name"]
+        self.apply_labelled(TRUST_ROOT_PATH, "TrustRoot", trust_root)
+            .await
+    }
+
+    /// Applies the cluster-scoped `doc` of `kind` into `collection`, with
+    /// the suite's cleanup label.
+    async fn apply_labelled(
+        &self,
+        collection: &str,
+        kind: &str,
+        doc: &Value,
+    ) -> anyhow::Result<()> {
+        let name = doc["metadata"]["name"]
             .as_str()
-            .ok_or_else(|| anyhow!("TrustRoot without metadata.name"))?;
-        self.apply(&format!("{TRUST_ROOT_PATH}/{name}"), &labelled(trust_root)?)
+            .ok_or_else(|| anyhow!("{kind} without metadata.name: {doc}"))?;
+        self.apply(&format!("{collection}/{name}"), &labelled(doc)?)
             .await?
-            .expect_ok(&format!("applying TrustRoot {name}"))?;
+            .expect_ok(&format!("applying {kind} {name}"))?;
         Ok(())
     }
 
