@@ -292,6 +292,16 @@ pub(crate) async fn resolve_tag(
             reference.repository
         )),
         Ok(Err(e)) => Err(e.to_string()),
-        Err(_) => Err("the registry did not answer before the admission deadline".into()),
+        Err(_) => Err(deadline_passed(image)),
     }
+}
+
+/// Why registry work for `image` was cut off by the admission deadline: the
+/// one wording of every judge, naming the registry that did not answer.
+pub(crate) fn deadline_passed(image: &str) -> String {
+    format!(
+        "registry {} did not answer before the admission deadline (slow or unreachable); \
+         retry, or raise the webhook timeout",
+        crate::cache::registry_host(image)
+    )
 }

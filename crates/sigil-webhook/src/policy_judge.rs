@@ -409,14 +409,7 @@ impl ImageJudge for PolicyJudge {
         );
         match tokio::time::timeout_at(deadline, run).await {
             Ok(result) => verdict_of(&result, self.no_match_verdict()),
-            Err(_) => Verdict::deny(
-                Vec::new(),
-                vec![format!(
-                    "verification did not finish before the admission deadline: registry {} \
-                     did not answer in time (slow or unreachable); retry, or raise the webhook timeout",
-                    crate::cache::registry_host(&reference)
-                )],
-            ),
+            Err(_) => Verdict::deny(Vec::new(), vec![crate::judge::deadline_passed(&reference)]),
         }
     }
 

@@ -202,7 +202,7 @@ impl ImageJudge for StaticJudge {
         match tokio::time::timeout_at(deadline, run).await {
             Ok(Ok(_)) => Verdict::allow(self.names()),
             Ok(Err(e)) => fail(e.to_string()),
-            Err(_) => fail("the registry did not answer before the admission deadline".into()),
+            Err(_) => fail(crate::judge::deadline_passed(&reference)),
         }
     }
 
