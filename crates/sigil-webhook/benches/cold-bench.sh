@@ -26,10 +26,10 @@ cleanup() {
 }
 trap cleanup EXIT
 
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-wait_http() { # url
-  for _ in $(seq 1 400); do curl -fsS -o /dev/null "$1" 2>/dev/null && return 0; sleep 0.025; done
-  echo "no answer from $1 within 10s" >&2; return 1
+# shellcheck source=e2e/lib.sh
+. e2e/lib.sh   # free_port, wait_url
+wait_http() { # url, bounded to 10 s
+  wait_url "$1" 10 || { echo "no answer from $1 within 10s" >&2; return 1; }
 }
 
 REG=127.0.0.1:$(free_port)
