@@ -16,7 +16,7 @@ use sigil_api::compile::{
 };
 use sigil_api::trustroot::TrustRootSpec;
 use sigil_verifier::crypto::{HashAlgorithm, PublicKey};
-use sigil_verifier::policy::model::{
+use sigil_policy::model::{
     AuthorityKind, CaTrust, CompiledPolicy, KeyMaterial, Mode, SecretRef, StaticAction, TlogPolicy,
 };
 

@@ -22,10 +22,10 @@ use std::future::Future;
 use futures_util::future::join_all;
 use serde_json::{Map, Value, json};
 
-use crate::dsse::Statement;
-use crate::identity::FulcioIdentity;
-use crate::policy::glob::ImageName;
-use crate::policy::model::{
+use sigil_verifier::dsse::Statement;
+use sigil_verifier::identity::FulcioIdentity;
+use crate::glob::ImageName;
+use crate::model::{
     AuthorityKind, CompiledAttestation, CompiledAuthority, CompiledPolicy, Mode, NoMatchPolicy,
     ResourceInfo, StaticAction,
 };
@@ -419,7 +419,7 @@ fn check_attestation(
 /// `spec`, `metadata`, `apiVersion`/`kind` when the policy includes them.
 pub fn policy_document(
     authorities: &[AuthorityResult],
-    cip: &crate::policy::model::CipPolicy,
+    cip: &crate::model::CipPolicy,
     resource: &ResourceInfo,
 ) -> Value {
     let mut matches = Map::new();

@@ -21,10 +21,10 @@ use sigil_testkit::registry::Pusher;
 use sigil_testkit::{BundleSpec, Testkit, TimestampSpec, TsaOptions};
 use sigil_verifier::crypto::PublicKey;
 use sigil_verifier::identity::{IdentityMatcher, IdentityPolicy};
-use sigil_verifier::image::{
+use sigil_registry::image::{
     ImageError, ImagePolicy, ImageVerdict, VerifyImageOptions, verify_image,
 };
-use sigil_verifier::oci::{CandidateFormat, ClientConfig, RegistryClient, Want};
+use sigil_registry::{CandidateFormat, ClientConfig, RegistryClient, Want};
 use sigil_verifier::trust::TrustedRoot;
 use sigil_verifier::verify::{SignerPolicy, TimeSource, VerificationPolicy};
 
