@@ -22,13 +22,13 @@ use std::future::Future;
 use futures_util::future::join_all;
 use serde_json::{Map, Value, json};
 
-use sigil_verifier::dsse::Statement;
-use sigil_verifier::identity::FulcioIdentity;
 use crate::glob::ImageName;
 use crate::model::{
     AuthorityKind, CompiledAttestation, CompiledAuthority, CompiledPolicy, Mode, NoMatchPolicy,
     ResourceInfo, StaticAction,
 };
+use sigil_verifier::dsse::Statement;
+use sigil_verifier::identity::FulcioIdentity;
 
 /// Verifies an image's signatures and attestations for one authority: the
 /// seam between policy evaluation and OCI discovery plus bundle verification.

@@ -6,10 +6,10 @@
 
 use std::collections::BTreeMap;
 
-use sigil_verifier::crypto::{HashAlgorithm, PublicKey};
-use sigil_verifier::identity::IdentityPolicy;
 use crate::glob::{Glob, ImageName};
 use crate::rego::RegoPolicy;
+use sigil_verifier::crypto::{HashAlgorithm, PublicKey};
+use sigil_verifier::identity::IdentityPolicy;
 
 /// One compiled ClusterImagePolicy.
 #[derive(Debug, Clone)]

@@ -3,13 +3,11 @@
 //! and its trust roots, so the webhook and `sigil policy test` evaluate
 //! policies through exactly the same code.
 
-use sigil_registry::image::{ImagePolicy, VerifyImageOptions, verify_image};
-use sigil_registry::{DiscoveryOptions, MaterialScope, RegistryClient, Repository, Want};
-use crate::eval::{
-    AuthorityOutcome, AuthorityVerifier, VerifiedAttestation, VerifiedSignature,
-};
+use crate::eval::{AuthorityOutcome, AuthorityVerifier, VerifiedAttestation, VerifiedSignature};
 use crate::glob::ImageName;
 use crate::model::{AuthorityKind, CaTrust, CompiledAuthority, KeyMaterial, TlogPolicy};
+use sigil_registry::image::{ImagePolicy, VerifyImageOptions, verify_image};
+use sigil_registry::{DiscoveryOptions, MaterialScope, RegistryClient, Repository, Want};
 use sigil_verifier::trust::{CertificateAuthority, TrustedRoot, ValidFor};
 use sigil_verifier::verify::{SignedContent, SignerPolicy, VerificationPolicy};
 use sigil_verifier::x509::Certificate;

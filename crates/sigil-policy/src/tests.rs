@@ -11,9 +11,6 @@ use std::future::Future;
 use std::pin::pin;
 use std::task::{Context, Poll, Waker};
 
-use sigil_verifier::crypto::HashAlgorithm;
-use sigil_verifier::dsse::Statement;
-use sigil_verifier::identity::{FulcioExtensions, FulcioIdentity, IdentityMatcher, IdentityPolicy};
 use crate::eval::{
     AuthorityOutcome, AuthorityVerifier, VerifiedAttestation, VerifiedSignature, evaluate_image,
 };
@@ -25,6 +22,9 @@ use crate::model::{
 };
 use crate::rego::RegoPolicy;
 use crate::render::render;
+use sigil_verifier::crypto::HashAlgorithm;
+use sigil_verifier::dsse::Statement;
+use sigil_verifier::identity::{FulcioExtensions, FulcioIdentity, IdentityMatcher, IdentityPolicy};
 
 const DIGEST: &str = "sha256:07b2ad76d4dd7b15cb582654a11e03d42811d830732b4a3a2e469e6b0832a85d";
 const SLSA: &str = include_str!("../tests/data/policy/slsa-provenance-v1.statement.json");

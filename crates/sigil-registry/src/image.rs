@@ -8,15 +8,17 @@ use std::fmt;
 
 use time::OffsetDateTime;
 
-use sigil_verifier::bundle::Bundle;
-use crate::legacy::{verify_legacy_attestation, verify_simple_signing};
 use crate::discover::discover;
+use crate::legacy::{verify_legacy_attestation, verify_simple_signing};
 use crate::{
     CandidateFormat, Digest, DiscoveryOptions, ImageRef, Material, MaterialScope, ReferenceError,
     RegistryClient, RegistryError, Want,
 };
+use sigil_verifier::bundle::Bundle;
 use sigil_verifier::trust::TrustedRoot;
-use sigil_verifier::verify::{Artifact, SignedContent, VerificationPolicy, VerifiedBundle, verify_bundle};
+use sigil_verifier::verify::{
+    Artifact, SignedContent, VerificationPolicy, VerifiedBundle, verify_bundle,
+};
 
 /// What an image must carry.
 #[derive(Debug, Clone)]

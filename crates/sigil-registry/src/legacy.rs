@@ -22,10 +22,14 @@ use base64::Engine as _;
 use serde::Deserialize;
 use time::OffsetDateTime;
 
-use sigil_verifier::bundle::{Bundle, BundleVersion, Content, DsseEnvelope, SigningMaterial, TlogEntry};
 use crate::Digest;
+use sigil_verifier::bundle::{
+    Bundle, BundleVersion, Content, DsseEnvelope, SigningMaterial, TlogEntry,
+};
 use sigil_verifier::trust::TrustedRoot;
-use sigil_verifier::verify::{Artifact, VerificationPolicy, VerifiedBundle, VerifyError, verify_bundle};
+use sigil_verifier::verify::{
+    Artifact, VerificationPolicy, VerifiedBundle, VerifyError, verify_bundle,
+};
 use sigil_verifier::x509::Certificate;
 
 /// Layer annotation holding the base64 signature.
@@ -356,12 +360,12 @@ pub fn verify_legacy_attestation(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use sigil_verifier::identity::{IdentityMatcher, IdentityPolicy};
     use sigil_testkit::cosign::{RFC3161_ANNOTATION, legacy_signature, rekor_bundle_annotation};
     use sigil_testkit::tsa::TimestampRequest;
     use sigil_testkit::{
         BundleSpec, Content as KitContent, Testkit, TimestampSpec, TlogSpec, V1Kind,
     };
+    use sigil_verifier::identity::{IdentityMatcher, IdentityPolicy};
 
     const IMAGE: &str = "sha256:07b2ad76d4dd7b15cb582654a11e03d42811d830732b4a3a2e469e6b0832a85d";
 

@@ -8,10 +8,10 @@ use std::time::Duration;
 
 use clap::{Parser, ValueEnum};
 use sha2::{Digest as _, Sha256};
-use sigil_verifier::crypto::PublicKey;
-use sigil_verifier::identity::{IdentityMatcher, IdentityPolicy};
 use sigil_registry::image::ImagePolicy;
 use sigil_registry::{ClientConfig, Credentials, Limits, Want};
+use sigil_verifier::crypto::PublicKey;
+use sigil_verifier::identity::{IdentityMatcher, IdentityPolicy};
 use sigil_verifier::trust::TrustedRoot;
 use sigil_verifier::verify::{SignerPolicy, VerificationPolicy};
 

@@ -268,8 +268,7 @@ pub trait PullSecretSource: Send + Sync + 'static {
 /// The digest an image reference already names, if any; an unparsable
 /// reference is an error naming it.
 pub(crate) fn digest_of(image: &str) -> Result<Option<String>, String> {
-    let reference =
-        sigil_registry::reference::ImageRef::parse(image).map_err(|e| e.to_string())?;
+    let reference = sigil_registry::reference::ImageRef::parse(image).map_err(|e| e.to_string())?;
     Ok(reference.digest.map(|d| d.to_string()))
 }
 
@@ -280,8 +279,7 @@ pub(crate) async fn resolve_tag(
     image: &str,
     deadline: Instant,
 ) -> Result<String, String> {
-    let reference =
-        sigil_registry::reference::ImageRef::parse(image).map_err(|e| e.to_string())?;
+    let reference = sigil_registry::reference::ImageRef::parse(image).map_err(|e| e.to_string())?;
     let tag = reference.tag.clone().unwrap_or_else(|| "latest".into());
     let session = client.session();
     let run = session.resolve_tag(&reference.repository, &tag);

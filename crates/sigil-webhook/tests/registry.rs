@@ -25,10 +25,8 @@ use axum::http::{HeaderMap, Response, StatusCode, Uri};
 use base64::Engine as _;
 use common::{config, message, post, response};
 use serde_json::{Value, json};
-use sigil_registry::{
-    ClientConfig, Credential, Limits, MaterialCache, RegistryClient, Repository,
-};
 use sigil_policy::model::NoMatchPolicy;
+use sigil_registry::{ClientConfig, Credential, Limits, MaterialCache, RegistryClient, Repository};
 use sigil_verifier::trust::TrustedRoot;
 use sigil_webhook::admit::Admission;
 use sigil_webhook::judge::{
