@@ -139,8 +139,7 @@ pub struct Authority {
 #[derive(KubeSchema, Serialize, Deserialize, Debug, Clone, Default, PartialEq)]
 #[serde(rename_all = "camelCase")]
 #[x_kube(
-    validation = Rule::new("[has(self.data), has(self.secretRef), has(self.kms)].filter(x, x).size() == 1").message("exactly one of data or secretRef must be set"),
-    validation = Rule::new("!has(self.kms)").message("KMS keys are not supported: export the public key (cosign public-key --key <kms-uri>) and set data or secretRef"),
+    validation = Rule::new("[has(self.data), has(self.secretRef), has(self.kms)].filter(x, x).size() == 1").message("exactly one of data, secretRef or kms must be set"),
     validation = Rule::new("!has(self.hashAlgorithm) || self.hashAlgorithm == 'sha256'").message("hashAlgorithm: sigil verifies key signatures over sha256 digests only (cosign's default); sign without --signature-digest-algorithm and set sha256 or remove the field")
 )]
 pub struct KeyRef {
@@ -151,8 +150,14 @@ pub struct KeyRef {
     /// A Secret whose single data entry holds the PEM.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub secret_ref: Option<SecretReference>,
-    /// Not supported by sigil (kept so it is rejected, not pruned).
+    /// A KMS-held key, as cosign names it: `hashivault://NAME`,
+    /// `openbao://NAME`, `awskms://[ENDPOINT]/ID|ARN|alias/NAME`,
+    /// `gcpkms://projects/P/locations/L/keyRings/R/cryptoKeys/K[/cryptoKeyVersions/V]`
+    /// or `azurekms://VAULT_HOST/KEY[/VERSION]`. The controller fetches the
+    /// public key (credentials from its KMS settings), refreshes it and keeps
+    /// the last good one while the KMS cannot be reached.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 2048))]
     pub kms: Option<String>,
     /// Digest algorithm the key signed over. sigil supports `sha256` (cosign's
     /// default) only; other values (policy-controller also knows sha224,

@@ -101,7 +101,17 @@ pub trait SecretResolver {
     fn config_map(&self, _reference: &ConfigMapRef) -> Option<Result<String, String>> {
         None
     }
+
+    /// The PEM public key a `key.kms` URI names; `None` when no KMS can be
+    /// asked here (offline), `Some(Err(reason))` when the KMS refused.
+    fn kms(&self, _uri: &str) -> Option<Result<String, String>> {
+        None
+    }
 }
+
+/// How the message of an offline `key.kms` begins: [`is_offline_only`]
+/// lets `sigil policy lint` report it as a note.
+pub const KMS_OFFLINE: &str = "fetched by sigil-controller from the KMS";
 
 /// How the message of an offline `configMapRef` begins: compiling it needs
 /// the cluster, which [`is_offline_only`] lets `sigil policy lint` tell apart
@@ -110,7 +120,8 @@ pub const CONFIG_MAP_OFFLINE: &str = "resolved by sigil-controller from ConfigMa
 
 /// Whether `error` only says a `configMapRef` could not be read offline.
 pub fn is_offline_only(error: &FieldError) -> bool {
-    error.path.ends_with(".configMapRef") && error.message.starts_with(CONFIG_MAP_OFFLINE)
+    (error.path.ends_with(".configMapRef") && error.message.starts_with(CONFIG_MAP_OFFLINE))
+        || (error.path.ends_with(".kms") && error.message.starts_with(KMS_OFFLINE))
 }
 
 /// A resolver for offline use: Secrets stay unresolved references.
@@ -364,6 +375,24 @@ fn compile_key(
         Pem::Inline(pem) => {
             KeyMaterial::Resolved(parse_public_key(&format!("{path}.data"), &pem, errs)?)
         }
+        Pem::Kms(uri) => {
+            match secrets.kms(&uri) {
+                Some(Ok(pem)) => {
+                    KeyMaterial::Resolved(parse_public_key(&format!("{path}.kms"), &pem, errs)?)
+                }
+                Some(Err(reason)) => {
+                    errs.add(format!("{path}.kms"), format!("{uri}: {reason}"));
+                    return None;
+                }
+                None => {
+                    errs.add(
+                    format!("{path}.kms"),
+                    format!("{KMS_OFFLINE} {uri} (syntax checked; the key cannot be fetched offline)"),
+                );
+                    return None;
+                }
+            }
+        }
         Pem::Secret(secret) => match secrets.resolve(&secret) {
             None => KeyMaterial::Secret(secret),
             Some(Ok(pem)) => {
@@ -381,21 +410,25 @@ fn compile_key(
     })
 }
 
-/// A PEM given inline or by Secret.
+/// A PEM given inline, by Secret or by KMS URI.
 enum Pem {
     Inline(String),
     Secret(SecretRef),
+    Kms(String),
 }
 
 /// Checks the data/secretRef/kms one-of of a KeyRef.
 fn key_source(path: &str, key: &KeyRef, errs: &mut Errors) -> Option<Pem> {
-    if key.kms.is_some() {
-        errs.add(
-            format!("{path}.kms"),
-            "KMS keys are not supported: export the public key (`cosign public-key --key \
-             <kms-uri>`) and put it in data or in a Secret named by secretRef",
-        );
-        return None;
+    if let Some(uri) = &key.kms {
+        if key.data.is_some() || key.secret_ref.is_some() {
+            errs.add(path, "set only one of data, secretRef and kms");
+            return None;
+        }
+        if let Err(e) = sigil_kms::KmsRef::parse(uri) {
+            errs.add(format!("{path}.kms"), e.to_string());
+            return None;
+        }
+        return Some(Pem::Kms(uri.clone()));
     }
     match (&key.data, &key.secret_ref) {
         (Some(data), None) => Some(Pem::Inline(data.clone())),
@@ -417,7 +450,7 @@ fn key_source(path: &str, key: &KeyRef, errs: &mut Errors) -> Option<Pem> {
             None
         }
         (None, None) => {
-            errs.add(path, "one of data or secretRef is required");
+            errs.add(path, "one of data, secretRef or kms is required");
             None
         }
     }
@@ -477,6 +510,13 @@ fn compile_keyless(path: &str, k: &KeylessRef, errs: &mut Errors) -> Option<Keyl
                 CaTrust::CaCert(parse_cert_chain(&format!("{p}.data"), &pem, errs)?)
             }
             Pem::Secret(secret) => CaTrust::CaCertSecret(secret),
+            Pem::Kms(_) => {
+                errs.add(
+                    format!("{p}.kms"),
+                    "a CA certificate chain cannot come from a KMS; set data or secretRef",
+                );
+                return None;
+            }
         }
     } else if let Some(name) = trust_root {
         CaTrust::TrustRoot(name)

@@ -162,7 +162,7 @@ fn an_invalid_key_names_its_field() {
     );
     assert_error(
         &key_policy("{}"),
-        "spec.authorities[0].key: one of data or secretRef is required",
+        "spec.authorities[0].key: one of data, secretRef or kms is required",
     );
 }
 
@@ -236,11 +236,67 @@ fn a_secret_ref_stays_a_reference_offline_and_resolves_through_the_resolver() {
     );
 }
 
+/// Answers `key.kms` look-ups as the controller does after fetching.
+struct FetchedKms(Result<String, String>);
+
+impl SecretResolver for FetchedKms {
+    fn resolve(&self, _secret: &SecretRef) -> Option<Result<String, String>> {
+        None
+    }
+    fn kms(&self, _uri: &str) -> Option<Result<String, String>> {
+        Some(self.0.clone())
+    }
+}
+
 #[test]
-fn kms_keys_are_rejected_with_what_to_do_instead() {
+fn kms_keys_are_syntax_checked_offline_and_left_to_the_controller() {
+    let errs = errors(&key_policy(
+        "kms: awskms:///arn:aws:kms:us-east-1:111122223333:key/1234abcd-12ab-34cd-56ef-1234567890ab",
+    ));
+    assert_eq!(errs.len(), 1, "{errs:#?}");
+    assert!(
+        errs[0]
+            .starts_with("spec.authorities[0].key.kms: fetched by sigil-controller from the KMS"),
+        "{errs:#?}"
+    );
     assert_error(
-        &key_policy("kms: awskms:///arn:aws:kms:us-east-1:111122223333:key/abc"),
-        "spec.authorities[0].key.kms: KMS keys are not supported: export the public key",
+        &key_policy("kms: awskms:///not-a-key"),
+        "spec.authorities[0].key.kms: `awskms:///not-a-key` is not a valid awskms key reference: expected awskms://[ENDPOINT]/KEY",
+    );
+    assert_error(
+        &key_policy("kms: k8s://ns/name"),
+        "spec.authorities[0].key.kms: `k8s://ns/name` is not a supported KMS URI",
+    );
+    assert_error(
+        &key_policy(
+            "kms: hashivault://k
+secretRef: {name: x}",
+        ),
+        "spec.authorities[0].key: set only one of data, secretRef and kms",
+    );
+}
+
+#[test]
+fn a_fetched_kms_key_compiles_like_inline_data_and_a_refusal_names_the_uri() {
+    let yaml = key_policy("kms: hashivault://release");
+    let compiled = compile_with(&yaml, &FetchedKms(Ok(P256.to_owned()))).unwrap();
+    assert!(matches!(
+        &compiled.authorities[0].kind,
+        AuthorityKind::Key(k) if matches!(k.key, KeyMaterial::Resolved(_))
+    ));
+    let err = compile_with(&yaml, &FetchedKms(Err("permission denied".into())))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("spec.authorities[0].key.kms: hashivault://release: permission denied"),
+        "{err}"
+    );
+    let err = compile_with(&yaml, &FetchedKms(Ok("not a key".into())))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("spec.authorities[0].key.kms: invalid public key"),
+        "{err}"
     );
 }
 

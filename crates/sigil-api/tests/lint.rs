@@ -128,7 +128,7 @@ fn conversion_rewrites_api_version_and_reports_what_sigil_does_not_support() {
         c.yaml
     );
     let report = c.report.join("\n");
-    assert!(report.contains("document 1 (ClusterImagePolicy legacy): unsupported or invalid: spec.authorities[0].key.kms: KMS keys are not supported"), "{report}");
+    assert!(!report.contains("key.kms"), "KMS keys convert: {report}");
     assert!(
         report.contains(
             "spec.authorities[1].attestations[0].policy.type: CUE policies are not supported"
@@ -146,4 +146,36 @@ fn conversion_rewrites_api_version_and_reports_what_sigil_does_not_support() {
 
     let converted = lint_yaml(&c.yaml).unwrap();
     assert!(converted[0].errors.is_empty(), "{:?}", converted[0].errors);
+}
+
+#[test]
+fn kms_keys_lint_clean_with_a_note_and_bad_uris_are_errors() {
+    let doc = |uri: &str| {
+        format!(
+            "apiVersion: policy.sigil.dev/v1alpha1\nkind: ClusterImagePolicy\nmetadata: {{name: kms}}\n\
+             spec:\n  images: [{{glob: \"**\"}}]\n  authorities:\n  - key: {{kms: \"{uri}\"}}\n"
+        )
+    };
+    for uri in [
+        "hashivault://release",
+        "awskms:///alias/release",
+        "gcpkms://projects/p/locations/global/keyRings/r/cryptoKeys/k",
+        "azurekms://v.vault.azure.net/release",
+    ] {
+        let r = lint_yaml(&doc(uri)).unwrap();
+        assert!(r[0].errors.is_empty(), "{uri}: {:?}", r[0].errors);
+        assert!(
+            r[0].notes
+                .iter()
+                .any(|n| n.contains("fetched by sigil-controller from the KMS") && n.contains(uri)),
+            "{uri}: {:?}",
+            r[0].notes
+        );
+    }
+    let r = lint_yaml(&doc("gcpkms://projects/p")).unwrap();
+    assert!(
+        r[0].errors[0].contains("not a valid gcpkms key reference"),
+        "{:?}",
+        r[0].errors
+    );
 }
