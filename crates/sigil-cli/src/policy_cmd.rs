@@ -186,6 +186,7 @@ fn convert(files: &[PathBuf]) -> Result<()> {
 /// Reads and compiles every ClusterImagePolicy of `files`, as the
 /// controller would (Secrets stay unresolved references).
 fn load_policies(files: &[PathBuf]) -> Result<Vec<CompiledPolicy>> {
+    let kms = KmsFromEnvironment::new()?;
     let mut out = Vec::new();
     for path in files {
         let text = read(path)?;
@@ -198,9 +199,8 @@ fn load_policies(files: &[PathBuf]) -> Result<Vec<CompiledPolicy>> {
             let cip: sigil_api::ClusterImagePolicy = serde_json::from_value(doc)
                 .with_context(|| format!("{}: invalid ClusterImagePolicy", path.display()))?;
             let name = cip.metadata.name.clone().unwrap_or_default();
-            let compiled =
-                sigil_api::compile::compile_policy(&name, &cip.spec, &sigil_api::compile::Offline)
-                    .with_context(|| format!("{}: ClusterImagePolicy {name}", path.display()))?;
+            let compiled = sigil_api::compile::compile_policy(&name, &cip.spec, &kms)
+                .with_context(|| format!("{}: ClusterImagePolicy {name}", path.display()))?;
             out.push(compiled);
         }
     }
@@ -208,6 +208,43 @@ fn load_policies(files: &[PathBuf]) -> Result<Vec<CompiledPolicy>> {
         bail!("no ClusterImagePolicy found in the --policy files");
     }
     Ok(out)
+}
+
+/// Fetches `key.kms` public keys with this process's environment (VAULT_ADDR,
+/// AWS_REGION, GOOGLE_APPLICATION_CREDENTIALS, AZURE_CLIENT_ID, …), as cosign
+/// does; Secrets stay unresolved references.
+struct KmsFromEnvironment {
+    rt: tokio::runtime::Runtime,
+    env: sigil_kms::Env,
+    http: sigil_kms::Http,
+}
+
+impl KmsFromEnvironment {
+    fn new() -> Result<Self> {
+        Ok(Self {
+            rt: tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .context("cannot start the async runtime")?,
+            env: sigil_kms::Env::from_process(),
+            http: sigil_kms::Http::default(),
+        })
+    }
+}
+
+impl sigil_api::compile::SecretResolver for KmsFromEnvironment {
+    fn resolve(&self, _secret: &sigil_policy::model::SecretRef) -> Option<Result<String, String>> {
+        None
+    }
+
+    fn kms(&self, uri: &str) -> Option<Result<String, String>> {
+        // The compiler checked the syntax before asking.
+        let reference = sigil_kms::KmsRef::parse(uri).ok()?;
+        let fetched = self.rt.block_on(sigil_kms::fetch_public_key(
+            &reference, &self.env, &self.http,
+        ));
+        Some(fetched.map(|k| k.pem).map_err(|e| e.to_string()))
+    }
 }
 
 /// Reads `NAME=trusted_root.json` arguments.

@@ -63,6 +63,21 @@ pub struct Args {
     /// configuration changes are also watched.
     #[arg(long, default_value_t = 600)]
     pub tls_check_secs: u64,
+    /// How often a `key.kms` public key is fetched again (seconds); while
+    /// the KMS cannot be reached the last good key stays in force and the
+    /// policy is retried every 30 s.
+    #[arg(long, default_value_t = 300)]
+    pub kms_refresh_secs: u64,
+    /// Time for one KMS request (seconds).
+    #[arg(long, default_value_t = 10)]
+    pub kms_timeout_secs: u64,
+    /// A Secret in sigil's namespace whose entries (VAULT_ADDR, VAULT_TOKEN,
+    /// AWS_ACCESS_KEY_ID, GOOGLE_APPLICATION_CREDENTIALS, AZURE_CLIENT_ID, …)
+    /// set that provider's KMS settings over the controller's environment,
+    /// as PROVIDER=NAME with PROVIDER one of hashivault, awskms, gcpkms,
+    /// azurekms (repeatable).
+    #[arg(long, value_name = "PROVIDER=NAME", value_parser = crate::kms::parse_credentials_flag)]
+    pub kms_credentials_secret: Vec<(sigil_kms::Provider, String)>,
 }
 
 /// Who handles webhook TLS.
@@ -112,6 +127,14 @@ impl Args {
     pub fn manages_webhook_tls(&self) -> bool {
         self.webhook_tls == WebhookTls::Managed && !self.cert_manager
     }
+    /// KMS key refresh interval.
+    pub fn kms_refresh(&self) -> Duration {
+        Duration::from_secs(self.kms_refresh_secs.max(10))
+    }
+    /// Time for one KMS request.
+    pub fn kms_timeout(&self) -> Duration {
+        Duration::from_secs(self.kms_timeout_secs.max(1))
+    }
     /// TLS check interval.
     pub fn tls_check(&self) -> Duration {
         Duration::from_secs(self.tls_check_secs.max(10))
@@ -142,6 +165,27 @@ mod tests {
         assert_eq!(external.webhook_tls, WebhookTls::External);
         assert!(!external.manages_webhook_tls());
         assert!(!parse(&["--cert-manager"]).unwrap().manages_webhook_tls());
+    }
+
+    #[test]
+    fn kms_credentials_secrets_are_named_per_provider() {
+        let args = parse(&[
+            "--kms-credentials-secret",
+            "hashivault=vault-token",
+            "--kms-credentials-secret",
+            "openbao=bao",
+        ])
+        .unwrap();
+        assert_eq!(
+            args.kms_credentials_secret,
+            vec![
+                (sigil_kms::Provider::Vault, "vault-token".to_owned()),
+                (sigil_kms::Provider::Vault, "bao".to_owned())
+            ]
+        );
+        let err = parse(&["--kms-credentials-secret", "s3=x"]).unwrap_err().to_string();
+        assert!(err.contains("not a KMS provider"), "{err}");
+        assert!(parse(&["--kms-credentials-secret", "awskms"]).is_err());
     }
 
     #[test]

@@ -37,6 +37,8 @@ pub struct Context {
     /// Names of TrustRoots whose published material changed; the policy
     /// controller re-reconciles the policies that refer to them.
     pub trust_root_changed: mpsc::UnboundedSender<String>,
+    /// Public keys fetched for `key.kms`, and how to fetch them.
+    pub kms: crate::kms::KmsKeys,
 }
 
 impl Context {
@@ -57,6 +59,12 @@ impl Context {
             },
         );
         let publisher = Publisher::new(client.clone(), &args.namespace, metrics.clone());
+        let kms = crate::kms::KmsKeys::new(
+            args.kms_refresh(),
+            args.kms_timeout(),
+            sigil_kms::Env::from_process(),
+            args.kms_credentials_secret.iter().cloned().collect(),
+        );
         Self {
             client,
             args,
@@ -66,6 +74,7 @@ impl Context {
             leading,
             tuf: Mutex::default(),
             trust_root_changed,
+            kms,
         }
     }
 

@@ -21,6 +21,7 @@
 pub mod config;
 pub mod context;
 pub mod error;
+pub mod kms;
 pub mod leader;
 pub mod metrics;
 pub mod policy;

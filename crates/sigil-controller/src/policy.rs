@@ -94,8 +94,9 @@ pub async fn resolve(
     let r = Resolver { ctx };
     for (i, a) in spec.authorities.iter_mut().enumerate() {
         if let Some(key) = &mut a.key {
-            r.key(&format!("spec.authorities[{i}].key"), key, &mut problems)
-                .await?;
+            let path = format!("spec.authorities[{i}].key");
+            r.key(&path, key, &mut problems).await?;
+            crate::kms::resolve_key(ctx, &path, key, &mut problems).await?;
         }
         if let Some(ca) = a.keyless.as_mut().and_then(|k| k.ca_cert.as_mut()) {
             r.key(
@@ -324,6 +325,18 @@ pub async fn reconcile(cip: Arc<ClusterImagePolicy>, ctx: Arc<Context>) -> Resul
             ),
         };
     }
+    // A KMS that cannot be reached leaves the last good key in force: the
+    // policy is enforced, but Ready says what is wrong until it recovers.
+    let kms_degraded = ctx.kms.degraded(&cip.spec).await;
+    if verdict.ok && !kms_degraded.is_empty() {
+        verdict = Verdict::failed("Ready", "KMSUnreachable", kms_degraded.join("; "));
+    }
+    let requeue = if crate::kms::uses_kms(&cip.spec) {
+        let again = if kms_degraded.is_empty() { ctx.kms.refresh() } else { RETRY_UNRESOLVED };
+        requeue.min(again)
+    } else {
+        requeue
+    };
     ctx.metrics.policy_state(&name, Some(verdict.ok));
     let previous = cip
         .status
