@@ -328,7 +328,7 @@ async fn planted_credentials_appear_in_no_log_metric_or_admission_answer() {
                 "apiVersion": "policy.sigil.dev/snapshot/v1", "revision": 1,
                 "generatedAt": "2026-01-01T00:00:00Z", "trustRoots": [],
                 "policies": [
-                    policy("pods", &format!("127.0.0.1:*/team/**"), None),
+                    policy("pods", "127.0.0.1:*/team/**", None),
                     policy(
                         "signatures",
                         &format!("{sig_host}/sig/**"),
