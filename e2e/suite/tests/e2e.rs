@@ -872,11 +872,16 @@ async fn graceful_local(bin: &str) {
             }
         }
     };
-    // Slow reviews: distinct images on the hanging registry.
+    // Slow reviews: distinct images on the hanging registry, by digest (a
+    // tag reaching /validate is denied at once: pinning is on).
     const SLOW: usize = 6;
+    let zeros = "0".repeat(64);
     let mut slow = Vec::new();
     for i in 0..SLOW {
-        let body = review(format!("slow-{i}"), format!("{hanging_addr}/app/slow{i}:1"));
+        let body = review(
+            format!("slow-{i}"),
+            format!("{hanging_addr}/app/slow{i}@sha256:{zeros}"),
+        );
         slow.push(tokio::spawn(post(body)));
     }
     // Fast reviews keep coming until the server stops taking them.
