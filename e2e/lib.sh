@@ -72,6 +72,7 @@ sigil_up() {
   metrics=$(free_port)
   controller=$(free_port)
   WEBHOOK_METRICS=http://127.0.0.1:$metrics
+  # shellcheck disable=SC2034 # read by the scripts that source this file
   CONTROLLER_METRICS=http://127.0.0.1:$controller
   helm upgrade --install sigil "$REPO_ROOT/charts/sigil" \
     --namespace "$SIGIL_NS" --create-namespace \
