@@ -84,7 +84,9 @@ struct VerifyBundleArgs {
 
 fn main() -> ExitCode {
     let version = sigil_registry::tls::version_text(env!("CARGO_PKG_VERSION"));
-    let matches = Cli::command().version(&*Box::leak(version.into_boxed_str())).get_matches();
+    let matches = Cli::command()
+        .version(&*Box::leak(version.into_boxed_str()))
+        .get_matches();
     let cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
     // Before any signature or TLS: a FIPS build must not run outside FIPS mode.
     if let Err(e) = sigil_registry::tls::install_provider() {

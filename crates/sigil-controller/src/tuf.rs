@@ -470,7 +470,10 @@ fn decode_key(key: &Key) -> Option<(PublicKey, HashAlgorithm)> {
     match (key.keytype.as_str(), key.scheme.as_str()) {
         ("ed25519", "ed25519") => {
             let bytes: [u8; 32] = hex::decode(public).ok()?.try_into().ok()?;
-            Some((PublicKey::ed25519_from_bytes(&bytes).ok()?, HashAlgorithm::Sha512))
+            Some((
+                PublicKey::ed25519_from_bytes(&bytes).ok()?,
+                HashAlgorithm::Sha512,
+            ))
         }
         ("ecdsa" | "ecdsa-sha2-nistp256", "ecdsa-sha2-nistp256") => match from_text(public)? {
             k @ PublicKey::P256(_) => Some((k, HashAlgorithm::Sha256)),

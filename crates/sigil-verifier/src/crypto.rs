@@ -423,8 +423,9 @@ fn rsa_modulus_bits(rsa_public_key: &[u8]) -> Result<usize, der::DerError> {
 /// minimally encoded INTEGERs and nothing else.
 fn ecdsa_der_well_formed(sig: &[u8]) -> bool {
     let positive = |t: &der::Tlv<'_>| {
-        t.integer_bytes()
-            .is_ok_and(|b| b.first().is_some_and(|top| top & 0x80 == 0) && b.iter().any(|&x| x != 0))
+        t.integer_bytes().is_ok_and(|b| {
+            b.first().is_some_and(|top| top & 0x80 == 0) && b.iter().any(|&x| x != 0)
+        })
     };
     let Ok(seq) = der::parse_single(sig) else {
         return false;
@@ -556,7 +557,11 @@ impl std::fmt::Display for CryptoModule {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match (self.fips_build, self.fips_mode) {
             (true, true) => write!(f, "AWS-LC {} (FIPS 140-3 module, FIPS mode)", self.version),
-            (true, false) => write!(f, "AWS-LC {} (FIPS 140-3 module, NOT in FIPS mode)", self.version),
+            (true, false) => write!(
+                f,
+                "AWS-LC {} (FIPS 140-3 module, NOT in FIPS mode)",
+                self.version
+            ),
             (false, _) => write!(f, "AWS-LC {} (not FIPS)", self.version),
         }
     }
@@ -743,7 +748,8 @@ fwlMW+gIutNKVRaMyS4rQKvgngc5p8UbLj55pVHhIoAxi/SRgURZI0J3Xw==
             let mut sig = vec![0; pair.public_modulus_len()];
             pair.sign(enc, &rng, b"rsa", &mut sig).unwrap();
             key.verify(b"rsa", &sig, hash).unwrap();
-            key.verify_prehash(&hash.digest(b"rsa"), &sig, hash).unwrap();
+            key.verify_prehash(&hash.digest(b"rsa"), &sig, hash)
+                .unwrap();
             assert!(key.verify(b"rsb", &sig, hash).is_err());
         }
     }

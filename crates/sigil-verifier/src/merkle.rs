@@ -4,7 +4,6 @@
 //! Only SHA-256 trees exist in Sigstore, so the hash is fixed here rather than
 //! threaded through every call.
 
-
 /// Why an inclusion proof was rejected.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum MerkleError {

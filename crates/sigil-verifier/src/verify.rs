@@ -504,4 +504,3 @@ pub fn verify_bundle(
         content,
     })
 }
-

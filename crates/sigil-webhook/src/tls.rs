@@ -123,12 +123,13 @@ impl CertFiles {
             path: self.key.clone(),
             reason: e.to_string(),
         })?;
-        let signing = rustls::crypto::aws_lc_rs::sign::any_supported_type(&key_der).map_err(|e| {
-            TlsError::Key {
-                path: self.key.clone(),
-                reason: e.to_string(),
-            }
-        })?;
+        let signing =
+            rustls::crypto::aws_lc_rs::sign::any_supported_type(&key_der).map_err(|e| {
+                TlsError::Key {
+                    path: self.key.clone(),
+                    reason: e.to_string(),
+                }
+            })?;
         let certified = CertifiedKey::new(chain, signing);
         certified.keys_match().map_err(|e| TlsError::Mismatch {
             cert: self.cert.clone(),
