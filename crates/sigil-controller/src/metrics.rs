@@ -1,6 +1,7 @@
 //! Prometheus metrics (prometheus-client): reconciliations, errors by
 //! reason, policies by state, trust-root age and last refresh, snapshot
-//! revision, leadership and certificate expiry.
+//! revision, leadership and certificate expiry; the build and crypto module
+//! (`sigil_controller_build_info`).
 
 use std::collections::BTreeMap;
 use std::sync::Mutex;
@@ -55,6 +56,18 @@ pub struct Metrics {
     cert_expiry: Gauge,
     policy_states: Mutex<BTreeMap<String, bool>>,
     refreshed_at: Mutex<BTreeMap<String, i64>>,
+}
+
+/// The `build` info metric's labels: the version and the crypto module, so a
+/// dashboard can tell FIPS replicas from the others.
+fn build_info() -> prometheus_client::metrics::info::Info<Vec<(&'static str, String)>> {
+    let module = sigil_verifier::crypto::CryptoModule::current();
+    prometheus_client::metrics::info::Info::new(vec![
+        ("version", env!("CARGO_PKG_VERSION").to_owned()),
+        ("crypto_module", module.label().to_owned()),
+        ("crypto_version", module.version.clone()),
+        ("fips_mode", module.fips_mode.to_string()),
+    ])
 }
 
 impl Default for Metrics {
@@ -112,6 +125,11 @@ impl Default for Metrics {
             "webhook_certificate_expiry_timestamp_seconds",
             "Unix time at which the webhook serving certificate expires",
             m.cert_expiry.clone(),
+        );
+        registry.register(
+            "build",
+            "Version and crypto module of this binary",
+            build_info(),
         );
         Self { registry, ..m }
     }

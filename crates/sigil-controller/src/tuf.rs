@@ -3,11 +3,12 @@
 //! `trusted_root.json` — from a mirror over HTTP or from a serialized
 //! repository (a gzipped tar).
 //!
-//! Why not a crate: `tough` (the maintained Rust TUF client) hard-depends on
-//! aws-lc-rs, and sigil keeps ring as its only crypto provider; `tuf`
-//! (rust-tuf) is a pre-release that verifies only Ed25519 keys, while
-//! Sigstore's root signs with ECDSA P-256. Signatures are checked with
-//! sigil-verifier's key types (ring / RustCrypto).
+//! Why not a crate: `tough` (the maintained Rust TUF client) was set aside
+//! because it depends on aws-lc-rs while sigil used ring; sigil now uses
+//! aws-lc-rs too, so that reason is gone. `tuf` (rust-tuf) is a pre-release
+//! that verifies only Ed25519 keys, while Sigstore's root signs with ECDSA
+//! P-256. Signatures and hashes are checked with sigil-verifier's crypto
+//! (aws-lc-rs, the process's one crypto module).
 //!
 //! What is verified: root rotation (each new root signed by a threshold of
 //! the old root's and of its own root keys, versions consecutive, at most
@@ -23,7 +24,6 @@ use std::time::Duration;
 use base64::Engine as _;
 use serde::Deserialize;
 use serde_json::Value;
-use sha2::{Digest, Sha256, Sha512};
 use sigil_verifier::crypto::{HashAlgorithm, PublicKey};
 use sigil_verifier::trust::parse_rfc3339;
 use time::OffsetDateTime;
@@ -151,6 +151,9 @@ pub enum Source {
 impl Source {
     /// A mirror source with bounded time and redirects.
     pub fn http(mirror: &str) -> Result<Self, TufError> {
+        // reqwest is built without a provider of its own: make sure sigil's is
+        // installed (the binaries do it at start; tests and library users may not).
+        sigil_registry::tls::default_provider();
         let client = reqwest::Client::builder()
             .connect_timeout(Duration::from_secs(5))
             .timeout(Duration::from_secs(20))
@@ -470,8 +473,10 @@ fn decode_key(key: &Key) -> Option<(PublicKey, HashAlgorithm)> {
     match (key.keytype.as_str(), key.scheme.as_str()) {
         ("ed25519", "ed25519") => {
             let bytes: [u8; 32] = hex::decode(public).ok()?.try_into().ok()?;
-            let k = ed25519_dalek::VerifyingKey::from_bytes(&bytes).ok()?;
-            Some((PublicKey::Ed25519(k), HashAlgorithm::Sha512))
+            Some((
+                PublicKey::ed25519_from_bytes(&bytes).ok()?,
+                HashAlgorithm::Sha512,
+            ))
         }
         ("ecdsa" | "ecdsa-sha2-nistp256", "ecdsa-sha2-nistp256") => match from_text(public)? {
             k @ PublicKey::P256(_) => Some((k, HashAlgorithm::Sha256)),
@@ -572,8 +577,8 @@ fn check_hashes(
     let mut checked = 0;
     for (alg, expected) in hashes {
         let actual = match alg.as_str() {
-            "sha256" => hex::encode(Sha256::digest(bytes)),
-            "sha512" => hex::encode(Sha512::digest(bytes)),
+            "sha256" => hex::encode(HashAlgorithm::Sha256.digest(bytes)),
+            "sha512" => hex::encode(HashAlgorithm::Sha512.digest(bytes)),
             _ => continue,
         };
         if !actual.eq_ignore_ascii_case(expected) {
@@ -1009,7 +1014,7 @@ mod tests {
             "targets.json".to_owned(),
             sign_p256(json!({"_type": "targets", "version": 3,
             "expires": "2099-01-01T00:00:00Z", "targets": {"trusted_root.json": {"length": 2,
-            "hashes": {"sha512": hex::encode(Sha512::digest(&target))}}}})),
+            "hashes": {"sha512": hex::encode(HashAlgorithm::Sha512.digest(&target))}}}})),
         );
         files.insert(
             "snapshot.json".to_owned(),

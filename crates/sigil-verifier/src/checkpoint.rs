@@ -10,7 +10,7 @@
 
 use base64::Engine as _;
 
-use crate::crypto::{HashAlgorithm, PublicKey, sha256};
+use crate::crypto::{HashAlgorithm, KeyMaterial, PublicKey, sha256};
 use crate::trust::TransparencyLog;
 
 /// Largest note accepted. Real checkpoints are a few hundred bytes; the bound
@@ -246,12 +246,12 @@ pub fn parse_checkpoint(text: &str) -> Result<Checkpoint, CheckpointError> {
 /// The C2SP signed-note key ID of an Ed25519 key named `name`:
 /// SHA-256(name ‖ `\n` ‖ 0x01 ‖ raw 32-byte key). Rekor v2 logs are named by
 /// their origin, and their trust-root log ID is this value.
-pub fn ed25519_note_key_id(name: &str, key: &ed25519_dalek::VerifyingKey) -> [u8; 32] {
+pub fn ed25519_note_key_id(name: &str, key: &KeyMaterial) -> [u8; 32] {
     let mut buf = Vec::with_capacity(name.len() + 2 + 32);
     buf.extend_from_slice(name.as_bytes());
     buf.push(b'\n');
     buf.push(0x01);
-    buf.extend_from_slice(key.as_bytes());
+    buf.extend_from_slice(key.raw());
     sha256(&buf)
 }
 
