@@ -112,5 +112,7 @@ refused "an unknown pin mode" --set webhook.pin=sometimes
 refused "an unknown namespace selection" --set namespaceSelection=everything
 refused "an unknown top-level key" --set webhok.replicas=3
 refused "an http webhook url" --set webhook.deploy=false --set webhook.url=http://example.test
+refused "a default TrustRoot without a spec" --set trustRoot.default.name=corp
+refused "an unknown Sigstore instance" --set trustRoot.sigstoreInstance=private
 
 exit "$failed"

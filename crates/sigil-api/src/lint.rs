@@ -8,6 +8,7 @@ use serde_json::Value;
 use sigil_policy::model::{AuthorityKind, CompiledPolicy, KeyMaterial};
 
 use crate::compile::{Offline, compile_policy, is_offline_only, validate_trust_root};
+use crate::default_root::{DefaultRoot, DefaultSource, check_instance_urls};
 use crate::{ClusterImagePolicy, TrustRoot};
 
 /// The API version sigil serves.
@@ -93,7 +94,10 @@ pub fn lint_document(index: usize, doc: &Value) -> DocumentReport {
                     &mut report.errors,
                 );
                 match compile_policy(&report.name, &cip.spec, &Offline) {
-                    Ok(compiled) => report.notes.extend(unresolved_secrets(&compiled)),
+                    Ok(compiled) => {
+                        report.notes.extend(unresolved_secrets(&compiled));
+                        report.notes.extend(default_root_notes(&cip.spec));
+                    }
                     // A ConfigMap-held module can only be checked in the
                     // cluster: that alone is worth a note, not a failure.
                     Err(e) => {
@@ -175,6 +179,38 @@ fn is_empty(v: &Value) -> bool {
         Value::Object(o) => o.is_empty(),
         Value::Bool(_) | Value::Number(_) => false,
     }
+}
+
+/// URLs that only a cluster whose default TrustRoot lists them accepts:
+/// offline, the default is unknown, so they are checked against the
+/// embedded public-good root and reported as notes, not errors.
+fn default_root_notes(spec: &crate::ClusterImagePolicySpec) -> Vec<String> {
+    let Ok(public_good) = sigil_verifier::trust::TrustedRoot::public_good() else {
+        return Vec::new();
+    };
+    let default = DefaultRoot {
+        source: DefaultSource::Builtin("public-good"),
+        root: &public_good,
+    };
+    check_instance_urls(spec, &default)
+        .into_iter()
+        .map(|e| {
+            format!(
+                "{}: accepted only in a cluster whose default TrustRoot lists `{}`; without one: {}",
+                e.path,
+                url_of(&e.message),
+                e.message
+            )
+        })
+        .collect()
+}
+
+/// The URL a [`check_instance_urls`] message starts with.
+fn url_of(message: &str) -> &str {
+    message
+        .strip_prefix('`')
+        .and_then(|m| m.split('`').next())
+        .unwrap_or_default()
 }
 
 fn unresolved_secrets(policy: &CompiledPolicy) -> Vec<String> {
