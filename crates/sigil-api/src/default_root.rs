@@ -117,31 +117,46 @@ pub(crate) fn default_urls(a: &Authority) -> (Option<&str>, Option<&str>) {
 
 /// The URLs of a root's certificate authorities and transparency logs.
 pub(crate) fn instances(root: &TrustedRoot) -> (Vec<&str>, Vec<&str>) {
-    let cas = root
-        .certificate_authorities
-        .iter()
-        .map(|c| c.uri.as_str())
-        .filter(|u| !u.is_empty())
-        .collect();
-    let logs = root
-        .tlogs
-        .iter()
-        .map(|l| l.base_url.as_str())
-        .filter(|u| !u.is_empty())
-        .collect();
+    let cas = unique(root.certificate_authorities.iter().map(|c| c.uri.as_str()));
+    let logs = unique(root.tlogs.iter().map(|l| l.base_url.as_str()));
     (cas, logs)
 }
 
-/// Checks every `keyless.url` and `ctlog.url` that verifies against the
-/// default root (see [`default_urls`]) against the instances `default`
-/// lists: its certificate authorities' URIs and its transparency logs' base
-/// URLs. Each mismatch names the URL, the default root and what it lists.
-pub fn check_instance_urls(
+/// The non-empty URLs in order, each once: a root lists an instance once per
+/// key or certificate period.
+fn unique<'a>(urls: impl Iterator<Item = &'a str>) -> Vec<&'a str> {
+    let mut out: Vec<&str> = Vec::new();
+    for u in urls {
+        if !u.is_empty() && !out.contains(&u) {
+            out.push(u);
+        }
+    }
+    out
+}
+
+/// A URL that verifies against a root which does not list it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InstanceMismatch {
+    /// Path of the field, e.g. `spec.authorities[0].keyless.url`.
+    pub path: String,
+    /// The URL the policy gives.
+    pub url: String,
+    /// `Fulcio` or `transparency log`.
+    pub what: &'static str,
+    /// What the root lists instead, one phrase (`it lists …`).
+    pub lists: String,
+}
+
+/// Every `keyless.url` and `ctlog.url` of `spec` that verifies against the
+/// default trust root (see [`default_urls`]) and names no instance `root`
+/// lists (its certificate authorities' URIs, its transparency logs' base
+/// URLs).
+pub fn instance_mismatches(
     spec: &ClusterImagePolicySpec,
-    default: &DefaultRoot<'_>,
-) -> Vec<FieldError> {
-    let (cas, logs) = instances(default.root);
-    let mut errors = Vec::new();
+    root: &TrustedRoot,
+) -> Vec<InstanceMismatch> {
+    let (cas, logs) = instances(root);
+    let mut out = Vec::new();
     for (i, a) in spec.authorities.iter().enumerate() {
         let (fulcio, rekor) = default_urls(a);
         let checks = [
@@ -164,19 +179,39 @@ pub fn check_instance_urls(
             } else {
                 format!("it lists {}", listed.join(", "))
             };
-            errors.push(FieldError {
+            out.push(InstanceMismatch {
                 path: format!("spec.authorities[{i}].{field}.url"),
-                message: format!(
-                    "`{url}` is not a {what} of the default trust root, {} ({lists}); \
-                     authorities without trustRootRef verify against it: mark a TrustRoot that \
-                     lists this {what} as the default (annotation {DEFAULT_ANNOTATION}: \"true\"), \
-                     or set trustRootRef",
-                    default.describe()
-                ),
+                url: url.to_owned(),
+                what,
+                lists,
             });
         }
     }
-    errors
+    out
+}
+
+/// Checks every `keyless.url` and `ctlog.url` that verifies against the
+/// default trust root against the instances `default` lists. Each mismatch
+/// names the URL, the default root and what it lists.
+pub fn check_instance_urls(
+    spec: &ClusterImagePolicySpec,
+    default: &DefaultRoot<'_>,
+) -> Vec<FieldError> {
+    instance_mismatches(spec, default.root)
+        .into_iter()
+        .map(|m| FieldError {
+            path: m.path,
+            message: format!(
+                "`{}` is not a {what} of the default trust root, {} ({}); authorities without \
+                 trustRootRef verify against it: mark a TrustRoot that lists this {what} as the \
+                 default (annotation {DEFAULT_ANNOTATION}: \"true\"), or set trustRootRef",
+                m.url,
+                default.describe(),
+                m.lists,
+                what = m.what,
+            ),
+        })
+        .collect()
 }
 
 #[cfg(test)]

@@ -8,7 +8,7 @@ use serde_json::Value;
 use sigil_policy::model::{AuthorityKind, CompiledPolicy, KeyMaterial};
 
 use crate::compile::{Offline, compile_policy, is_offline_only, validate_trust_root};
-use crate::default_root::{DefaultRoot, DefaultSource, check_instance_urls};
+use crate::default_root::{DEFAULT_ANNOTATION, instance_mismatches};
 use crate::{ClusterImagePolicy, TrustRoot};
 
 /// The API version sigil serves.
@@ -188,29 +188,17 @@ fn default_root_notes(spec: &crate::ClusterImagePolicySpec) -> Vec<String> {
     let Ok(public_good) = sigil_verifier::trust::TrustedRoot::public_good() else {
         return Vec::new();
     };
-    let default = DefaultRoot {
-        source: DefaultSource::Builtin("public-good"),
-        root: &public_good,
-    };
-    check_instance_urls(spec, &default)
+    instance_mismatches(spec, &public_good)
         .into_iter()
-        .map(|e| {
+        .map(|m| {
             format!(
-                "{}: accepted only in a cluster whose default TrustRoot lists `{}`; without one: {}",
-                e.path,
-                url_of(&e.message),
-                e.message
+                "{}: `{}` is not a public-good {} ({}); the cluster accepts it only when its \
+                 default trust root lists it (a TrustRoot annotated {DEFAULT_ANNOTATION}: \"true\"), \
+                 or with trustRootRef",
+                m.path, m.url, m.what, m.lists
             )
         })
         .collect()
-}
-
-/// The URL a [`check_instance_urls`] message starts with.
-fn url_of(message: &str) -> &str {
-    message
-        .strip_prefix('`')
-        .and_then(|m| m.split('`').next())
-        .unwrap_or_default()
 }
 
 fn unresolved_secrets(policy: &CompiledPolicy) -> Vec<String> {

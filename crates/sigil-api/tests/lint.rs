@@ -176,8 +176,9 @@ fn a_private_instance_named_by_url_lints_clean_with_a_note_about_the_default_tru
     assert_eq!(r.notes.len(), 2, "{:?}", r.notes);
     assert!(
         r.notes[0].starts_with(
-            "spec.authorities[0].keyless.url: accepted only in a cluster whose default TrustRoot \
-             lists `http://fulcio.fulcio-system.svc`"
+            "spec.authorities[0].keyless.url: `http://fulcio.fulcio-system.svc` is not a \
+             public-good Fulcio (it lists https://fulcio.sigstore.dev); the cluster accepts it \
+             only when its default trust root lists it"
         ),
         "{}",
         r.notes[0]

@@ -230,18 +230,33 @@ fn load_policies(files: &[PathBuf], default: &DefaultRoot<'_>) -> Result<Vec<Com
                 sigil_api::compile::compile_policy(&name, &cip.spec, &sigil_api::compile::Offline)
                     .with_context(|| format!("{}: ClusterImagePolicy {name}", path.display()))?;
             let mismatches = check_instance_urls(&cip.spec, default);
-            if !mismatches.is_empty() {
-                let lines: Vec<String> = mismatches.iter().map(ToString::to_string).collect();
-                bail!(
-                    "{}: ClusterImagePolicy {name}: {}{}",
-                    path.display(),
-                    lines.join("; "),
-                    if matches!(default.source, DefaultSource::TrustRoot(_)) {
-                        ""
-                    } else {
-                        " (here: give that TrustRoot with --trust-root NAME=FILE and                          --default-trust-root NAME)"
+            let lines: Vec<String> = mismatches.iter().map(ToString::to_string).collect();
+            match default.source {
+                _ if lines.is_empty() => {}
+                // A --trusted-root file stands in for the built-in root
+                // (tests, other instances): say what a cluster would refuse.
+                DefaultSource::File(_) => {
+                    for line in &lines {
+                        eprintln!(
+                            "note: {}: ClusterImagePolicy {name}: {line} (a cluster refuses this \
+                             policy unless its default trust root lists the URL)",
+                            path.display()
+                        );
                     }
-                );
+                }
+                DefaultSource::TrustRoot(_) => {
+                    bail!(
+                        "{}: ClusterImagePolicy {name}: {}",
+                        path.display(),
+                        lines.join("; ")
+                    )
+                }
+                DefaultSource::Builtin(_) => bail!(
+                    "{}: ClusterImagePolicy {name}: {} (here: give that TrustRoot with \
+                     --trust-root NAME=FILE and --default-trust-root NAME)",
+                    path.display(),
+                    lines.join("; ")
+                ),
             }
             out.push(compiled);
         }

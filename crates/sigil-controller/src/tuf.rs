@@ -1058,6 +1058,36 @@ mod tests {
     }
 
     #[test]
+    fn the_embedded_sigstore_tuf_roots_of_trust_verify_under_their_own_root_role() {
+        // Real Sigstore metadata: ECDSA P-256 keys in PEM, signatures over
+        // the canonical JSON securesystemslib produces, threshold 3 of 5
+        // (public-good) and 2 of 4 (staging).
+        for (name, text) in [
+            ("public-good", sigil_verifier::trust::PUBLIC_GOOD_TUF_ROOT),
+            ("staging", sigil_verifier::trust::STAGING_TUF_ROOT),
+        ] {
+            let (env, root) = load_root("root.json", text.as_bytes()).unwrap();
+            verify_role("root.json", &env, &root, "root").unwrap_or_else(|e| panic!("{name}: {e}"));
+            assert!(root.consistent_snapshot, "{name}");
+            // One signature fewer than the threshold is refused.
+            let mut short = envelope("root.json", text.as_bytes()).unwrap();
+            let threshold = usize::try_from(root.roles["root"].threshold).unwrap();
+            let mut valid = 0;
+            short.signatures.retain(|_| {
+                valid += 1;
+                valid < threshold
+            });
+            assert!(
+                matches!(
+                    verify_role("root.json", &short, &root, "root"),
+                    Err(TufError::Threshold { .. })
+                ),
+                "{name}"
+            );
+        }
+    }
+
+    #[test]
     fn canonical_json_sorts_keys_and_escapes_only_quotes_and_backslashes() {
         let mut out = Vec::new();
         canonical_json(&json!({"b": [1, true, null], "a": "x\"y\\z\né"}), &mut out).unwrap();
