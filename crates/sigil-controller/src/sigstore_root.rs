@@ -476,6 +476,53 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn after_a_restart_a_mirror_rolled_back_to_before_a_key_rotation_is_refused() {
+        let (client, api) = FakeApi::start();
+        // Root version 2 replaces the timestamp key (seed 2 → seed 9).
+        let before = repo(3);
+        let mut after = repo(2);
+        after.timestamp_key = seed_key(9);
+        let root2 = sign(after.root_signed(2, &after.root_key), &[&before.root_key]);
+        let mut files = after.files();
+        files.insert("2.root.json".into(), root2);
+        let files = Arc::new(Mutex::new(files));
+        let mirror = serve_mirror(files.clone()).await;
+        let first = following(client.clone(), &mirror);
+        assert_eq!(
+            refresh_from(&first, &before.root()).await.unwrap(),
+            Refreshed::Updated
+        );
+        let state = first
+            .tuf
+            .previous("sigstore.public-good", &before.root())
+            .await
+            .unwrap();
+        assert_eq!(state.root_version, 2);
+
+        // The mirror goes back to the repository of root version 1, whose
+        // timestamp (a higher version, even) the old key signed; restart.
+        *files.lock().unwrap() = before.files();
+        let restarted = following(client, &mirror);
+        restarted.publisher.recover().await.unwrap();
+        restarted.tuf.recover().await.unwrap();
+
+        let refreshed = refresh_from(&restarted, &before.root()).await.unwrap();
+
+        assert!(
+            matches!(&refreshed, Refreshed::KeptLastVerified(UpdateError::Tuf(TufError::Threshold { role, .. })) if role == "timestamp"),
+            "{refreshed:?}"
+        );
+        assert_eq!(published(&api).trusted_root_json, STAGING_JSON);
+        // A controller that never saw root version 2 accepts that mirror.
+        let (fresh_client, _fresh_api) = FakeApi::start();
+        let fresh = following(fresh_client, &mirror);
+        assert_eq!(
+            refresh_from(&fresh, &before.root()).await.unwrap(),
+            Refreshed::Updated
+        );
+    }
+
+    #[tokio::test]
     async fn an_expired_timestamp_is_refused_and_reported_and_the_verified_root_kept() {
         let (client, api) = FakeApi::start();
         let tuf = repo(5);
