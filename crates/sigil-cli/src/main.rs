@@ -10,6 +10,7 @@ use std::process::ExitCode;
 use anyhow::{Context as _, Result, bail};
 use clap::{Args, CommandFactory as _, FromArgMatches as _, Parser, Subcommand};
 use policy_cmd::Verdict;
+use sigil_api::default_root::DefaultSource;
 use sigil_verifier::bundle::Bundle;
 use sigil_verifier::crypto::PublicKey;
 use sigil_verifier::identity::{IdentityMatcher, IdentityPolicy};
@@ -128,10 +129,19 @@ fn verify_policy(args: &VerifyArgs) -> Result<Verdict> {
         );
     }
     let root = load_root(args.trusted_root_file.as_deref(), args.staging)?;
+    let file = args
+        .trusted_root_file
+        .as_deref()
+        .map(|p| p.display().to_string());
+    let builtin = match (&file, args.staging) {
+        (Some(path), _) => DefaultSource::File(path),
+        (None, true) => DefaultSource::Builtin("staging"),
+        (None, false) => DefaultSource::Builtin("public-good"),
+    };
     let (client, source) = args.image.client_config()?;
     policy_cmd::evaluate(
         &args.policy,
-        root,
+        (root, builtin),
         &client,
         &source,
         &[args.image.image().to_owned()],

@@ -114,6 +114,23 @@ pub enum TufError {
     Archive(String),
 }
 
+impl TufError {
+    /// A short stable label for metrics and status reasons.
+    pub fn reason(&self) -> &'static str {
+        match self {
+            Self::Fetch { .. } => "fetch",
+            Self::Missing(_) => "missing",
+            Self::Malformed { .. } => "malformed",
+            Self::Threshold { .. } => "signature",
+            Self::Version { .. } => "version",
+            Self::Rollback { .. } => "rollback",
+            Self::Expired { .. } => "expired",
+            Self::Mismatch { .. } => "mismatch",
+            Self::Archive(_) => "archive",
+        }
+    }
+}
+
 /// What a successful update leaves trusted, to start the next one from.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TufState {
@@ -127,6 +144,8 @@ pub struct TufState {
     pub snapshot_version: u64,
     /// Targets version.
     pub targets_version: u64,
+    /// When the trusted timestamp metadata expires (RFC 3339, as signed).
+    pub timestamp_expires: String,
 }
 
 /// Where TUF files come from.
@@ -148,15 +167,24 @@ pub enum Source {
     },
 }
 
+/// How long one request to a mirror may take by default.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(20);
+
 impl Source {
-    /// A mirror source with bounded time and redirects.
+    /// A mirror source with bounded time ([`DEFAULT_TIMEOUT`]) and redirects.
     pub fn http(mirror: &str) -> Result<Self, TufError> {
+        Self::http_with_timeout(mirror, DEFAULT_TIMEOUT)
+    }
+
+    /// A mirror source whose requests each take at most `timeout` (and at
+    /// most 5 s to connect), with at most 3 redirects.
+    pub fn http_with_timeout(mirror: &str, timeout: Duration) -> Result<Self, TufError> {
         // reqwest is built without a provider of its own: make sure sigil's is
         // installed (the binaries do it at start; tests and library users may not).
         sigil_registry::tls::default_provider();
         let client = reqwest::Client::builder()
-            .connect_timeout(Duration::from_secs(5))
-            .timeout(Duration::from_secs(20))
+            .connect_timeout(timeout.min(Duration::from_secs(5)))
+            .timeout(timeout)
             .redirect(reqwest::redirect::Policy::limited(3))
             .build()
             .map_err(|e| TufError::Fetch {
@@ -777,6 +805,7 @@ pub async fn fetch_target(
         timestamp_version: timestamp.version,
         snapshot_version: snapshot.version,
         targets_version: targets.version,
+        timestamp_expires: timestamp.expires,
     };
     Ok((bytes, state))
 }
@@ -1031,6 +1060,36 @@ mod tests {
             .await
             .unwrap();
         assert_eq!(bytes, target);
+    }
+
+    #[test]
+    fn the_embedded_sigstore_tuf_roots_of_trust_verify_under_their_own_root_role() {
+        // Real Sigstore metadata: ECDSA P-256 keys in PEM, signatures over
+        // the canonical JSON securesystemslib produces, threshold 3 of 5
+        // (public-good) and 2 of 4 (staging).
+        for (name, text) in [
+            ("public-good", sigil_verifier::trust::PUBLIC_GOOD_TUF_ROOT),
+            ("staging", sigil_verifier::trust::STAGING_TUF_ROOT),
+        ] {
+            let (env, root) = load_root("root.json", text.as_bytes()).unwrap();
+            verify_role("root.json", &env, &root, "root").unwrap_or_else(|e| panic!("{name}: {e}"));
+            assert!(root.consistent_snapshot, "{name}");
+            // One signature fewer than the threshold is refused.
+            let mut short = envelope("root.json", text.as_bytes()).unwrap();
+            let threshold = usize::try_from(root.roles["root"].threshold).unwrap();
+            let mut valid = 0;
+            short.signatures.retain(|_| {
+                valid += 1;
+                valid < threshold
+            });
+            assert!(
+                matches!(
+                    verify_role("root.json", &short, &root, "root"),
+                    Err(TufError::Threshold { .. })
+                ),
+                "{name}"
+            );
+        }
     }
 
     #[test]
