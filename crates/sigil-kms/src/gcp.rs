@@ -319,15 +319,15 @@ fn service_account_jwt(
     let der = pem_body(private_key_pem, "PRIVATE KEY").ok_or_else(|| {
         config("GOOGLE_APPLICATION_CREDENTIALS: private_key is not a PEM PRIVATE KEY")
     })?;
-    let key = ring::signature::RsaKeyPair::from_pkcs8(&der).map_err(|e| {
+    let key = aws_lc_rs::signature::RsaKeyPair::from_pkcs8(&der).map_err(|e| {
         config(format!(
             "GOOGLE_APPLICATION_CREDENTIALS: private_key is not an RSA PKCS#8 key: {e}"
         ))
     })?;
-    let mut signature = vec![0u8; key.public().modulus_len()];
+    let mut signature = vec![0u8; key.public_modulus_len()];
     key.sign(
-        &ring::signature::RSA_PKCS1_SHA256,
-        &ring::rand::SystemRandom::new(),
+        &aws_lc_rs::signature::RSA_PKCS1_SHA256,
+        &aws_lc_rs::rand::SystemRandom::new(),
         signing_input.as_bytes(),
         &mut signature,
     )

@@ -57,7 +57,13 @@ impl Http {
         provider: Provider,
         extra_ca: Option<(&str, &str)>,
     ) -> Result<reqwest::Client, KmsError> {
+        // reqwest has no provider of its own; the binaries install aws-lc-rs
+        // at start, and a race with another installer leaves one in place.
+        if rustls::crypto::CryptoProvider::get_default().is_none() {
+            let _ = rustls::crypto::aws_lc_rs::default_provider().install_default();
+        }
         let mut builder = reqwest::Client::builder()
+            .use_rustls_tls()
             .timeout(self.config.timeout)
             .connect_timeout(self.config.connect_timeout)
             .redirect(reqwest::redirect::Policy::none())

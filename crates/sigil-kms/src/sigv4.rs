@@ -3,7 +3,7 @@
 //! Tested against the vectors AWS publishes (the SigV4 test suite's
 //! `get-vanilla` family and the S3 `GET Object` example).
 
-use ring::{digest, hmac};
+use aws_lc_rs::{digest, hmac};
 
 /// Access keys; `session_token` for temporary ones (STS).
 #[derive(Clone, PartialEq, Eq)]

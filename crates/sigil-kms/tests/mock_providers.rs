@@ -237,16 +237,20 @@ fn tempdir(name: &str) -> std::path::PathBuf {
 /// A Google service-account key file for a fresh RSA key; returns the file's
 /// JSON and the public key that verifies its JWTs.
 fn google_service_account(token_uri: &str) -> (String, Vec<u8>) {
-    use rsa::pkcs1::EncodeRsaPublicKey as _;
-    use rsa::pkcs8::EncodePrivateKey as _;
-    let key = rsa::RsaPrivateKey::new(&mut rand::thread_rng(), 2048).unwrap();
-    let pem = key.to_pkcs8_pem(rsa::pkcs8::LineEnding::LF).unwrap();
-    let public = key
-        .to_public_key()
-        .to_pkcs1_der()
-        .unwrap()
-        .as_bytes()
-        .to_vec();
+    use aws_lc_rs::encoding::{AsDer as _, Pkcs8V1Der};
+    use aws_lc_rs::rsa::KeySize;
+    use aws_lc_rs::signature::{KeyPair as _, RsaKeyPair};
+    let key = RsaKeyPair::generate(KeySize::Rsa2048).unwrap();
+    let pkcs8: Pkcs8V1Der<'_> = key.as_der().unwrap();
+    let body = base64::engine::general_purpose::STANDARD.encode(pkcs8.as_ref());
+    let mut pem = String::from("-----BEGIN PRIVATE KEY-----\n");
+    for line in body.as_bytes().chunks(64) {
+        pem.push_str(std::str::from_utf8(line).unwrap());
+        pem.push('\n');
+    }
+    pem.push_str("-----END PRIVATE KEY-----\n");
+    // RFC 8017 RSAPublicKey, the form the verifier below takes.
+    let public = key.public_key().as_ref().to_vec();
     let json = serde_json::json!({
         "type": "service_account", "project_id": "p", "private_key_id": "kid1",
         "private_key": pem.as_str(), "client_email": "sigil@p.iam.gserviceaccount.com",
@@ -267,8 +271,8 @@ fn google_jwt_ok(jwt: &str, public_pkcs1: &[u8], audience: &str) -> bool {
             .unwrap()
     };
     let signed = format!("{}.{}", parts[0], parts[1]);
-    let key = ring::signature::UnparsedPublicKey::new(
-        &ring::signature::RSA_PKCS1_2048_8192_SHA256,
+    let key = aws_lc_rs::signature::UnparsedPublicKey::new(
+        &aws_lc_rs::signature::RSA_PKCS1_2048_8192_SHA256,
         public_pkcs1,
     );
     if key.verify(signed.as_bytes(), &decode(parts[2])).is_err() {

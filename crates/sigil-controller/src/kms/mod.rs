@@ -22,9 +22,9 @@ use crate::error::{Error, Result};
 
 /// Parses `--kms-credentials-secret PROVIDER=NAME`.
 pub fn parse_credentials_flag(value: &str) -> std::result::Result<(Provider, String), String> {
-    let (provider, name) = value
-        .split_once('=')
-        .ok_or_else(|| format!("`{value}`: expected PROVIDER=SECRET_NAME, e.g. hashivault=vault-token"))?;
+    let (provider, name) = value.split_once('=').ok_or_else(|| {
+        format!("`{value}`: expected PROVIDER=SECRET_NAME, e.g. hashivault=vault-token")
+    })?;
     let provider = Provider::from_name(provider).ok_or_else(|| {
         format!("`{provider}` is not a KMS provider; use hashivault, awskms, gcpkms or azurekms")
     })?;

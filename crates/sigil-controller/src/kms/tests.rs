@@ -27,10 +27,16 @@ async fn vault() -> (String, Vault) {
         async move {
             let pem = shared.pem.lock().unwrap().clone();
             let Some(pem) = pem else {
-                return (StatusCode::SERVICE_UNAVAILABLE, r#"{"errors":["Vault is sealed"]}"#.to_owned());
+                return (
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    r#"{"errors":["Vault is sealed"]}"#.to_owned(),
+                );
             };
             if headers.get("x-vault-token").is_none_or(|t| t != "s.good") {
-                return (StatusCode::FORBIDDEN, r#"{"errors":["permission denied"]}"#.to_owned());
+                return (
+                    StatusCode::FORBIDDEN,
+                    r#"{"errors":["permission denied"]}"#.to_owned(),
+                );
             }
             if uri.path() != "/v1/transit/keys/release" {
                 return (StatusCode::NOT_FOUND, r#"{"errors":[]}"#.to_owned());
@@ -104,7 +110,10 @@ async fn a_kms_key_is_fetched_with_the_credentials_secret_and_published_inline()
     let ctx = kms_context(client);
     api.put(
         &secret_path("vault-creds"),
-        secret("vault-creds", &[("VAULT_ADDR", &addr), ("VAULT_TOKEN", "s.good")]),
+        secret(
+            "vault-creds",
+            &[("VAULT_ADDR", &addr), ("VAULT_TOKEN", "s.good")],
+        ),
     );
     api.put(&cip_path("p"), kms_policy());
 
@@ -130,7 +139,10 @@ async fn a_kms_that_cannot_be_reached_keeps_the_last_good_key_and_ready_says_why
     let ctx = kms_context(client);
     api.put(
         &secret_path("vault-creds"),
-        secret("vault-creds", &[("VAULT_ADDR", &addr), ("VAULT_TOKEN", "s.good")]),
+        secret(
+            "vault-creds",
+            &[("VAULT_ADDR", &addr), ("VAULT_TOKEN", "s.good")],
+        ),
     );
     api.put(&cip_path("p"), kms_policy());
     reconcile(&api, &ctx).await;
@@ -142,7 +154,11 @@ async fn a_kms_that_cannot_be_reached_keeps_the_last_good_key_and_ready_says_why
         &secret_path("vault-creds"),
         secret(
             "vault-creds",
-            &[("VAULT_ADDR", &addr), ("VAULT_TOKEN", "s.good"), ("VAULT_NAMESPACE", "x")],
+            &[
+                ("VAULT_ADDR", &addr),
+                ("VAULT_TOKEN", "s.good"),
+                ("VAULT_NAMESPACE", "x"),
+            ],
         ),
     );
     let action = reconcile(&api, &ctx).await;
@@ -151,9 +167,17 @@ async fn a_kms_that_cannot_be_reached_keeps_the_last_good_key_and_ready_says_why
     assert_eq!(cond["status"], "False", "{cond}");
     assert_eq!(cond["reason"], "KMSUnreachable");
     let message = cond["message"].as_str().unwrap();
-    assert!(message.contains("spec.authorities[0].key.kms: KMS key hashivault://release cannot be fetched since"), "{message}");
+    assert!(
+        message.contains(
+            "spec.authorities[0].key.kms: KMS key hashivault://release cannot be fetched since"
+        ),
+        "{message}"
+    );
     assert!(message.contains("Vault is sealed"), "{message}");
-    assert!(message.contains("keeps enforcing the last good key (version 1), fetched at"), "{message}");
+    assert!(
+        message.contains("keeps enforcing the last good key (version 1), fetched at"),
+        "{message}"
+    );
     assert_eq!(stored_snapshot(&api).unwrap().policies, good.policies);
     assert_eq!(
         action,
@@ -179,23 +203,31 @@ async fn without_a_last_good_key_a_kms_failure_is_an_unresolved_reference() {
     let cond = ready(&api);
     assert_eq!(cond["reason"], "UnresolvedReference");
     assert!(
-        cond["message"]
-            .as_str()
-            .unwrap()
-            .contains("credentials Secret sigil-system/vault-creds (--kms-credentials-secret) not found"),
+        cond["message"].as_str().unwrap().contains(
+            "credentials Secret sigil-system/vault-creds (--kms-credentials-secret) not found"
+        ),
         "{cond}"
     );
 
     api.put(
         &secret_path("vault-creds"),
-        secret("vault-creds", &[("VAULT_ADDR", &addr), ("VAULT_TOKEN", "s.wrong")]),
+        secret(
+            "vault-creds",
+            &[("VAULT_ADDR", &addr), ("VAULT_TOKEN", "s.wrong")],
+        ),
     );
     reconcile(&api, &ctx).await;
     let cond = ready(&api);
     assert_eq!(cond["reason"], "UnresolvedReference");
     let message = cond["message"].as_str().unwrap();
-    assert!(message.contains("spec.authorities[0].key.kms: hashivault:"), "{message}");
-    assert!(message.contains("answered HTTP 403: permission denied"), "{message}");
+    assert!(
+        message.contains("spec.authorities[0].key.kms: hashivault:"),
+        "{message}"
+    );
+    assert!(
+        message.contains("answered HTTP 403: permission denied"),
+        "{message}"
+    );
     assert!(!message.contains("s.wrong"), "the token leaked: {message}");
     assert!(stored_snapshot(&api).is_none_or(|s| s.policies.is_empty()));
 }
@@ -208,4 +240,80 @@ fn credentials_flags_name_a_provider_and_a_secret() {
     );
     assert!(parse_credentials_flag("azurekms=").is_err());
     assert!(parse_credentials_flag("=x").is_err());
+}
+
+/// The fixture file `e2e/kms-fixtures.sh` writes: real OpenBao and moto on
+/// 127.0.0.1 and the public keys cosign wrote for the keys it made there.
+fn real_fixtures() -> std::collections::HashMap<String, String> {
+    let path = std::env::var("SIGIL_KMS_FIXTURES").expect("run through e2e/kms-fixtures.sh");
+    std::fs::read_to_string(path)
+        .unwrap()
+        .lines()
+        .filter_map(|l| l.split_once('='))
+        .map(|(k, v)| (k.to_owned(), v.to_owned()))
+        .collect()
+}
+
+/// PEM without its line breaks, to compare keys written by different tools.
+fn pem_text(pem: &str) -> String {
+    pem.split_whitespace().collect()
+}
+
+#[tokio::test]
+#[ignore = "needs e2e/kms-fixtures.sh"]
+async fn real_openbao_and_aws_kms_keys_are_published_as_the_public_keys_cosign_wrote() {
+    let f = real_fixtures();
+    for (provider, uri, pubkey, entries) in [
+        (
+            Provider::Vault,
+            "VAULT_URI",
+            "VAULT_PUB",
+            vec!["VAULT_ADDR", "VAULT_TOKEN"],
+        ),
+        (
+            Provider::Aws,
+            "AWS_URI",
+            "AWS_PUB",
+            vec![
+                "AWS_ENDPOINT_URL",
+                "AWS_ACCESS_KEY_ID",
+                "AWS_SECRET_ACCESS_KEY",
+                "AWS_REGION",
+            ],
+        ),
+    ] {
+        let (client, api) = FakeApi::start();
+        let args = crate::Args {
+            namespace: NS.into(),
+            kms_credentials_secret: vec![(provider, "kms-creds".into())],
+            ..crate::Args::default()
+        };
+        let (tx, _rx) = tokio::sync::mpsc::unbounded_channel();
+        let (_leading_tx, leading_rx) = tokio::sync::watch::channel(true);
+        let ctx = Arc::new(Context::new(
+            client,
+            args,
+            Arc::new(crate::metrics::Metrics::default()),
+            leading_rx,
+            tx,
+        ));
+        let data: Vec<(&str, &str)> = entries.iter().map(|k| (*k, f[*k].as_str())).collect();
+        api.put(&secret_path("kms-creds"), secret("kms-creds", &data));
+        api.put(
+            &cip_path("p"),
+            cip(
+                "p",
+                1,
+                json!({"images": [{"glob": "**"}],
+                       "authorities": [{"name": "kms", "key": {"kms": f[uri]}, "ctlog": {}}]}),
+            ),
+        );
+
+        reconcile(&api, &ctx).await;
+
+        assert_eq!(ready(&api)["status"], "True", "{uri}: {}", ready(&api));
+        let published = published_key(&api).data.unwrap();
+        let cosign = std::fs::read_to_string(&f[pubkey]).unwrap();
+        assert_eq!(pem_text(&published), pem_text(&cosign), "{uri}");
+    }
 }
