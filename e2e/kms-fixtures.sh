@@ -39,7 +39,10 @@ BAO_TOKEN=sigil-e2e-root
 bao server -dev -dev-root-token-id="$BAO_TOKEN" -dev-listen-address="127.0.0.1:$P_BAO" \
   >"$WORK/bao.log" 2>&1 &
 PIDS+=($!)
-moto_server -H 127.0.0.1 -p "$P_MOTO" >"$WORK/moto.log" 2>&1 &
+# moto with Sign honouring MessageType=DIGEST, as cosign's awskms signer needs
+# (e2e/moto-kms.py says why); moto_server links into moto's venv.
+MOTO_PY=$(dirname "$(readlink -f "$BIN/moto")")/python
+"$MOTO_PY" e2e/moto-kms.py -H 127.0.0.1 -p "$P_MOTO" >"$WORK/moto.log" 2>&1 &
 PIDS+=($!)
 
 up() { # what url
