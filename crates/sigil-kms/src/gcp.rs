@@ -304,10 +304,10 @@ fn service_account_jwt(
     now: i64,
 ) -> Result<String, KmsError> {
     let b64 = |v: &[u8]| base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(v);
-    let mut header = serde_json::json!({"alg": "RS256", "typ": "JWT"});
-    if let Some(kid) = key_id {
-        header["kid"] = kid.into();
-    }
+    let header = match key_id {
+        Some(kid) => serde_json::json!({"alg": "RS256", "typ": "JWT", "kid": kid}),
+        None => serde_json::json!({"alg": "RS256", "typ": "JWT"}),
+    };
     let claims = serde_json::json!({
         "iss": email, "scope": SCOPE, "aud": audience, "iat": now, "exp": now + 3600,
     });

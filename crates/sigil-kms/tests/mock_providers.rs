@@ -321,10 +321,14 @@ fn gcp_kms(r: &Seen, pem: &str, algorithm: &str, crc_ok: bool) -> (StatusCode, S
     refuse(StatusCode::NOT_FOUND, "not found")
 }
 
+/// The token endpoint's URL and the service account's public key, known
+/// only once the mock server listens.
+type AccountSlot = Arc<Mutex<Option<(String, Vec<u8>)>>>;
+
 #[tokio::test]
 async fn gcp_exchanges_a_service_account_jwt_then_reads_the_newest_enabled_version() {
     let (_, pem) = p256_pem(5);
-    let slot: Arc<Mutex<Option<(String, Vec<u8>)>>> = Arc::default();
+    let slot: AccountSlot = Arc::default();
     let shared = slot.clone();
     let kms_pem = pem.clone();
     let (url, seen) = mock(Arc::new(move |r: &Seen| {
