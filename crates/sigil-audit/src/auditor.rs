@@ -10,7 +10,7 @@
 //! that name it. Nothing here talks to the API server: the runtime feeds
 //! the events in, and tests feed them by hand.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::Pod;
@@ -37,6 +37,8 @@ pub struct Auditor<J, S> {
     /// Pods seen before their namespace, judged once it is known.
     waiting: BTreeMap<(String, String), Pod>,
     in_force: Option<InForce>,
+    /// Pods seen since a relist started, until it is done.
+    relisted: Option<BTreeSet<(String, String)>>,
 }
 
 impl<J: ImageJudge, S: PullSecretSource> Auditor<J, S> {
@@ -55,6 +57,7 @@ impl<J: ImageJudge, S: PullSecretSource> Auditor<J, S> {
             namespaces: BTreeMap::new(),
             waiting: BTreeMap::new(),
             in_force: None,
+            relisted: None,
         }
     }
 
@@ -95,6 +98,9 @@ impl<J: ImageJudge, S: PullSecretSource> Auditor<J, S> {
     pub fn pod_applied(&mut self, pod: &Pod) {
         let namespace = pod.metadata.namespace.clone().unwrap_or_default();
         let name = pod.metadata.name.clone().unwrap_or_default();
+        if let Some(seen) = &mut self.relisted {
+            seen.insert((namespace.clone(), name.clone()));
+        }
         let Some(running) = running_pod(pod) else {
             self.engine.remove_pod(&namespace, &name);
             return;
@@ -112,6 +118,24 @@ impl<J: ImageJudge, S: PullSecretSource> Auditor<J, S> {
         self.waiting
             .remove(&(namespace.to_string(), name.to_string()));
         self.engine.remove_pod(namespace, name);
+    }
+
+    /// The pod watch restarted from a fresh list.
+    pub fn relist_started(&mut self) {
+        self.relisted = Some(BTreeSet::new());
+    }
+
+    /// The fresh list is complete: pods it did not name are gone.
+    pub fn relist_done(&mut self) {
+        if let Some(seen) = self.relisted.take() {
+            self.waiting.retain(|k, _| seen.contains(k));
+            self.engine.retain_pods(&seen);
+        }
+    }
+
+    /// Marks `namespace`'s report as to be written again (a write failed).
+    pub fn mark_dirty(&mut self, namespace: &str) {
+        self.engine.touch(namespace);
     }
 
     /// A ReplicaSet or Job was created or changed: results of its pods name
@@ -174,7 +198,7 @@ impl<J: ImageJudge, S: PullSecretSource> Auditor<J, S> {
     }
 
     /// Namespaces whose results may have changed since the last call.
-    pub fn take_dirty(&mut self) -> std::collections::BTreeSet<String> {
+    pub fn take_dirty(&mut self) -> BTreeSet<String> {
         self.engine.take_dirty()
     }
 

@@ -201,6 +201,20 @@ impl<J: ImageJudge, S: PullSecretSource> Engine<J, S> {
         }
     }
 
+    /// Drops every pod not in `keep` (a relist finished: the others were
+    /// deleted while the watch was down).
+    pub fn retain_pods(&mut self, keep: &BTreeSet<(String, String)>) {
+        let gone: Vec<(String, String)> = self
+            .pods
+            .keys()
+            .filter(|k| !keep.contains(*k))
+            .cloned()
+            .collect();
+        for (ns, name) in gone {
+            self.remove_pod(&ns, &name);
+        }
+    }
+
     /// Changes how a namespace is covered; `None` drops its pods.
     pub fn set_coverage(&mut self, namespace: &str, coverage: Option<Coverage>) {
         let keys: Vec<(String, String)> = self

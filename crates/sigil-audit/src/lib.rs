@@ -19,6 +19,7 @@ pub mod finding;
 pub mod metrics;
 pub mod print;
 pub mod report;
+pub mod runtime;
 pub mod scope;
 pub mod workload;
 

@@ -655,3 +655,152 @@ async fn a_failing_list_names_the_resource_and_what_to_check() {
     assert!(err.contains("cannot list namespaces"), "{err}");
     assert!(err.contains("check the kubeconfig context"), "{err}");
 }
+
+/// A fake API server answering writes with what was sent, failing those
+/// whose path contains `fail_path`, recording `METHOD path`.
+fn writes(seen: Arc<Mutex<Vec<String>>>, fail_path: &'static str) -> kube::Client {
+    let service = tower::service_fn(move |req: http::Request<kube::client::Body>| {
+        let seen = seen.clone();
+        async move {
+            let method = req.method().to_string();
+            let path = req.uri().path().to_string();
+            seen.lock().unwrap().push(format!("{method} {path}"));
+            let bytes = http_body_util::BodyExt::collect(req.into_body())
+                .await
+                .unwrap()
+                .to_bytes();
+            let (status, body) = if !fail_path.is_empty() && path.contains(fail_path) {
+                (
+                    500,
+                    json!({"kind": "Status", "apiVersion": "v1", "status": "Failure", "code": 500,
+                        "reason": "InternalError", "message": "etcd is down"}),
+                )
+            } else if bytes.is_empty() {
+                (
+                    200,
+                    json!({"kind": "Status", "apiVersion": "v1", "status": "Success"}),
+                )
+            } else {
+                (200, serde_json::from_slice(&bytes).unwrap())
+            };
+            Ok::<_, std::convert::Infallible>(
+                http::Response::builder()
+                    .status(status)
+                    .header("content-type", "application/json")
+                    .body(kube::client::Body::from(serde_json::to_vec(&body).unwrap()))
+                    .unwrap(),
+            )
+        }
+    });
+    kube::Client::new(service, "default")
+}
+
+#[tokio::test]
+async fn a_pass_writes_the_reports_of_changed_namespaces_and_the_metrics() {
+    use crate::metrics::AuditMetrics;
+    use crate::report::{Flavor, Writer};
+    use crate::runtime::{RuntimeSettings, pass};
+
+    let mut f = fixture(&[("signed", "r.example/**")]);
+    f.auditor.namespace_applied("web", included());
+    f.judge.set_outcome("r.example/evil", PolicyOutcome::Fail);
+    f.auditor
+        .pod_applied(&pod("shop", "a", "r.example/app:1", 1));
+    f.auditor
+        .pod_applied(&pod("web", "b", "r.example/evil:1", 2));
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let mut writer = Writer::new(writes(seen.clone(), ""), Flavor::OpenReports);
+    let mut registry = prometheus_client::registry::Registry::default();
+    let metrics = AuditMetrics::new(&mut registry);
+    let settings = RuntimeSettings::default();
+    let stats = pass(&mut f.auditor, &mut writer, &metrics, &settings)
+        .await
+        .unwrap();
+    assert_eq!((stats.eval.judged, stats.applied, stats.deleted), (2, 3, 0));
+    assert_eq!(
+        *seen.lock().unwrap(),
+        [
+            "PATCH /apis/openreports.io/v1alpha1/namespaces/shop/reports/sigil-audit",
+            "PATCH /apis/openreports.io/v1alpha1/namespaces/web/reports/sigil-audit",
+            "PATCH /apis/openreports.io/v1alpha1/clusterreports/sigil-audit",
+        ]
+    );
+    assert_eq!(metrics.violations(), 1);
+    let mut text = String::new();
+    prometheus_client::encoding::text::encode(&mut text, &registry).unwrap();
+    assert!(
+        text.contains(r#"sigil_audit_results{namespace="web",policy="signed",outcome="fail"} 1"#),
+        "{text}"
+    );
+    assert!(
+        text.contains("sigil_audit_last_success_timestamp_seconds"),
+        "{text}"
+    );
+
+    // Nothing changed: no write. The failing pod goes: web's report goes.
+    seen.lock().unwrap().clear();
+    pass(&mut f.auditor, &mut writer, &metrics, &settings)
+        .await
+        .unwrap();
+    assert!(seen.lock().unwrap().is_empty());
+    f.auditor.pod_deleted("web", "b");
+    let stats = pass(&mut f.auditor, &mut writer, &metrics, &settings)
+        .await
+        .unwrap();
+    assert_eq!(
+        (stats.applied, stats.deleted),
+        (1, 1),
+        "cluster report, web deleted"
+    );
+    assert_eq!(metrics.violations(), 0);
+}
+
+#[tokio::test]
+async fn a_failed_report_write_is_retried_at_the_next_pass() {
+    use crate::metrics::AuditMetrics;
+    use crate::report::{Flavor, Writer};
+    use crate::runtime::{RuntimeSettings, pass};
+
+    let mut f = fixture(&[("signed", "r.example/**")]);
+    f.auditor
+        .pod_applied(&pod("shop", "a", "r.example/app:1", 1));
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let mut broken = Writer::new(
+        writes(seen.clone(), "/namespaces/shop/"),
+        Flavor::OpenReports,
+    );
+    let metrics = AuditMetrics::new(&mut prometheus_client::registry::Registry::default());
+    let settings = RuntimeSettings::default();
+    let err = pass(&mut f.auditor, &mut broken, &metrics, &settings)
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("cannot write report Report sigil-audit (namespace shop)"),
+        "{err}"
+    );
+    let mut healed = Writer::new(writes(seen, ""), Flavor::OpenReports);
+    let stats = pass(&mut f.auditor, &mut healed, &metrics, &settings)
+        .await
+        .unwrap();
+    assert_eq!(
+        stats.applied, 2,
+        "shop's report again, and the cluster report"
+    );
+}
+
+#[tokio::test]
+async fn pods_missing_from_a_relist_are_dropped() {
+    let mut f = fixture(&[("signed", "r.example/**")]);
+    f.auditor
+        .pod_applied(&pod("shop", "a", "r.example/app:1", 1));
+    f.auditor
+        .pod_applied(&pod("shop", "b", "r.example/app:1", 1));
+    f.auditor.run().await;
+    f.auditor.relist_started();
+    f.auditor
+        .pod_applied(&pod("shop", "a", "r.example/app:1", 1));
+    f.auditor.relist_done();
+    assert_eq!(f.auditor.engine().pod_count(), 1);
+    assert_eq!(f.auditor.findings(None)[0].pods, 1);
+}
