@@ -33,9 +33,9 @@ use tokio::time::Instant;
 use crate::cache::{CacheConfig, CachedJudge, LookupError};
 use crate::images::{self, ImageSite};
 use crate::judge::{ImageJudge, ObjectInfo, PinnedImage, PullSecretSource, Verdict};
-use crate::secrets::ObjectSecrets;
 use crate::metrics::{Metrics, RequestLabels};
 use crate::review::{self, Answer, Invalid};
+use crate::secrets::ObjectSecrets;
 
 /// Which images `/mutate` pins.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
