@@ -135,40 +135,51 @@ pub async fn pass<J: ImageJudge, S: PullSecretSource>(
     }
 }
 
+// Boxed: the events carry whole objects of very different sizes.
 enum Change {
-    Pod(watcher::Event<Pod>),
-    Namespace(watcher::Event<Namespace>),
-    ReplicaSet(watcher::Event<ReplicaSet>),
-    Job(watcher::Event<Job>),
+    Pod(Box<watcher::Event<Pod>>),
+    Namespace(Box<watcher::Event<Namespace>>),
+    ReplicaSet(Box<watcher::Event<ReplicaSet>>),
+    Job(Box<watcher::Event<Job>>),
 }
 
 fn apply<J: ImageJudge, S: PullSecretSource>(auditor: &mut Auditor<J, S>, change: Change) {
-    use watcher::Event::{Apply, Delete, InitApply};
+    use watcher::Event::{Apply, Delete, Init, InitApply, InitDone};
     match change {
-        Change::Pod(Apply(p) | InitApply(p)) => auditor.pod_applied(&p),
-        Change::Pod(Delete(p)) => auditor.pod_deleted(
-            p.metadata.namespace.as_deref().unwrap_or_default(),
-            p.metadata.name.as_deref().unwrap_or_default(),
-        ),
-        Change::Namespace(Apply(n) | InitApply(n)) => {
-            if let Some(name) = &n.metadata.name {
-                auditor.namespace_applied(name, n.metadata.labels.clone().unwrap_or_default());
+        Change::Pod(e) => match *e {
+            Apply(p) | InitApply(p) => auditor.pod_applied(&p),
+            Delete(p) => auditor.pod_deleted(
+                p.metadata.namespace.as_deref().unwrap_or_default(),
+                p.metadata.name.as_deref().unwrap_or_default(),
+            ),
+            // A relist: pods deleted while the watch was down are those
+            // missing from it once it is done.
+            Init => auditor.relist_started(),
+            InitDone => auditor.relist_done(),
+        },
+        Change::Namespace(e) => match *e {
+            Apply(n) | InitApply(n) => {
+                if let Some(name) = &n.metadata.name {
+                    auditor.namespace_applied(name, n.metadata.labels.clone().unwrap_or_default());
+                }
             }
-        }
-        Change::Namespace(Delete(n)) => {
-            if let Some(name) = &n.metadata.name {
-                auditor.namespace_deleted(name);
+            Delete(n) => {
+                if let Some(name) = &n.metadata.name {
+                    auditor.namespace_deleted(name);
+                }
             }
-        }
-        Change::ReplicaSet(Apply(o) | InitApply(o)) => auditor.owner_applied(&o.metadata),
-        Change::ReplicaSet(Delete(o)) => auditor.owner_deleted(&o.metadata),
-        Change::Job(Apply(o) | InitApply(o)) => auditor.owner_applied(&o.metadata),
-        Change::Job(Delete(o)) => auditor.owner_deleted(&o.metadata),
-        // A relist: objects deleted while the watch was down arrive as
-        // missing from it; pods are pruned when their relist is done.
-        Change::Pod(watcher::Event::Init) => auditor.relist_started(),
-        Change::Pod(watcher::Event::InitDone) => auditor.relist_done(),
-        Change::Namespace(_) | Change::ReplicaSet(_) | Change::Job(_) => {}
+            Init | InitDone => {}
+        },
+        Change::ReplicaSet(e) => match *e {
+            Apply(o) | InitApply(o) => auditor.owner_applied(&o.metadata),
+            Delete(o) => auditor.owner_deleted(&o.metadata),
+            Init | InitDone => {}
+        },
+        Change::Job(e) => match *e {
+            Apply(o) | InitApply(o) => auditor.owner_applied(&o.metadata),
+            Delete(o) => auditor.owner_deleted(&o.metadata),
+            Init | InitDone => {}
+        },
     }
 }
 
@@ -185,16 +196,16 @@ pub async fn run<J: ImageJudge, S: PullSecretSource>(
     let config = watcher::Config::default();
     let pods = watcher(Api::<Pod>::all(client.clone()), config.clone())
         .default_backoff()
-        .map(|e| e.map(Change::Pod));
+        .map(|e| e.map(|x| Change::Pod(Box::new(x))));
     let namespaces = watcher(Api::<Namespace>::all(client.clone()), config.clone())
         .default_backoff()
-        .map(|e| e.map(Change::Namespace));
+        .map(|e| e.map(|x| Change::Namespace(Box::new(x))));
     let replica_sets = watcher(Api::<ReplicaSet>::all(client.clone()), config.clone())
         .default_backoff()
-        .map(|e| e.map(Change::ReplicaSet));
+        .map(|e| e.map(|x| Change::ReplicaSet(Box::new(x))));
     let jobs = watcher(Api::<Job>::all(client.clone()), config)
         .default_backoff()
-        .map(|e| e.map(Change::Job));
+        .map(|e| e.map(|x| Change::Job(Box::new(x))));
     let mut changes = stream::select_all([
         pods.boxed(),
         namespaces.boxed(),
