@@ -3,8 +3,17 @@
 //! interval, and after each burst of changes settles judges what changed
 //! and writes the reports of the namespaces whose results moved.
 //!
-//! One audit writes reports; run it as a single replica (the chart's audit
-//! Deployment uses the Recreate strategy), so no two writers race.
+//! Where it is meant to run (not wired yet: no binary starts [`run`] and
+//! the chart has no audit Deployment): its own single-replica Deployment
+//! with the Recreate strategy, so exactly one writer owns the reports and
+//! admission's replicas stay free of background work. It builds the
+//! webhook's judge from the same snapshot Secret. Least privilege: get,
+//! list, watch on pods, namespaces, replicasets and jobs; get, list, watch
+//! on the one snapshot Secret (by name) and, for pull secrets, on Secrets
+//! and ServiceAccounts of the namespaces admission may read them in;
+//! create (an apply that creates), patch, delete on its report kinds
+//! (`reports`/`clusterreports` or `policyreports`/`clusterpolicyreports`);
+//! nothing else.
 
 use std::collections::BTreeSet;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
