@@ -1,6 +1,7 @@
 //! `sigil`: verify Sigstore bundles (and, later, images and policies) from the
 //! command line with exactly the verifier the admission webhook uses.
 
+mod audit_cmd;
 mod policy_cmd;
 mod verify_image;
 
@@ -33,6 +34,9 @@ enum Command {
     Verify(Box<VerifyArgs>),
     /// Lint ClusterImagePolicy/TrustRoot files, convert from policy-controller.
     Policy(policy_cmd::PolicyArgs),
+    /// Judge what runs in a cluster by its policies or local policy files,
+    /// as admission would (reads only; exit 1 if something enforced would be denied).
+    Audit(Box<audit_cmd::AuditArgs>),
 }
 
 /// `sigil verify`: with `--key`/`--certificate-identity` like `cosign
@@ -107,6 +111,7 @@ fn main() -> ExitCode {
                 }
             }),
         Command::Policy(args) => policy_cmd::run(&args),
+        Command::Audit(args) => load_root(None, false).and_then(|root| audit_cmd::run(&args, root)),
     };
     match result {
         // Verdicts other than Allow are already printed; only the status remains.

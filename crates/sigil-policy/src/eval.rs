@@ -46,9 +46,12 @@ use sigil_verifier::identity::FulcioIdentity;
 ///   DSSE in-toto statement whose predicate type is not cosign's signature
 ///   predicate in `attestations` (the evaluation filters by predicate type);
 /// - return [`AuthorityOutcome::Failed`] with a user-facing reason when
-///   nothing verified or a registry error, timeout or unresolved reference
-///   (Secret, TrustRoot) prevented verification. Static authorities are never
-///   passed to the verifier.
+///   nothing verified or an unresolved reference (Secret, TrustRoot)
+///   prevented verification, and [`AuthorityOutcome::Inconclusive`] when
+///   nothing verified because a registry did not answer (unreachable,
+///   timeout, 5xx, access refused). Both deny at admission; the audit
+///   reports the second as an error rather than a failure. Static
+///   authorities are never passed to the verifier.
 ///
 /// The verifier owns deadlines, caching and single flight; it is called once
 /// per (image, authority) and calls for one image run concurrently.
@@ -75,6 +78,9 @@ pub enum AuthorityOutcome {
     },
     /// Nothing could be verified, for this reason.
     Failed(String),
+    /// Nothing verified because a registry did not answer (or refused
+    /// access): the outcome says nothing about the image's signatures.
+    Inconclusive(String),
 }
 
 /// A verified signature.
@@ -136,6 +142,16 @@ pub struct PolicyResult {
     pub warnings: Vec<String>,
 }
 
+impl PolicyResult {
+    /// Whether the policy failed only for want of an answer: no authority
+    /// passed and at least one could not be checked because a registry did
+    /// not answer (it might have passed). Such a failure still denies at
+    /// admission; the audit reports it as an error, never as a pass.
+    pub fn inconclusive(&self) -> bool {
+        !self.passed && self.authorities.iter().any(|a| a.inconclusive)
+    }
+}
+
 /// The outcome of one authority.
 #[derive(Debug, Clone, PartialEq)]
 pub struct AuthorityResult {
@@ -145,6 +161,9 @@ pub struct AuthorityResult {
     pub kind: &'static str,
     /// `Ok` with the matched material, or the reason it failed.
     pub outcome: Result<AuthorityMatch, String>,
+    /// The failure was [`AuthorityOutcome::Inconclusive`]: a registry did
+    /// not answer, so the image may well carry what the authority needs.
+    pub inconclusive: bool,
 }
 
 /// What a passing authority matched: the input of the CIP-level policy.
@@ -242,6 +261,7 @@ async fn evaluate_authority<V: AuthorityVerifier>(
     authority: &CompiledAuthority,
     image: &ImageName,
 ) -> (AuthorityResult, Vec<String>) {
+    let mut inconclusive = false;
     let (kind, outcome, warnings) = match &authority.kind {
         AuthorityKind::Static(StaticAction::Pass) => {
             ("static", Ok(AuthorityMatch::default()), Vec::new())
@@ -269,6 +289,10 @@ async fn evaluate_authority<V: AuthorityVerifier>(
             } else {
                 let (outcome, warnings) = match verifier.verify(image, authority).await {
                     AuthorityOutcome::Failed(reason) => (Err(reason), Vec::new()),
+                    AuthorityOutcome::Inconclusive(reason) => {
+                        inconclusive = true;
+                        (Err(reason), Vec::new())
+                    }
                     AuthorityOutcome::Verified {
                         signatures,
                         attestations,
@@ -284,6 +308,7 @@ async fn evaluate_authority<V: AuthorityVerifier>(
             name: authority.name.clone(),
             kind,
             outcome,
+            inconclusive,
         },
         warnings,
     )

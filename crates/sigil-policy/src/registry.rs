@@ -149,6 +149,7 @@ impl RegistryVerifier {
         let mut signatures = Vec::new();
         let mut attestations = Vec::new();
         let mut rejected = Vec::new();
+        let mut inconclusive = false;
         for discovery in &discoveries {
             for want in &wants {
                 let policy = ImagePolicy {
@@ -181,11 +182,17 @@ impl RegistryVerifier {
                             }
                         }
                     }
-                    Err(e) => rejected.push(e.to_string()),
+                    Err(e) => {
+                        inconclusive |= e.is_inconclusive();
+                        rejected.push(e.to_string());
+                    }
                 }
             }
         }
         if signatures.is_empty() && attestations.is_empty() {
+            if inconclusive {
+                return Ok(AuthorityOutcome::Inconclusive(rejected.join("; ")));
+            }
             return Err(rejected.join("; "));
         }
         Ok(AuthorityOutcome::Verified {

@@ -353,6 +353,48 @@ fn an_unresolved_key_secret_is_handed_to_the_verifier_unchanged() {
     );
 }
 
+#[test]
+fn an_authority_a_registry_could_not_answer_fails_the_policy_but_marks_it_inconclusive() {
+    let outage = FakeVerifier::default().with(
+        "a",
+        AuthorityOutcome::Inconclusive(
+            "cannot reach registry at https://ghcr.io/v2/: refused".into(),
+        ),
+    );
+    let r = eval(
+        &outage,
+        &[policy("p", "ghcr.io/**", vec![keyless("a"), keyless("b")])],
+        NoMatchPolicy::Deny,
+    );
+    assert!(!r.allowed(), "an outage never admits");
+    assert!(r.policies[0].inconclusive(), "{r:?}");
+    assert!(r.policies[0].authorities[0].inconclusive);
+    assert!(!r.policies[0].authorities[1].inconclusive);
+    let message = render("pod default/web", &[r]).message.unwrap();
+    assert!(
+        message.contains("authority a (keyless): cannot reach registry"),
+        "the denial names the outage: {message}"
+    );
+
+    let definite = FakeVerifier::default();
+    let r = eval(
+        &definite,
+        &[policy("p", "ghcr.io/**", vec![keyless("a")])],
+        NoMatchPolicy::Deny,
+    );
+    assert!(!r.policies[0].inconclusive(), "no signature is an answer");
+
+    let other_passes = FakeVerifier::default()
+        .with("a", AuthorityOutcome::Inconclusive("timeout".into()))
+        .with("b", signed_by("https://github.com/sigil-dev/demo"));
+    let r = eval(
+        &other_passes,
+        &[policy("p", "ghcr.io/**", vec![keyless("a"), keyless("b")])],
+        NoMatchPolicy::Deny,
+    );
+    assert!(r.allowed() && !r.policies[0].inconclusive(), "{r:?}");
+}
+
 const SLSA_POLICY: &str = r#"package sigstore
 import rego.v1
 

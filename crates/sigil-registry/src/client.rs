@@ -295,6 +295,27 @@ impl RegistryError {
             Self::ForbiddenAddress { .. } => "forbidden-address",
         }
     }
+
+    /// Whether this failure says nothing about the image: the registry did
+    /// not answer in time, could not be reached, refused access, answered
+    /// with an unexpected status (5xx, 429), broke off a body, or sigil had
+    /// no memory left for it. Asked again later (or with credentials), the
+    /// same image may verify. Content the registry did serve but that is
+    /// wrong (bad JSON, wrong digest, too large) and refusals by sigil's
+    /// own egress policy are answers, not outages.
+    pub fn is_inconclusive(&self) -> bool {
+        matches!(
+            self,
+            Self::Timeout { .. }
+                | Self::Deadline { .. }
+                | Self::Connect { .. }
+                | Self::Denied { .. }
+                | Self::Status { .. }
+                | Self::Body { .. }
+                | Self::MemoryBudget { .. }
+                | Self::Token { .. }
+        )
+    }
 }
 
 /// An OCI descriptor (also an index entry), with the fields sigil reads.

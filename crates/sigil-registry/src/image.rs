@@ -176,7 +176,35 @@ impl ImageError {
             Self::NothingVerified { .. } => "not-verified",
         }
     }
+
+    /// Whether the failure says nothing about the image's signatures: the
+    /// registry failed before any candidate was examined, or nothing
+    /// verified while some place discovery had to read could not be read
+    /// (the signature that would verify may be there). See
+    /// [`RegistryError::is_inconclusive`].
+    pub fn is_inconclusive(&self) -> bool {
+        match self {
+            Self::Registry { error, .. } => error.is_inconclusive(),
+            Self::NothingVerified { rejected, .. } => rejected
+                .iter()
+                .any(|r| r.format.is_none() && INCONCLUSIVE_LABELS.contains(&r.label)),
+            Self::Reference(_) | Self::NotFound { .. } | Self::NoSignature { .. } => false,
+        }
+    }
 }
+
+/// The [`RegistryError::reason`] labels of inconclusive failures, as a
+/// place that could not be read carries them.
+const INCONCLUSIVE_LABELS: &[&str] = &[
+    "registry-timeout",
+    "deadline",
+    "registry-unreachable",
+    "registry-denied",
+    "registry-status",
+    "truncated-body",
+    "memory-budget",
+    "token",
+];
 
 fn describe(want: &Want) -> String {
     match want {
@@ -359,4 +387,188 @@ pub async fn verify_image(
         rejected,
         round_trips: session.round_trips(),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::indexing_slicing, clippy::unwrap_used)]
+
+    use std::time::Duration;
+
+    use super::*;
+    use crate::egress::{AddressClass, AddressRefused};
+
+    fn every_registry_error() -> Vec<RegistryError> {
+        let url = || "https://r.example/v2/x/manifests/y".to_string();
+        vec![
+            RegistryError::Timeout {
+                url: url(),
+                after: Duration::from_secs(1),
+            },
+            RegistryError::Deadline {
+                url: url(),
+                deadline: Duration::from_secs(1),
+            },
+            RegistryError::Connect {
+                url: url(),
+                reason: "refused".into(),
+            },
+            RegistryError::Denied {
+                url: url(),
+                status: 401,
+                hint: "log in".into(),
+            },
+            RegistryError::Status {
+                url: url(),
+                status: 503,
+            },
+            RegistryError::MemoryBudget {
+                url: url(),
+                scope: "from all registries",
+                limit: 1,
+            },
+            RegistryError::SessionBudget {
+                url: url(),
+                limit: 1,
+            },
+            RegistryError::TooLarge {
+                url: url(),
+                what: "manifest",
+                limit: 1,
+            },
+            RegistryError::DigestMismatch {
+                url: url(),
+                expected: "a".into(),
+                found: "b".into(),
+            },
+            RegistryError::Body {
+                url: url(),
+                reason: "cut".into(),
+            },
+            RegistryError::Redirects {
+                url: url(),
+                limit: 5,
+            },
+            RegistryError::TooMany {
+                what: "referrers",
+                subject: "x".into(),
+                limit: 1,
+            },
+            RegistryError::TooManyPages {
+                subject: "x".into(),
+                limit: 1,
+            },
+            RegistryError::Json {
+                url: url(),
+                what: "manifest",
+                reason: "eof".into(),
+            },
+            RegistryError::Token {
+                realm: url(),
+                reason: "500".into(),
+            },
+            RegistryError::CredentialHelper {
+                host: "r.example".into(),
+                helper: "desktop".into(),
+            },
+            RegistryError::Url {
+                url: url(),
+                reason: "bad".into(),
+            },
+            RegistryError::ForbiddenRegistry {
+                host: "r.example".into(),
+                reason: "no policy".into(),
+            },
+            RegistryError::ForbiddenAddress {
+                url: url(),
+                refused: AddressRefused {
+                    host: "r.example".into(),
+                    address: std::net::IpAddr::from([169, 254, 169, 254]),
+                    class: AddressClass::Metadata,
+                },
+            },
+        ]
+    }
+
+    #[test]
+    fn an_unreadable_place_is_inconclusive_exactly_when_its_registry_error_is() {
+        let digest = Digest::parse(&format!("sha256:{}", "a".repeat(64))).unwrap();
+        for error in every_registry_error() {
+            let place = RejectedCandidate {
+                format: None,
+                location: "r.example/x:sha256-a.sig".into(),
+                label: error.reason(),
+                reason: error.to_string(),
+            };
+            let unread = ImageError::NothingVerified {
+                image: "r.example/x".into(),
+                digest,
+                what: "signature".into(),
+                rejected: vec![place],
+                round_trips: 1,
+            };
+            assert_eq!(
+                unread.is_inconclusive(),
+                error.is_inconclusive(),
+                "{}",
+                error.reason()
+            );
+            let failed = ImageError::Registry {
+                image: "r.example/x".into(),
+                error: error.clone(),
+                round_trips: 1,
+            };
+            assert_eq!(failed.is_inconclusive(), error.is_inconclusive());
+        }
+    }
+
+    #[test]
+    fn outages_are_inconclusive_and_wrong_content_or_sigils_own_refusals_are_not() {
+        let by_reason: std::collections::BTreeMap<&str, bool> = every_registry_error()
+            .iter()
+            .map(|e| (e.reason(), e.is_inconclusive()))
+            .collect();
+        for outage in [
+            "registry-unreachable",
+            "registry-timeout",
+            "registry-status",
+        ] {
+            assert!(by_reason[outage], "{outage}");
+        }
+        for answer in [
+            "bad-json",
+            "content-digest-mismatch",
+            "forbidden-address",
+            "forbidden-registry",
+        ] {
+            assert!(!by_reason[answer], "{answer}");
+        }
+    }
+
+    #[test]
+    fn a_candidate_that_failed_verification_is_not_inconclusive() {
+        let digest = Digest::parse(&format!("sha256:{}", "b".repeat(64))).unwrap();
+        let rejected = ImageError::NothingVerified {
+            image: "r.example/x".into(),
+            digest,
+            what: "signature".into(),
+            rejected: vec![RejectedCandidate {
+                format: Some(CandidateFormat::BundleReferrer),
+                location: "r.example/x@sha256:c".into(),
+                label: "registry-status",
+                reason: "a bundle whose text happens to read like an outage".into(),
+            }],
+            round_trips: 1,
+        };
+        assert!(!rejected.is_inconclusive());
+        let none = ImageError::NoSignature {
+            image: "r.example/x".into(),
+            digest,
+            what: "signature".into(),
+            looked_in: vec![],
+            skipped: vec![],
+            round_trips: 1,
+        };
+        assert!(!none.is_inconclusive());
+    }
 }

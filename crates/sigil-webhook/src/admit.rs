@@ -28,14 +28,14 @@ use futures_util::future::join_all;
 use kube::core::DynamicObject;
 use kube::core::admission::{AdmissionRequest, Operation};
 use sigil_registry::Digest;
-use tokio::sync::OnceCell;
 use tokio::time::Instant;
 
-use crate::cache::{CacheConfig, CachedJudge, LookupError, SecretsOnce};
+use crate::cache::{CacheConfig, CachedJudge, LookupError};
 use crate::images::{self, ImageSite};
-use crate::judge::{ImageJudge, ObjectInfo, PinnedImage, PullSecretSource, PullSecrets, Verdict};
+use crate::judge::{ImageJudge, ObjectInfo, PinnedImage, PullSecretSource, Verdict};
 use crate::metrics::{Metrics, RequestLabels};
 use crate::review::{self, Answer, Invalid};
+use crate::secrets::ObjectSecrets;
 
 /// Which images `/mutate` pins.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -260,52 +260,6 @@ pub fn plan(req: &AdmissionRequest<DynamicObject>, config: &AdmissionConfig) -> 
     }))
 }
 
-/// Pull secrets of one review (the object's, and the policies'
-/// `signaturePullSecrets`), read at most once per review.
-struct ReviewSecrets<'a, S> {
-    source: &'a S,
-    object: &'a ObjectInfo,
-    signature_secrets: Vec<String>,
-    cell: OnceCell<Result<PullSecrets, String>>,
-}
-
-impl<'a, S: PullSecretSource> ReviewSecrets<'a, S> {
-    fn new(source: &'a S, object: &'a ObjectInfo, signature_secrets: Vec<String>) -> Self {
-        Self {
-            source,
-            object,
-            signature_secrets,
-            cell: OnceCell::new(),
-        }
-    }
-
-    async fn read(&self, deadline: Instant) -> Result<PullSecrets, String> {
-        let own = self
-            .source
-            .pull_secrets(
-                &self.object.namespace,
-                &self.object.pull_secret_names,
-                &self.object.service_account,
-                deadline,
-            )
-            .await?;
-        if self.signature_secrets.is_empty() {
-            return Ok(own);
-        }
-        let signatures = self
-            .source
-            .signature_pull_secrets(&self.signature_secrets, deadline)
-            .await?;
-        Ok(own.merged_with(signatures))
-    }
-}
-
-impl<S: PullSecretSource> SecretsOnce for ReviewSecrets<'_, S> {
-    async fn get(&self, deadline: Instant) -> Result<PullSecrets, String> {
-        self.cell.get_or_init(|| self.read(deadline)).await.clone()
-    }
-}
-
 /// One image's outcome in `/validate`.
 #[derive(Debug)]
 struct ImageOutcome {
@@ -505,7 +459,7 @@ impl<J: ImageJudge, S: PullSecretSource> Admission<J, S> {
         &self,
         image: &str,
         object: &ObjectInfo,
-        secrets: &ReviewSecrets<'_, S>,
+        secrets: &ObjectSecrets<'_, S>,
         deadline: Instant,
     ) -> ImageOutcome {
         let judge = self.cache.judge();
@@ -580,7 +534,7 @@ impl<J: ImageJudge, S: PullSecretSource> Admission<J, S> {
 
     async fn validate(&self, checked: &Checked, deadline: Instant) -> Decision {
         let object = &checked.object;
-        let secrets = ReviewSecrets::new(
+        let secrets = ObjectSecrets::new(
             &self.secrets,
             object,
             self.cache.judge().signature_pull_secrets(),
@@ -661,10 +615,8 @@ impl<J: ImageJudge, S: PullSecretSource> Admission<J, S> {
             );
             append_line(&mut lines, &line, failed);
         }
-        if let Some(Ok(read)) = secrets.cell.get()
-            && let Some(note) = &read.note
-        {
-            warnings.push(note.clone());
+        if let Some(note) = secrets.note() {
+            warnings.push(note);
         }
         if failed == 0 {
             let outcome = if warnings.is_empty() {
@@ -696,7 +648,7 @@ impl<J: ImageJudge, S: PullSecretSource> Admission<J, S> {
     async fn mutate(&self, checked: &Checked, deadline: Instant) -> Decision {
         let object = &checked.object;
         let judge = self.cache.judge();
-        let secrets = ReviewSecrets::new(&self.secrets, object, judge.signature_pull_secrets());
+        let secrets = ObjectSecrets::new(&self.secrets, object, judge.signature_pull_secrets());
         let distinct: Vec<_> = Self::distinct(&checked.sites)
             .into_iter()
             .filter(|(image, _)| !images::is_pinned(image))

@@ -4,27 +4,25 @@
 //!
 //! Layout: [`review`] reads and writes AdmissionReviews; [`images`] finds the
 //! images of each supported kind; [`admit`] is the decision as plain code;
-//! [`cache`] wraps any judge with moka caches and single flight; [`server`]
-//! is axum over rustls with graceful shutdown; [`tls`] reloads the serving
-//! certificate; [`policy_judge`] enforces the controller's policy snapshot,
-//! which [`snapshot_source`] reads from a file or the API; [`static_judge`]
-//! is the judge for a policy given by flags.
+//! [`server`] is axum over rustls with graceful shutdown; [`tls`] reloads the
+//! serving certificate; [`static_judge`] is the judge for a policy given by
+//! flags. The judgement itself is `sigil-judge`'s, shared with the audit and
+//! re-exported here under its old paths: [`judge`] (the seam), [`cache`]
+//! (moka caches and single flight), [`policy_judge`] (the controller's policy
+//! snapshot, read by [`snapshot_source`]) and [`secrets`] (pull secrets).
 #![forbid(unsafe_code)]
 
 pub mod admit;
-pub mod cache;
 pub mod config;
 pub mod error;
 pub mod images;
-pub mod judge;
 pub mod metrics;
-pub mod policy_judge;
 pub mod review;
-pub mod secrets;
 pub mod server;
-pub mod snapshot_source;
 pub mod static_judge;
 pub mod tls;
+
+pub use sigil_judge::{cache, judge, policy_judge, secrets, snapshot_source};
 
 use std::net::SocketAddr;
 use std::sync::Arc;

@@ -197,6 +197,16 @@ impl Metrics {
     }
 }
 
+impl sigil_judge::cache::JudgeObserver for Metrics {
+    fn verified(&self, seconds: f64) {
+        self.verification.observe(seconds);
+    }
+
+    fn cache_lookup(&self, cache: &'static str, hit: bool) {
+        Metrics::cache_lookup(self, cache, hit);
+    }
+}
+
 impl RequestObserver for Metrics {
     fn observe(&self, host: &str, outcome: RequestOutcome) {
         let status = match outcome {

@@ -14,7 +14,7 @@
 //! go ([`PolicyRegistries`]): the hosts its policies' globs can select, the
 //! registries of their `source[].oci`, and `--allow-registry`.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
@@ -29,9 +29,13 @@ use sigil_registry::{
     ClientConfig, ImageRef, MaterialCache, MaterialScope, RegistryClient, RegistryScope, Repository,
 };
 use sigil_verifier::trust::TrustedRoot;
+use tokio::sync::watch;
 use tokio::time::Instant;
 
-use crate::judge::{ImageJudge, ObjectInfo, PinnedImage, PullSecrets, Verdict, Versions};
+use crate::judge::{
+    AuthorityVerdict, ImageJudge, ObjectInfo, PinnedImage, PolicyOutcome, PolicyVerdict,
+    PullSecrets, Verdict, Versions,
+};
 
 /// Verifiers (one registry client each) kept per pull-secret identity and
 /// snapshot.
@@ -47,7 +51,9 @@ pub enum PolicyJudgeError {
     #[error("cannot build the registry client: {0}; check --insecure-registry and --docker-config")]
     Client(String),
     /// The judge's state lock was poisoned by a panic.
-    #[error("policy judge state is poisoned by an earlier panic; restart the webhook")]
+    #[error(
+        "policy judge state is poisoned by an earlier panic; restart the webhook (or controller)"
+    )]
     Poisoned,
 }
 
@@ -96,6 +102,8 @@ struct Loaded {
     verifiers: Mutex<HashMap<String, Arc<RegistryVerifier>>>,
     /// The registries this snapshot lets sigil contact.
     hosts: HostSet,
+    /// Per policy, a hash of everything its verdicts depend on ([`policy_prints`]).
+    prints: BTreeMap<String, String>,
 }
 
 type Current = Arc<RwLock<Option<Arc<Loaded>>>>;
@@ -152,6 +160,110 @@ fn registry_hosts(policies: &[CompiledPolicy], allowed: &[HostPattern]) -> HostS
     set
 }
 
+/// The policies of the snapshot in force, by name, each with the hash of
+/// everything its verdicts depend on ([`PolicyJudge::in_force`]).
+#[derive(Debug, Clone)]
+pub struct InForce {
+    /// The snapshot's revision.
+    pub revision: u64,
+    /// What every verdict of this snapshot is cached under.
+    pub versions: Versions,
+    /// Each policy's print and compiled form.
+    pub policies: BTreeMap<String, (String, CompiledPolicy)>,
+}
+
+impl InForce {
+    /// The policies whose verdicts `self` and `newer` may give differently:
+    /// added, removed, or with another print.
+    pub fn changed_policies<'a>(&'a self, newer: &'a InForce) -> Vec<&'a CompiledPolicy> {
+        let mut out = Vec::new();
+        for (name, (print, policy)) in &self.policies {
+            match newer.policies.get(name) {
+                Some((p, newer_policy)) if p != print => {
+                    out.push(policy);
+                    out.push(newer_policy);
+                }
+                Some(_) => {}
+                None => out.push(policy),
+            }
+        }
+        for (name, (_, policy)) in &newer.policies {
+            if !self.policies.contains_key(name) {
+                out.push(policy);
+            }
+        }
+        out
+    }
+}
+
+/// Per policy, a hash of everything its verdicts depend on: its accepted
+/// spec, the material of every TrustRoot it names, and what authorities
+/// naming no TrustRoot verify against (the judge's built-in root and any
+/// snapshot field besides policies and trust roots). A trust-root entry
+/// that carries more than its name, generation and material is marked
+/// (for instance as the cluster's default) and may apply to any policy, so
+/// its material counts for all of them.
+fn policy_prints(
+    snapshot: &PolicySnapshot,
+    compiled: &BTreeMap<String, CompiledPolicy>,
+    public_good_id: &str,
+) -> BTreeMap<String, String> {
+    let mut rest = serde_json::to_value(snapshot).unwrap_or_default();
+    let mut roots = BTreeMap::new();
+    let mut marked = Vec::new();
+    if let Some(obj) = rest.as_object_mut() {
+        for key in ["policies", "revision", "generatedAt"] {
+            obj.remove(key);
+        }
+        let entries = obj.remove("trustRoots").unwrap_or_default();
+        for entry in entries.as_array().into_iter().flatten() {
+            let name = entry["name"].as_str().unwrap_or_default().to_string();
+            let plain = entry.as_object().is_some_and(|e| {
+                e.keys()
+                    .all(|k| matches!(k.as_str(), "name" | "generation" | "trustedRootJson"))
+            });
+            if !plain {
+                marked.push(entry.clone());
+            }
+            roots.insert(name, entry["trustedRootJson"].to_string());
+        }
+    }
+    let default_print = sha256_hex(
+        format!(
+            "{public_good_id}\0{rest}\0{}",
+            serde_json::Value::from(marked)
+        )
+        .as_bytes(),
+    );
+    snapshot
+        .policies
+        .iter()
+        .map(|p| {
+            let mut h = Sha256::new();
+            h.update(default_print.as_bytes());
+            h.update(
+                serde_json::to_string(&p.spec)
+                    .unwrap_or_default()
+                    .as_bytes(),
+            );
+            if let Some(c) = compiled.get(&p.name) {
+                for name in sigil_api::compile::trust_root_refs(c).into_keys() {
+                    h.update([0]);
+                    h.update(name.as_bytes());
+                    h.update([0]);
+                    h.update(
+                        roots
+                            .get(&name)
+                            .map_or("missing", String::as_str)
+                            .as_bytes(),
+                    );
+                }
+            }
+            (p.name.clone(), hex::encode(h.finalize()))
+        })
+        .collect()
+}
+
 /// The snapshot-driven judge. Cheap to share behind an `Arc`; the snapshot
 /// in force is swapped atomically.
 pub struct PolicyJudge {
@@ -166,6 +278,8 @@ pub struct PolicyJudge {
     resolvers: Mutex<HashMap<String, Arc<RegistryClient>>>,
     /// Signature material shared across snapshots and policies.
     material: Option<Arc<MaterialCache>>,
+    /// The revision in force, for whoever must act on a change (the audit).
+    revision: watch::Sender<u64>,
 }
 
 fn sha256_hex(bytes: &[u8]) -> String {
@@ -203,6 +317,7 @@ impl PolicyJudge {
             no_match,
             resolvers: Mutex::new(resolvers),
             material: None,
+            revision: watch::Sender::new(0),
         })
     }
 
@@ -269,6 +384,7 @@ impl PolicyJudge {
                 return Ok(Applied::Unchanged);
             }
         }
+        let prints = policy_prints(snapshot, &valid.policies, &self.public_good_id);
         let policies: Vec<CompiledPolicy> = valid.policies.into_values().collect();
         let reads_resource = policies.iter().any(|p| !p.matches.is_empty());
         let reads_object = policies.iter().any(|p| {
@@ -291,6 +407,7 @@ impl PolicyJudge {
         .ok();
         let hosts = registry_hosts(&policies, &self.allowed_registries);
         *current = Some(Arc::new(Loaded {
+            prints,
             hosts,
             revision: valid.revision,
             policies,
@@ -305,12 +422,40 @@ impl PolicyJudge {
             loaded_at: Instant::now(),
             verifiers: Mutex::new(HashMap::new()),
         }));
+        drop(current);
+        self.revision.send_replace(valid.revision);
         Ok(Applied::Swapped)
     }
 
     /// The revision in force, if any.
     pub fn revision(&self) -> Option<u64> {
         self.loaded().map(|l| l.revision)
+    }
+
+    /// Changes to the revision in force: the receiver sees the revision of
+    /// every snapshot swapped in (0 until the first).
+    pub fn subscribe(&self) -> watch::Receiver<u64> {
+        self.revision.subscribe()
+    }
+
+    /// The policies in force with what each one's verdicts depend on, so a
+    /// caller that keeps verdicts across snapshots (the audit) can tell
+    /// which images a new snapshot can judge differently; `None` before the
+    /// first snapshot.
+    pub fn in_force(&self) -> Option<InForce> {
+        let loaded = self.loaded()?;
+        Some(InForce {
+            revision: loaded.revision,
+            versions: loaded.versions.clone(),
+            policies: loaded
+                .policies
+                .iter()
+                .map(|p| {
+                    let print = loaded.prints.get(&p.name).cloned().unwrap_or_default();
+                    (p.name.clone(), (print, p.clone()))
+                })
+                .collect(),
+        })
     }
 
     /// The TrustRoot that is the default in force, if one is marked.
@@ -342,10 +487,9 @@ impl PolicyJudge {
         secrets: &PullSecrets,
     ) -> Result<Arc<RegistryVerifier>, String> {
         let key = Self::credentials_key(secrets);
-        let mut verifiers = loaded
-            .verifiers
-            .lock()
-            .map_err(|_| "verifier table poisoned; restart the webhook".to_string())?;
+        let mut verifiers = loaded.verifiers.lock().map_err(|_| {
+            "verifier table poisoned; restart the webhook (or controller)".to_string()
+        })?;
         if let Some(v) = verifiers.get(&key) {
             return Ok(v.clone());
         }
@@ -371,10 +515,9 @@ impl PolicyJudge {
 
     fn resolver(&self, secrets: &PullSecrets) -> Result<Arc<RegistryClient>, String> {
         let key = Self::credentials_key(secrets);
-        let mut resolvers = self
-            .resolvers
-            .lock()
-            .map_err(|_| "registry client table poisoned; restart the webhook".to_string())?;
+        let mut resolvers = self.resolvers.lock().map_err(|_| {
+            "registry client table poisoned; restart the webhook (or controller)".to_string()
+        })?;
         if let Some(c) = resolvers.get(&key) {
             return Ok(c.clone());
         }
@@ -475,6 +618,52 @@ fn verdict_of(result: &ImageResult, no_match: Verdict) -> Verdict {
         reasons,
         warnings,
         policies: names,
+        results: result.policies.iter().map(policy_verdict).collect(),
+    }
+}
+
+/// One policy's part of a verdict, worded as [`verdict_of`] words it.
+fn policy_verdict(p: &PolicyResult) -> PolicyVerdict {
+    let outcome = if p.passed {
+        if p.warnings.is_empty() {
+            PolicyOutcome::Pass
+        } else {
+            PolicyOutcome::Warn
+        }
+    } else if p.inconclusive() {
+        PolicyOutcome::Inconclusive
+    } else {
+        PolicyOutcome::Fail
+    };
+    let mut message: Vec<String> = p
+        .warnings
+        .iter()
+        .map(|w| format!("policy {}: {w}", p.name))
+        .collect();
+    if !p.passed {
+        message.push(match p.mode {
+            Mode::Enforce => format!("policy {} failed: {}", p.name, policy_reasons(p)),
+            Mode::Warn => format!(
+                "policy {} (mode: warn) failed: {}",
+                p.name,
+                policy_reasons(p)
+            ),
+        });
+    }
+    PolicyVerdict {
+        policy: p.name.clone(),
+        warn_mode: p.mode == Mode::Warn,
+        outcome,
+        authorities: p
+            .authorities
+            .iter()
+            .map(|a| AuthorityVerdict {
+                name: a.name.clone(),
+                kind: a.kind,
+                passed: a.outcome.is_ok(),
+            })
+            .collect(),
+        message: message.join("; "),
     }
 }
 

@@ -1,8 +1,9 @@
-//! The seam between the admission server and whatever decides about an image:
-//! [`ImageJudge`] (verdicts, tag resolution, policy matching, readiness) and
-//! [`PullSecretSource`] (registry credentials of the admitted object).
+//! The seam between whoever asks about an image (the admission server, the
+//! audit) and whatever decides about it: [`ImageJudge`] (verdicts, tag
+//! resolution, policy matching, readiness) and [`PullSecretSource`]
+//! (registry credentials of the object the image belongs to).
 //!
-//! The server, the cache ([`crate::cache`]) and the tests only know these
+//! The callers, the cache ([`crate::cache`]) and the tests only know these
 //! traits; the policy engine plugs in by implementing [`ImageJudge`].
 
 use std::collections::BTreeMap;
@@ -91,6 +92,52 @@ pub struct Verdict {
     pub warnings: Vec<String>,
     /// Names of the policies that applied, for logs.
     pub policies: Vec<String>,
+    /// How each policy that applied judged the image, for the audit's
+    /// reports; empty for judges that do not report per policy and for
+    /// images no policy selects.
+    pub results: Vec<PolicyVerdict>,
+}
+
+/// How one ClusterImagePolicy judged an image.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PolicyVerdict {
+    /// The policy's name.
+    pub policy: String,
+    /// Whether the policy is in `mode: warn`.
+    pub warn_mode: bool,
+    /// What it decided.
+    pub outcome: PolicyOutcome,
+    /// The authorities tried, in policy order.
+    pub authorities: Vec<AuthorityVerdict>,
+    /// What admission says about it: the denial reason or warning exactly
+    /// as the webhook words it (`policy p failed: authority a (key): ...`);
+    /// for a pass, empty or the policy's warnings.
+    pub message: String,
+}
+
+/// One authority of a [`PolicyVerdict`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AuthorityVerdict {
+    /// The authority's name.
+    pub name: String,
+    /// `key`, `keyless` or `static`.
+    pub kind: &'static str,
+    /// Whether it vouched for the image.
+    pub passed: bool,
+}
+
+/// What one policy decided about an image.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum PolicyOutcome {
+    /// It passed without remarks.
+    Pass,
+    /// It passed with warnings (Rego `warning`).
+    Warn,
+    /// A registry did not answer (or refused access), so nothing could be
+    /// verified: denied at admission, never a pass.
+    Inconclusive,
+    /// It failed.
+    Fail,
 }
 
 impl Verdict {
@@ -282,14 +329,14 @@ pub trait PullSecretSource: Send + Sync + 'static {
 
 /// The digest an image reference already names, if any; an unparsable
 /// reference is an error naming it.
-pub(crate) fn digest_of(image: &str) -> Result<Option<String>, String> {
+pub fn digest_of(image: &str) -> Result<Option<String>, String> {
     let reference = sigil_registry::reference::ImageRef::parse(image).map_err(|e| e.to_string())?;
     Ok(reference.digest.map(|d| d.to_string()))
 }
 
 /// Resolves `image`'s tag (`latest` when none) to a digest with `client`,
 /// within `deadline`: the one tag-resolution path of every judge.
-pub(crate) async fn resolve_tag(
+pub async fn resolve_tag(
     client: &sigil_registry::RegistryClient,
     image: &str,
     deadline: Instant,
@@ -311,10 +358,20 @@ pub(crate) async fn resolve_tag(
 
 /// Why registry work for `image` was cut off by the admission deadline: the
 /// one wording of every judge, naming the registry that did not answer.
-pub(crate) fn deadline_passed(image: &str) -> String {
+pub fn deadline_passed(image: &str) -> String {
     format!(
         "registry {} did not answer before the admission deadline (slow or unreachable); \
          retry, or raise the webhook timeout",
-        crate::cache::registry_host(image)
+        registry_host(image)
     )
+}
+
+/// The registry host of an image reference, as far as it can be told without
+/// parsing (`nginx` → `docker.io`); only used to pick a concurrency bound
+/// and to name the registry in messages.
+pub fn registry_host(image: &str) -> &str {
+    match image.split_once('/') {
+        Some((first, _)) if first.contains(['.', ':']) || first == "localhost" => first,
+        _ => "docker.io",
+    }
 }

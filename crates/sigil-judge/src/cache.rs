@@ -17,8 +17,8 @@ use moka::future::Cache;
 use tokio::sync::Semaphore;
 use tokio::time::Instant;
 
+pub use crate::judge::registry_host;
 use crate::judge::{ImageJudge, ObjectInfo, PinnedImage, PullSecrets, Verdict, Versions};
-use crate::metrics::Metrics;
 
 /// Registry hosts tracked for concurrency bounds; beyond this, new hosts
 /// share one overflow semaphore.
@@ -156,12 +156,30 @@ pub struct CachedJudge<J> {
     hosts: Mutex<HashMap<String, Arc<Semaphore>>>,
     overflow: Arc<Semaphore>,
     per_host: usize,
-    metrics: Arc<Metrics>,
+    metrics: Arc<dyn JudgeObserver>,
+}
+
+/// Hears what the cache does, for metrics: time spent judging on a miss and
+/// every lookup. Called on the lookup's task: keep it cheap.
+pub trait JudgeObserver: Send + Sync {
+    /// The judge took `seconds` for one image (a verdict-cache miss).
+    fn verified(&self, seconds: f64);
+    /// A lookup in `cache` (`verdict` or `digest`) was a hit or a miss.
+    fn cache_lookup(&self, cache: &'static str, hit: bool);
+}
+
+/// An observer that records nothing.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct NoObserver;
+
+impl JudgeObserver for NoObserver {
+    fn verified(&self, _seconds: f64) {}
+    fn cache_lookup(&self, _cache: &'static str, _hit: bool) {}
 }
 
 impl<J: ImageJudge> CachedJudge<J> {
-    /// Wraps `judge`.
-    pub fn new(judge: Arc<J>, config: &CacheConfig, metrics: Arc<Metrics>) -> Self {
+    /// Wraps `judge`, telling `metrics` about every lookup.
+    pub fn new(judge: Arc<J>, config: &CacheConfig, metrics: Arc<dyn JudgeObserver>) -> Self {
         let verdicts = Cache::builder()
             .max_capacity(config.verdict_capacity)
             .expire_after(VerdictExpiry {
@@ -233,9 +251,7 @@ impl<J: ImageJudge> CachedJudge<J> {
             let _permit = permit.acquire().await;
             let started = Instant::now();
             let verdict = self.judge.judge(image, object, &secrets, deadline).await;
-            self.metrics
-                .verification
-                .observe(started.elapsed().as_secs_f64());
+            self.metrics.verified(started.elapsed().as_secs_f64());
             Ok::<_, LookupError>(Arc::new(verdict))
         };
         let bounded = async {
@@ -300,15 +316,6 @@ impl<J: ImageJudge> CachedJudge<J> {
         .map_err(|e| (*e).clone())?;
         self.metrics.cache_lookup("digest", !entry.is_fresh());
         Ok(entry.into_value())
-    }
-}
-
-/// The registry host of an image reference, as far as it can be told without
-/// parsing (`nginx` → `docker.io`); only used to pick a concurrency bound.
-pub fn registry_host(image: &str) -> &str {
-    match image.split_once('/') {
-        Some((first, _)) if first.contains(['.', ':']) || first == "localhost" => first,
-        _ => "docker.io",
     }
 }
 

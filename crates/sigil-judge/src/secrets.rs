@@ -23,7 +23,10 @@ use sha2::{Digest as _, Sha256};
 use sigil_registry::Credentials;
 use tokio::time::Instant;
 
-use crate::judge::{PullSecretSource, PullSecrets};
+use tokio::sync::OnceCell;
+
+use crate::cache::SecretsOnce;
+use crate::judge::{ObjectInfo, PullSecretSource, PullSecrets};
 
 /// A source that never reads Secrets: every object pulls anonymously (the
 /// judge may still hold node-wide credentials from a docker config).
@@ -324,5 +327,63 @@ impl PullSecretSource for AnyPullSecrets {
             Self::None(s) => s.signature_pull_secrets(secret_names, deadline).await,
             Self::Kube(s) => s.signature_pull_secrets(secret_names, deadline).await,
         }
+    }
+}
+
+/// The pull secrets of one object (its own, and the policies'
+/// `signaturePullSecrets`), read at most once however many of its images
+/// are judged: one admission review, or one pod of the audit.
+pub struct ObjectSecrets<'a, S> {
+    source: &'a S,
+    object: &'a ObjectInfo,
+    signature_secrets: Vec<String>,
+    cell: OnceCell<Result<PullSecrets, String>>,
+}
+
+impl<'a, S: PullSecretSource> ObjectSecrets<'a, S> {
+    /// The secrets of `object` from `source`, merged with the Secrets named
+    /// `signature_secrets` in sigil's namespace.
+    pub fn new(source: &'a S, object: &'a ObjectInfo, signature_secrets: Vec<String>) -> Self {
+        Self {
+            source,
+            object,
+            signature_secrets,
+            cell: OnceCell::new(),
+        }
+    }
+
+    async fn read(&self, deadline: Instant) -> Result<PullSecrets, String> {
+        let own = self
+            .source
+            .pull_secrets(
+                &self.object.namespace,
+                &self.object.pull_secret_names,
+                &self.object.service_account,
+                deadline,
+            )
+            .await?;
+        if self.signature_secrets.is_empty() {
+            return Ok(own);
+        }
+        let signatures = self
+            .source
+            .signature_pull_secrets(&self.signature_secrets, deadline)
+            .await?;
+        Ok(own.merged_with(signatures))
+    }
+
+    /// Why some of the object's pull secrets were not read, once they were
+    /// looked up.
+    pub fn note(&self) -> Option<String> {
+        match self.cell.get() {
+            Some(Ok(read)) => read.note.clone(),
+            _ => None,
+        }
+    }
+}
+
+impl<S: PullSecretSource> SecretsOnce for ObjectSecrets<'_, S> {
+    async fn get(&self, deadline: Instant) -> Result<PullSecrets, String> {
+        self.cell.get_or_init(|| self.read(deadline)).await.clone()
     }
 }

@@ -1,0 +1,148 @@
+//! Which namespaces the audit looks at: the namespaces admission guards
+//! (the same opt-in or opt-out label, the same exclusions as the chart's
+//! webhook `namespaceSelector`), and optionally every other namespace too,
+//! the "what would break if it opted in" view. Results say which kind of
+//! namespace they come from.
+
+use std::collections::BTreeMap;
+
+/// The label a namespace opts in with (opt-in selection).
+pub const INCLUDE_LABEL: &str = "policy.sigil.dev/include";
+/// The label a namespace opts out with (opt-out selection).
+pub const EXCLUDE_LABEL: &str = "policy.sigil.dev/exclude";
+
+/// How admission selects namespaces.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Selection {
+    /// Only namespaces labelled `policy.sigil.dev/include=true`.
+    OptIn,
+    /// Every namespace but those labelled `policy.sigil.dev/exclude=true`.
+    OptOut,
+}
+
+/// Which namespaces are audited.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Scope {
+    /// Admission's selection.
+    pub selection: Selection,
+    /// Namespaces never audited (kube-system, sigil's own, the chart's
+    /// `excludeNamespaces`): admission never acts there.
+    pub excluded: Vec<String>,
+    /// Also audit namespaces admission does not guard yet.
+    pub unenforced: bool,
+}
+
+impl Default for Scope {
+    fn default() -> Self {
+        Self {
+            selection: Selection::OptIn,
+            excluded: vec!["kube-system".into()],
+            unenforced: false,
+        }
+    }
+}
+
+/// Whether a namespace is audited, and why.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Coverage {
+    /// Admission guards it: a `fail` here would be a denial.
+    Enforced,
+    /// Admission does not guard it (yet); audited because the audit was
+    /// asked to show what would break.
+    Unenforced,
+}
+
+impl Scope {
+    /// Whether admission guards `namespace` with `labels`.
+    pub fn enforced(&self, namespace: &str, labels: &BTreeMap<String, String>) -> bool {
+        if self.excluded.iter().any(|n| n == namespace) {
+            return false;
+        }
+        match self.selection {
+            Selection::OptIn => labels.get(INCLUDE_LABEL).is_some_and(|v| v == "true"),
+            Selection::OptOut => labels.get(EXCLUDE_LABEL).is_none_or(|v| v != "true"),
+        }
+    }
+
+    /// Whether `namespace` is audited, and as what; `None` when not.
+    /// Excluded namespaces are never audited, not even as unenforced: sigil
+    /// never acts there, so no result would mean anything.
+    pub fn coverage(&self, namespace: &str, labels: &BTreeMap<String, String>) -> Option<Coverage> {
+        if self.excluded.iter().any(|n| n == namespace) {
+            return None;
+        }
+        if self.enforced(namespace, labels) {
+            Some(Coverage::Enforced)
+        } else if self.unenforced {
+            Some(Coverage::Unenforced)
+        } else {
+            None
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn labels(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+        pairs
+            .iter()
+            .map(|(k, v)| ((*k).to_string(), (*v).to_string()))
+            .collect()
+    }
+
+    #[test]
+    fn opt_in_audits_the_namespaces_admission_guards_and_no_others_by_default() {
+        let scope = Scope::default();
+        assert_eq!(
+            scope.coverage("shop", &labels(&[(INCLUDE_LABEL, "true")])),
+            Some(Coverage::Enforced)
+        );
+        assert_eq!(
+            scope.coverage("shop", &labels(&[(INCLUDE_LABEL, "yes")])),
+            None
+        );
+        assert_eq!(scope.coverage("shop", &labels(&[])), None);
+        assert_eq!(
+            scope.coverage("kube-system", &labels(&[(INCLUDE_LABEL, "true")])),
+            None,
+            "excluded whatever its labels"
+        );
+    }
+
+    #[test]
+    fn opt_out_audits_every_namespace_but_the_labelled_and_excluded_ones() {
+        let scope = Scope {
+            selection: Selection::OptOut,
+            excluded: vec!["kube-system".into(), "sigil-system".into()],
+            unenforced: false,
+        };
+        assert_eq!(
+            scope.coverage("shop", &labels(&[])),
+            Some(Coverage::Enforced)
+        );
+        assert_eq!(
+            scope.coverage("shop", &labels(&[(EXCLUDE_LABEL, "true")])),
+            None
+        );
+        assert_eq!(scope.coverage("sigil-system", &labels(&[])), None);
+    }
+
+    #[test]
+    fn the_what_would_break_view_adds_unguarded_namespaces_marked_as_such() {
+        let scope = Scope {
+            unenforced: true,
+            ..Scope::default()
+        };
+        assert_eq!(
+            scope.coverage("shop", &labels(&[])),
+            Some(Coverage::Unenforced)
+        );
+        assert_eq!(
+            scope.coverage("shop", &labels(&[(INCLUDE_LABEL, "true")])),
+            Some(Coverage::Enforced)
+        );
+        assert_eq!(scope.coverage("kube-system", &labels(&[])), None);
+    }
+}

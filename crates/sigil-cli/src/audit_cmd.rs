@@ -1,0 +1,281 @@
+//! `sigil audit`: what runs in a cluster, judged by the cluster's policies
+//! (the policy snapshot the webhook enforces) or by local ClusterImagePolicy
+//! files, through the webhook's judge and verdict cache (`sigil-judge`) and
+//! the in-cluster audit's engine (`sigil-audit`), so the answer is the one
+//! admission and the reports give. It reads the cluster (kubeconfig like
+//! kubectl) and writes nothing.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{Context as _, Result, bail};
+use clap::{Args, ValueEnum};
+use k8s_openapi::api::core::v1::Secret;
+use sigil_api::snapshot::{
+    self, PolicySnapshot, SECRET_KEY, SECRET_NAME, SnapshotPolicy, SnapshotTrustRoot,
+};
+use sigil_audit::auditor::Auditor;
+use sigil_audit::engine::EngineSettings;
+use sigil_audit::print;
+use sigil_audit::scope::{Scope, Selection};
+use sigil_judge::cache::{CacheConfig, CachedJudge, NoObserver};
+use sigil_judge::policy_judge::PolicyJudge;
+use sigil_judge::secrets::NoPullSecrets;
+use sigil_policy::NoMatchPolicy;
+use sigil_registry::{ClientConfig, Limits};
+use sigil_verifier::trust::TrustedRoot;
+
+use crate::policy_cmd::Verdict;
+
+/// How `sigil audit` prints.
+#[derive(Clone, Copy, ValueEnum)]
+pub(crate) enum Output {
+    /// An aligned table with a summary line.
+    Table,
+    /// The results as a JSON array.
+    Json,
+}
+
+/// What an image no policy selects gets.
+#[derive(Clone, Copy, ValueEnum)]
+pub(crate) enum NoMatch {
+    Deny,
+    Warn,
+    Allow,
+}
+
+/// `sigil audit`.
+#[derive(Args)]
+pub(crate) struct AuditArgs {
+    /// ClusterImagePolicy YAML files to judge with ("what breaks if I
+    /// enforce these"); without, the cluster's policy snapshot is used.
+    #[arg(long = "policy", value_name = "FILE")]
+    policies: Vec<PathBuf>,
+    /// A TrustRoot the --policy files name, as NAME=trusted_root.json.
+    #[arg(long = "trust-root", value_name = "NAME=FILE", requires = "policies")]
+    trust_roots: Vec<String>,
+    /// The --trust-root that is the cluster's default trust root.
+    #[arg(long, value_name = "NAME", requires = "trust_roots")]
+    default_trust_root: Option<String>,
+    /// What an image no --policy selects gets (with the cluster's snapshot
+    /// give the webhook's --no-match-policy).
+    #[arg(long, value_enum, default_value = "deny")]
+    no_match: NoMatch,
+    /// The namespace sigil runs in (its policy snapshot Secret is there;
+    /// its pods are never audited).
+    #[arg(long, default_value = "sigil-system")]
+    sigil_namespace: String,
+    /// How admission selects namespaces (the chart's namespaceSelection).
+    #[arg(long, value_enum, default_value = "opt-in")]
+    selection: Selection,
+    /// A namespace admission never acts in (repeatable; kube-system and
+    /// --sigil-namespace always are).
+    #[arg(long = "exclude-namespace", value_name = "NAME")]
+    excluded: Vec<String>,
+    /// Also audit namespaces admission does not guard yet (their results
+    /// say ENFORCED no).
+    #[arg(long)]
+    all_namespaces: bool,
+    /// The kubeconfig context (default: the current one).
+    #[arg(long)]
+    context: Option<String>,
+    /// Output format.
+    #[arg(long, short = 'o', value_enum, default_value = "table")]
+    output: Output,
+    /// Docker config with registry credentials (default: $DOCKER_CONFIG or
+    /// ~/.docker). Pods' imagePullSecrets are not read.
+    #[arg(long, value_name = "FILE")]
+    docker_config: Option<PathBuf>,
+    /// Talk plain http to this registry host (repeatable).
+    #[arg(long, value_name = "HOST")]
+    insecure_registry: Vec<String>,
+    /// Seconds one image's verification may take.
+    #[arg(long, default_value_t = 30)]
+    timeout: u64,
+}
+
+fn read(path: &Path) -> Result<String> {
+    std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))
+}
+
+/// A snapshot of the --policy files, as the controller would publish it.
+fn local_snapshot(args: &AuditArgs) -> Result<PolicySnapshot> {
+    let mut policies = Vec::new();
+    for path in &args.policies {
+        let docs: Vec<serde_json::Value> = serde_saphyr::from_multiple(&read(path)?)
+            .with_context(|| format!("{} is not YAML", path.display()))?;
+        for doc in docs {
+            if doc.get("kind").and_then(|k| k.as_str()) != Some("ClusterImagePolicy") {
+                continue;
+            }
+            let cip: sigil_api::ClusterImagePolicy = serde_json::from_value(doc)
+                .with_context(|| format!("{}: invalid ClusterImagePolicy", path.display()))?;
+            let name = cip.metadata.name.clone().unwrap_or_default();
+            if name.is_empty() {
+                bail!(
+                    "{}: a ClusterImagePolicy has no metadata.name",
+                    path.display()
+                );
+            }
+            policies.push(SnapshotPolicy {
+                name,
+                spec: cip.spec,
+                ..SnapshotPolicy::default()
+            });
+        }
+    }
+    if policies.is_empty() {
+        bail!("no ClusterImagePolicy found in the --policy files");
+    }
+    let mut trust_roots = Vec::new();
+    for spec in &args.trust_roots {
+        let (name, file) = spec.split_once('=').with_context(|| {
+            format!(
+                "--trust-root {spec}: expected NAME=FILE (a TrustRoot name and a trusted_root.json)"
+            )
+        })?;
+        trust_roots.push(SnapshotTrustRoot {
+            name: name.to_owned(),
+            generation: 1,
+            trusted_root_json: read(Path::new(file))?,
+            default: args.default_trust_root.as_deref() == Some(name),
+        });
+    }
+    if let Some(name) = &args.default_trust_root
+        && !trust_roots.iter().any(|t| &t.name == name)
+    {
+        bail!("--default-trust-root {name}: no --trust-root {name}=FILE is given");
+    }
+    Ok(PolicySnapshot {
+        api_version: snapshot::API_VERSION.to_owned(),
+        revision: 1,
+        policies,
+        trust_roots,
+        ..PolicySnapshot::default()
+    })
+}
+
+/// The policy snapshot the webhook enforces, from the controller's Secret.
+async fn cluster_snapshot(client: &kube::Client, namespace: &str) -> Result<Vec<u8>> {
+    let secrets: kube::Api<Secret> = kube::Api::namespaced(client.clone(), namespace);
+    let secret = secrets.get(SECRET_NAME).await.with_context(|| {
+        format!(
+            "cannot read the policy snapshot Secret {namespace}/{SECRET_NAME}; give \
+             --sigil-namespace where sigil runs, a context that may read it, or judge with \
+             local --policy files"
+        )
+    })?;
+    let bytes = secret
+        .data
+        .as_ref()
+        .and_then(|d| d.get(SECRET_KEY))
+        .map(|b| b.0.clone())
+        .with_context(|| {
+            format!(
+                "Secret {namespace}/{SECRET_NAME} has no {SECRET_KEY}: is the controller running?"
+            )
+        })?;
+    if bytes.len() > snapshot::MAX_BYTES {
+        bail!(
+            "Secret {namespace}/{SECRET_NAME} holds {} bytes, more than a snapshot may ({})",
+            bytes.len(),
+            snapshot::MAX_BYTES
+        );
+    }
+    Ok(bytes)
+}
+
+async fn kube_client(context: Option<&str>) -> Result<kube::Client> {
+    let options = kube::config::KubeConfigOptions {
+        context: context.map(str::to_owned),
+        ..Default::default()
+    };
+    let config = match kube::Config::from_kubeconfig(&options).await {
+        Ok(c) => c,
+        Err(_) if context.is_none() => kube::Config::infer()
+            .await
+            .context("no kubeconfig (set KUBECONFIG or ~/.kube/config) and not in a cluster")?,
+        Err(e) => return Err(e).context("cannot load the kubeconfig context"),
+    };
+    kube::Client::try_from(config).context("cannot create a Kubernetes client")
+}
+
+/// Runs `sigil audit`: exit 0 when nothing enforced would be denied, 1
+/// when something would.
+pub(crate) fn run(args: &AuditArgs, public_good: TrustedRoot) -> Result<Verdict> {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("cannot start the async runtime")?;
+    rt.block_on(audit(args, public_good))
+}
+
+async fn audit(args: &AuditArgs, public_good: TrustedRoot) -> Result<Verdict> {
+    let client = kube_client(args.context.as_deref()).await?;
+    let (credentials, _source) = crate::verify_image::credentials(args.docker_config.as_deref())?;
+    let base = ClientConfig {
+        credentials,
+        insecure_hosts: args.insecure_registry.clone(),
+        limits: Limits {
+            total_deadline: Duration::from_secs(args.timeout.max(1)),
+            ..Limits::default()
+        },
+        ..ClientConfig::default()
+    };
+    let no_match = match args.no_match {
+        NoMatch::Deny => NoMatchPolicy::Deny,
+        NoMatch::Warn => NoMatchPolicy::Warn,
+        NoMatch::Allow => NoMatchPolicy::Allow,
+    };
+    let judge = Arc::new(
+        PolicyJudge::new(base, public_good, "embedded", no_match)
+            .context("cannot set up the policy judge")?,
+    );
+    if args.policies.is_empty() {
+        let bytes = cluster_snapshot(&client, &args.sigil_namespace).await?;
+        judge
+            .apply_bytes(&bytes)
+            .context("the cluster's policy snapshot does not load")?;
+    } else {
+        judge
+            .apply(&local_snapshot(args)?)
+            .context("the --policy files do not load")?;
+    }
+    let in_force = judge
+        .in_force()
+        .context("no policy snapshot is in force after loading one")?;
+    let cache = Arc::new(CachedJudge::new(
+        judge,
+        &CacheConfig::default(),
+        Arc::new(NoObserver),
+    ));
+    let mut excluded = vec!["kube-system".to_owned(), args.sigil_namespace.clone()];
+    excluded.extend(args.excluded.iter().cloned());
+    let scope = Scope {
+        selection: args.selection,
+        excluded,
+        unenforced: args.all_namespaces,
+    };
+    let settings = EngineSettings {
+        deadline: Duration::from_secs(args.timeout.max(1)),
+        ..EngineSettings::default()
+    };
+    let mut auditor = Auditor::new(cache, Arc::new(NoPullSecrets), settings, scope);
+    auditor.snapshot_applied(in_force);
+    sigil_audit::cluster::read_cluster(&client, &mut auditor).await?;
+    auditor.run().await;
+    let findings = auditor.findings(None);
+    match args.output {
+        Output::Table => print!("{}", print::table(&findings)),
+        Output::Json => println!(
+            "{}",
+            serde_json::to_string_pretty(&findings).context("cannot print the results")?
+        ),
+    }
+    Ok(if print::would_deny(&findings) {
+        Verdict::Deny
+    } else {
+        Verdict::Allow
+    })
+}

@@ -1,0 +1,210 @@
+//! `sigil audit` end to end against a fake API server on 127.0.0.1 (a
+//! kubeconfig pointing at it): the cluster is only read, the results are
+//! the webhook's (an unreachable registry is an error, an image no policy
+//! selects follows noMatchPolicy), excluded namespaces are skipped, and the
+//! exit status says whether enforcing would deny something.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)]
+
+use std::io::{BufRead as _, BufReader, Read as _, Write as _};
+use std::net::TcpListener;
+use std::path::Path;
+use std::process::Command;
+use std::sync::{Arc, Mutex};
+
+use serde_json::{Value, json};
+
+const DIGEST: &str = "sha256:1111111111111111111111111111111111111111111111111111111111111111";
+
+fn pod(namespace: &str, name: &str, image: &str) -> Value {
+    let repository = image.rsplit_once(':').map_or(image, |(r, _)| r);
+    json!({
+        "metadata": {"name": name, "namespace": namespace, "uid": format!("uid-{name}")},
+        "spec": {"containers": [{"name": "app", "image": image}]},
+        "status": {"phase": "Running", "containerStatuses": [{"name": "app", "image": image,
+            "imageID": format!("{repository}@{DIGEST}"), "ready": true, "restartCount": 0}]}
+    })
+}
+
+fn answer(path: &str) -> Value {
+    let list = |kind: &str, items: Vec<Value>| json!({"kind": kind, "apiVersion": "v1", "metadata": {}, "items": items});
+    match path {
+        "/api/v1/namespaces" => list(
+            "NamespaceList",
+            vec![
+                json!({"metadata": {"name": "shop", "labels": {"policy.sigil.dev/include": "true"}}}),
+                json!({"metadata": {"name": "kube-system"}}),
+            ],
+        ),
+        "/apis/apps/v1/replicasets" => list("ReplicaSetList", vec![]),
+        "/apis/batch/v1/jobs" => list("JobList", vec![]),
+        "/api/v1/pods" => list(
+            "PodList",
+            vec![
+                // The registry port is closed: the verification cannot answer.
+                pod("shop", "signed", "127.0.0.1:1/shop/app:1"),
+                pod("shop", "other", "127.0.0.1:1/elsewhere/tool:1"),
+                pod("kube-system", "dns", "127.0.0.1:1/shop/app:1"),
+            ],
+        ),
+        _ => json!({"kind": "Status", "apiVersion": "v1", "status": "Failure", "code": 404,
+            "reason": "NotFound", "message": format!("{path} not found")}),
+    }
+}
+
+/// Serves [`answer`] over plain HTTP/1.1, one request per connection,
+/// recording `METHOD path` of each.
+fn fake_api() -> (u16, Arc<Mutex<Vec<String>>>) {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let log = seen.clone();
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { continue };
+            let mut reader = BufReader::new(stream.try_clone().unwrap());
+            let mut request_line = String::new();
+            if reader.read_line(&mut request_line).is_err() {
+                continue;
+            }
+            let mut length = 0usize;
+            loop {
+                let mut line = String::new();
+                if reader.read_line(&mut line).unwrap_or(0) == 0 || line == "\r\n" {
+                    break;
+                }
+                if let Some(v) = line.to_ascii_lowercase().strip_prefix("content-length:") {
+                    length = v.trim().parse().unwrap_or(0);
+                }
+            }
+            let mut body = vec![0; length];
+            let _ = reader.read_exact(&mut body);
+            let mut parts = request_line.split_whitespace();
+            let method = parts.next().unwrap_or_default().to_string();
+            let target = parts.next().unwrap_or_default();
+            let path = target.split('?').next().unwrap_or_default().to_string();
+            log.lock().unwrap().push(format!("{method} {path}"));
+            let value = answer(&path);
+            let status = if value["kind"] == "Status" {
+                "404 Not Found"
+            } else {
+                "200 OK"
+            };
+            let text = value.to_string();
+            let _ = write!(
+                stream,
+                "HTTP/1.1 {status}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{text}",
+                text.len()
+            );
+        }
+    });
+    (port, seen)
+}
+
+fn write_kubeconfig(dir: &Path, port: u16) -> std::path::PathBuf {
+    let path = dir.join("kubeconfig");
+    std::fs::write(
+        &path,
+        format!(
+            "apiVersion: v1\nkind: Config\ncurrent-context: fake\nclusters:\n- name: fake\n  cluster:\n    server: http://127.0.0.1:{port}\ncontexts:\n- name: fake\n  context:\n    cluster: fake\n    user: fake\nusers:\n- name: fake\n  user:\n    token: not-a-secret\n"
+        ),
+    )
+    .unwrap();
+    path
+}
+
+fn scratch(name: &str) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("sigil-audit-{name}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+#[test]
+fn sigil_audit_judges_running_digests_by_local_policies_and_writes_nothing() {
+    let (port, seen) = fake_api();
+    let dir = scratch("local");
+    let kubeconfig = write_kubeconfig(&dir, port);
+    let policy = dir.join("policy.yaml");
+    std::fs::write(
+        &policy,
+        "apiVersion: policy.sigil.dev/v1alpha1\nkind: ClusterImagePolicy\nmetadata:\n  name: shop-signed\nspec:\n  images:\n  - glob: \"127.0.0.1:1/shop/**\"\n  authorities:\n  - name: ci\n    keyless:\n      identities:\n      - issuer: https://token.actions.githubusercontent.com\n        subject: https://github.com/example/shop/.github/workflows/release.yml@refs/heads/main\n",
+    )
+    .unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_sigil"))
+        .args(["audit", "--policy"])
+        .arg(&policy)
+        .args(["--timeout", "5", "-o", "json"])
+        .env("KUBECONFIG", &kubeconfig)
+        .env("HOME", &dir)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let results: Vec<Value> = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}\n{stderr}", String::from_utf8_lossy(&out.stdout)));
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "something enforced would be denied\n{stderr}"
+    );
+    let got: Vec<(&str, &str, &str)> = results
+        .iter()
+        .map(|r| {
+            (
+                r["workload"]["name"].as_str().unwrap(),
+                r["policy"].as_str().unwrap(),
+                r["outcome"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(got.len(), 2, "kube-system is not audited: {got:?}");
+    assert!(
+        got.contains(&("other", "noMatchPolicy", "fail")),
+        "no policy selects it and noMatchPolicy is deny: {got:?}"
+    );
+    let signed = results
+        .iter()
+        .find(|r| r["workload"]["name"] == "signed")
+        .unwrap();
+    assert_eq!(signed["policy"], "shop-signed");
+    assert_ne!(
+        signed["outcome"], "pass",
+        "an unreachable registry never passes"
+    );
+    assert!(
+        signed["message"].as_str().unwrap().contains("127.0.0.1:1"),
+        "{signed}"
+    );
+    assert_eq!(
+        signed["digest"], DIGEST,
+        "the running digest, from the pod status"
+    );
+    let requests = seen.lock().unwrap().clone();
+    assert!(
+        requests.iter().all(|r| r.starts_with("GET ")),
+        "{requests:?}"
+    );
+    assert!(
+        requests.contains(&"GET /api/v1/pods".to_string()),
+        "{requests:?}"
+    );
+}
+
+#[test]
+fn sigil_audit_says_what_to_do_when_the_clusters_snapshot_cannot_be_read() {
+    let (port, _) = fake_api();
+    let dir = scratch("snapshot");
+    let kubeconfig = write_kubeconfig(&dir, port);
+    let out = Command::new(env!("CARGO_BIN_EXE_sigil"))
+        .args(["audit"])
+        .env("KUBECONFIG", &kubeconfig)
+        .env("HOME", &dir)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        stderr
+            .contains("cannot read the policy snapshot Secret sigil-system/sigil-policy-snapshot"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("--policy"), "{stderr}");
+}

@@ -1,0 +1,22 @@
+//! sigil-judge: the one decision "may this image, of this object, run",
+//! as the webhook, the audit and the CLI all make it.
+//!
+//! [`judge`] is the seam (an [`judge::ImageJudge`] turns an image pinned to a
+//! digest into a [`judge::Verdict`]); [`policy_judge`] is the judge that
+//! enforces the controller's policy snapshot, which [`snapshot_source`]
+//! reads from a file or the API; [`cache`] wraps any judge with verdict and
+//! tag caches, single flight, deadlines and per-registry bounds;
+//! [`secrets`] finds an object's registry credentials.
+//!
+//! Admission (HTTP, AdmissionReviews, patches) is `sigil-webhook`'s; what
+//! runs and the reports about it are `sigil-audit`'s. Both call the same
+//! [`cache::CachedJudge::verdict`], so a verdict can never differ between
+//! them for the same image, object, credentials and snapshot. This crate
+//! must not depend on either, nor on an HTTP server.
+#![forbid(unsafe_code)]
+
+pub mod cache;
+pub mod judge;
+pub mod policy_judge;
+pub mod secrets;
+pub mod snapshot_source;
