@@ -3,7 +3,7 @@
 //! [`trustroot`]), their generated CRDs ([`crds`]), validation and
 //! compilation into the verifier's policy model ([`compile`]), offline linting
 //! of YAML files ([`lint`]) and conversion from policy-controller's API
-//! ([`convert`]).
+//! ([`convert`]) that keeps its verdicts where sigil can ([`verdicts`]).
 #![forbid(unsafe_code)]
 
 pub mod cip;
@@ -13,6 +13,7 @@ pub mod crds;
 pub mod lint;
 pub mod snapshot;
 pub mod trustroot;
+pub mod verdicts;
 
 pub use cip::{ClusterImagePolicy, ClusterImagePolicySpec};
 pub use trustroot::{TrustRoot, TrustRootSpec};

@@ -12,6 +12,7 @@ use crate::config::Args;
 use crate::error::{Error, Result};
 use crate::metrics::Metrics;
 use crate::publish::Publisher;
+use crate::remote_policy::RemotePolicies;
 use crate::tuf::TufState;
 
 /// Name under which the controller writes (field manager, event reporter).
@@ -37,6 +38,8 @@ pub struct Context {
     /// Names of TrustRoots whose published material changed; the policy
     /// controller re-reconciles the policies that refer to them.
     pub trust_root_changed: mpsc::UnboundedSender<String>,
+    /// Verified `policy.remote` modules, by SHA-256.
+    pub remote_policies: RemotePolicies,
 }
 
 impl Context {
@@ -66,6 +69,7 @@ impl Context {
             leading,
             tuf: Mutex::default(),
             trust_root_changed,
+            remote_policies: RemotePolicies::default(),
         }
     }
 

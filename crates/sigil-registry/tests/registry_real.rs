@@ -23,7 +23,7 @@ use sigil_registry::{CandidateFormat, ClientConfig, RegistryClient, Want};
 use sigil_testkit::cosign::{self, OciManifest};
 use sigil_testkit::registry::Pusher;
 use sigil_testkit::{BundleSpec, Testkit, TimestampSpec, TsaOptions};
-use sigil_verifier::crypto::PublicKey;
+use sigil_verifier::crypto::{HashAlgorithm, PublicKey};
 use sigil_verifier::identity::{IdentityMatcher, IdentityPolicy};
 use sigil_verifier::trust::TrustedRoot;
 use sigil_verifier::verify::{SignerPolicy, TimeSource, VerificationPolicy};
@@ -40,11 +40,23 @@ fn fixtures() -> HashMap<String, String> {
 }
 
 fn policy(f: &HashMap<String, String>, key: &str, want: Want) -> ImagePolicy {
+    policy_with_hash(f, key, want, None)
+}
+
+/// A managed-key policy whose key signed over `hash` (a policy's
+/// `hashAlgorithm`; `None`: the key type's own digest).
+fn policy_with_hash(
+    f: &HashMap<String, String>,
+    key: &str,
+    want: Want,
+    hash: Option<HashAlgorithm>,
+) -> ImagePolicy {
     let pem = std::fs::read_to_string(&f[key]).unwrap();
     ImagePolicy {
         verification: VerificationPolicy {
             signer: SignerPolicy::Key(PublicKey::from_pem(&pem).unwrap()),
             require_tlog: false,
+            key_hash: hash,
         },
         want,
     }

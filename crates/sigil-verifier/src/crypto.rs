@@ -10,11 +10,13 @@
 
 use p256::ecdsa::signature::hazmat::PrehashVerifier as _;
 use p256::pkcs8::DecodePublicKey as _;
-use sha2::{Digest as _, Sha256, Sha384, Sha512};
+use sha2::{Digest as _, Sha224, Sha256, Sha384, Sha512};
 
 /// A hash function used by a signature scheme or a message digest.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum HashAlgorithm {
+    /// SHA-224 (only for managed-key signatures, `hashAlgorithm: sha224`).
+    Sha224,
     /// SHA-256.
     Sha256,
     /// SHA-384.
@@ -27,6 +29,7 @@ impl HashAlgorithm {
     /// Hashes `data` with this algorithm.
     pub fn digest(self, data: &[u8]) -> Vec<u8> {
         match self {
+            Self::Sha224 => Sha224::digest(data).to_vec(),
             Self::Sha256 => Sha256::digest(data).to_vec(),
             Self::Sha384 => Sha384::digest(data).to_vec(),
             Self::Sha512 => Sha512::digest(data).to_vec(),
@@ -36,6 +39,7 @@ impl HashAlgorithm {
     /// Length of this algorithm's output in bytes.
     pub fn output_len(self) -> usize {
         match self {
+            Self::Sha224 => 28,
             Self::Sha256 => 32,
             Self::Sha384 => 48,
             Self::Sha512 => 64,
@@ -45,6 +49,7 @@ impl HashAlgorithm {
     /// Lower-case name as used in Rekor bodies (`sha256`).
     pub fn name(self) -> &'static str {
         match self {
+            Self::Sha224 => "sha224",
             Self::Sha256 => "sha256",
             Self::Sha384 => "sha384",
             Self::Sha512 => "sha512",
@@ -172,7 +177,7 @@ impl PublicKey {
                         scheme: self.scheme(),
                     })
             }
-            Self::P256(k) if hash != HashAlgorithm::Sha512 => {
+            Self::P256(k) if matches!(hash, HashAlgorithm::Sha256 | HashAlgorithm::Sha384) => {
                 let alg = if hash == HashAlgorithm::Sha256 {
                     &ring::signature::ECDSA_P256_SHA256_ASN1
                 } else {
@@ -186,7 +191,7 @@ impl PublicKey {
                     self.scheme(),
                 )
             }
-            Self::P384(k) if hash != HashAlgorithm::Sha512 => {
+            Self::P384(k) if matches!(hash, HashAlgorithm::Sha256 | HashAlgorithm::Sha384) => {
                 let alg = if hash == HashAlgorithm::Sha384 {
                     &ring::signature::ECDSA_P384_SHA384_ASN1
                 } else {
@@ -231,6 +236,7 @@ impl PublicKey {
             }
             Self::Rsa(k) => {
                 let scheme_obj = match hash {
+                    HashAlgorithm::Sha224 => rsa::Pkcs1v15Sign::new::<Sha224>(),
                     HashAlgorithm::Sha256 => rsa::Pkcs1v15Sign::new::<Sha256>(),
                     HashAlgorithm::Sha384 => rsa::Pkcs1v15Sign::new::<Sha384>(),
                     HashAlgorithm::Sha512 => rsa::Pkcs1v15Sign::new::<Sha512>(),

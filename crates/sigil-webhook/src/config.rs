@@ -289,6 +289,7 @@ impl Args {
                     VerificationPolicy {
                         signer: SignerPolicy::Key(key),
                         require_tlog: !self.insecure_ignore_tlog,
+                        key_hash: None,
                     },
                     "key",
                     format!("key:{}", hex::encode(Sha256::digest(pem.as_bytes()))),
@@ -314,6 +315,7 @@ impl Args {
                             require_sct: true,
                         },
                         require_tlog: true,
+                        key_hash: None,
                     },
                     "keyless",
                     format!(
