@@ -248,6 +248,17 @@ impl Cluster {
             .await
     }
 
+    /// `GET path` of a plain-text resource (a pod's log).
+    pub async fn get_text(&self, path: &str) -> anyhow::Result<String> {
+        let request = http::Request::get(path)
+            .body(Vec::new())
+            .with_context(|| format!("cannot build GET {path}"))?;
+        self.client
+            .request_text(request)
+            .await
+            .with_context(|| format!("GET {path}"))
+    }
+
     /// Server-side apply of `doc` at `path` (the object's own URL).
     pub async fn apply(&self, path: &str, doc: &Value) -> anyhow::Result<Reply> {
         let url = format!("{path}?fieldManager={FIELD_MANAGER}&force=true");
