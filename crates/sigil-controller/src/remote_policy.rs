@@ -10,18 +10,19 @@
 //! webhook keeps enforcing the policy's last accepted generation.
 //!
 //! Fetches are bounded ([`TIMEOUT`], [`MAX_REDIRECTS`],
-//! [`sigil_api::compile::MAX_REMOTE_POLICY_BYTES`]) and never go to
-//! link-local addresses (cloud metadata services), also not through a
-//! redirect or a DNS name.
+//! [`sigil_api::compile::MAX_REMOTE_POLICY_BYTES`]) and reach only the
+//! addresses the registry client's egress policy allows (no link-local or
+//! cloud metadata address, also not through a redirect or a DNS name).
 
 use std::collections::BTreeMap;
-use std::net::{IpAddr, SocketAddr};
+use std::net::IpAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
 use sigil_api::cip::{ClusterImagePolicySpec, Policy, RemotePolicy};
 use sigil_api::compile::{MAX_REMOTE_POLICY_BYTES, check_remote_policy};
 use sigil_api::snapshot::SnapshotPolicy;
+use sigil_registry::egress::{AddressPolicy, GuardedResolver, SystemLookup};
 use tokio::sync::{Mutex, OnceCell};
 
 /// Longest a fetch may take, connection and body included.
@@ -36,8 +37,15 @@ const MAX_CACHED: usize = 64;
 pub struct RemotePolicies {
     timeout: Duration,
     client: OnceCell<reqwest::Client>,
-    /// Lower-case hex SHA-256 → (module, insertion counter).
-    verified: Mutex<(BTreeMap<String, (String, u64)>, u64)>,
+    verified: Mutex<Verified>,
+}
+
+/// Verified modules by lower-case hex SHA-256, each with the order it came
+/// in (the oldest leaves first when the cache is full).
+#[derive(Default)]
+struct Verified {
+    modules: BTreeMap<String, (String, u64)>,
+    next: u64,
 }
 
 impl Default for RemotePolicies {
@@ -95,7 +103,7 @@ impl RemotePolicies {
     /// The module `remote` pins: a copy verified before, or fetched now.
     pub async fn module(&self, remote: &RemotePolicy) -> Result<String, String> {
         let sum = remote.sha256sum.trim().to_ascii_lowercase();
-        if let Some((module, _)) = self.verified.lock().await.0.get(&sum) {
+        if let Some((module, _)) = self.verified.lock().await.modules.get(&sum) {
             return Ok(module.clone());
         }
         let body = self.fetch(remote.url.trim()).await?;
@@ -105,17 +113,18 @@ impl RemotePolicies {
     }
 
     async fn keep(&self, sum: String, module: String) {
-        let mut guard = self.verified.lock().await;
-        let (map, counter) = &mut *guard;
-        *counter += 1;
-        map.insert(sum, (module, *counter));
-        while map.len() > MAX_CACHED {
-            let oldest = map
+        let mut verified = self.verified.lock().await;
+        verified.next += 1;
+        let order = verified.next;
+        verified.modules.insert(sum, (module, order));
+        while verified.modules.len() > MAX_CACHED {
+            let oldest = verified
+                .modules
                 .iter()
                 .min_by_key(|(_, (_, n))| *n)
                 .map(|(k, _)| k.clone());
             match oldest {
-                Some(k) => map.remove(&k),
+                Some(k) => verified.modules.remove(&k),
                 None => break,
             };
         }
@@ -136,7 +145,10 @@ impl RemotePolicies {
                             attempt.follow()
                         }
                     }))
-                    .dns_resolver(Arc::new(NoLinkLocal))
+                    .dns_resolver(Arc::new(GuardedResolver::new(
+                        Arc::new(SystemLookup),
+                        Arc::new(egress()),
+                    )))
                     .build()
                     .map_err(|e| format!("cannot build the HTTP client: {e}"))
             })
@@ -235,57 +247,29 @@ fn modules(spec: &ClusterImagePolicySpec) -> impl Iterator<Item = &str> {
     cip.chain(attestations).filter_map(|p| p.data.as_deref())
 }
 
-/// Why the controller will not connect to `url`'s host, if it will not.
+/// Why the controller will not connect to `url`'s host, if it will not: a
+/// literal address the registry client's egress policy refuses (names are
+/// checked when they resolve, by [`GuardedResolver`]).
 fn refused_host(url: &reqwest::Url) -> Option<String> {
     let host = url.host_str()?;
-    // An IPv6 literal is bracketed; a name is checked when it resolves.
     let ip: IpAddr = host
         .trim_start_matches('[')
         .trim_end_matches(']')
         .parse()
         .ok()?;
-    link_local(ip).then(|| {
-        format!("{ip} is a link-local address (cloud metadata); sigil does not fetch from there")
+    egress().check(ip).err().map(|class| {
+        format!(
+            "{ip} is {}; sigil does not fetch from there",
+            class.describe()
+        )
     })
 }
 
-fn link_local(ip: IpAddr) -> bool {
-    match ip {
-        IpAddr::V4(v4) => v4.is_link_local(),
-        IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
-            Some(v4) => v4.is_link_local(),
-            // fe80::/10, and AWS's IPv6 metadata address fd00:ec2::254.
-            None => {
-                let segments = v6.segments();
-                let [first, ..] = segments;
-                (first & 0xffc0) == 0xfe80 || segments == [0xfd00, 0x0ec2, 0, 0, 0, 0, 0, 0x0254]
-            }
-        },
-    }
-}
-
-/// The system resolver without link-local answers.
-struct NoLinkLocal;
-
-impl reqwest::dns::Resolve for NoLinkLocal {
-    fn resolve(&self, name: reqwest::dns::Name) -> reqwest::dns::Resolving {
-        let host = name.as_str().to_owned();
-        Box::pin(async move {
-            let found: Vec<SocketAddr> = tokio::net::lookup_host((host.as_str(), 0))
-                .await?
-                .filter(|a| !link_local(a.ip()))
-                .collect();
-            if found.is_empty() {
-                let e: Box<dyn std::error::Error + Send + Sync> = format!(
-                    "{host} resolves to no address sigil fetches from (none, or only link-local)"
-                )
-                .into();
-                return Err(e);
-            }
-            let addrs: reqwest::dns::Addrs = Box::new(found.into_iter());
-            Ok(addrs)
-        })
-    }
+/// The addresses policy URLs may reach: the registry client's standard
+/// egress policy (no link-local, cloud metadata, unspecified or multicast
+/// addresses).
+fn egress() -> AddressPolicy {
+    AddressPolicy::standard()
 }
 
 #[cfg(test)]
