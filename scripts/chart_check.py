@@ -31,7 +31,7 @@ WEBHOOK_RESOURCES = {
 }
 CLUSTER_SCOPED = {
     "CustomResourceDefinition", "ClusterRole", "ClusterRoleBinding",
-    "MutatingWebhookConfiguration", "ValidatingWebhookConfiguration",
+    "MutatingWebhookConfiguration", "ValidatingWebhookConfiguration", "TrustRoot",
 }
 WORKLOADS = {"Deployment", "StatefulSet", "DaemonSet", "Job", "CronJob"}
 
@@ -345,8 +345,10 @@ def check_pull_secrets(docs, w, args, ns, errors):
 
 def check_controller(docs, values, ns, errors):
     external = values["certManager"]["enabled"] or bool(values["webhook"]["url"])
+    check_default_trust_root(docs, values["trustRoot"], errors)
     if values["controller"]["deploy"]:
         check_controller_deployment(docs, external, errors)
+        check_trust_root_flags(docs, values["trustRoot"], errors)
     else:
         for kind, name in (("Deployment", "sigil-controller"), ("Service", "sigil-controller-metrics")):
             if find(docs, kind, name):
@@ -367,6 +369,42 @@ def check_controller(docs, values, ns, errors):
         verbs = {v for r in leases for v in r["verbs"]}
         if not {"get", "create", "update"} <= verbs:
             errors.append(f"controller Role lease verbs {sorted(verbs)} lack get/create/update")
+        patched = {n for r in nsrole["rules"] if "secrets" in r["resources"] and "patch" in r["verbs"]
+                   for n in r.get("resourceNames", ["*"])}
+        if "sigil-tuf-state" not in patched or "*" in patched:
+            errors.append(f"controller may not patch Secret sigil-tuf-state by name (patch on {sorted(patched)})")
+
+
+def check_trust_root_flags(docs, trust, errors):
+    d = find(docs, "Deployment", "sigil-controller")
+    if not d:
+        return
+    args = args_of(d[0])
+    if args.get("--sigstore-instance") != [trust["sigstoreInstance"]]:
+        errors.append(f"controller --sigstore-instance is {args.get('--sigstore-instance')}, want {trust['sigstoreInstance']}")
+    if ("--tuf-offline" in args) != bool(trust["offline"]):
+        errors.append(f"controller --tuf-offline given: {'--tuf-offline' in args}, trustRoot.offline: {trust['offline']}")
+    mirror = [trust["tufMirror"]] if trust["tufMirror"] and not trust["offline"] else None
+    if args.get("--tuf-mirror") != mirror:
+        errors.append(f"controller --tuf-mirror is {args.get('--tuf-mirror')}, want {mirror}")
+    if args.get("--tuf-state-secret") != ["sigil-tuf-state"]:
+        errors.append(f"controller --tuf-state-secret is {args.get('--tuf-state-secret')}")
+
+
+def check_default_trust_root(docs, trust, errors):
+    roots = find(docs, "TrustRoot")
+    name = trust["default"]["name"]
+    if not name:
+        if roots:
+            errors.append(f"TrustRoots rendered without trustRoot.default.name: {[r['metadata']['name'] for r in roots]}")
+        return
+    if len(roots) != 1 or roots[0]["metadata"]["name"] != name:
+        errors.append(f"trustRoot.default.name {name} but TrustRoots rendered: {[r['metadata']['name'] for r in roots]}")
+        return
+    if roots[0]["metadata"].get("annotations", {}).get("policy.sigil.dev/default-trust-root") != "true":
+        errors.append(f"TrustRoot {name} is not annotated policy.sigil.dev/default-trust-root: \"true\"")
+    if roots[0].get("spec") != trust["default"]["spec"]:
+        errors.append(f"TrustRoot {name} spec differs from trustRoot.default.spec")
 
 
 def check_controller_deployment(docs, external, errors):
@@ -502,11 +540,19 @@ def breakages():
     def no_reinvocation(docs):
         del find(docs, "MutatingWebhookConfiguration")[0]["webhooks"][0]["reinvocationPolicy"]
 
+    def forget_tuf_state(docs):
+        for r in find(docs, "Role", "sigil-controller")[0]["rules"]:
+            if "sigil-tuf-state" in r.get("resourceNames", []):
+                r["resourceNames"].remove("sigil-tuf-state")
+
+    def go_offline(docs):
+        container(docs, "sigil-controller")["args"].append("--tuf-offline")
+
     return [drop_ro_root, allow_escalation, include_kube_system, timeout_mismatch,
             ignore_failures, forget_cronjobs, wider_webhook_role, no_probe,
             wrong_namespace, unknown_flag, path_swap, allow_loopback_registries,
             allow_unpinned_by_default, list_pull_secrets, forget_ephemeral_containers,
-            no_reinvocation]
+            no_reinvocation, forget_tuf_state, go_offline]
 
 
 def main(argv):

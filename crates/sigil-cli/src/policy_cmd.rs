@@ -12,6 +12,7 @@ use anyhow::{Context as _, Result, bail};
 use clap::{Args, Subcommand, ValueEnum};
 use sigil_api::cip::{ClusterImagePolicySpec, Policy, RemotePolicy};
 use sigil_api::compile::{MAX_REMOTE_POLICY_BYTES, SecretResolver, check_remote_policy};
+use sigil_api::default_root::{DefaultRoot, DefaultSource, check_instance_urls};
 use sigil_policy::glob::ImageName;
 use sigil_policy::model::{CompiledPolicy, Mode, NoMatchPolicy, ResourceInfo};
 use sigil_policy::registry::RegistryVerifier;
@@ -50,6 +51,11 @@ enum PolicyCommand {
         /// YAML files with policy-controller objects.
         #[arg(required = true, value_name = "FILE")]
         files: Vec<PathBuf>,
+        /// Add `trustRootRef: NAME` to every authority whose keyless.url or
+        /// ctlog.url is not a public-good instance (instead of relying on the
+        /// cluster's default trust root).
+        #[arg(long = "trust-root", value_name = "NAME")]
+        trust_root: Option<String>,
     },
     /// Evaluate images against ClusterImagePolicies live, as the webhook would for a Pod.
     ///
@@ -82,6 +88,16 @@ pub(crate) struct PolicySetArgs {
     /// A TrustRoot a policy names (trustRootRef), as NAME=trusted_root.json.
     #[arg(long = "trust-root", value_name = "NAME=FILE", requires = "policies")]
     trust_roots: Vec<String>,
+    /// The --trust-root that is the cluster's default trust root: authorities
+    /// without trustRootRef verify against it, and their keyless.url and
+    /// ctlog.url must name its instances (as in a cluster with a TrustRoot
+    /// annotated policy.sigil.dev/default-trust-root).
+    #[arg(
+        long = "default-trust-root",
+        value_name = "NAME",
+        requires = "trust_roots"
+    )]
+    default_trust_root: Option<String>,
     /// What happens to an image no policy matches (the webhook's noMatchPolicy).
     #[arg(long, value_enum, default_value = "deny")]
     no_match: NoMatch,
@@ -121,7 +137,12 @@ impl Verdict {
 pub(crate) fn run(args: &PolicyArgs) -> Result<Verdict> {
     match &args.command {
         PolicyCommand::Lint { files } => lint(files).map(|()| Verdict::Allow),
-        PolicyCommand::Convert { files } => convert(files),
+        PolicyCommand::Convert { files, trust_root } => {
+            let options = sigil_api::convert::ConvertOptions {
+                trust_root: trust_root.clone(),
+            };
+            convert(files, &options)
+        }
         PolicyCommand::Test(args) => {
             let (credentials, source) = credentials(args.docker_config.as_deref())?;
             let client = ClientConfig {
@@ -131,7 +152,10 @@ pub(crate) fn run(args: &PolicyArgs) -> Result<Verdict> {
             };
             evaluate(
                 &args.policy,
-                TrustedRoot::public_good()?,
+                (
+                    TrustedRoot::public_good()?,
+                    DefaultSource::Builtin("public-good"),
+                ),
                 &client,
                 &source,
                 &args.images,
@@ -172,13 +196,16 @@ fn lint(files: &[PathBuf]) -> Result<()> {
     Ok(())
 }
 
-fn convert(files: &[PathBuf]) -> Result<Verdict> {
+fn convert(files: &[PathBuf], options: &sigil_api::convert::ConvertOptions) -> Result<Verdict> {
     let mut problems = 0;
     let mut warnings = 0;
     let mut first = true;
     for path in files {
-        let c = sigil_api::convert::convert_yaml(&read(path)?)
+        let c = sigil_api::convert::convert_yaml_with(&read(path)?, options)
             .with_context(|| format!("{}", path.display()))?;
+        for line in &c.changes {
+            eprintln!("{}: note: {line}", path.display());
+        }
         if c.converted > 0 {
             if !first {
                 println!("---");
@@ -213,8 +240,13 @@ fn convert(files: &[PathBuf]) -> Result<Verdict> {
 
 /// Reads and compiles every ClusterImagePolicy of `files`, as the
 /// controller would: Secrets stay unresolved references, remote policy
-/// modules are fetched and checked against their sha256sum.
-fn load_policies(files: &[PathBuf], rt: &tokio::runtime::Runtime) -> Result<Vec<CompiledPolicy>> {
+/// modules are fetched and checked against their sha256sum, URLs are checked
+/// against the `default` trust root.
+fn load_policies(
+    files: &[PathBuf],
+    rt: &tokio::runtime::Runtime,
+    default: &DefaultRoot<'_>,
+) -> Result<Vec<CompiledPolicy>> {
     let mut specs = Vec::new();
     for path in files {
         let text = read(path)?;
@@ -227,6 +259,35 @@ fn load_policies(files: &[PathBuf], rt: &tokio::runtime::Runtime) -> Result<Vec<
             let cip: sigil_api::ClusterImagePolicy = serde_json::from_value(doc)
                 .with_context(|| format!("{}: invalid ClusterImagePolicy", path.display()))?;
             let name = cip.metadata.name.clone().unwrap_or_default();
+            let mismatches = check_instance_urls(&cip.spec, default);
+            let lines: Vec<String> = mismatches.iter().map(ToString::to_string).collect();
+            match default.source {
+                _ if lines.is_empty() => {}
+                // A --trusted-root file stands in for the built-in root
+                // (tests, other instances): say what a cluster would refuse.
+                DefaultSource::File(_) => {
+                    for line in &lines {
+                        eprintln!(
+                            "note: {}: ClusterImagePolicy {name}: {line} (a cluster refuses this \
+                             policy unless its default trust root lists the URL)",
+                            path.display()
+                        );
+                    }
+                }
+                DefaultSource::TrustRoot(_) => {
+                    bail!(
+                        "{}: ClusterImagePolicy {name}: {}",
+                        path.display(),
+                        lines.join("; ")
+                    )
+                }
+                DefaultSource::Builtin(_) => bail!(
+                    "{}: ClusterImagePolicy {name}: {} (here: give that TrustRoot with \
+                     --trust-root NAME=FILE and --default-trust-root NAME)",
+                    path.display(),
+                    lines.join("; ")
+                ),
+            }
             specs.push((path, name, cip.spec));
         }
     }
@@ -375,11 +436,12 @@ fn note_pull_secrets(policies: &[CompiledPolicy], credential_source: &str) {
 /// Evaluates `images` against the policies of `set` live, through the
 /// webhook's code path (`evaluate_image` over a [`RegistryVerifier`]), prints
 /// one verdict per image with the rendered admission message, and returns
-/// the worst verdict. `public_good` verifies authorities without a
-/// trustRootRef; `credential_source` names where credentials came from.
+/// the worst verdict. `builtin` (a root and what it is) verifies authorities
+/// without a trustRootRef unless `--default-trust-root` names another;
+/// `credential_source` names where credentials came from.
 pub(crate) fn evaluate(
     set: &PolicySetArgs,
-    public_good: TrustedRoot,
+    builtin: (TrustedRoot, DefaultSource<'_>),
     client: &ClientConfig,
     credential_source: &str,
     images: &[String],
@@ -391,16 +453,29 @@ pub(crate) fn evaluate(
         .enable_all()
         .build()
         .context("cannot start the async runtime")?;
-    let policies = load_policies(&set.policies, &rt)?;
+    let roots = trust_roots(&set.trust_roots)?;
+    let (default_root, source) = match &set.default_trust_root {
+        Some(name) => {
+            let root = roots.get(name).cloned().with_context(|| {
+                format!("--default-trust-root {name}: no --trust-root {name}=FILE is given")
+            })?;
+            (root, DefaultSource::TrustRoot(name))
+        }
+        None => builtin,
+    };
+    let policies = load_policies(
+        &set.policies,
+        &rt,
+        &DefaultRoot {
+            source,
+            root: &default_root,
+        },
+    )?;
     note_pull_secrets(&policies, credential_source);
     // One client pins tags, the verifier owns another: both share nothing
     // but their configuration.
     let pinning = RegistryClient::new(client.clone())?;
-    let verifier = RegistryVerifier::new(
-        RegistryClient::new(client.clone())?,
-        public_good,
-        trust_roots(&set.trust_roots)?,
-    );
+    let verifier = RegistryVerifier::new(RegistryClient::new(client.clone())?, default_root, roots);
     let no_match = match set.no_match {
         NoMatch::Deny => NoMatchPolicy::Deny,
         NoMatch::Warn => NoMatchPolicy::Warn,

@@ -7,7 +7,7 @@
 //! a total deadline, a digest check of every body fetched by digest, HEAD with
 //! `Docker-Content-Digest` and a GET fallback, and a count of round trips. So
 //! requests go through reqwest (the HTTP client oci-client itself builds on),
-//! configured with rustls on the ring provider. References are parsed by
+//! configured with rustls on the aws-lc-rs provider ([`crate::tls`]). References are parsed by
 //! sigil's own parser (see `reference`), so oci-client is not a dependency.
 //!
 //! Credentials: a request carries the credential configured for its own host
@@ -533,6 +533,8 @@ impl RegistryClient {
             url: String::new(),
             reason,
         };
+        // reqwest takes rustls's process default and has no fallback of its own.
+        crate::tls::default_provider();
         let mut builder = reqwest::Client::builder()
             .use_rustls_tls()
             .redirect(policy)

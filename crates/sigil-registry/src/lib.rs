@@ -6,7 +6,8 @@
 //! [`client`]), what it may contact ([`egress`]: registry hosts and network
 //! addresses, the SSRF defence), discovery of signatures and attestations in both cosign
 //! formats ([`discover`]), cosign's legacy signature layers ([`legacy`]), and
-//! verifying an image's candidates with `sigil-verifier` ([`image`]).
+//! verifying an image's candidates with `sigil-verifier` ([`image`]), and the
+//! process's rustls crypto provider, aws-lc-rs ([`tls`]).
 //!
 //! It must not depend on Kubernetes or on policy evaluation: callers say
 //! which signer an image needs; this crate finds and checks the material.
@@ -19,6 +20,7 @@ pub mod egress;
 pub mod image;
 pub mod legacy;
 pub mod reference;
+pub mod tls;
 
 pub use auth::{Credential, Credentials};
 pub use client::{

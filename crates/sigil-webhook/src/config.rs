@@ -154,6 +154,8 @@ pub struct Args {
     #[arg(long, value_enum, default_value = "deny")]
     pub no_match: NoMatch,
     /// Trusted root JSON (default: the embedded Sigstore public-good root).
+    /// With a policy snapshot it is only the fallback: a v2 snapshot's
+    /// default trust root or built-in Sigstore root takes precedence.
     #[arg(long, value_name = "JSON")]
     pub trusted_root: Option<PathBuf>,
     /// Talk plain HTTP to this registry host (repeatable; for local registries).

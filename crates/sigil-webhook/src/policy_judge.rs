@@ -77,6 +77,12 @@ pub enum Applied {
 struct Loaded {
     revision: u64,
     policies: Vec<CompiledPolicy>,
+    /// What authorities without a `trustRootRef` verify against: the
+    /// snapshot's default trust root, else its built-in Sigstore root, else
+    /// the judge's own (v1 snapshots).
+    default_root: TrustedRoot,
+    /// The TrustRoot marked default, if any.
+    default_name: Option<String>,
     trust_roots: std::collections::BTreeMap<String, TrustedRoot>,
     versions: Versions,
     /// Some policy's `match` reads the resource or its labels.
@@ -168,8 +174,10 @@ fn sha256_hex(bytes: &[u8]) -> String {
 
 impl PolicyJudge {
     /// A judge without a snapshot (not ready). `public_good` verifies
-    /// authorities that name no TrustRoot; `public_good_id` identifies it in
-    /// verdict cache keys; `no_match` is what unselected images get.
+    /// authorities that name no TrustRoot when the snapshot says nothing
+    /// better (v2 snapshots carry the default trust root or the built-in
+    /// Sigstore root as the controller keeps it); `public_good_id` identifies
+    /// it in verdict cache keys; `no_match` is what unselected images get.
     pub fn new(
         base: ClientConfig,
         public_good: TrustedRoot,
@@ -223,6 +231,7 @@ impl PolicyJudge {
     /// older than the one in force. On error nothing changes.
     pub fn apply(&self, snapshot: &PolicySnapshot) -> Result<Applied, PolicyJudgeError> {
         let valid = snapshot.validate()?;
+        let default_root = valid.default_root(&self.public_good);
         let policy_hash = format!(
             "r{}:{}",
             valid.revision,
@@ -232,11 +241,14 @@ impl PolicyJudge {
                     .as_bytes()
             )
         );
+        // Everything trust-related the snapshot decides: the trust roots
+        // with their default mark and the built-in root. A change of the
+        // default is then never answered from an old verdict.
         let trust_root_version = format!(
             "{}+{}",
             self.public_good_id,
             sha256_hex(
-                serde_json::to_string(&snapshot.trust_roots)
+                serde_json::to_string(&(&snapshot.trust_roots, &snapshot.sigstore))
                     .unwrap_or_default()
                     .as_bytes()
             )
@@ -282,6 +294,8 @@ impl PolicyJudge {
             hosts,
             revision: valid.revision,
             policies,
+            default_root,
+            default_name: valid.default_trust_root,
             trust_roots: valid.trust_roots,
             versions,
             reads_resource,
@@ -297,6 +311,11 @@ impl PolicyJudge {
     /// The revision in force, if any.
     pub fn revision(&self) -> Option<u64> {
         self.loaded().map(|l| l.revision)
+    }
+
+    /// The TrustRoot that is the default in force, if one is marked.
+    pub fn default_trust_root(&self) -> Option<String> {
+        self.loaded().and_then(|l| l.default_name.clone())
     }
 
     fn loaded(&self) -> Option<Arc<Loaded>> {
@@ -331,8 +350,11 @@ impl PolicyJudge {
             return Ok(v.clone());
         }
         let client = RegistryClient::new(self.config_for(secrets)).map_err(|e| e.to_string())?;
-        let mut verifier =
-            RegistryVerifier::new(client, self.public_good.clone(), loaded.trust_roots.clone());
+        let mut verifier = RegistryVerifier::new(
+            client,
+            loaded.default_root.clone(),
+            loaded.trust_roots.clone(),
+        );
         if let Some(cache) = &self.material {
             verifier = verifier.with_material(MaterialScope {
                 cache: cache.clone(),

@@ -1,7 +1,6 @@
 //! docs/threat-model.md cannot go stale: every threat in its tables names at
 //! least one test, and every test it names exists in the repository (a Rust
-//! `fn` under crates/ or e2e/, or a Python `def` under scripts/). Names in
-//! a row marked pending (work on another branch) are reported, not failed.
+//! `fn` under crates/ or e2e/, or a Python `def` under scripts/).
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::collections::BTreeSet;
@@ -68,24 +67,16 @@ fn every_test_named_in_the_threat_model_exists() {
     );
     let defined = defined_names();
     let mut missing = Vec::new();
-    let mut pending = Vec::new();
     let mut seen = BTreeSet::new();
     for (id, line, names) in &rows {
         assert!(seen.insert(id.clone()), "threat {id} appears twice");
         assert!(!names.is_empty(), "threat {id} names no test: {line}");
-        for name in names {
-            if defined.contains(name) {
-                continue;
-            }
-            if line.contains("pending") {
-                pending.push(format!("{id}: {name}"));
-            } else {
-                missing.push(format!("{id}: {name}"));
-            }
-        }
-    }
-    for p in &pending {
-        println!("pending (another branch): {p}");
+        missing.extend(
+            names
+                .iter()
+                .filter(|name| !defined.contains(*name))
+                .map(|name| format!("{id}: {name}")),
+        );
     }
     assert!(
         missing.is_empty(),

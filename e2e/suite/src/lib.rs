@@ -185,7 +185,7 @@ pub struct Cluster {
 impl Cluster {
     /// Connects with `KUBECONFIG` (or the in-cluster configuration).
     pub async fn connect() -> anyhow::Result<Self> {
-        let _ = rustls::crypto::ring::default_provider().install_default();
+        let _ = rustls::crypto::aws_lc_rs::default_provider().install_default();
         let client = kube::Client::try_default()
             .await
             .context("cannot build a Kubernetes client from KUBECONFIG")?;
