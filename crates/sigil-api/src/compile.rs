@@ -399,6 +399,19 @@ fn compile_key(
             }
         },
     };
+    if let (Some(HashAlgorithm::Sha224), KeyMaterial::Resolved(PublicKey::Rsa(_))) =
+        (hash, &material)
+    {
+        // AWS-LC, sigil's one crypto module, has no RSA PKCS#1 v1.5 SHA-224
+        // check; refusing here beats denying every image at admission.
+        errs.add(
+            format!("{path}.hashAlgorithm"),
+            "sha224 with an RSA key is not supported (sigil's crypto module verifies RSA \
+             signatures over sha256, sha384 or sha512); re-sign with one of those and set it here"
+                .to_owned(),
+        );
+        return None;
+    }
     Some(KeyAuthority {
         key: material,
         hash,

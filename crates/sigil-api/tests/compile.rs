@@ -208,6 +208,22 @@ fn hash_algorithm_takes_policy_controllers_four_digests_and_defaults_to_the_key_
     }
 }
 
+#[test]
+fn sha224_with_an_rsa_key_is_refused_at_the_field_because_no_rsa_sha224_check_exists() {
+    assert_error(
+        &key_policy(&format!(
+            "hashAlgorithm: sha224\ndata: |\n{}",
+            indent(RSA, 2)
+        )),
+        "spec.authorities[0].key.hashAlgorithm: sha224 with an RSA key is not supported",
+    );
+    let p = compile(&key_policy(&format!(
+        "hashAlgorithm: sha512\ndata: |\n{}",
+        indent(RSA, 2)
+    )));
+    assert_eq!(p.authorities.len(), 1, "RSA with another digest compiles");
+}
+
 struct OneSecret;
 
 impl SecretResolver for OneSecret {

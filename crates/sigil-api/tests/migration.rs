@@ -15,9 +15,12 @@
 //!   default, rejects them naming `spec.authorities`.
 //! - other YAML (a Deployment): skipped by convert, with a message.
 //!
-//! The test prints one line per file with its outcome and reason, then
-//! fails naming every file that is not judged as policy-controller judges
-//! it, with the feature it waits for where that is known.
+//! The test prints one line per file with its outcome and reason. A file
+//! that sigil cannot judge yet because a feature is still being built
+//! elsewhere is listed in [`WAITING`] with that feature; the test fails
+//! naming every other file that is not judged as policy-controller judges
+//! it, every listed file that fails for another reason, and every listed
+//! file that now passes (remove it from the list).
 #![allow(
     clippy::unwrap_used,
     clippy::expect_used,
@@ -30,6 +33,112 @@ use std::path::{Path, PathBuf};
 use serde_json::Value;
 use sigil_api::convert::convert_yaml;
 use sigil_api::lint::lint_yaml;
+
+/// Valid files that still fail, each with the features it waits for (as
+/// [`waits_for`] names them, sorted and joined by `, `). CUE and KMS keys are
+/// being built on their own branches; when one merges, its files pass and
+/// this test says which lines to delete. `fetchConfigFile` (the image's
+/// config files in a ClusterImagePolicy-level policy's input) appears only
+/// with CUE policies here and has no branch yet.
+const WAITING: &[(&str, &str)] = &[
+    (
+        "e2e/cip-config-file-policy-fails.yaml",
+        "CUE (branch cue), fetchConfigFile (no branch)",
+    ),
+    (
+        "e2e/cip-config-file-policy-from-configmap.yaml",
+        "CUE (branch cue), fetchConfigFile (no branch)",
+    ),
+    (
+        "e2e/cip-config-file-policy.yaml",
+        "CUE (branch cue), fetchConfigFile (no branch)",
+    ),
+    ("e2e/cip-include-objectmeta-fails.yaml", "CUE (branch cue)"),
+    ("e2e/cip-include-objectmeta.yaml", "CUE (branch cue)"),
+    ("e2e/cip-include-spec-fails.yaml", "CUE (branch cue)"),
+    ("e2e/cip-include-spec.yaml", "CUE (branch cue)"),
+    ("e2e/cip-include-typemeta.yaml", "CUE (branch cue)"),
+    (
+        "e2e/cip-key-with-attestations-no-rekor.yaml",
+        "CUE (branch cue)",
+    ),
+    (
+        "e2e/cip-key-with-attestations-rego.yaml",
+        "CUE (branch cue)",
+    ),
+    ("e2e/cip-key-with-attestations.yaml", "CUE (branch cue)"),
+    ("e2e/cip-keyless-with-attestations.yaml", "CUE (branch cue)"),
+    (
+        "e2e/cip-keyless-with-source-prefix-tag.yaml",
+        "CUE (branch cue)",
+    ),
+    (
+        "e2e/cip-keyless-with-trustroot-remote-with-attestations.yaml",
+        "CUE (branch cue)",
+    ),
+    (
+        "e2e/cip-keyless-with-trustroot-repository-with-attestations.yaml",
+        "CUE (branch cue)",
+    ),
+    (
+        "e2e/cip-keyless-with-trustroot-with-attestations.yaml",
+        "CUE (branch cue)",
+    ),
+    (
+        "e2e/cip-policy-from-url.yaml",
+        "CUE (branch cue), fetchConfigFile (no branch)",
+    ),
+    (
+        "e2e/cip-requires-two-signatures-and-two-attestations-rego.yaml",
+        "CUE (branch cue)",
+    ),
+    (
+        "e2e/cip-requires-two-signatures-and-two-attestations.yaml",
+        "CUE (branch cue)",
+    ),
+    (
+        "valid/v1beta1-valid-keylessref-awskms.yaml",
+        "KMS keys (branch kms)",
+    ),
+    (
+        "valid/v1beta1-valid-keyref-awskms.yaml",
+        "KMS keys (branch kms)",
+    ),
+    (
+        "valid/v1beta1-valid-policy-glob.yaml",
+        "KMS keys (branch kms)",
+    ),
+    (
+        "valid/v1beta1-valid-policy.yaml",
+        "CUE (branch cue), KMS keys (branch kms)",
+    ),
+    (
+        "valid/valid-keylessref-awskms.yaml",
+        "KMS keys (branch kms)",
+    ),
+    ("valid/valid-keyref-awskms.yaml", "KMS keys (branch kms)"),
+    ("valid/valid-policy-glob.yaml", "KMS keys (branch kms)"),
+    (
+        "valid/valid-policy-hash-algo.yaml",
+        "CUE (branch cue), KMS keys (branch kms)",
+    ),
+    (
+        "valid/valid-policy-keyless-ignore-sct.yaml",
+        "KMS keys (branch kms)",
+    ),
+    (
+        "valid/valid-policy-match-resource-label.yaml",
+        "CUE (branch cue), KMS keys (branch kms)",
+    ),
+    (
+        "valid/valid-policy-match-resource.yaml",
+        "CUE (branch cue), KMS keys (branch kms)",
+    ),
+    (
+        "valid/valid-policy.yaml",
+        "CUE (branch cue), KMS keys (branch kms)",
+    ),
+];
 
 /// What policy-controller says about a file.
 #[derive(Debug)]
@@ -132,10 +241,8 @@ fn waits_for(errors: &[String]) -> Vec<&'static str> {
                 "CUE (branch cue)"
             } else if path.ends_with(".kms") {
                 "KMS keys (branch kms)"
-            } else if path.ends_with("keyless.url") || path.ends_with("ctlog.url") {
-                "default trust root for private Fulcio/Rekor URLs (branch trust)"
             } else if path.ends_with(".fetchConfigFile") {
-                "fetchConfigFile (no branch yet)"
+                "fetchConfigFile (no branch)"
             } else {
                 "this branch"
             }
@@ -154,6 +261,7 @@ fn every_policy_controller_example_is_judged_as_policy_controller_judges_it() {
     };
     let mut lines = Vec::new();
     let mut failures = Vec::new();
+    let mut seen = Vec::new();
     for path in files(&dir) {
         let rel = path
             .strip_prefix(&dir)
@@ -261,10 +369,38 @@ fn every_policy_controller_example_is_judged_as_policy_controller_judges_it() {
                 (skipped, conversion.report.join(" | "))
             }
         };
-        let verdict = if ok { "ok  " } else { "FAIL" };
+        let waiting = WAITING
+            .iter()
+            .find(|(file, _)| *file == rel)
+            .map(|(_, w)| *w);
+        let verdict = match (ok, waiting) {
+            (true, None) => "ok  ",
+            (false, None) => {
+                failures.push(format!("{rel}: {reason}"));
+                "FAIL"
+            }
+            (true, Some(w)) => {
+                failures.push(format!(
+                    "{rel}: passes now; delete its line (waiting for {w}) from WAITING"
+                ));
+                "PASS"
+            }
+            (false, Some(w)) if reason.starts_with(&format!("waits for {w}: ")) => "wait",
+            (false, Some(w)) => {
+                failures.push(format!(
+                    "{rel}: listed as waiting for {w}, but fails otherwise: {reason}"
+                ));
+                "FAIL"
+            }
+        };
         lines.push(format!("{verdict} {rel} ({expected:?}): {reason}"));
-        if !ok {
-            failures.push(format!("{rel}: {reason}"));
+        seen.push(rel);
+    }
+    for (file, w) in WAITING {
+        if !seen.iter().any(|r| r == file) {
+            failures.push(format!(
+                "{file}: listed as waiting for {w}, but policy-controller's test data has no such file"
+            ));
         }
     }
     println!("{}", lines.join("\n"));
