@@ -133,6 +133,9 @@ impl RemotePolicies {
     async fn client(&self) -> Result<&reqwest::Client, String> {
         self.client
             .get_or_try_init(|| async {
+                // reqwest is built without a crypto provider of its own: the
+                // binary installs sigil's at start, tests may not have.
+                sigil_registry::tls::default_provider();
                 reqwest::Client::builder()
                     .connect_timeout(self.timeout)
                     .timeout(self.timeout)
