@@ -203,9 +203,6 @@ fn convert(files: &[PathBuf], options: &sigil_api::convert::ConvertOptions) -> R
     for path in files {
         let c = sigil_api::convert::convert_yaml_with(&read(path)?, options)
             .with_context(|| format!("{}", path.display()))?;
-        for line in &c.changes {
-            eprintln!("{}: note: {line}", path.display());
-        }
         if c.converted > 0 {
             if !first {
                 println!("---");

@@ -922,10 +922,13 @@ async fn policy_controllers_private_sigstore_policy_admits_under_a_default_trust
         original.to_str().unwrap(),
     ]);
     assert_eq!(status, 0, "{out}");
-    // The YAML on standard output, then one note per reference added.
-    let (yaml, notes) = out.split_at(out.find(&format!("{}: note:", original.display())).unwrap());
+    // The YAML on standard output, then one line per reference added.
+    let (yaml, notes) = out.split_at(
+        out.find(&format!("{}: changed:", original.display()))
+            .unwrap(),
+    );
     assert!(
-        notes.contains("note: document 0 (ClusterImagePolicy image-policy-keyless): spec.authorities[0].keyless.trustRootRef: set to `private-sigstore`"),
+        notes.contains("changed: document 0 (ClusterImagePolicy image-policy-keyless): spec.authorities[0].keyless.trustRootRef: set to `private-sigstore`"),
         "{notes}"
     );
     let explicit: Value = serde_saphyr::from_str(yaml).unwrap();
