@@ -85,8 +85,10 @@ sigil_up() {
   # chart's RBAC is what the e2e suite exercises.
   sa_kubeconfig sigil-controller "$dir/controller.kubeconfig"
   sa_kubeconfig sigil-webhook "$dir/webhook.kubeconfig"
+  # --tuf-offline: the built-in Sigstore roots stay the embedded ones; the
+  # local cluster sends nothing beyond 127.0.0.1 (no TUF mirror).
   KUBECONFIG=$dir/controller.kubeconfig RUST_LOG=${SIGIL_E2E_RUST_LOG:-info} "$bin/sigil-controller" --namespace "$SIGIL_NS" --identity "$(hostname)-local" \
-    --listen "127.0.0.1:$controller" --webhook-tls external \
+    --listen "127.0.0.1:$controller" --webhook-tls external --tuf-offline \
     >"$dir/controller.log" 2>&1 &
   echo $! >"$dir/controller.pid"
   local insecure=() r

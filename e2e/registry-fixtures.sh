@@ -4,7 +4,8 @@
 # Starts olareg (referrers API) and Debian's docker-registry (no referrers API,
 # so cosign writes the sha256-<hex> fallback tag) on free 127.0.0.1 ports,
 # pushes small images with crane, signs them key-based with cosign v3 in the
-# new bundle format and the legacy format, attests some (SLSA provenance and
+# new bundle format and the legacy format (also with a P-384 key, and with
+# SHA-224/SHA-512 signatures attached by cosign), attests some (SLSA provenance and
 # vulnerability scans that pass or fail the example Rego), signs one with two
 # keys, and builds an unsigned image, one signed by another key, and one
 # carrying signatures moved from another image. Then runs the given command with SIGIL_REGISTRY_FIXTURES
@@ -24,6 +25,7 @@ else
   BIN=$(scripts/install-tools.sh cosign crane olareg docker-registry)
 fi
 export PATH="$BIN:$PATH"
+command -v openssl >/dev/null || { echo "registry-fixtures: openssl is needed (apt-get install openssl)" >&2; exit 1; }
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/sigil-registry.XXXXXX")
 PIDS=()
 cleanup() {
@@ -66,6 +68,17 @@ ORIG_HOME=$HOME
 export TUF_ROOT=$WORK/tuf HOME=$WORK
 cosign generate-key-pair --output-key-prefix key1 >/dev/null 2>&1
 cosign generate-key-pair --output-key-prefix key2 >/dev/null 2>&1
+# key.hashAlgorithm: cosign v3 signs with the digest its key type implies
+# (there is no flag for it): a P-384 key signs over SHA-384. SHA-224 and
+# SHA-512 signatures (P-256 and RSA keys) are made with openssl over cosign's
+# own payload (`cosign generate`) and attached with `cosign attach
+# signature`; `cosign verify --signature-digest-algorithm` checks each one.
+openssl ecparam -name secp384r1 -genkey -noout 2>/dev/null | openssl pkcs8 -topk8 -nocrypt -out p384.pem
+cosign import-key-pair --key p384.pem --output-key-prefix p384 >/dev/null 2>&1
+openssl ecparam -name prime256v1 -genkey -noout 2>/dev/null | openssl pkcs8 -topk8 -nocrypt -out hk.pem
+openssl pkey -in hk.pem -pubout -out hk.pub 2>/dev/null
+openssl genrsa 3072 2>/dev/null | openssl pkcs8 -topk8 -nocrypt -out rsa.pem
+openssl pkey -in rsa.pem -pubout -out rsa.pub 2>/dev/null
 echo '{"buildType":"https://example.com/sigil-test","builder":{"id":"sigil-test"}}' >predicate.json
 # SLSA v1 provenance and vulnerability-scan predicates for the attestation
 # policies of deploy/examples/attestation-rego.yaml: one that satisfies its
@@ -128,10 +141,31 @@ if not api:
 PY
 }
 
+# Attaches a legacy signature made by openssl: key pem, digest, image ref.
+attach_openssl() {
+  local payload sig
+  payload=$(mktemp "$WORK/payload.XXXXXX"); sig=$(mktemp "$WORK/sig.XXXXXX")
+  cosign generate "$3" >"$payload" 2>/dev/null
+  openssl dgst "-$2" -sign "$1" "$payload" | base64 -w0 >"$sig"
+  cosign attach signature --allow-insecure-registry --payload "$payload" --signature "$sig" "$3" >/dev/null 2>&1
+}
+# cosign itself must accept a key fixture with that digest algorithm, and
+# refuse it with another (so the fixture is what its name says).
+cosign_accepts() { # pub digest wrong-digest image
+  cosign verify --key "$1" --signature-digest-algorithm "$2" --insecure-ignore-tlog --allow-insecure-registry "$4" >/dev/null 2>&1 \
+    || { echo "fixture: cosign does not accept $4 with $1 over $2" >&2; return 1; }
+  if cosign verify --key "$1" --signature-digest-algorithm "$3" --insecure-ignore-tlog --allow-insecure-registry "$4" >/dev/null 2>&1; then
+    echo "fixture: cosign accepts $4 with $1 over $3 too" >&2; return 1
+  fi
+}
+
 FIX=$WORK/fixtures.env
 {
   echo "KEY1=$WORK/key1.pub"
   echo "KEY2=$WORK/key2.pub"
+  echo "P384KEY=$WORK/p384.pub"
+  echo "HASHKEY=$WORK/hk.pub"
+  echo "RSAKEY=$WORK/rsa.pub"
 } >"$FIX"
 for pair in "olareg:$OLAREG" "dockreg:$DOCKREG"; do
   name=${pair%%:*}; R=${pair#*:}
@@ -168,6 +202,22 @@ for pair in "olareg:$OLAREG" "dockreg:$DOCKREG"; do
   attest vuln-low.json vuln "$PB"
   attest prov-main.json slsaprovenance1 "$PV"
   attest vuln-critical.json vuln "$PV"
+  # key.hashAlgorithm: cosign's own P-384 signatures (SHA-384) in both
+  # formats, and openssl's SHA-224 / SHA-512 legacy signatures.
+  H384=$(push_image "$R" test/app sha384 "$name-sha384")
+  H384L=$(push_image "$R" test/app sha384-legacy "$name-sha384-legacy")
+  H224L=$(push_image "$R" test/app sha224-legacy "$name-sha224-legacy")
+  H512L=$(push_image "$R" test/app sha512-legacy "$name-sha512-legacy")
+  R512L=$(push_image "$R" test/app rsa-sha512-legacy "$name-rsa-sha512-legacy")
+  cosign sign --key p384.key "${SIGN[@]}" "$R/test/app@$H384" >/dev/null 2>&1
+  cosign sign --key p384.key "${SIGN[@]}" --new-bundle-format=false "$R/test/app@$H384L" >/dev/null 2>&1
+  attach_openssl hk.pem sha224 "$R/test/app@$H224L"
+  attach_openssl hk.pem sha512 "$R/test/app@$H512L"
+  attach_openssl rsa.pem sha512 "$R/test/app@$R512L"
+  cosign_accepts p384.pub sha384 sha256 "$R/test/app@$H384L"
+  cosign_accepts hk.pub sha224 sha256 "$R/test/app@$H224L"
+  cosign_accepts hk.pub sha512 sha256 "$R/test/app@$H512L"
+  cosign_accepts rsa.pub sha512 sha256 "$R/test/app@$R512L"
   move_referrer "$R" test/app "$A" "$M"
   crane copy --insecure "$R/test/app:sha256-${L#sha256:}.sig" "$R/test/app:sha256-${M#sha256:}.sig" >/dev/null 2>&1
   {
@@ -183,6 +233,11 @@ for pair in "olareg:$OLAREG" "dockreg:$DOCKREG"; do
     echo "${name^^}_PROV_GOOD=$R/test/app@$PG"
     echo "${name^^}_PROV_BAD=$R/test/app@$PB"
     echo "${name^^}_PROV_VULN=$R/test/app@$PV"
+    echo "${name^^}_SHA384=$R/test/app@$H384"
+    echo "${name^^}_SHA384_LEGACY=$R/test/app@$H384L"
+    echo "${name^^}_SHA224_LEGACY=$R/test/app@$H224L"
+    echo "${name^^}_SHA512_LEGACY=$R/test/app@$H512L"
+    echo "${name^^}_RSA_SHA512_LEGACY=$R/test/app@$R512L"
   } >>"$FIX"
 done
 echo "fixtures: $FIX" >&2
@@ -227,6 +282,8 @@ for n in OLAREG DOCKREG; do
   expect 0 "$n other key with that key" --key "$KEY2" "$(v OTHER)"
   expect 1 "$n moved signature" --key "$KEY1" "$(v MOVED)"
   expect 0 "$n by tag" --key "$KEY1" "$(eval echo "\$${n}")/test/app:new"
+  expect 0 "$n P-384 key, cosign's SHA-384, new format" --key "$P384KEY" "$(v SHA384)"
+  expect 0 "$n P-384 key, cosign's SHA-384, legacy" --key "$P384KEY" "$(v SHA384_LEGACY)"
 done
 echo "cli: $pass passed, $fail failed"
 [ "$fail" = 0 ]

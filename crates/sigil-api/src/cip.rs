@@ -75,6 +75,12 @@ pub struct ClusterImagePolicySpec {
     pub match_: Vec<MatchResource>,
 }
 
+/// Drops the `default` schemars derives from `#[serde(default)]`, for fields
+/// whose default would not pass their own schema.
+fn no_default(schema: &mut schemars::Schema) {
+    schema.remove("default");
+}
+
 /// An image glob.
 #[derive(KubeSchema, Serialize, Deserialize, Debug, Clone, Default, PartialEq)]
 pub struct ImagePattern {
@@ -139,8 +145,7 @@ pub struct Authority {
 #[derive(KubeSchema, Serialize, Deserialize, Debug, Clone, Default, PartialEq)]
 #[serde(rename_all = "camelCase")]
 #[x_kube(
-    validation = Rule::new("[has(self.data), has(self.secretRef), has(self.kms)].filter(x, x).size() == 1").message("exactly one of data, secretRef or kms must be set"),
-    validation = Rule::new("!has(self.hashAlgorithm) || self.hashAlgorithm == 'sha256'").message("hashAlgorithm: sigil verifies key signatures over sha256 digests only (cosign's default); sign without --signature-digest-algorithm and set sha256 or remove the field")
+    validation = Rule::new("[has(self.data), has(self.secretRef), has(self.kms)].filter(x, x).size() == 1").message("exactly one of data, secretRef or kms must be set")
 )]
 pub struct KeyRef {
     /// PEM public key (ECDSA P-256/P-384, Ed25519 or RSA) or, under
@@ -159,9 +164,14 @@ pub struct KeyRef {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(max = 2048))]
     pub kms: Option<String>,
-    /// Digest algorithm the key signed over. sigil supports `sha256` (cosign's
-    /// default) only; other values (policy-controller also knows sha224,
-    /// sha384, sha512) are rejected rather than verified as sha256.
+    /// Digest algorithm the key signed over (`sha224`, `sha256`, `sha384` or
+    /// `sha512`), for ECDSA and RSA keys; Ed25519 keys sign the message
+    /// itself and ignore it. When set, signatures in both formats verify
+    /// with exactly this digest, as policy-controller verifies them. When
+    /// unset, sigil verifies with the digest cosign signs with for the key's
+    /// type: sha256 for P-256 and RSA keys, sha384 for P-384 keys (where
+    /// policy-controller would use sha256; `sigil policy convert` writes
+    /// `sha256` for such keys to keep its verdicts).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub hash_algorithm: Option<String>,
 }
@@ -180,7 +190,10 @@ pub struct SecretReference {
 /// Keyless verification: Fulcio certificates with expected identities.
 #[derive(KubeSchema, Serialize, Deserialize, Debug, Clone, Default, PartialEq)]
 #[serde(rename_all = "camelCase")]
-#[x_kube(validation = Rule::new("!(has(self.url) && has(self.ca__dash__cert))").message("set at most one of url and ca-cert"))]
+#[x_kube(
+    validation = Rule::new("!(has(self.url) && has(self.ca__dash__cert))").message("set at most one of url and ca-cert"),
+    validation = Rule::new("has(self.identities)").message("identities: at least one identity (issuer or issuerRegExp, and subject or subjectRegExp) is required")
+)]
 pub struct KeylessRef {
     /// Fulcio URL. Trust does not come from the URL: without `trustRootRef`
     /// it must name a certificate authority of the cluster's default trust
@@ -190,7 +203,10 @@ pub struct KeylessRef {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub url: Option<String>,
     /// Accepted signer identities; any one suffices.
-    #[schemars(length(min = 1, max = 32))]
+    // Defaulted so that a missing list is reported with its path by the
+    // compiler; the schema gets no default (it would not validate).
+    #[serde(default)]
+    #[schemars(length(min = 1, max = 32), transform = no_default)]
     pub identities: Vec<Identity>,
     /// A CA certificate chain (PEM, inline or in a Secret) instead of Fulcio's.
     #[serde(default, rename = "ca-cert", skip_serializing_if = "Option::is_none")]
@@ -245,11 +261,17 @@ pub struct StaticRef {
 #[derive(KubeSchema, Serialize, Deserialize, Debug, Clone, Default, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct Source {
-    /// Repository (`registry/path`, no tag) holding the signatures.
+    /// Repository (`registry/path`, no tag) holding the signatures; the
+    /// image's own repository when unset (a source may then only change the
+    /// credentials or the tag prefix).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub oci: Option<String>,
-    /// Secrets (docker config JSON) in the admitted object's namespace that
-    /// the webhook reads to pull signatures from `oci`. `sigil policy test`
+    /// Secrets (docker config JSON) in sigil's own namespace that the
+    /// webhook reads to pull signatures from `oci` (or from the image's own
+    /// repository when `oci` is unset); a Secret that does not exist is
+    /// ignored, as the kubelet ignores missing pull secrets.
+    /// policy-controller reads them from the admitted object's namespace
+    /// instead. `sigil policy test`
     /// and `sigil verify --policy` do not read Secrets: they pull with the
     /// local docker config and say so.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -314,21 +336,23 @@ pub struct Attestation {
 #[serde(rename_all = "camelCase")]
 #[x_kube(
     validation = Rule::new("self.type == 'rego'").message("only Rego policies are supported: rewrite CUE policies in Rego (package sigstore, rule isCompliant)"),
-    validation = Rule::new("!has(self.remote) && !has(self.fetchConfigFile)").message("remote and fetchConfigFile are not supported: put the Rego module in data or in a ConfigMap named by configMapRef"),
-    validation = Rule::new("has(self.data) != has(self.configMapRef)").message("set exactly one of data (the Rego module) and configMapRef (a ConfigMap in sigil's namespace holding it)")
+    validation = Rule::new("!has(self.fetchConfigFile)").message("fetchConfigFile is not supported: sigil does not pass image config files to policies"),
+    validation = Rule::new("[has(self.data), has(self.configMapRef), has(self.remote)].filter(x, x).size() == 1").message("set exactly one of data (the module), configMapRef (a ConfigMap in sigil's namespace holding it) and remote (a URL pinned by its sha256sum)")
 )]
 pub struct Policy {
     /// The policy language; sigil supports `rego`.
     #[serde(rename = "type")]
     #[schemars(length(max = 16))]
     pub type_: String,
-    /// The Rego module. Exactly one of `data` and `configMapRef` is set.
+    /// The module. Exactly one of `data`, `configMapRef` and `remote` is set.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub data: Option<String>,
-    /// Not supported by sigil (kept so it is rejected, not pruned).
+    /// The module fetched from a URL by the controller and pinned by its
+    /// SHA-256: the controller refuses any other content, and keeps
+    /// enforcing the last content it verified while the URL cannot be
+    /// reached.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(with = "Option<serde_json::Map<String, serde_json::Value>>")]
-    pub remote: Option<serde_json::Value>,
+    pub remote: Option<RemotePolicy>,
     /// A ConfigMap in sigil's namespace holding the Rego module; the
     /// controller reads it and reconciles again when it changes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -345,6 +369,20 @@ pub struct Policy {
     /// CIP-level only: add the admitted object's `apiVersion` and `kind`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub include_type_meta: Option<bool>,
+}
+
+/// A policy module at a URL, pinned by the SHA-256 of its content
+/// (policy-controller's field names).
+#[derive(KubeSchema, Serialize, Deserialize, Debug, Clone, Default, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct RemotePolicy {
+    /// `https://` (or `http://`: the content is checked against `sha256sum`
+    /// either way) URL of the module.
+    #[schemars(length(min = 1, max = 2048), regex(pattern = r"^https?://[^\s]+$"))]
+    pub url: String,
+    /// Lower-case hex SHA-256 of the module's bytes, as `sha256sum` prints it.
+    #[schemars(regex(pattern = r"^[0-9a-fA-F]{64}$"))]
+    pub sha256sum: String,
 }
 
 /// A ConfigMap entry holding a Rego module (policy-controller's field names).

@@ -25,7 +25,7 @@ use sigil_verifier::x509::Certificate;
 
 use crate::cip::{
     Attestation, Authority, ClusterImagePolicySpec, ConfigMapRef, Identity, KeyRef, KeylessRef,
-    MatchResource, Policy, Source, TLog,
+    MatchResource, Policy, RemotePolicy, Source, TLog,
 };
 use crate::trustroot::{CertificateAuthority, TransparencyLogInstance, TrustRootSpec};
 
@@ -102,6 +102,13 @@ pub trait SecretResolver {
     fn kms(&self, _uri: &str) -> Option<Result<String, String>> {
         None
     }
+
+    /// The module a policy's `remote` names, already checked against its
+    /// `sha256sum` ([`check_remote_policy`]); `None` when URLs are not
+    /// fetched here (offline), `Some(Err(reason))` when the fetch failed.
+    fn remote_policy(&self, _remote: &RemotePolicy) -> Option<Result<String, String>> {
+        None
+    }
 }
 
 /// How the message of an offline `key.kms` begins: [`is_offline_only`]
@@ -113,10 +120,43 @@ pub const KMS_OFFLINE: &str = "fetched by sigil-controller from the KMS";
 /// from a real error.
 pub const CONFIG_MAP_OFFLINE: &str = "resolved by sigil-controller from ConfigMap";
 
-/// Whether `error` only says a `configMapRef` could not be read offline.
+/// How the message of an offline `remote` policy begins (see
+/// [`CONFIG_MAP_OFFLINE`]).
+pub const REMOTE_OFFLINE: &str = "fetched by sigil-controller from";
+
+/// The largest remote policy module accepted: far more than any policy
+/// needs, and small enough for the snapshot Secret (1 MiB in all).
+pub const MAX_REMOTE_POLICY_BYTES: usize = 256 * 1024;
+
+/// Whether `error` only says a `configMapRef` or `remote` policy could not be
+/// read offline.
 pub fn is_offline_only(error: &FieldError) -> bool {
     (error.path.ends_with(".configMapRef") && error.message.starts_with(CONFIG_MAP_OFFLINE))
         || (error.path.ends_with(".kms") && error.message.starts_with(KMS_OFFLINE))
+        || (error.path.ends_with(".remote") && error.message.starts_with(REMOTE_OFFLINE))
+}
+
+/// Checks fetched `body` against a `remote` policy: at most
+/// [`MAX_REMOTE_POLICY_BYTES`], SHA-256 equal to `sha256sum`, UTF-8 text.
+/// Returns the module, or why it is refused. The controller and the CLI
+/// both accept a remote policy only through this check.
+pub fn check_remote_policy(remote: &RemotePolicy, body: &[u8]) -> Result<String, String> {
+    if body.len() > MAX_REMOTE_POLICY_BYTES {
+        return Err(format!(
+            "the content is {} bytes, more than the {MAX_REMOTE_POLICY_BYTES} bytes a policy \
+             may have",
+            body.len()
+        ));
+    }
+    let got = hex::encode(sigil_verifier::crypto::sha256(body));
+    if !got.eq_ignore_ascii_case(remote.sha256sum.trim()) {
+        return Err(format!(
+            "the content's sha256 is {got}, not the sha256sum {}; if the policy changed on \
+             purpose, review it and set sha256sum to the new value",
+            remote.sha256sum.trim()
+        ));
+    }
+    String::from_utf8(body.to_vec()).map_err(|_| "the content is not UTF-8 text".to_owned())
 }
 
 /// A resolver for offline use: Secrets stay unresolved references.
@@ -252,6 +292,13 @@ fn compile_authority(
         .count();
     if set != 1 {
         errs.add(path, "exactly one of key, keyless or static must be set");
+        // What else is wrong with the parts that are there, all at once.
+        if let Some(key) = &a.key {
+            compile_key(&format!("{path}.key"), key, secrets, errs);
+        }
+        if let Some(keyless) = &a.keyless {
+            compile_keyless(&format!("{path}.keyless"), keyless, errs);
+        }
         return None;
     }
     if let Some(format) = a.signature_format.as_deref()
@@ -346,25 +393,7 @@ fn compile_key(
     secrets: &dyn SecretResolver,
     errs: &mut Errors,
 ) -> Option<KeyAuthority> {
-    // The verifier checks key signatures over SHA-256 digests only (what
-    // cosign signs with unless told `--signature-digest-algorithm`); another
-    // value would be silently verified as SHA-256, so it is refused here.
-    match key.hash_algorithm.as_deref() {
-        None | Some("") | Some("sha256") => {}
-        Some(other @ ("sha224" | "sha384" | "sha512")) => errs.add(
-            format!("{path}.hashAlgorithm"),
-            format!(
-                "hashAlgorithm `{other}` is not supported: sigil verifies key signatures over \
-                 sha256 digests only (cosign's default); sign without \
-                 --signature-digest-algorithm and set sha256 or remove the field"
-            ),
-        ),
-        Some(other) => errs.add(
-            format!("{path}.hashAlgorithm"),
-            format!("unsupported hashAlgorithm `{other}`; sigil supports sha256 only"),
-        ),
-    }
-    let hash = HashAlgorithm::Sha256;
+    let hash = key_hash_algorithm(path, key.hash_algorithm.as_deref(), errs);
     let key = key_source(path, key, errs)?;
     let material = match key {
         Pem::Inline(pem) => {
@@ -399,10 +428,46 @@ fn compile_key(
             }
         },
     };
+    if let (Some(HashAlgorithm::Sha224), KeyMaterial::Resolved(PublicKey::Rsa(_))) =
+        (hash, &material)
+    {
+        // AWS-LC, sigil's one crypto module, has no RSA PKCS#1 v1.5 SHA-224
+        // check; refusing here beats denying every image at admission.
+        errs.add(
+            format!("{path}.hashAlgorithm"),
+            "sha224 with an RSA key is not supported (sigil's crypto module verifies RSA \
+             signatures over sha256, sha384 or sha512); re-sign with one of those and set it here"
+                .to_owned(),
+        );
+        return None;
+    }
     Some(KeyAuthority {
         key: material,
         hash,
     })
+}
+
+/// Parses `hashAlgorithm` as policy-controller does (case and surrounding
+/// blanks ignored); unset or empty is `None`, the key type's own digest.
+fn key_hash_algorithm(path: &str, value: Option<&str>, errs: &mut Errors) -> Option<HashAlgorithm> {
+    let value = value?;
+    match value.trim().to_ascii_lowercase().as_str() {
+        "" => None,
+        "sha224" => Some(HashAlgorithm::Sha224),
+        "sha256" => Some(HashAlgorithm::Sha256),
+        "sha384" => Some(HashAlgorithm::Sha384),
+        "sha512" => Some(HashAlgorithm::Sha512),
+        _ => {
+            errs.add(
+                format!("{path}.hashAlgorithm"),
+                format!(
+                    "unsupported hashAlgorithm `{value}`; use sha224, sha256, sha384 or sha512 \
+                     (the digest the key signed over), or remove the field"
+                ),
+            );
+            None
+        }
+    }
 }
 
 /// A PEM given inline, by Secret or by KMS URI.
@@ -625,20 +690,20 @@ fn compile_source(path: &str, s: &Source, errs: &mut Errors) -> Option<Signature
                 }
             }
         }
-        None => {
-            errs.add(
-                format!("{path}.oci"),
-                "the repository holding signatures is required",
-            );
-            None
-        }
+        // policy-controller's meaning: the image's own repository, with the
+        // source's credentials or tag prefix.
+        None => None,
     };
+    // policy-controller asks only for a name; one that is no valid Secret
+    // name names no Secret, which the webhook ignores like a missing one
+    // (and `sigil policy lint` notes).
     for (i, secret) in s.signature_pull_secrets.iter().enumerate() {
-        check_object_name(
-            &format!("{path}.signaturePullSecrets[{i}].name"),
-            &secret.name,
-            errs,
-        );
+        if secret.name.trim().is_empty() || secret.name.len() > 253 {
+            errs.add(
+                format!("{path}.signaturePullSecrets[{i}].name"),
+                "a Secret name (at most 253 characters) is required",
+            );
+        }
     }
     if let Some(prefix) = &s.tag_prefix
         && (prefix.len() > 64
@@ -755,17 +820,12 @@ fn compile_rego<'p>(
             format!("unsupported policy type `{other}`; use `rego`"),
         ),
     }
-    for (field, set) in [
-        ("remote", p.remote.is_some()),
-        ("fetchConfigFile", p.fetch_config_file.is_some()),
-    ] {
-        if set {
-            errs.add(
-                format!("{path}.{field}"),
-                "not supported by sigil: put the Rego module in data, or in a ConfigMap named by \
-                 configMapRef",
-            );
-        }
+    if p.fetch_config_file.is_some() {
+        errs.add(
+            format!("{path}.fetchConfigFile"),
+            "not supported by sigil: the policy's input holds no image config files; check the \
+             image's configuration with an attestation instead",
+        );
     }
     if !cip_level {
         for (field, set) in [
@@ -782,7 +842,40 @@ fn compile_rego<'p>(
             }
         }
     }
+    if p.remote.is_some() && (p.data.is_some() || p.config_map_ref.is_some()) {
+        errs.add(
+            format!("{path}.remote"),
+            "set exactly one of data, configMapRef and remote: remove remote to use the other \
+             source of the module, or the others to fetch it from the URL",
+        );
+        return None;
+    }
     let (field, module) = match (&p.data, &p.config_map_ref) {
+        (_, None) if p.remote.is_some() => {
+            let field = format!("{path}.remote");
+            let remote = p.remote.as_ref()?;
+            if !check_remote_fields(&field, remote, errs) {
+                return None;
+            }
+            match secrets.remote_policy(remote) {
+                Some(Ok(module)) => (field, module),
+                Some(Err(reason)) => {
+                    errs.add(field, format!("{}: {reason}", remote.url));
+                    return None;
+                }
+                None => {
+                    errs.add(
+                        field,
+                        format!(
+                            "{REMOTE_OFFLINE} {} (pinned by sha256 {}); it cannot be checked \
+                             offline — put the module in data to lint it",
+                            remote.url, remote.sha256sum
+                        ),
+                    );
+                    return None;
+                }
+            }
+        }
         (Some(_), Some(_)) => {
             errs.add(
                 format!("{path}.configMapRef"),
@@ -834,6 +927,33 @@ fn compile_rego<'p>(
     (errs.0.len() == before).then_some((rego, p))
 }
 
+/// Checks a `remote` policy's URL and hash; true when both are well formed.
+fn check_remote_fields(path: &str, remote: &RemotePolicy, errs: &mut Errors) -> bool {
+    let before = errs.0.len();
+    let url = remote.url.trim();
+    let host = ["https://", "http://"]
+        .iter()
+        .find_map(|scheme| url.strip_prefix(scheme))
+        .map(|rest| rest.split(['/', '?', '#']).next().unwrap_or_default());
+    if url.len() > 2048 || url.chars().any(char::is_whitespace) || host.is_none_or(str::is_empty) {
+        errs.add(
+            format!("{path}.url"),
+            format!("`{url}` is not an http(s) URL with a host"),
+        );
+    }
+    let sum = remote.sha256sum.trim();
+    if sum.len() != 64 || !sum.bytes().all(|b| b.is_ascii_hexdigit()) {
+        errs.add(
+            format!("{path}.sha256sum"),
+            format!(
+                "`{sum}` is not a SHA-256 in hex (64 characters); compute it with `sha256sum` \
+                 over the module"
+            ),
+        );
+    }
+    errs.0.len() == before
+}
+
 fn compile_match(path: &str, m: &MatchResource, errs: &mut Errors) -> Option<ResourceMatch> {
     let resource = m.resource.clone().unwrap_or_default();
     if !resource.is_empty() && !MATCH_RESOURCES.contains(&resource.as_str()) {
@@ -846,8 +966,13 @@ fn compile_match(path: &str, m: &MatchResource, errs: &mut Errors) -> Option<Res
         );
     }
     let group = m.group.clone().unwrap_or_default();
-    let version = m.version.clone().unwrap_or_default();
-    if m.selector.is_some() && resource.is_empty() && group.is_empty() && version.is_empty() {
+    // policy-controller's only wildcard; sigil's is the empty field.
+    let version = m.version.clone().filter(|v| v != "*").unwrap_or_default();
+    if m.selector.is_some()
+        && resource.is_empty()
+        && group.is_empty()
+        && m.version.as_deref().unwrap_or_default().is_empty()
+    {
         errs.add(
             format!("{path}.selector"),
             "a selector needs a resource, group or version to apply to",

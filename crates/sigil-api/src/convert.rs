@@ -1,9 +1,15 @@
 //! Conversion of sigstore policy-controller objects (`policy.sigstore.dev`
 //! v1alpha1 and v1beta1 ClusterImagePolicy and TrustRoot) into sigil's
-//! `policy.sigil.dev/v1alpha1`. The specs share field names, so conversion
-//! rewrites `apiVersion`, keeps only the user-owned metadata, drops status,
-//! and then lints the result: whatever sigil does not support (CUE, KMS,
-//! remote policies, …) is listed in the report, never silently dropped.
+//! `policy.sigil.dev/v1alpha1`, keeping policy-controller's verdicts.
+//!
+//! The specs share field names, so conversion rewrites `apiVersion`, keeps
+//! only the user-owned metadata and drops status. Where the two judge the
+//! same spec differently, conversion writes sigil's explicit form of
+//! policy-controller's behaviour and reports the change (a [`VerdictNote`]
+//! with `kept`), or, where sigil cannot express that behaviour, says so (a
+//! note without `kept`). The converted objects are then linted: whatever
+//! sigil does not support is listed, never silently dropped.
+//! [`crate::verdicts`] says where the two differ.
 //!
 //! With [`ConvertOptions::trust_root`], authorities that name a Fulcio or
 //! Rekor by a URL the public-good root does not list (a private Sigstore,
@@ -17,6 +23,7 @@ use sigil_verifier::trust::TrustedRoot;
 use crate::cip::Authority;
 use crate::default_root::{default_urls, instances, same_instance};
 use crate::lint::{API_VERSION, LintError, lint_document};
+use crate::verdicts::{VerdictNote, keep_verdicts};
 
 /// API versions of policy-controller that convert.
 pub const SOURCE_VERSIONS: &[&str] = &[
@@ -29,12 +36,15 @@ pub const SOURCE_VERSIONS: &[&str] = &[
 pub struct Conversion {
     /// The converted objects as a YAML stream.
     pub yaml: String,
-    /// One line per problem: unsupported fields and skipped documents.
+    /// One line per problem: unsupported or invalid fields, skipped documents.
     pub report: Vec<String>,
+    /// One line per change beyond the apiVersion: rewrites that keep
+    /// policy-controller's verdicts, `trustRootRef`s added.
+    pub changes: Vec<String>,
+    /// Verdict differences conversion could not remove, one line each.
+    pub warnings: Vec<String>,
     /// How many documents converted.
     pub converted: usize,
-    /// One line per change beyond the apiVersion (a `trustRootRef` added).
-    pub changes: Vec<String>,
 }
 
 /// What a conversion may add.
@@ -66,8 +76,7 @@ pub fn convert_yaml_with(text: &str, options: &ConvertOptions) -> Result<Convers
     let documents: Vec<Value> = serde_saphyr::from_multiple(text)
         .map_err(|e| ConvertError::Input(LintError::Yaml(e.to_string())))?;
     let mut out = Vec::new();
-    let mut report = Vec::new();
-    let mut changes = Vec::new();
+    let mut c = Conversion::default();
     for (index, doc) in documents.iter().enumerate() {
         let api_version = doc
             .get("apiVersion")
@@ -82,40 +91,45 @@ pub fn convert_yaml_with(text: &str, options: &ConvertOptions) -> Result<Convers
         if !SOURCE_VERSIONS.contains(&api_version)
             || !matches!(kind, "ClusterImagePolicy" | "TrustRoot")
         {
-            report.push(format!(
+            c.report.push(format!(
                 "{label}: skipped; only {} ClusterImagePolicy and TrustRoot objects convert",
                 SOURCE_VERSIONS.join(" and ")
             ));
             continue;
         }
-        let mut converted = convert_document(doc);
+        let (mut converted, notes) = convert_document(doc);
+        for note in notes {
+            let line = format!("{label}: {note}");
+            if note.kept {
+                c.changes.push(line);
+            } else {
+                c.warnings.push(line);
+            }
+        }
         if let (Some(name), "ClusterImagePolicy") = (&options.trust_root, kind) {
-            changes.extend(
+            c.changes.extend(
                 add_trust_root_refs(&mut converted, name)
                     .into_iter()
-                    .map(|c| format!("{label}: {c}")),
+                    .map(|change| format!("{label}: {change}")),
             );
         }
         let lint = lint_document(index, &converted);
-        report.extend(
+        c.report.extend(
             lint.errors
                 .iter()
                 .map(|e| format!("{label}: unsupported or invalid: {e}")),
         );
         out.push(converted);
     }
-    let yaml =
+    c.yaml =
         serde_saphyr::to_string_multiple(&out).map_err(|e| ConvertError::Output(e.to_string()))?;
-    Ok(Conversion {
-        yaml,
-        report,
-        converted: out.len(),
-        changes,
-    })
+    c.converted = out.len();
+    Ok(c)
 }
 
-/// Converts one document (already known to be a policy-controller object).
-pub fn convert_document(doc: &Value) -> Value {
+/// Converts one document (already known to be a policy-controller object)
+/// and says where verdicts would differ.
+pub fn convert_document(doc: &Value) -> (Value, Vec<VerdictNote>) {
     let mut out = Map::new();
     out.insert("apiVersion".into(), Value::from(API_VERSION));
     out.insert(
@@ -131,13 +145,17 @@ pub fn convert_document(doc: &Value) -> Value {
         }
     }
     out.insert("metadata".into(), Value::Object(metadata));
-    out.insert(
-        "spec".into(),
-        doc.get("spec")
-            .cloned()
-            .unwrap_or_else(|| Value::Object(Map::new())),
-    );
-    Value::Object(out)
+    let mut spec = doc
+        .get("spec")
+        .cloned()
+        .unwrap_or_else(|| Value::Object(Map::new()));
+    let notes = if doc.get("kind").and_then(Value::as_str) == Some("ClusterImagePolicy") {
+        keep_verdicts(&mut spec)
+    } else {
+        Vec::new()
+    };
+    out.insert("spec".into(), spec);
+    (Value::Object(out), notes)
 }
 
 /// Sets `trustRootRef: name` on each authority of a converted policy whose

@@ -3,7 +3,8 @@
 //! [`trustroot`]), their generated CRDs ([`crds`]), validation and
 //! compilation into the verifier's policy model ([`compile`]), the cluster's
 //! default trust root ([`default_root`]), offline linting of YAML files
-//! ([`lint`]) and conversion from policy-controller's API ([`convert`]).
+//! ([`lint`]) and conversion from policy-controller's API ([`convert`]) that
+//! keeps its verdicts where sigil can ([`verdicts`]).
 #![forbid(unsafe_code)]
 
 pub mod cip;
@@ -14,6 +15,7 @@ pub mod default_root;
 pub mod lint;
 pub mod snapshot;
 pub mod trustroot;
+pub mod verdicts;
 
 pub use cip::{ClusterImagePolicy, ClusterImagePolicySpec};
 pub use trustroot::{TrustRoot, TrustRootSpec};

@@ -2,13 +2,16 @@
 //! lint`): parse every document of a file, refuse unknown fields (the
 //! apiserver would silently prune them), and apply exactly the validation and
 //! compilation the controller applies, with Secrets left unresolved and
-//! ConfigMap-held Rego modules reported as notes.
+//! ConfigMap-held and remote modules reported as notes. A policy-controller
+//! object is linted as `sigil policy convert` would convert it, with a
+//! warning wherever the two would judge it differently.
 
 use serde_json::Value;
 use sigil_policy::model::{AuthorityKind, CompiledPolicy, KeyMaterial};
 
 use crate::compile::{Offline, compile_policy, is_offline_only, validate_trust_root};
 use crate::default_root::{DEFAULT_ANNOTATION, instance_mismatches};
+use crate::verdicts::keep_verdicts;
 use crate::{ClusterImagePolicy, TrustRoot};
 
 /// The API version sigil serves.
@@ -35,6 +38,9 @@ pub struct DocumentReport {
     pub errors: Vec<String>,
     /// Facts worth knowing that are not errors (e.g. Secrets resolved only in-cluster).
     pub notes: Vec<String>,
+    /// Where policy-controller and sigil would judge a policy-controller
+    /// object differently, converted or not.
+    pub warnings: Vec<String>,
 }
 
 /// Lints every document of a YAML stream.
@@ -71,6 +77,9 @@ pub fn lint_document(index: usize, doc: &Value) -> DocumentReport {
             "apiVersion: {api_version} is sigstore policy-controller's API; run `sigil policy \
              convert` to get a {API_VERSION} object"
         ));
+        if matches!(report.kind.as_str(), "ClusterImagePolicy" | "TrustRoot") {
+            lint_as_converted(doc, &mut report);
+        }
         return report;
     }
     if api_version != API_VERSION {
@@ -96,6 +105,7 @@ pub fn lint_document(index: usize, doc: &Value) -> DocumentReport {
                 match compile_policy(&report.name, &cip.spec, &Offline) {
                     Ok(compiled) => {
                         report.notes.extend(unresolved_secrets(&compiled));
+                        report.notes.extend(impossible_secret_names(&compiled));
                         report.notes.extend(default_root_notes(&cip.spec));
                     }
                     // A ConfigMap-held module can only be checked in the
@@ -134,6 +144,35 @@ pub fn lint_document(index: usize, doc: &Value) -> DocumentReport {
         )),
     }
     report
+}
+
+/// Lints a policy-controller object as its conversion, and warns where the
+/// two would judge it differently.
+fn lint_as_converted(doc: &Value, report: &mut DocumentReport) {
+    let mut converted = doc.clone();
+    if let Value::Object(fields) = &mut converted {
+        fields.insert("apiVersion".into(), Value::from(API_VERSION));
+        if report.kind == "ClusterImagePolicy"
+            && let Some(spec) = fields.get_mut("spec")
+        {
+            report.warnings.extend(keep_verdicts(spec).iter().map(|n| {
+                if n.kept {
+                    format!(
+                        "{}: `sigil policy convert` keeps policy-controller's verdict here: {}",
+                        n.path, n.message
+                    )
+                } else {
+                    format!(
+                        "{}: policy-controller and sigil judge this differently: {}",
+                        n.path, n.message
+                    )
+                }
+            }));
+        }
+    }
+    let inner = lint_document(report.index, &converted);
+    report.errors.extend(inner.errors);
+    report.notes.extend(inner.notes);
 }
 
 /// Reports keys of `input` that the typed round trip dropped: fields sigil
@@ -179,6 +218,34 @@ fn is_empty(v: &Value) -> bool {
         Value::Object(o) => o.is_empty(),
         Value::Bool(_) | Value::Number(_) => false,
     }
+}
+
+/// `signaturePullSecrets` that no Secret can be named (not a lowercase DNS
+/// subdomain): they add no credentials.
+fn impossible_secret_names(policy: &CompiledPolicy) -> Vec<String> {
+    let valid = |name: &str| {
+        !name.is_empty()
+            && name.len() <= 253
+            && name
+                .bytes()
+                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b"-.".contains(&b))
+            && name.starts_with(|c: char| c.is_ascii_alphanumeric())
+            && name.ends_with(|c: char| c.is_ascii_alphanumeric())
+    };
+    let mut notes = Vec::new();
+    for a in &policy.authorities {
+        for (i, s) in a.sources.iter().enumerate() {
+            for name in s.pull_secrets.iter().filter(|n| !valid(n)) {
+                notes.push(format!(
+                    "authority {} source[{i}]: `{name}` is not a valid Secret name (lowercase \
+                     letters, digits, `-` and `.`), so no Secret can have it and it adds no \
+                     credentials",
+                    a.name
+                ));
+            }
+        }
+    }
+    notes
 }
 
 /// URLs that only a cluster whose default TrustRoot lists them accepts:

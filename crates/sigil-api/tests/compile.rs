@@ -9,10 +9,10 @@
 
 use base64::Engine as _;
 use sigil_api::ClusterImagePolicySpec;
-use sigil_api::cip::ConfigMapRef;
+use sigil_api::cip::{ConfigMapRef, RemotePolicy};
 use sigil_api::compile::{
-    CompileError, Offline, SecretResolver, compile_policy, is_offline_only, trust_root_refs,
-    validate_trust_root,
+    CompileError, MAX_REMOTE_POLICY_BYTES, Offline, SecretResolver, check_remote_policy,
+    compile_policy, is_offline_only, trust_root_refs, validate_trust_root,
 };
 use sigil_api::trustroot::TrustRootSpec;
 use sigil_policy::model::{
@@ -150,7 +150,7 @@ fn every_supported_key_type_compiles() {
             panic!()
         };
         assert_eq!(key.scheme(), scheme);
-        assert_eq!(k.hash, HashAlgorithm::Sha256);
+        assert_eq!(k.hash, None, "no hashAlgorithm: the key type's digest");
     }
 }
 
@@ -167,31 +167,61 @@ fn an_invalid_key_names_its_field() {
 }
 
 #[test]
-fn hash_algorithm_accepts_sha256_and_rejects_what_the_verifier_would_not_check() {
-    let p = compile(&key_policy(&format!(
-        "hashAlgorithm: sha256\ndata: |\n{}",
-        indent(P256, 2)
-    )));
-    let AuthorityKind::Key(k) = &p.authorities[0].kind else {
-        panic!()
+fn hash_algorithm_takes_policy_controllers_four_digests_and_defaults_to_the_key_type() {
+    let hash_of = |field: &str| {
+        let p = compile(&key_policy(&format!("{field}data: |\n{}", indent(P256, 2))));
+        let AuthorityKind::Key(k) = &p.authorities[0].kind else {
+            panic!()
+        };
+        k.hash
     };
-    assert_eq!(k.hash, HashAlgorithm::Sha256);
-    for other in ["sha384", "sha512", "sha224"] {
+    assert_eq!(
+        hash_of(""),
+        None,
+        "unset: the digest cosign uses for the key"
+    );
+    for (value, want) in [
+        ("sha224", HashAlgorithm::Sha224),
+        ("sha256", HashAlgorithm::Sha256),
+        ("sha384", HashAlgorithm::Sha384),
+        ("sha512", HashAlgorithm::Sha512),
+        // policy-controller lower-cases and trims the value.
+        ("\" SHA512 \"", HashAlgorithm::Sha512),
+    ] {
+        assert_eq!(
+            hash_of(&format!("hashAlgorithm: {value}\n")),
+            Some(want),
+            "{value}"
+        );
+    }
+    for bad in ["md5", "shaINVALID", "sha-256"] {
         assert_error(
             &key_policy(&format!(
-                "hashAlgorithm: {other}\ndata: |\n{}",
+                "hashAlgorithm: {bad}\ndata: |\n{}",
                 indent(P256, 2)
             )),
             &format!(
-                "spec.authorities[0].key.hashAlgorithm: hashAlgorithm `{other}` is not supported: \
-                 sigil verifies key signatures over sha256 digests only"
+                "spec.authorities[0].key.hashAlgorithm: unsupported hashAlgorithm `{bad}`; use \
+                 sha224, sha256, sha384 or sha512"
             ),
         );
     }
+}
+
+#[test]
+fn sha224_with_an_rsa_key_is_refused_at_the_field_because_no_rsa_sha224_check_exists() {
     assert_error(
-        &key_policy(&format!("hashAlgorithm: md5\ndata: |\n{}", indent(P256, 2))),
-        "spec.authorities[0].key.hashAlgorithm: unsupported hashAlgorithm `md5`; sigil supports sha256 only",
+        &key_policy(&format!(
+            "hashAlgorithm: sha224\ndata: |\n{}",
+            indent(RSA, 2)
+        )),
+        "spec.authorities[0].key.hashAlgorithm: sha224 with an RSA key is not supported",
     );
+    let p = compile(&key_policy(&format!(
+        "hashAlgorithm: sha512\ndata: |\n{}",
+        indent(RSA, 2)
+    )));
+    assert_eq!(p.authorities.len(), 1, "RSA with another digest compiles");
 }
 
 struct OneSecret;
@@ -439,9 +469,17 @@ fn sources_name_a_repository_secrets_and_a_tag_prefix() {
         &with("{oci: \"ghcr.io/sigs:v1\"}"),
         "spec.authorities[0].source[0].oci: `ghcr.io/sigs:v1` names a tag or digest",
     );
-    assert_error(
-        &with("{tagPrefix: x}"),
-        "spec.authorities[0].source[0].oci: the repository holding signatures is required",
+    // Without oci, a source keeps the image's own repository and changes
+    // only the credentials or the tag prefix (policy-controller's meaning).
+    let p = compile(&with("{signaturePullSecrets: [{name: regcred}]}"));
+    let s = &p.authorities[0].sources[0];
+    assert_eq!(s.oci, None);
+    assert_eq!(s.pull_secrets, ["regcred"]);
+    let p = compile(&with("{tagPrefix: sigprefix}"));
+    let s = &p.authorities[0].sources[0];
+    assert_eq!(
+        (s.oci.as_deref(), s.tag_prefix.as_deref()),
+        (None, Some("sigprefix"))
     );
     assert_error(
         &with("{oci: ghcr.io/s, tagPrefix: \"a/b\"}"),
@@ -582,10 +620,16 @@ fn attestation_policies_compile_rego_once_and_reject_cue() {
         "spec.authorities[0].attestations[0].policy.data: the Rego module is required",
     );
     assert_error(
+        &attestation(&format!(
+            "- name: n\n  predicateType: vuln\n  policy: {{type: rego, remote: {{url: \"https://x\", sha256sum: {SUM}}}, data: \"package sigstore\\nisCompliant := true\"}}",
+        )),
+        "spec.authorities[0].attestations[0].policy.remote: set exactly one of data, configMapRef and remote",
+    );
+    assert_error(
         &attestation(
-            "- name: n\n  predicateType: vuln\n  policy: {type: rego, remote: {url: \"https://x\"}, data: \"package sigstore\\nisCompliant := true\"}",
+            "- name: n\n  predicateType: vuln\n  policy: {type: rego, fetchConfigFile: true, data: \"package sigstore\\nisCompliant := true\"}",
         ),
-        "spec.authorities[0].attestations[0].policy.remote: not supported by sigil",
+        "spec.authorities[0].attestations[0].policy.fetchConfigFile: not supported by sigil",
     );
     assert_error(
         &attestation(
@@ -699,9 +743,129 @@ fn data_and_config_map_ref_together_are_rejected_by_compile_and_by_the_crd() {
         .iter()
         .find(|(n, _)| *n == "clusterimagepolicies.yaml")
         .unwrap();
-    assert!(crd.contains("rule: has(self.data) != has(self.configMapRef)"));
-    assert!(crd.contains("set exactly one of data (the Rego module) and configMapRef"));
-    assert!(crd.contains("rule: \"!has(self.remote) && !has(self.fetchConfigFile)\""));
+    assert!(crd.contains(
+        "rule: \"[has(self.data), has(self.configMapRef), has(self.remote)].filter(x, x).size() == 1\""
+    ));
+    assert!(crd.contains("set exactly one of data (the module), configMapRef"));
+    assert!(crd.contains("rule: \"!has(self.fetchConfigFile)\""));
+}
+
+/// A well-formed SHA-256 that no test module has.
+const SUM: &str = "0000000000000000000000000000000000000000000000000000000000000000";
+
+/// Serves remote modules: [`REGO`] for `https://policies.example/ok.rego`,
+/// a fetch failure otherwise.
+struct Remote;
+
+impl SecretResolver for Remote {
+    fn resolve(&self, _secret: &SecretRef) -> Option<Result<String, String>> {
+        None
+    }
+
+    fn remote_policy(&self, remote: &RemotePolicy) -> Option<Result<String, String>> {
+        Some(if remote.url == "https://policies.example/ok.rego" {
+            check_remote_policy(remote, REGO.as_bytes())
+        } else {
+            Err("connection refused".into())
+        })
+    }
+}
+
+fn rego_sum() -> String {
+    hex::encode(sigil_verifier::crypto::sha256(REGO.as_bytes()))
+}
+
+#[test]
+fn a_remote_policy_compiles_the_module_the_resolver_fetched_and_checked() {
+    let yaml = config_map_policy(&format!(
+        "{{type: rego, remote: {{url: \"https://policies.example/ok.rego\", sha256sum: {}}}}}",
+        rego_sum()
+    ));
+    assert!(compile_with(&yaml, &Remote).unwrap().policy.is_some());
+
+    let wrong = config_map_policy(&format!(
+        "{{type: rego, remote: {{url: \"https://policies.example/ok.rego\", sha256sum: {SUM}}}}}"
+    ));
+    let err = compile_with(&wrong, &Remote).unwrap_err().to_string();
+    assert!(
+        err.starts_with(&format!(
+            "spec.policy.remote: https://policies.example/ok.rego: the content's sha256 is {}, \
+             not the sha256sum {SUM}",
+            rego_sum()
+        )),
+        "{err}"
+    );
+    let gone = config_map_policy(&format!(
+        "{{type: rego, remote: {{url: \"https://policies.example/gone\", sha256sum: {SUM}}}}}"
+    ));
+    assert_eq!(
+        compile_with(&gone, &Remote).unwrap_err().to_string(),
+        "spec.policy.remote: https://policies.example/gone: connection refused"
+    );
+}
+
+#[test]
+fn a_remote_policy_does_not_compile_offline_and_says_the_controller_fetches_it() {
+    let yaml = config_map_policy(&format!(
+        "{{type: rego, remote: {{url: \"https://policies.example/ok.rego\", sha256sum: {SUM}}}}}"
+    ));
+    let err = compile_with(&yaml, &Offline).unwrap_err();
+    let [field] = err.fields() else {
+        panic!("expected one error, got {err}");
+    };
+    assert!(is_offline_only(field), "{field}");
+    assert!(
+        field.to_string().starts_with(
+            "spec.policy.remote: fetched by sigil-controller from https://policies.example/ok.rego"
+        ),
+        "{field}"
+    );
+}
+
+#[test]
+fn a_remote_policy_needs_an_http_url_with_a_host_and_a_sha256() {
+    for (remote, expected) in [
+        (
+            format!("{{url: \"ftp://x/p\", sha256sum: {SUM}}}"),
+            "spec.policy.remote.url: `ftp://x/p` is not an http(s) URL with a host",
+        ),
+        (
+            format!("{{url: \"https:///p\", sha256sum: {SUM}}}"),
+            "spec.policy.remote.url: `https:///p` is not an http(s) URL with a host",
+        ),
+        (
+            "{url: \"https://x/p\", sha256sum: abc}".to_owned(),
+            "spec.policy.remote.sha256sum: `abc` is not a SHA-256 in hex",
+        ),
+    ] {
+        assert_error(
+            &config_map_policy(&format!("{{type: rego, remote: {remote}}}")),
+            expected,
+        );
+    }
+}
+
+#[test]
+fn fetched_content_is_checked_for_its_hash_size_and_text() {
+    let remote = |sum: &str| RemotePolicy {
+        url: "https://x/p".into(),
+        sha256sum: sum.into(),
+    };
+    assert_eq!(
+        check_remote_policy(&remote(&rego_sum().to_uppercase()), REGO.as_bytes()).unwrap(),
+        REGO
+    );
+    let err = check_remote_policy(&remote(SUM), REGO.as_bytes()).unwrap_err();
+    assert!(err.contains(&format!("not the sha256sum {SUM}")), "{err}");
+    let big = vec![b'x'; MAX_REMOTE_POLICY_BYTES + 1];
+    let err = check_remote_policy(&remote(SUM), &big).unwrap_err();
+    assert!(err.contains("more than the 262144 bytes"), "{err}");
+    let binary = [0xff, 0xfe];
+    let sum = hex::encode(sigil_verifier::crypto::sha256(&binary));
+    assert_eq!(
+        check_remote_policy(&remote(&sum), &binary).unwrap_err(),
+        "the content is not UTF-8 text"
+    );
 }
 
 #[test]
@@ -746,6 +910,23 @@ fn match_entries_take_supported_resources_and_label_selectors() {
             "{base}match: [{{resource: pods, selector: {{matchExpressions: [{{key: a, operator: In}}]}}}}]"
         ),
         "spec.match[0].selector.matchExpressions[0].values: In and NotIn need at least one value",
+    );
+}
+
+#[test]
+fn a_match_version_of_star_is_policy_controllers_wildcard_for_any_version() {
+    let base = "images: [{glob: \"**\"}]\nauthorities: [{static: {action: pass}}]\n";
+    let p = compile(&format!(
+        "{base}match: [{{resource: pods, version: \"*\", selector: {{matchLabels: {{a: b}}}}}}]"
+    ));
+    assert_eq!(p.matches[0].version, "", "empty matches any version");
+    // A selector with only `version: "*"` still names something to apply to.
+    assert!(
+        compile_with(
+            &format!("{base}match: [{{version: \"*\", selector: {{matchLabels: {{a: b}}}}}}]"),
+            &Offline
+        )
+        .is_ok()
     );
 }
 

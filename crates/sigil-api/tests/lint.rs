@@ -180,6 +180,205 @@ fn kms_keys_lint_clean_with_a_note_and_bad_uris_are_errors() {
     );
 }
 
+const P384_PEM: &str = include_str!("data/p384.pub");
+const P256_PEM: &str = include_str!("data/p256.pub");
+
+fn indented(pem: &str, by: usize) -> String {
+    pem.lines()
+        .map(|l| format!("{}{l}", " ".repeat(by)))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// A policy-controller policy with one of each default that changes a
+/// verdict when only `apiVersion` changes.
+fn policy_controller_policy() -> String {
+    format!(
+        "apiVersion: policy.sigstore.dev/v1beta1
+kind: ClusterImagePolicy
+metadata: {{name: pc}}
+spec:
+  images:
+  - glob: \"ghcr.io/acme/app\"
+  - glob: \"ghcr.io/acme/**\"
+  match:
+  - {{resource: deployments, version: v1}}
+  authorities:
+  - name: no-log-key
+    key:
+      data: |
+{p256}
+  - name: p384-key
+    key:
+      data: |
+{p384}
+    ctlog: {{url: https://rekor.sigstore.dev}}
+  - name: secret-key
+    key: {{secretRef: {{name: cosign-pub, namespace: cosign-system}}}}
+    rfc3161timestamp: {{trustRootRef: tsa}}
+    ctlog: {{url: https://rekor.sigstore.dev}}
+  - name: private
+    keyless:
+      trustRootRef: corp
+      identities: [{{issuer: https://issuer.corp, subject: ci@corp}}]
+    source:
+    - signaturePullSecrets: [{{name: regcred}}]
+  - name: ca
+    keyless:
+      ca-cert: {{data: x}}
+      identities: [{{issuer: a, subject: b}}]
+    signatureFormat: bundle
+",
+        p256 = indented(P256_PEM, 8),
+        p384 = indented(P384_PEM, 8)
+    )
+}
+
+#[test]
+fn conversion_writes_policy_controllers_defaults_explicitly_and_says_what_it_cannot_keep() {
+    let c = convert_yaml(&policy_controller_policy()).unwrap();
+    let changes = c.changes.join("\n");
+    let warnings = c.warnings.join("\n");
+    for expected in [
+        "spec.authorities[0].ctlog: added `ctlog: {}`: policy-controller does not check the \
+         transparency log for a key authority without ctlog",
+        "spec.authorities[1].key.hashAlgorithm: set to `sha256`, policy-controller's default: \
+         without it sigil would verify this P-384 key's signatures over sha384",
+        "spec.authorities[2].key.hashAlgorithm: set to `sha256`",
+        "spec.authorities[2].key.secretRef.namespace: removed `cosign-system`",
+        "spec.authorities[2].ctlog: replaced by `ctlog: {}`: with rfc3161timestamp set, \
+         policy-controller does not check the transparency log",
+    ] {
+        assert!(
+            changes.contains(expected),
+            "missing {expected:?} in\n{changes}"
+        );
+    }
+    assert!(
+        !changes.contains("spec.authorities[0].key.hashAlgorithm"),
+        "a P-256 key keeps the default: {changes}"
+    );
+    for expected in [
+        "spec.images[0].glob: policy-controller matches `ghcr.io/acme/app` against the \
+         digest-pinned image",
+        "spec.match[0]: this entry has no group for a resource outside the core group",
+        "spec.authorities[3].ctlog: set to `{trustRootRef: corp}`",
+        "spec.authorities[3].source[0].signaturePullSecrets: policy-controller reads regcred \
+         from the namespace of the object being admitted",
+        "spec.authorities[4].keyless.ca-cert: policy-controller admits nothing",
+        "spec.authorities[4].signatureFormat: policy-controller looks only for bundle signatures",
+    ] {
+        assert!(
+            warnings.contains(expected),
+            "missing {expected:?} in\n{warnings}"
+        );
+    }
+    assert!(
+        !warnings.contains("spec.images[1]"),
+        "`**` selects pinned images in both: {warnings}"
+    );
+
+    let converted: Vec<serde_json::Value> = serde_saphyr::from_multiple(&c.yaml).unwrap();
+    let a = &converted[0]["spec"]["authorities"];
+    assert_eq!(a[0]["ctlog"], serde_json::json!({}));
+    assert_eq!(a[1]["key"]["hashAlgorithm"], "sha256");
+    assert_eq!(
+        a[1]["ctlog"]["url"], "https://rekor.sigstore.dev",
+        "a named log stays"
+    );
+    assert_eq!(a[2]["ctlog"], serde_json::json!({}));
+    assert!(a[2]["key"]["secretRef"].get("namespace").is_none());
+    assert_eq!(a[3]["ctlog"], serde_json::json!({"trustRootRef": "corp"}));
+}
+
+#[test]
+fn lint_of_an_unconverted_policy_controller_file_warns_about_every_verdict_difference() {
+    let converted = convert_yaml(&policy_controller_policy()).unwrap();
+    let r = &lint_yaml(&policy_controller_policy()).unwrap()[0];
+    assert!(
+        r.errors[0].contains("run `sigil policy convert`"),
+        "{:?}",
+        r.errors
+    );
+    assert_eq!(
+        r.warnings.len(),
+        converted.changes.len() + converted.warnings.len(),
+        "{:#?}",
+        r.warnings
+    );
+    assert!(
+        r.warnings.iter().any(|w| w.starts_with(
+            "spec.authorities[0].ctlog: `sigil policy convert` keeps policy-controller's verdict \
+             here: added `ctlog: {}`"
+        )),
+        "{:#?}",
+        r.warnings
+    );
+    assert!(
+        r.warnings.iter().any(|w| w.starts_with(
+            "spec.authorities[4].keyless.ca-cert: policy-controller and sigil judge this \
+             differently: policy-controller admits nothing"
+        )),
+        "{:#?}",
+        r.warnings
+    );
+    // The converted objects' own errors are reported too (a `ca-cert` that
+    // is no PEM).
+    assert!(
+        r.errors
+            .iter()
+            .any(|e| e.starts_with("spec.authorities[4].keyless.ca-cert.data:")),
+        "{:?}",
+        r.errors
+    );
+}
+
+#[test]
+fn a_sigil_policy_gets_no_policy_controller_warnings() {
+    let yaml = policy_controller_policy().replace(
+        "apiVersion: policy.sigstore.dev/v1beta1",
+        "apiVersion: policy.sigil.dev/v1alpha1",
+    );
+    for r in lint_yaml(&yaml).unwrap() {
+        assert!(r.warnings.is_empty(), "{:?}", r.warnings);
+    }
+}
+
+#[test]
+fn a_keyless_authority_with_ctlog_empty_is_refused_and_the_difference_explained() {
+    let yaml = "apiVersion: policy.sigstore.dev/v1alpha1\nkind: ClusterImagePolicy\nmetadata: {name: x}\nspec:\n  images: [{glob: \"**\"}]\n  authorities:\n  - keyless: {identities: [{issuer: a, subject: b}]}\n    ctlog: {}\n    rfc3161timestamp: {trustRootRef: tsa}\n";
+    let c = convert_yaml(yaml).unwrap();
+    assert!(
+        c.report
+            .iter()
+            .any(|e| e
+                .contains("spec.authorities[0].ctlog: keyless signatures need a transparency log")),
+        "{:?}",
+        c.report
+    );
+    assert!(
+        c.warnings
+            .iter()
+            .any(|w| w.contains("spec.authorities[0].rfc3161timestamp: policy-controller does not check the transparency log of a keyless authority")),
+        "{:?}",
+        c.warnings
+    );
+}
+
+#[test]
+fn invalid_signature_pull_secret_names_are_accepted_as_policy_controller_does_and_noted() {
+    let yaml = "apiVersion: policy.sigil.dev/v1alpha1\nkind: ClusterImagePolicy\nmetadata: {name: x}\nspec:\n  images: [{glob: \"**\"}]\n  authorities:\n  - keyless: {identities: [{issuer: a, subject: b}]}\n    source:\n    - signaturePullSecrets: [{name: examplePullSecret}]\n";
+    let r = &lint_yaml(yaml).unwrap()[0];
+    assert!(r.errors.is_empty(), "{:?}", r.errors);
+    assert!(
+        r.notes
+            .iter()
+            .any(|n| n.contains("`examplePullSecret` is not a valid Secret name")),
+        "{:?}",
+        r.notes
+    );
+}
+
 const PRIVATE_SIGSTORE: &str = "apiVersion: policy.sigstore.dev/v1beta1
 kind: ClusterImagePolicy
 metadata: {name: private}

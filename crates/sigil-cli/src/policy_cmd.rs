@@ -1,13 +1,17 @@
 //! `sigil policy`: offline checks of ClusterImagePolicy and TrustRoot files
-//! (`lint`), conversion from sigstore policy-controller (`convert`), both with
-//! exactly the validation the controller applies, and live evaluation of
-//! images against policies (`test`) through the webhook's evaluation code.
+//! (`lint`), conversion from sigstore policy-controller that keeps its
+//! verdicts (`convert`), both with exactly the validation the controller
+//! applies, and live evaluation of images against policies (`test`) through
+//! the webhook's evaluation code.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use anyhow::{Context as _, Result, bail};
 use clap::{Args, Subcommand, ValueEnum};
+use sigil_api::cip::{ClusterImagePolicySpec, Policy, RemotePolicy};
+use sigil_api::compile::{MAX_REMOTE_POLICY_BYTES, SecretResolver, check_remote_policy};
 use sigil_api::default_root::{DefaultRoot, DefaultSource, check_instance_urls};
 use sigil_policy::glob::ImageName;
 use sigil_policy::model::{CompiledPolicy, Mode, NoMatchPolicy, ResourceInfo};
@@ -28,6 +32,9 @@ pub(crate) struct PolicyArgs {
 #[derive(Subcommand)]
 enum PolicyCommand {
     /// Validate ClusterImagePolicy and TrustRoot YAML files offline, with the cluster's rules.
+    ///
+    /// policy-controller objects are checked as `convert` would convert them,
+    /// with a warning wherever the two would judge them differently.
     Lint {
         /// YAML files (several documents per file allowed).
         #[arg(required = true, value_name = "FILE")]
@@ -35,8 +42,11 @@ enum PolicyCommand {
     },
     /// Convert policy.sigstore.dev (v1alpha1, v1beta1) objects to policy.sigil.dev/v1alpha1.
     ///
-    /// The converted YAML goes to standard output; anything sigil does not
-    /// support goes to standard error, and then the exit status is 1.
+    /// The converted YAML goes to standard output. Where the two judge a
+    /// policy differently, conversion writes sigil's explicit form of
+    /// policy-controller's behaviour (`changed:` lines on standard error), or
+    /// says that it cannot (`warning:` lines, exit status 3). Anything sigil
+    /// does not support is an `error:` line, and then the exit status is 1.
     Convert {
         /// YAML files with policy-controller objects.
         #[arg(required = true, value_name = "FILE")]
@@ -131,7 +141,7 @@ pub(crate) fn run(args: &PolicyArgs) -> Result<Verdict> {
             let options = sigil_api::convert::ConvertOptions {
                 trust_root: trust_root.clone(),
             };
-            convert(files, &options).map(|()| Verdict::Allow)
+            convert(files, &options)
         }
         PolicyCommand::Test(args) => {
             let (credentials, source) = credentials(args.docker_config.as_deref())?;
@@ -168,6 +178,9 @@ fn lint(files: &[PathBuf]) -> Result<()> {
             for note in &r.notes {
                 println!("{what}: note: {note}");
             }
+            for warning in &r.warnings {
+                println!("{what}: warning: {warning}");
+            }
             if r.errors.is_empty() {
                 println!("{what}: ok");
             }
@@ -183,15 +196,13 @@ fn lint(files: &[PathBuf]) -> Result<()> {
     Ok(())
 }
 
-fn convert(files: &[PathBuf], options: &sigil_api::convert::ConvertOptions) -> Result<()> {
+fn convert(files: &[PathBuf], options: &sigil_api::convert::ConvertOptions) -> Result<Verdict> {
     let mut problems = 0;
+    let mut warnings = 0;
     let mut first = true;
     for path in files {
         let c = sigil_api::convert::convert_yaml_with(&read(path)?, options)
             .with_context(|| format!("{}", path.display()))?;
-        for line in &c.changes {
-            eprintln!("{}: note: {line}", path.display());
-        }
         if c.converted > 0 {
             if !first {
                 println!("---");
@@ -199,23 +210,41 @@ fn convert(files: &[PathBuf], options: &sigil_api::convert::ConvertOptions) -> R
             first = false;
             print!("{}", c.yaml);
         }
+        for line in &c.changes {
+            eprintln!("{}: changed: {line}", path.display());
+        }
+        for line in &c.warnings {
+            eprintln!("{}: warning: {line}", path.display());
+        }
         for line in &c.report {
-            eprintln!("{}: {line}", path.display());
+            eprintln!("{}: error: {line}", path.display());
         }
         problems += c.report.len();
+        warnings += c.warnings.len();
     }
     if problems > 0 {
         bail!("{problems} item(s) need attention before the converted policies can be applied");
     }
-    Ok(())
+    if warnings > 0 {
+        eprintln!(
+            "{warnings} place(s) where sigil will judge differently from policy-controller; \
+             review the warnings above"
+        );
+        return Ok(Verdict::Warn);
+    }
+    Ok(Verdict::Allow)
 }
 
 /// Reads and compiles every ClusterImagePolicy of `files`, as the
-/// controller would (Secrets stay unresolved references), checking their
-/// URLs against the `default` trust root as the controller does.
-fn load_policies(files: &[PathBuf], default: &DefaultRoot<'_>) -> Result<Vec<CompiledPolicy>> {
-    let kms = KmsFromEnvironment::new()?;
-    let mut out = Vec::new();
+/// controller would: Secrets stay unresolved references, remote policy
+/// modules are fetched and checked against their sha256sum, URLs are checked
+/// against the `default` trust root.
+fn load_policies(
+    files: &[PathBuf],
+    rt: &tokio::runtime::Runtime,
+    default: &DefaultRoot<'_>,
+) -> Result<Vec<CompiledPolicy>> {
+    let mut specs = Vec::new();
     for path in files {
         let text = read(path)?;
         let docs: Vec<serde_json::Value> = serde_saphyr::from_multiple(&text)
@@ -227,8 +256,6 @@ fn load_policies(files: &[PathBuf], default: &DefaultRoot<'_>) -> Result<Vec<Com
             let cip: sigil_api::ClusterImagePolicy = serde_json::from_value(doc)
                 .with_context(|| format!("{}: invalid ClusterImagePolicy", path.display()))?;
             let name = cip.metadata.name.clone().unwrap_or_default();
-            let compiled = sigil_api::compile::compile_policy(&name, &cip.spec, &kms)
-                .with_context(|| format!("{}: ClusterImagePolicy {name}", path.display()))?;
             let mismatches = check_instance_urls(&cip.spec, default);
             let lines: Vec<String> = mismatches.iter().map(ToString::to_string).collect();
             match default.source {
@@ -258,8 +285,20 @@ fn load_policies(files: &[PathBuf], default: &DefaultRoot<'_>) -> Result<Vec<Com
                     lines.join("; ")
                 ),
             }
-            out.push(compiled);
+            specs.push((path, name, cip.spec));
         }
+    }
+    let resolver = CliResolver {
+        rt,
+        env: sigil_kms::Env::from_process(),
+        http: sigil_kms::Http::default(),
+        remote: rt.block_on(fetch_remote_policies(specs.iter().map(|(_, _, spec)| spec))),
+    };
+    let mut out = Vec::new();
+    for (path, name, spec) in &specs {
+        let compiled = sigil_api::compile::compile_policy(name, spec, &resolver)
+            .with_context(|| format!("{}: ClusterImagePolicy {name}", path.display()))?;
+        out.push(compiled);
     }
     if out.is_empty() {
         bail!("no ClusterImagePolicy found in the --policy files");
@@ -267,29 +306,19 @@ fn load_policies(files: &[PathBuf], default: &DefaultRoot<'_>) -> Result<Vec<Com
     Ok(out)
 }
 
-/// Fetches `key.kms` public keys with this process's environment (VAULT_ADDR,
-/// AWS_REGION, GOOGLE_APPLICATION_CREDENTIALS, AZURE_CLIENT_ID, …), as cosign
-/// does; Secrets stay unresolved references.
-struct KmsFromEnvironment {
-    rt: tokio::runtime::Runtime,
+/// What compiling policy files needs from outside: `key.kms` public keys,
+/// fetched with this process's environment (VAULT_ADDR, AWS_REGION,
+/// GOOGLE_APPLICATION_CREDENTIALS, AZURE_CLIENT_ID, …) as cosign does, and
+/// the remote policy modules by (url, sha256sum), fetched and checked
+/// beforehand. Secrets stay unresolved references.
+struct CliResolver<'a> {
+    rt: &'a tokio::runtime::Runtime,
     env: sigil_kms::Env,
     http: sigil_kms::Http,
+    remote: BTreeMap<(String, String), Result<String, String>>,
 }
 
-impl KmsFromEnvironment {
-    fn new() -> Result<Self> {
-        Ok(Self {
-            rt: tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-                .context("cannot start the async runtime")?,
-            env: sigil_kms::Env::from_process(),
-            http: sigil_kms::Http::default(),
-        })
-    }
-}
-
-impl sigil_api::compile::SecretResolver for KmsFromEnvironment {
+impl SecretResolver for CliResolver<'_> {
     fn resolve(&self, _secret: &sigil_policy::model::SecretRef) -> Option<Result<String, String>> {
         None
     }
@@ -302,6 +331,88 @@ impl sigil_api::compile::SecretResolver for KmsFromEnvironment {
         ));
         Some(fetched.map(|k| k.pem).map_err(|e| e.to_string()))
     }
+
+    fn remote_policy(&self, remote: &RemotePolicy) -> Option<Result<String, String>> {
+        self.remote
+            .get(&(remote.url.clone(), remote.sha256sum.clone()))
+            .cloned()
+    }
+}
+
+/// How long fetching one remote policy module may take.
+const REMOTE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Fetches every remote policy module of `specs` (bounded in size and
+/// time) and checks it as the controller does ([`check_remote_policy`]).
+async fn fetch_remote_policies<'a>(
+    specs: impl Iterator<Item = &'a ClusterImagePolicySpec>,
+) -> BTreeMap<(String, String), Result<String, String>> {
+    let mut out = BTreeMap::new();
+    let remotes: Vec<&RemotePolicy> = specs
+        .flat_map(|spec| {
+            let attestations = spec
+                .authorities
+                .iter()
+                .flat_map(|a| a.attestations.iter().filter_map(|att| att.policy.as_ref()));
+            spec.policy.iter().chain(attestations)
+        })
+        .filter_map(|p: &Policy| p.remote.as_ref())
+        .collect();
+    if remotes.is_empty() {
+        return out;
+    }
+    let client = reqwest::Client::builder()
+        .connect_timeout(REMOTE_TIMEOUT)
+        .timeout(REMOTE_TIMEOUT)
+        .redirect(reqwest::redirect::Policy::limited(3))
+        .build();
+    for remote in remotes {
+        let key = (remote.url.clone(), remote.sha256sum.clone());
+        if out.contains_key(&key) {
+            continue;
+        }
+        let module = match &client {
+            Ok(client) => fetch_remote(client, remote).await,
+            Err(e) => Err(format!("cannot build the HTTP client: {e}")),
+        };
+        out.insert(key, module);
+    }
+    out
+}
+
+async fn fetch_remote(client: &reqwest::Client, remote: &RemotePolicy) -> Result<String, String> {
+    let fetch = async {
+        let mut response = client
+            .get(remote.url.trim())
+            .send()
+            .await
+            .map_err(|e| format!("cannot fetch it: {e}"))?;
+        if !response.status().is_success() {
+            return Err(format!("the server answered HTTP {}", response.status()));
+        }
+        let mut body = Vec::new();
+        while let Some(chunk) = response
+            .chunk()
+            .await
+            .map_err(|e| format!("cannot read it: {e}"))?
+        {
+            body.extend_from_slice(&chunk);
+            if body.len() > MAX_REMOTE_POLICY_BYTES {
+                return Err(format!(
+                    "the content is larger than the {MAX_REMOTE_POLICY_BYTES} bytes a policy may have"
+                ));
+            }
+        }
+        check_remote_policy(remote, &body)
+    };
+    tokio::time::timeout(REMOTE_TIMEOUT, fetch)
+        .await
+        .unwrap_or_else(|_| {
+            Err(format!(
+                "no complete answer within {} s",
+                REMOTE_TIMEOUT.as_secs()
+            ))
+        })
 }
 
 /// Reads `NAME=trusted_root.json` arguments.
@@ -358,6 +469,10 @@ pub(crate) fn evaluate(
     if set.policies.is_empty() {
         bail!("give at least one --policy FILE with a ClusterImagePolicy");
     }
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("cannot start the async runtime")?;
     let roots = trust_roots(&set.trust_roots)?;
     let (default_root, source) = match &set.default_trust_root {
         Some(name) => {
@@ -370,6 +485,7 @@ pub(crate) fn evaluate(
     };
     let policies = load_policies(
         &set.policies,
+        &rt,
         &DefaultRoot {
             source,
             root: &default_root,
@@ -385,10 +501,6 @@ pub(crate) fn evaluate(
         NoMatch::Warn => NoMatchPolicy::Warn,
         NoMatch::Allow => NoMatchPolicy::Allow,
     };
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .context("cannot start the async runtime")?;
     let resource = ResourceInfo {
         version: "v1".into(),
         resource: "pods".into(),

@@ -117,6 +117,7 @@ fn policy(args: &VerifyImageArgs) -> Result<ImagePolicy> {
             VerificationPolicy {
                 signer: SignerPolicy::Key(key),
                 require_tlog: !args.insecure_ignore_tlog,
+                key_hash: None,
             }
         }
         (None, true) => {
@@ -143,6 +144,7 @@ fn policy(args: &VerifyImageArgs) -> Result<ImagePolicy> {
                     require_sct: !args.insecure_ignore_sct,
                 },
                 require_tlog: true,
+                key_hash: None,
             }
         }
         _ => bail!(

@@ -417,6 +417,227 @@ isCompliant := {
     }
 }
 
+/// A ClusterImagePolicy selecting `{reg}/test/**` with `authorities`.
+fn policy_doc(name: &str, reg: &str, authorities: Value) -> Value {
+    json!({
+        "apiVersion": "policy.sigil.dev/v1alpha1",
+        "kind": "ClusterImagePolicy",
+        "metadata": { "name": name },
+        "spec": {
+            "images": [{ "glob": format!("{reg}/test/**") }],
+            "authorities": authorities,
+        },
+    })
+}
+
+#[test]
+#[ignore = "needs e2e/registry-fixtures.sh"]
+fn a_key_authoritys_hash_algorithm_admits_signatures_over_that_digest_only() {
+    let f = fixtures();
+    let dir = scratch("hash");
+    for r in REGS {
+        let reg = &f[r];
+        let cases: [(&str, &str, Option<&str>, &[&str]); 7] = [
+            // cosign's P-384 signatures, both formats: sigil's default (the
+            // key type's digest) and an explicit sha384 admit them; sha256,
+            // policy-controller's default, does not.
+            (
+                "P384KEY",
+                "sha384-default",
+                None,
+                &["SHA384", "SHA384_LEGACY"],
+            ),
+            (
+                "P384KEY",
+                "sha384",
+                Some("sha384"),
+                &["SHA384", "SHA384_LEGACY"],
+            ),
+            ("HASHKEY", "sha224", Some("sha224"), &["SHA224_LEGACY"]),
+            ("HASHKEY", "sha512", Some("SHA512"), &["SHA512_LEGACY"]),
+            (
+                "RSAKEY",
+                "rsa-sha512",
+                Some("sha512"),
+                &["RSA_SHA512_LEGACY"],
+            ),
+            ("P384KEY", "sha256", Some("sha256"), &[]),
+            ("HASHKEY", "default", None, &[]),
+        ];
+        for (key_name, label, hash, admitted) in cases {
+            let mut authority = key_authority("hash-key", &key(&f, key_name));
+            if let Some(hash) = hash {
+                authority["key"]["hashAlgorithm"] = json!(hash);
+            }
+            let policy = write(
+                &dir,
+                &format!("{r}-{label}.yaml"),
+                &policy_doc("hash", reg, json!([authority])),
+            );
+            for image in [
+                "SHA384",
+                "SHA384_LEGACY",
+                "SHA224_LEGACY",
+                "SHA512_LEGACY",
+                "RSA_SHA512_LEGACY",
+            ] {
+                let got = policy_test(reg, &policy, &[], &f[&format!("{r}_{image}")]);
+                if admitted.contains(&image) {
+                    expect(&got, 0, &["allow:", "hash passed"]);
+                } else {
+                    expect(&got, 1, &["policy hash failed"]);
+                }
+            }
+        }
+    }
+}
+
+#[test]
+#[ignore = "needs e2e/registry-fixtures.sh"]
+fn a_source_with_only_signature_pull_secrets_reads_the_images_own_repository() {
+    let f = fixtures();
+    let dir = scratch("source-secrets-only");
+    for r in REGS {
+        let reg = &f[r];
+        let mut authority = key_authority("platform-key", &key(&f, "KEY1"));
+        authority["source"] = json!([{ "signaturePullSecrets": [{ "name": "regcred" }] }]);
+        let policy = write(
+            &dir,
+            &format!("{r}.yaml"),
+            &policy_doc("own-repo", reg, json!([authority])),
+        );
+        for image in ["NEW", "LEGACY"] {
+            expect(
+                &policy_test(reg, &policy, &[], &f[&format!("{r}_{image}")]),
+                0,
+                &[
+                    "allow:",
+                    "own-repo passed",
+                    "signaturePullSecrets (regcred)",
+                ],
+            );
+        }
+        expect(
+            &policy_test(reg, &policy, &[], &f[&format!("{r}_OTHER")]),
+            1,
+            &["policy own-repo failed"],
+        );
+    }
+}
+
+#[test]
+#[ignore = "needs e2e/registry-fixtures.sh"]
+fn a_converted_policy_controller_key_policy_keeps_its_verdict_on_signatures_without_a_log_entry() {
+    // policy-controller admits `cosign sign --tlog-upload=false` signatures
+    // through a key authority without ctlog; changing only apiVersion would
+    // make sigil deny them; `sigil policy convert` keeps the admission.
+    let f = fixtures();
+    let dir = scratch("convert");
+    for r in REGS {
+        let reg = &f[r];
+        let mut doc = policy_doc(
+            "pc-key",
+            reg,
+            json!([{ "name": "pc-key", "key": { "data": key(&f, "KEY1") } }]),
+        );
+        doc["apiVersion"] = json!("policy.sigstore.dev/v1beta1");
+        let original = write(&dir, &format!("{r}-pc.yaml"), &doc);
+
+        let (status, out) = sigil(&["policy", "convert", &original]);
+        assert_eq!(status, 0, "{out}");
+        assert!(
+            out.contains("changed: document 0 (ClusterImagePolicy pc-key): spec.authorities[0].ctlog: added `ctlog: {}`"),
+            "{out}"
+        );
+        let yaml = out
+            .lines()
+            .filter(|l| !l.contains(": changed: "))
+            .collect::<Vec<_>>()
+            .join("\n");
+        let converted = dir.join(format!("{r}-converted.yaml"));
+        std::fs::write(&converted, &yaml).unwrap();
+        let converted = converted.display().to_string();
+        for image in ["NEW", "LEGACY"] {
+            expect(
+                &policy_test(reg, &converted, &[], &f[&format!("{r}_{image}")]),
+                0,
+                &["allow:", "pc-key passed"],
+            );
+        }
+
+        doc["apiVersion"] = json!("policy.sigil.dev/v1alpha1");
+        let renamed = write(&dir, &format!("{r}-renamed.yaml"), &doc);
+        expect(
+            &policy_test(reg, &renamed, &[], &f[&format!("{r}_LEGACY")]),
+            1,
+            &["policy pc-key failed", "transparency log"],
+        );
+        let (status, lint) = sigil(&["policy", "lint", &original]);
+        assert_eq!(status, 1, "{lint}");
+        assert!(
+            lint.contains("warning: spec.authorities[0].ctlog: `sigil policy convert` keeps policy-controller's verdict here"),
+            "{lint}"
+        );
+    }
+}
+
+/// Serves `body` over HTTP on 127.0.0.1 to every request, on a thread that
+/// lives as long as the test process; returns the URL.
+fn serve(body: &'static str) -> String {
+    use std::io::Write as _;
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}/policy.rego", listener.local_addr().unwrap());
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { continue };
+            let mut request = [0u8; 4096];
+            let _ = std::io::Read::read(&mut stream, &mut request);
+            let _ = write!(
+                stream,
+                "HTTP/1.1 200 OK\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                body.len()
+            );
+        }
+    });
+    url
+}
+
+#[test]
+#[ignore = "needs e2e/registry-fixtures.sh"]
+fn policy_test_fetches_a_remote_policy_and_checks_its_sha256() {
+    const REGO: &str = "package sigstore\nimport rego.v1\n\nisCompliant := {\"result\": false, \"error\": \"remote policy says no\", \"warning\": \"\"}\n";
+    let url = serve(REGO);
+    let sum = hex::encode(sigil_verifier::crypto::sha256(REGO.as_bytes()));
+    let f = fixtures();
+    let dir = scratch("remote");
+    for r in REGS {
+        let reg = &f[r];
+        let mut doc = policy_doc(
+            "remote",
+            reg,
+            json!([key_authority("platform-key", &key(&f, "KEY1"))]),
+        );
+        doc["spec"]["policy"] =
+            json!({ "type": "rego", "remote": { "url": url, "sha256sum": sum } });
+        let policy = write(&dir, &format!("{r}.yaml"), &doc);
+        expect(
+            &policy_test(reg, &policy, &[], &f[&format!("{r}_NEW")]),
+            1,
+            &["policy remote failed", "remote policy says no"],
+        );
+        doc["spec"]["policy"]["remote"]["sha256sum"] = json!("0".repeat(64));
+        let wrong = write(&dir, &format!("{r}-wrong.yaml"), &doc);
+        let (status, out) = policy_test(reg, &wrong, &[], &f[&format!("{r}_NEW")]);
+        assert_eq!(status, 1, "{out}");
+        assert!(
+            out.contains(&format!(
+                "spec.policy.remote: {url}: the content's sha256 is {sum}"
+            )),
+            "{out}"
+        );
+    }
+}
+
 #[test]
 #[ignore = "needs e2e/registry-fixtures.sh"]
 fn no_match_policy_denies_warns_or_allows_images_no_policy_selects() {
@@ -701,10 +922,13 @@ async fn policy_controllers_private_sigstore_policy_admits_under_a_default_trust
         original.to_str().unwrap(),
     ]);
     assert_eq!(status, 0, "{out}");
-    // The YAML on standard output, then one note per reference added.
-    let (yaml, notes) = out.split_at(out.find(&format!("{}: note:", original.display())).unwrap());
+    // The YAML on standard output, then one line per reference added.
+    let (yaml, notes) = out.split_at(
+        out.find(&format!("{}: changed:", original.display()))
+            .unwrap(),
+    );
     assert!(
-        notes.contains("note: document 0 (ClusterImagePolicy image-policy-keyless): spec.authorities[0].keyless.trustRootRef: set to `private-sigstore`"),
+        notes.contains("changed: document 0 (ClusterImagePolicy image-policy-keyless): spec.authorities[0].keyless.trustRootRef: set to `private-sigstore`"),
         "{notes}"
     );
     let explicit: Value = serde_saphyr::from_str(yaml).unwrap();

@@ -13,6 +13,7 @@ use crate::config::Args;
 use crate::error::{Error, Result};
 use crate::metrics::Metrics;
 use crate::publish::Publisher;
+use crate::remote_policy::RemotePolicies;
 use crate::tuf_state::TufStore;
 
 /// Name under which the controller writes (field manager, event reporter).
@@ -52,6 +53,8 @@ pub struct Context {
     pub trust_root_changed: mpsc::UnboundedSender<TrustChange>,
     /// Public keys fetched for `key.kms`, and how to fetch them.
     pub kms: crate::kms::KmsKeys,
+    /// Verified `policy.remote` modules, by SHA-256.
+    pub remote_policies: RemotePolicies,
 }
 
 impl Context {
@@ -95,6 +98,7 @@ impl Context {
             tuf,
             trust_root_changed,
             kms,
+            remote_policies: RemotePolicies::default(),
         }
     }
 

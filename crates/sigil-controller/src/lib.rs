@@ -29,6 +29,7 @@ pub mod metrics;
 pub mod policy;
 pub mod prune;
 pub mod publish;
+pub mod remote_policy;
 pub mod run;
 pub mod server;
 pub mod sigstore_keys;

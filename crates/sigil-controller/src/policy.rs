@@ -1,5 +1,6 @@
 //! The ClusterImagePolicy reconciler: resolves the Secrets and ConfigMaps a
-//! policy refers to (in sigil's namespace only), compiles it with sigil-api's
+//! policy refers to (in sigil's namespace only) and its remote modules
+//! ([`crate::remote_policy`]), compiles it with sigil-api's
 //! compiler, publishes the compiled version to the snapshot, and reports
 //! `Ready` with `observedGeneration` plus an Event when that changes. A
 //! rejected generation is not published; the snapshot keeps the last
@@ -201,6 +202,10 @@ impl Resolver<'_> {
     }
 
     async fn policy(&self, path: &str, p: &mut Policy, problems: &mut Vec<String>) -> Result<()> {
+        if p.remote.is_some() {
+            self.ctx.remote_policies.inline(path, p, problems).await;
+            return Ok(());
+        }
         let Some(reference) = p.config_map_ref.clone() else {
             return Ok(());
         };
@@ -266,6 +271,10 @@ pub async fn reconcile(cip: Arc<ClusterImagePolicy>, ctx: Arc<Context>) -> Resul
     ctx.ensure_leader()?;
     ctx.metrics.reconciled(CONTROLLER);
     let name = cip.name_any();
+    if crate::remote_policy::any(&cip.spec) {
+        let published = ctx.publisher.policy(&name).await;
+        ctx.remote_policies.remember(published.as_ref()).await;
+    }
     let (verdict, requeue) = match resolve(&cip.spec, &ctx).await? {
         Err(problems) => (
             Verdict::failed("Ready", "UnresolvedReference", problems.join("; ")),

@@ -97,9 +97,10 @@ pub enum AuthorityKind {
 pub struct KeyAuthority {
     /// The key, or the Secret that holds it.
     pub key: KeyMaterial,
-    /// Digest algorithm the key signed over (`hashAlgorithm`). Compilation
-    /// accepts only sha256, which is what the verifier checks.
-    pub hash: HashAlgorithm,
+    /// Digest algorithm the key signed over (`hashAlgorithm`); `None` when
+    /// the policy does not say, which verifies with the digest cosign signs
+    /// with for the key's type.
+    pub hash: Option<HashAlgorithm>,
 }
 
 /// A public key, inline or still to be read from a Secret.

@@ -100,22 +100,26 @@ impl RegistryVerifier {
         image: &ImageName,
         a: &CompiledAuthority,
     ) -> Result<AuthorityOutcome, String> {
-        let signer = match &a.kind {
+        let (signer, key_hash) = match &a.kind {
             AuthorityKind::Key(k) => match &k.key {
-                KeyMaterial::Resolved(key) => SignerPolicy::Key(key.clone()),
+                KeyMaterial::Resolved(key) => (SignerPolicy::Key(key.clone()), k.hash),
                 KeyMaterial::Secret(secret) => {
                     return Err(format!("the key in {secret} is not resolved yet"));
                 }
             },
-            AuthorityKind::Keyless(k) => SignerPolicy::Keyless {
-                identities: k.identities.clone(),
-                require_sct: k.require_sct,
-            },
+            AuthorityKind::Keyless(k) => (
+                SignerPolicy::Keyless {
+                    identities: k.identities.clone(),
+                    require_sct: k.require_sct,
+                },
+                None,
+            ),
             AuthorityKind::Static(_) => return Err("static authorities verify nothing".into()),
         };
         let verification = VerificationPolicy {
             signer,
             require_tlog: a.tlog != TlogPolicy::Disabled,
+            key_hash,
         };
         let root = self.root_for(a)?;
         let reference = image

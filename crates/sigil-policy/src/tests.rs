@@ -333,7 +333,7 @@ fn an_unresolved_key_secret_is_handed_to_the_verifier_unchanged() {
                 namespace: "sigil".into(),
                 name: "cosign-pub".into(),
             }),
-            hash: HashAlgorithm::Sha256,
+            hash: Some(HashAlgorithm::Sha256),
         }),
         ..keyless("key")
     };

@@ -8,7 +8,10 @@
 //! is therefore checked against the digest being verified after the
 //! signature verifies. The Rekor bundle annotation becomes a v0.1-style log
 //! entry (SET, no inclusion proof), so the core checks its SET and that its
-//! body matches this signature, key and payload.
+//! body matches this signature, key and payload. A managed key's signature
+//! (over the payload, or over the DSSE PAE of an `.att` layer) is checked
+//! with the policy's `hashAlgorithm`, as policy-controller checks it, else
+//! with the digest cosign uses for the key's type.
 //!
 //! RFC 3161 timestamps (`dev.sigstore.cosign/rfc3161timestamp`, JSON
 //! `{"SignedRFC3161Timestamp":"<base64 TimeStampResp>"}`) cover what cosign
@@ -365,6 +368,7 @@ mod tests {
     use sigil_testkit::{
         BundleSpec, Content as KitContent, Testkit, TimestampSpec, TlogSpec, V1Kind,
     };
+    use sigil_verifier::crypto::HashAlgorithm;
     use sigil_verifier::identity::{IdentityMatcher, IdentityPolicy};
 
     const IMAGE: &str = "sha256:07b2ad76d4dd7b15cb582654a11e03d42811d830732b4a3a2e469e6b0832a85d";
@@ -494,5 +498,114 @@ mod tests {
         let e = verify_legacy_attestation(&envelope, &annotations, &image, &policy, &root, now())
             .expect_err("cosign never timestamps the bare DSSE signature of a legacy attestation");
         assert_eq!(e.reason(), "timestamp", "{e}");
+    }
+
+    /// A managed-key `.sig` layer for `IMAGE` without a log entry, its
+    /// signature made over the `hash` of cosign's payload.
+    fn key_signature(
+        key: &sigil_testkit::KeyPair,
+        hash: HashAlgorithm,
+    ) -> (Vec<u8>, BTreeMap<String, String>) {
+        let payload = sigil_testkit::cosign::simple_signing_payload("r.io/app", IMAGE);
+        let sig = key.sign_prehash(&hash.digest(&payload)).expect("signs");
+        let mut annotations = BTreeMap::new();
+        annotations.insert(
+            SIGNATURE_ANNOTATION.into(),
+            base64::engine::general_purpose::STANDARD.encode(sig),
+        );
+        (payload, annotations)
+    }
+
+    fn key_policy(key: &sigil_testkit::KeyPair, hash: Option<HashAlgorithm>) -> VerificationPolicy {
+        VerificationPolicy {
+            key_hash: hash,
+            require_tlog: false,
+            ..VerificationPolicy::key(
+                sigil_verifier::crypto::PublicKey::from_pem(&key.public_key_pem()).expect("key"),
+            )
+        }
+    }
+
+    #[test]
+    fn a_sig_layer_verifies_with_the_hash_algorithm_its_signature_was_made_with() {
+        let (_, root, _, _, image) = setup();
+        let key = sigil_testkit::KeyPair::p256(41, "hash");
+        for signed in [
+            HashAlgorithm::Sha224,
+            HashAlgorithm::Sha256,
+            HashAlgorithm::Sha384,
+            HashAlgorithm::Sha512,
+        ] {
+            let (payload, annotations) = key_signature(&key, signed);
+            verify_simple_signing(
+                &payload,
+                &annotations,
+                &image,
+                &key_policy(&key, Some(signed)),
+                &root,
+                now(),
+            )
+            .unwrap_or_else(|e| panic!("{signed:?}: {e}"));
+            let other = if signed == HashAlgorithm::Sha512 {
+                HashAlgorithm::Sha256
+            } else {
+                HashAlgorithm::Sha512
+            };
+            let e = verify_simple_signing(
+                &payload,
+                &annotations,
+                &image,
+                &key_policy(&key, Some(other)),
+                &root,
+                now(),
+            )
+            .expect_err("another digest does not verify");
+            assert_eq!(e.reason(), "bad-signature", "{signed:?}: {e}");
+        }
+    }
+
+    #[test]
+    fn an_att_layer_verifies_with_the_hash_algorithm_its_envelope_was_signed_with() {
+        let (_, root, _, _, image) = setup();
+        let key = sigil_testkit::KeyPair::p256(41, "hash");
+        let digest = Digest::parse(IMAGE).expect("digest").bytes();
+        let statement = sigil_testkit::in_toto_statement(
+            &digest,
+            "https://slsa.dev/provenance/v0.2",
+            serde_json::json!({}),
+        );
+        let payload_type = sigil_testkit::IN_TOTO_PAYLOAD_TYPE;
+        let pae = sigil_verifier::dsse::pae(payload_type, &statement);
+        let b64 = |b: &[u8]| base64::engine::general_purpose::STANDARD.encode(b);
+        let sig = key
+            .sign_prehash(&HashAlgorithm::Sha224.digest(&pae))
+            .expect("signs");
+        let envelope = serde_json::json!({
+            "payload": b64(&statement),
+            "payloadType": payload_type,
+            "signatures": [{"sig": b64(&sig), "keyid": ""}],
+        })
+        .to_string()
+        .into_bytes();
+        let annotations = BTreeMap::new();
+        verify_legacy_attestation(
+            &envelope,
+            &annotations,
+            &image,
+            &key_policy(&key, Some(HashAlgorithm::Sha224)),
+            &root,
+            now(),
+        )
+        .expect("verifies over sha224");
+        let e = verify_legacy_attestation(
+            &envelope,
+            &annotations,
+            &image,
+            &key_policy(&key, None),
+            &root,
+            now(),
+        )
+        .expect_err("the P-256 default, sha256, does not verify it");
+        assert_eq!(e.reason(), "bad-signature", "{e}");
     }
 }

@@ -100,6 +100,7 @@ async fn verify(
         verification: VerificationPolicy {
             signer: SignerPolicy::Key(key),
             require_tlog: false,
+            key_hash: None,
         },
         want: Want::Signatures,
     };

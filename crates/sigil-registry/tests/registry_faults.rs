@@ -113,6 +113,7 @@ async fn verify_with(
         verification: VerificationPolicy {
             signer: SignerPolicy::Key(key),
             require_tlog: false,
+            key_hash: None,
         },
         want: Want::Signatures,
     };

@@ -23,7 +23,7 @@ use sigil_registry::{CandidateFormat, ClientConfig, RegistryClient, Want};
 use sigil_testkit::cosign::{self, OciManifest};
 use sigil_testkit::registry::Pusher;
 use sigil_testkit::{BundleSpec, Testkit, TimestampSpec, TsaOptions};
-use sigil_verifier::crypto::PublicKey;
+use sigil_verifier::crypto::{HashAlgorithm, PublicKey};
 use sigil_verifier::identity::{IdentityMatcher, IdentityPolicy};
 use sigil_verifier::trust::TrustedRoot;
 use sigil_verifier::verify::{SignerPolicy, TimeSource, VerificationPolicy};
@@ -40,11 +40,23 @@ fn fixtures() -> HashMap<String, String> {
 }
 
 fn policy(f: &HashMap<String, String>, key: &str, want: Want) -> ImagePolicy {
+    policy_with_hash(f, key, want, None)
+}
+
+/// A managed-key policy whose key signed over `hash` (a policy's
+/// `hashAlgorithm`; `None`: the key type's own digest).
+fn policy_with_hash(
+    f: &HashMap<String, String>,
+    key: &str,
+    want: Want,
+    hash: Option<HashAlgorithm>,
+) -> ImagePolicy {
     let pem = std::fs::read_to_string(&f[key]).unwrap();
     ImagePolicy {
         verification: VerificationPolicy {
             signer: SignerPolicy::Key(PublicKey::from_pem(&pem).unwrap()),
             require_tlog: false,
+            key_hash: hash,
         },
         want,
     }
@@ -215,6 +227,68 @@ async fn key_signatures_without_a_log_entry_fail_unless_the_tlog_is_waived() {
     p.verification.require_tlog = true;
     let e = run(&f["OLAREG_NEW"], &p).await.unwrap_err();
     assert!(e.to_string().contains("transparency log"), "{e}");
+}
+
+#[tokio::test]
+#[ignore = "needs e2e/registry-fixtures.sh"]
+async fn cosigns_p384_signatures_verify_over_sha384_in_both_formats_and_not_over_sha256() {
+    let f = fixtures();
+    for r in REGS {
+        for image in ["SHA384", "SHA384_LEGACY"] {
+            let image = &f[&format!("{r}_{image}")];
+            for hash in [Some(HashAlgorithm::Sha384), None] {
+                run(
+                    image,
+                    &policy_with_hash(&f, "P384KEY", Want::Signatures, hash),
+                )
+                .await
+                .unwrap_or_else(|e| panic!("{r} {image} {hash:?}: {e}"));
+            }
+            // policy-controller's default digest: what `sigil policy convert`
+            // writes for a P-384 key, so cosign's SHA-384 signatures are
+            // refused as policy-controller refuses them.
+            let e = run(
+                image,
+                &policy_with_hash(&f, "P384KEY", Want::Signatures, Some(HashAlgorithm::Sha256)),
+            )
+            .await
+            .unwrap_err();
+            assert_eq!(e.reason(), "not-verified", "{r} {image}: {e}");
+        }
+    }
+}
+
+#[tokio::test]
+#[ignore = "needs e2e/registry-fixtures.sh"]
+async fn sha224_and_sha512_key_signatures_verify_only_with_that_hash_algorithm() {
+    let f = fixtures();
+    for r in REGS {
+        for (image, key, hash) in [
+            ("SHA224_LEGACY", "HASHKEY", HashAlgorithm::Sha224),
+            ("SHA512_LEGACY", "HASHKEY", HashAlgorithm::Sha512),
+            ("RSA_SHA512_LEGACY", "RSAKEY", HashAlgorithm::Sha512),
+        ] {
+            let image = &f[&format!("{r}_{image}")];
+            let v = run(
+                image,
+                &policy_with_hash(&f, key, Want::Signatures, Some(hash)),
+            )
+            .await
+            .unwrap_or_else(|e| panic!("{r} {image} {hash:?}: {e}"));
+            assert_eq!(v.verified[0].format, CandidateFormat::LegacySignature);
+            for other in [
+                None,
+                Some(HashAlgorithm::Sha256),
+                Some(HashAlgorithm::Sha384),
+            ] {
+                let e = run(image, &policy_with_hash(&f, key, Want::Signatures, other))
+                    .await
+                    .unwrap_err();
+                assert_eq!(e.reason(), "not-verified", "{r} {image} {other:?}: {e}");
+                assert!(e.to_string().contains("signature does not verify"), "{e}");
+            }
+        }
+    }
 }
 
 // ---- keyless: testkit material pushed to the real registries ----

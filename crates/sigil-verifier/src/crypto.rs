@@ -26,6 +26,8 @@ use crate::der;
 /// A hash function used by a signature scheme or a message digest.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum HashAlgorithm {
+    /// SHA-224 (only for managed-key ECDSA signatures, `hashAlgorithm: sha224`).
+    Sha224,
     /// SHA-256.
     Sha256,
     /// SHA-384.
@@ -43,6 +45,7 @@ impl HashAlgorithm {
     /// Length of this algorithm's output in bytes.
     pub fn output_len(self) -> usize {
         match self {
+            Self::Sha224 => 28,
             Self::Sha256 => 32,
             Self::Sha384 => 48,
             Self::Sha512 => 64,
@@ -52,6 +55,7 @@ impl HashAlgorithm {
     /// Lower-case name as used in Rekor bodies (`sha256`).
     pub fn name(self) -> &'static str {
         match self {
+            Self::Sha224 => "sha224",
             Self::Sha256 => "sha256",
             Self::Sha384 => "sha384",
             Self::Sha512 => "sha512",
@@ -60,16 +64,19 @@ impl HashAlgorithm {
 
     fn aws_lc(self) -> &'static digest::Algorithm {
         match self {
+            Self::Sha224 => &digest::SHA224,
             Self::Sha256 => &digest::SHA256,
             Self::Sha384 => &digest::SHA384,
             Self::Sha512 => &digest::SHA512,
         }
     }
 
-    /// Slot of this hash in a key's per-hash parsed forms.
+    /// Slot of this hash in a key's per-hash parsed forms. SHA-224 shares
+    /// SHA-256's: it is checked through that form (see
+    /// [`PublicKey::verify_sha224`]).
     fn slot(self) -> usize {
         match self {
-            Self::Sha256 => 0,
+            Self::Sha224 | Self::Sha256 => 0,
             Self::Sha384 => 1,
             Self::Sha512 => 2,
         }
@@ -288,6 +295,9 @@ impl PublicKey {
         hash: HashAlgorithm,
     ) -> Result<(), SignatureError> {
         let scheme = self.scheme();
+        if hash == HashAlgorithm::Sha224 && !matches!(self, Self::Ed25519(_)) {
+            return self.verify_sha224(&hash.digest(message), signature);
+        }
         self.check_encoding(signature)?;
         self.parsed(hash)
             .ok_or(SignatureError::Invalid { scheme })?
@@ -314,10 +324,48 @@ impl PublicKey {
                 what: "pre-hashed digest",
             });
         }
+        if hash == HashAlgorithm::Sha224 {
+            if digest.len() != hash.output_len() {
+                return Err(SignatureError::Invalid { scheme });
+            }
+            return self.verify_sha224(digest, signature);
+        }
         let digest = digest::Digest::import_less_safe(digest, hash.aws_lc())
             .map_err(|_| SignatureError::Invalid { scheme })?;
         self.check_encoding(signature)?;
         self.parsed(hash)
+            .ok_or(SignatureError::Invalid { scheme })?
+            .verify_digest_sig(&digest, signature)
+            .map_err(|_| SignatureError::Invalid { scheme })
+    }
+
+    /// Verifies an ECDSA signature over a SHA-224 `digest`.
+    ///
+    /// aws-lc-rs has no P-256/P-384 SHA-224 algorithm, and its pre-hashed
+    /// verification takes only a digest of the parsed key's own hash. ECDSA
+    /// signs the integer of the digest's leftmost bits, no more than the
+    /// curve order has (FIPS 186-5, 6.4.1); 256 bits fit both curves whole,
+    /// so the 28 digest bytes behind four zero bytes are the same integer,
+    /// and the SHA-256 form checks exactly the SHA-224 signature. RSA
+    /// PKCS#1 v1.5 names the hash inside the signed block, so no such
+    /// equivalence exists for it and AWS-LC offers no RSA SHA-224 check.
+    fn verify_sha224(&self, digest: &[u8], signature: &[u8]) -> Result<(), SignatureError> {
+        let scheme = self.scheme();
+        match self {
+            Self::P256(_) | Self::P384(_) => {}
+            Self::Rsa(_) | Self::Ed25519(_) => {
+                return Err(SignatureError::Unsupported {
+                    scheme,
+                    what: "SHA-224 signature (AWS-LC verifies SHA-224 only for ECDSA keys)",
+                });
+            }
+        }
+        // A digest of another length than 28 bytes makes 32 fail to import.
+        let widened: Vec<u8> = [0u8; 4].iter().chain(digest).copied().collect();
+        let digest = digest::Digest::import_less_safe(&widened, &digest::SHA256)
+            .map_err(|_| SignatureError::Invalid { scheme })?;
+        self.check_encoding(signature)?;
+        self.parsed(HashAlgorithm::Sha256)
             .ok_or(SignatureError::Invalid { scheme })?
             .verify_digest_sig(&digest, signature)
             .map_err(|_| SignatureError::Invalid { scheme })
@@ -353,6 +401,8 @@ impl PublicKey {
             (Self::Rsa(m), HashAlgorithm::Sha256) => (m, &signature::RSA_PKCS1_2048_8192_SHA256),
             (Self::Rsa(m), HashAlgorithm::Sha384) => (m, &signature::RSA_PKCS1_2048_8192_SHA384),
             (Self::Rsa(m), HashAlgorithm::Sha512) => (m, &signature::RSA_PKCS1_2048_8192_SHA512),
+            // Checked through the SHA-256 form, see `verify_sha224`.
+            (Self::P256(_) | Self::P384(_) | Self::Rsa(_), HashAlgorithm::Sha224) => return None,
             // Ed25519 hashes internally: one parsed form, whatever `hash` says.
             (Self::Ed25519(m), _) => {
                 return m.0.parsed[0]
@@ -751,6 +801,43 @@ fwlMW+gIutNKVRaMyS4rQKvgngc5p8UbLj55pVHhIoAxi/SRgURZI0J3Xw==
             key.verify_prehash(&hash.digest(b"rsa"), &sig, hash)
                 .unwrap();
             assert!(key.verify(b"rsb", &sig, hash).is_err());
+        }
+        // No SHA-224 RSA check exists in the module: refused as such, not
+        // reported as a bad signature.
+        let mut sig = vec![0; pair.public_modulus_len()];
+        pair.sign(&signature::RSA_PKCS1_SHA256, &rng, b"rsa", &mut sig)
+            .unwrap();
+        for got in [
+            key.verify(b"rsa", &sig, HashAlgorithm::Sha224),
+            key.verify_prehash(
+                &HashAlgorithm::Sha224.digest(b"rsa"),
+                &sig,
+                HashAlgorithm::Sha224,
+            ),
+        ] {
+            assert!(
+                matches!(got, Err(SignatureError::Unsupported { scheme: "RSA", .. })),
+                "{got:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn ecdsa_sha224_signatures_verify_only_with_their_own_digest() {
+        for k in [KeyPair::p256(9, "sha224"), KeyPair::p384(9, "sha224")] {
+            let key = key_of(&k);
+            let digest = HashAlgorithm::Sha224.digest(b"message");
+            let sig = k.sign_prehash(&digest).unwrap();
+            key.verify(b"message", &sig, HashAlgorithm::Sha224).unwrap();
+            key.verify_prehash(&digest, &sig, HashAlgorithm::Sha224)
+                .unwrap();
+            assert!(key.verify(b"messagf", &sig, HashAlgorithm::Sha224).is_err());
+            // The same bytes as a SHA-256 digest are another integer.
+            assert!(key.verify(b"message", &sig, HashAlgorithm::Sha256).is_err());
+            assert!(
+                key.verify_prehash(&digest[..27], &sig, HashAlgorithm::Sha224)
+                    .is_err()
+            );
         }
     }
 

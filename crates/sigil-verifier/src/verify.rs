@@ -68,6 +68,11 @@ pub struct VerificationPolicy {
     /// managed-key policy may turn this off (like cosign's
     /// `--insecure-ignore-tlog`); keyless signing without a log is refused.
     pub require_tlog: bool,
+    /// The digest a managed key signed over (a policy's `hashAlgorithm`):
+    /// ECDSA and RSA signatures must verify with exactly this hash. `None`
+    /// takes the hash cosign signs with for the key's type (SHA-384 for
+    /// P-384, SHA-256 otherwise). Ignored for certificates and Ed25519 keys.
+    pub key_hash: Option<HashAlgorithm>,
 }
 
 impl VerificationPolicy {
@@ -79,6 +84,7 @@ impl VerificationPolicy {
                 require_sct: true,
             },
             require_tlog: true,
+            key_hash: None,
         }
     }
 
@@ -87,6 +93,7 @@ impl VerificationPolicy {
         Self {
             signer: SignerPolicy::Key(key),
             require_tlog: true,
+            key_hash: None,
         }
     }
 }
@@ -255,12 +262,14 @@ fn rfc3339(t: OffsetDateTime) -> String {
 }
 
 /// Verifies the bundle's signature over the artifact with `key`, returning the
-/// in-toto statement for DSSE content.
+/// in-toto statement for DSSE content. `hash` is a managed key's configured
+/// digest (`None`: the key type's own).
 fn verify_content(
     bundle: &Bundle,
     artifact: &Artifact<'_>,
     digest: &[u8; 32],
     key: &PublicKey,
+    hash: Option<HashAlgorithm>,
 ) -> Result<SignedContent, VerifyError> {
     match &bundle.content {
         Content::MessageSignature {
@@ -276,6 +285,21 @@ fn verify_content(
                         found: hex::encode(d),
                     });
                 }
+            }
+            if let Some(hash) = hash {
+                return match artifact {
+                    Artifact::Bytes(b) => key.verify(b, signature, hash),
+                    Artifact::Sha256(d) if hash == HashAlgorithm::Sha256 => {
+                        key.verify_prehash(d, signature, hash)
+                    }
+                    Artifact::Sha256(_) => Err(SignatureError::Unsupported {
+                        scheme: key.scheme(),
+                        what: "signature over another digest than the artifact's SHA-256 \
+                               (the artifact itself is needed)",
+                    }),
+                }
+                .map(|()| SignedContent::MessageSignature)
+                .map_err(VerifyError::Signature);
             }
             match (artifact, key) {
                 (Artifact::Bytes(b), _) => key.verify(b, signature, key.default_hash()),
@@ -308,7 +332,7 @@ fn verify_content(
             key.verify(
                 &pae(&env.payload_type, &env.payload),
                 sig,
-                key.default_hash(),
+                hash.unwrap_or_else(|| key.default_hash()),
             )
             .map_err(VerifyError::Signature)?;
             let statement = Statement::from_payload(&env.payload_type, &env.payload)
@@ -366,7 +390,11 @@ pub fn verify_bundle(
     };
 
     // 2. The signature covers the artifact.
-    let content = verify_content(bundle, &artifact, &digest, &key)?;
+    let key_hash = match &policy.signer {
+        SignerPolicy::Key(_) => policy.key_hash,
+        SignerPolicy::Keyless { .. } => None,
+    };
+    let content = verify_content(bundle, &artifact, &digest, &key, key_hash)?;
 
     // 3. Transparency-log entries: every one must verify.
     if bundle.tlog_entries.is_empty() && (policy.require_tlog || certs.is_some()) {
@@ -503,4 +531,178 @@ pub fn verify_bundle(
         log_url,
         content,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+
+    use base64::Engine as _;
+    use sigil_testkit::KeyPair;
+
+    use super::*;
+
+    const ARTIFACT: &[u8] = b"sigil hash-algorithm artifact\n";
+    const ALL: [HashAlgorithm; 4] = [
+        HashAlgorithm::Sha224,
+        HashAlgorithm::Sha256,
+        HashAlgorithm::Sha384,
+        HashAlgorithm::Sha512,
+    ];
+
+    fn b64(bytes: &[u8]) -> String {
+        base64::engine::general_purpose::STANDARD.encode(bytes)
+    }
+
+    fn policy(key: &KeyPair, hash: Option<HashAlgorithm>) -> VerificationPolicy {
+        VerificationPolicy {
+            signer: SignerPolicy::Key(PublicKey::from_pem(&key.public_key_pem()).unwrap()),
+            require_tlog: false,
+            key_hash: hash,
+        }
+    }
+
+    /// A v0.3 bundle without log entries: a DSSE in-toto statement about
+    /// [`ARTIFACT`] signed by `key` over the `hash` of its PAE, as cosign
+    /// signs with a key whose type implies that digest.
+    fn dsse_bundle(key: &KeyPair, hash: HashAlgorithm) -> Bundle {
+        let statement = sigil_testkit::in_toto_statement(
+            &crate::crypto::sha256(ARTIFACT),
+            "https://sigstore.dev/cosign/sign/v1",
+            serde_json::json!({}),
+        );
+        let payload_type = sigil_testkit::IN_TOTO_PAYLOAD_TYPE;
+        let sig = key
+            .sign_prehash(&hash.digest(&crate::dsse::pae(payload_type, &statement)))
+            .unwrap();
+        let json = serde_json::json!({
+            "mediaType": "application/vnd.dev.sigstore.bundle.v0.3+json",
+            "verificationMaterial": {"publicKey": {"hint": "k"}, "tlogEntries": []},
+            "dsseEnvelope": {
+                "payload": b64(&statement),
+                "payloadType": payload_type,
+                "signatures": [{"sig": b64(&sig), "keyid": ""}],
+            },
+        });
+        Bundle::from_json(json.to_string().as_bytes()).unwrap()
+    }
+
+    /// The same, as a message signature over the artifact's `hash`.
+    fn message_bundle(key: &KeyPair, hash: HashAlgorithm) -> Bundle {
+        let sig = key.sign_prehash(&hash.digest(ARTIFACT)).unwrap();
+        let json = serde_json::json!({
+            "mediaType": "application/vnd.dev.sigstore.bundle.v0.3+json",
+            "verificationMaterial": {"publicKey": {"hint": "k"}, "tlogEntries": []},
+            "messageSignature": {
+                "messageDigest": {"algorithm": "SHA2_256", "digest": b64(&crate::crypto::sha256(ARTIFACT))},
+                "signature": b64(&sig),
+            },
+        });
+        Bundle::from_json(json.to_string().as_bytes()).unwrap()
+    }
+
+    fn verify(
+        bundle: &Bundle,
+        artifact: Artifact<'_>,
+        policy: &VerificationPolicy,
+    ) -> Result<(), &'static str> {
+        let root = TrustedRoot::public_good().unwrap();
+        verify_bundle(bundle, artifact, policy, &root, OffsetDateTime::now_utc())
+            .map(|_| ())
+            .map_err(|e| e.reason())
+    }
+
+    #[test]
+    fn a_managed_key_signature_verifies_with_exactly_its_hash_algorithm() {
+        for key in [KeyPair::p256(3, "hash"), KeyPair::p384(3, "hash")] {
+            for signed in ALL {
+                for bundle in [dsse_bundle(&key, signed), message_bundle(&key, signed)] {
+                    for configured in ALL {
+                        let got = verify(
+                            &bundle,
+                            Artifact::Bytes(ARTIFACT),
+                            &policy(&key, Some(configured)),
+                        );
+                        if configured == signed {
+                            assert_eq!(got, Ok(()), "{key:?} signed {signed:?}");
+                        } else {
+                            assert_eq!(
+                                got,
+                                Err("bad-signature"),
+                                "{key:?} signed {signed:?}, configured {configured:?}"
+                            );
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn without_a_hash_algorithm_the_key_types_own_digest_applies() {
+        let p256 = KeyPair::p256(3, "hash");
+        let p384 = KeyPair::p384(3, "hash");
+        let verify_default = |key: &KeyPair, signed| {
+            verify(
+                &dsse_bundle(key, signed),
+                Artifact::Bytes(ARTIFACT),
+                &policy(key, None),
+            )
+        };
+        assert_eq!(verify_default(&p256, HashAlgorithm::Sha256), Ok(()));
+        assert_eq!(verify_default(&p384, HashAlgorithm::Sha384), Ok(()));
+        assert_eq!(
+            verify_default(&p256, HashAlgorithm::Sha512),
+            Err("bad-signature")
+        );
+        assert_eq!(
+            verify_default(&p384, HashAlgorithm::Sha256),
+            Err("bad-signature")
+        );
+    }
+
+    #[test]
+    fn an_artifact_known_only_by_its_sha256_cannot_check_another_digests_signature() {
+        let key = KeyPair::p256(3, "hash");
+        let digest = crate::crypto::sha256(ARTIFACT);
+        let bundle = message_bundle(&key, HashAlgorithm::Sha512);
+        assert_eq!(
+            verify(
+                &bundle,
+                Artifact::Sha256(digest),
+                &policy(&key, Some(HashAlgorithm::Sha512))
+            ),
+            Err("bad-signature")
+        );
+        let bundle = message_bundle(&key, HashAlgorithm::Sha256);
+        assert_eq!(
+            verify(
+                &bundle,
+                Artifact::Sha256(digest),
+                &policy(&key, Some(HashAlgorithm::Sha256))
+            ),
+            Ok(())
+        );
+    }
+
+    #[test]
+    fn certificates_ignore_a_key_hash_algorithm() {
+        let key = KeyPair::p256(3, "hash");
+        let keyless = VerificationPolicy {
+            key_hash: Some(HashAlgorithm::Sha512),
+            ..VerificationPolicy::keyless(crate::identity::IdentityPolicy {
+                subject: crate::identity::IdentityMatcher::Exact("a".into()),
+                issuer: crate::identity::IdentityMatcher::Exact("b".into()),
+            })
+        };
+        // A key-signed bundle under a keyless policy fails on the signer, not the hash.
+        assert_eq!(
+            verify(
+                &dsse_bundle(&key, HashAlgorithm::Sha512),
+                Artifact::Bytes(ARTIFACT),
+                &keyless
+            ),
+            Err("signer-mismatch")
+        );
+    }
 }

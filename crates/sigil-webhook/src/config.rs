@@ -329,6 +329,7 @@ impl Args {
                     VerificationPolicy {
                         signer: SignerPolicy::Key(key),
                         require_tlog: !self.insecure_ignore_tlog,
+                        key_hash: None,
                     },
                     "key",
                     format!("key:{}", hex::encode(Sha256::digest(pem.as_bytes()))),
@@ -354,6 +355,7 @@ impl Args {
                             require_sct: true,
                         },
                         require_tlog: true,
+                        key_hash: None,
                     },
                     "keyless",
                     format!(

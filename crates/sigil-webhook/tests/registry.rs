@@ -749,6 +749,7 @@ async fn a_private_registry_ca_is_trusted_only_when_given() {
                 .unwrap(),
             ),
             require_tlog: false,
+            key_hash: None,
         },
         want: sigil_registry::Want::Signatures,
     };
