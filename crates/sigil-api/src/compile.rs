@@ -11,7 +11,9 @@ use std::fmt;
 
 use base64::Engine as _;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1 as meta;
+use sigil_policy::cue::{CIP_LEVEL_NAME, CueFailure, CuePolicy};
 use sigil_policy::glob::{Glob, ImageName};
+use sigil_policy::model::PolicyProgram;
 use sigil_policy::model::{
     AuthorityKind, CaTrust, CipPolicy, CompiledAttestation, CompiledAuthority, CompiledPolicy,
     KeyAuthority, KeyMaterial, KeylessAuthority, LabelOperator, LabelRequirement, LabelSelector,
@@ -108,9 +110,16 @@ pub trait SecretResolver {
 /// from a real error.
 pub const CONFIG_MAP_OFFLINE: &str = "resolved by sigil-controller from ConfigMap";
 
-/// Whether `error` only says a `configMapRef` could not be read offline.
+/// How the message of a CUE policy begins when this process has no CUE
+/// module (`sigil policy lint` from a `cargo install`ed CLI): the policy
+/// could not be checked, which is not an error in the policy.
+pub const CUE_MODULE_MISSING: &str = "this sigil has no CUE module at ";
+
+/// Whether `error` only says a `configMapRef` could not be read offline, or
+/// that a CUE policy could not be checked for want of the CUE module.
 pub fn is_offline_only(error: &FieldError) -> bool {
-    error.path.ends_with(".configMapRef") && error.message.starts_with(CONFIG_MAP_OFFLINE)
+    (error.path.ends_with(".configMapRef") && error.message.starts_with(CONFIG_MAP_OFFLINE))
+        || error.message.starts_with(CUE_MODULE_MISSING)
 }
 
 /// A resolver for offline use: Secrets stay unresolved references.
@@ -191,10 +200,18 @@ pub fn compile_policy(
         .as_ref()
         .and_then(|p| {
             let label = format!("{name}.policy");
-            compile_rego("spec.policy", &label, p, true, secrets, &mut errs)
+            compile_program(
+                "spec.policy",
+                &label,
+                CIP_LEVEL_NAME,
+                p,
+                true,
+                secrets,
+                &mut errs,
+            )
         })
-        .map(|(rego, p)| CipPolicy {
-            rego,
+        .map(|(program, p)| CipPolicy {
+            program,
             include_spec: p.include_spec.unwrap_or(false),
             include_object_meta: p.include_object_meta.unwrap_or(false),
             include_type_meta: p.include_type_meta.unwrap_or(false),
@@ -694,9 +711,10 @@ fn compile_attestation(
     }
     let policy = match &att.policy {
         Some(p) => Some(
-            compile_rego(
+            compile_program(
                 &format!("{path}.policy"),
                 &format!("{authority}.{}", att.name),
+                &att.name,
                 p,
                 false,
                 secrets,
@@ -709,29 +727,30 @@ fn compile_attestation(
     Some(CompiledAttestation {
         name: att.name.clone(),
         predicate_type: predicate_type.to_owned(),
+        predicate_type_name: att.predicate_type.clone(),
         policy,
     })
 }
 
-fn compile_rego<'p>(
+/// Compiles a `policy` block (attestation or CIP level) in its language.
+/// `label` names a Rego module; `name` is what policy-controller calls a
+/// CUE policy in its messages (the attestation's name, or
+/// `ClusterImagePolicy`).
+fn compile_program<'p>(
     path: &str,
     label: &str,
+    name: &str,
     p: &'p Policy,
     cip_level: bool,
     secrets: &dyn SecretResolver,
     errs: &mut Errors,
-) -> Option<(RegoPolicy, &'p Policy)> {
+) -> Option<(PolicyProgram, &'p Policy)> {
     let before = errs.0.len();
     match p.type_.as_str() {
-        "rego" => {}
-        "cue" => errs.add(
-            format!("{path}.type"),
-            "CUE policies are not supported: rewrite the policy in Rego (type: rego, package \
-             sigstore, rule isCompliant)",
-        ),
+        "rego" | "cue" => {}
         other => errs.add(
             format!("{path}.type"),
-            format!("unsupported policy type `{other}`; use `rego`"),
+            format!("unsupported policy type `{other}`; use `rego` or `cue`"),
         ),
     }
     for (field, set) in [
@@ -800,17 +819,49 @@ fn compile_rego<'p>(
             None => {
                 errs.add(
                     format!("{path}.data"),
-                    "the Rego module is required: set data, or configMapRef to read it from a \
-                     ConfigMap",
+                    format!(
+                        "the {} policy text is required: set data, or configMapRef to read it \
+                         from a ConfigMap",
+                        if p.type_ == "cue" { "CUE" } else { "Rego" }
+                    ),
                 );
                 return None;
             }
         },
     };
-    let rego = RegoPolicy::compile(label, &module)
-        .map_err(|e| errs.add(field, e.to_string()))
-        .ok()?;
-    (errs.0.len() == before).then_some((rego, p))
+    let program = if p.type_ == "cue" {
+        // policy-controller's first step: the policy must compile on its
+        // own. One that does not would deny every image it applies to; sigil
+        // refuses it when the ClusterImagePolicy is applied instead.
+        CuePolicy::compile(name, &field, &module)
+            .map(PolicyProgram::Cue)
+            .map_err(|failure| errs.add(&field, cue_compile_message(&failure)))
+            .ok()?
+    } else {
+        RegoPolicy::compile(label, &module)
+            .map(PolicyProgram::Rego)
+            .map_err(|e| errs.add(&field, e.to_string()))
+            .ok()?
+    };
+    (errs.0.len() == before).then_some((program, p))
+}
+
+/// What a CUE policy that sigil refuses gets as its field message.
+fn cue_compile_message(failure: &CueFailure) -> String {
+    match failure {
+        CueFailure::Policy(d) => {
+            let at = d
+                .first_position()
+                .map(|p| format!(" (line {} column {})", p.line, p.column))
+                .unwrap_or_default();
+            format!(
+                "{}{at}; a CUE policy must compile on its own (policy-controller would deny \
+                 every image it applies to)",
+                d.message
+            )
+        }
+        other => other.to_string(),
+    }
 }
 
 fn compile_match(path: &str, m: &MatchResource, errs: &mut Errors) -> Option<ResourceMatch> {
