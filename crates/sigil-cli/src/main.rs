@@ -22,6 +22,11 @@ use sigil_verifier::verify::{Artifact, SignedContent, VerificationPolicy, verify
 struct Cli {
     #[command(subcommand)]
     command: Command,
+    /// The CUE module (`cue.wasm`) that checks and evaluates `type: cue`
+    /// policies. Default: $SIGIL_CUE_MODULE, else `../lib/sigil/cue.wasm`
+    /// beside this binary. Without it CUE policies cannot be checked.
+    #[arg(long, global = true, value_name = "PATH")]
+    cue_module: Option<PathBuf>,
 }
 
 #[derive(Subcommand)]
@@ -84,6 +89,12 @@ struct VerifyBundleArgs {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    if let Some(module) = &cli.cue_module
+        && let Err(e) = sigil_cue::configure_shared(sigil_cue::CueConfig::new(module))
+    {
+        eprintln!("error: {e}");
+        return ExitCode::FAILURE;
+    }
     let result = match cli.command {
         Command::VerifyBundle(args) => verify_bundle_cmd(&args).map(|()| Verdict::Allow),
         Command::Verify(args) if !args.policy.policies.is_empty() => verify_policy(&args),

@@ -108,10 +108,29 @@ pub struct Limits {
     pub max_input_bytes: usize,
 }
 
+/// Fuel the default limits grant per second of their wall-clock limit:
+/// about half of what wasmi executes in a CPU-second on this project's
+/// machines, so that on an idle machine the fuel bound (the same on every
+/// run) stops a runaway policy first and the clock only under load.
+pub const FUEL_PER_SECOND: u64 = 4_000_000_000;
+
+impl Limits {
+    /// The default limits with `time` as the wall-clock limit and the fuel
+    /// budget that goes with it ([`FUEL_PER_SECOND`]).
+    pub fn for_time(time: Duration) -> Self {
+        let fuel = (time.as_secs_f64() * FUEL_PER_SECOND as f64) as u64;
+        Self {
+            fuel: fuel.max(1),
+            time,
+            ..Self::default()
+        }
+    }
+}
+
 impl Default for Limits {
     fn default() -> Self {
         Self {
-            fuel: 20_000_000_000,
+            fuel: 5 * FUEL_PER_SECOND,
             time: Duration::from_secs(5),
             memory_bytes: 256 << 20,
             max_policy_bytes: 1 << 20,
