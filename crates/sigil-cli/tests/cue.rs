@@ -52,16 +52,14 @@ fn policy_test_admits_and_denies_by_a_cip_level_cue_policy() {
     assert_eq!(code, 0, "{out}");
     assert!(out.contains("allow:"), "{out}");
 
-    let denies = write_policy(
-        &dir,
-        "authorityMatches: {\n  allow: static: true\n  reviewed: static: true\n}",
-    );
+    // The static authority passed, so the document says `static: true`.
+    let denies = write_policy(&dir, "authorityMatches: allow: static: false");
     let (code, out) = sigil(&module(), &["policy", "test", "--policy", &denies, IMAGE]);
     assert_eq!(code, 1, "{out}");
     assert!(
         out.contains(
             "failed evaluating cue policy for ClusterImagePolicy: failed to evaluate the policy \
-             with error:"
+             with error: authorityMatches.allow.static: conflicting values true and false"
         ),
         "{out}"
     );
