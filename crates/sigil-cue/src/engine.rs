@@ -11,7 +11,7 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
 use sha2::{Digest, Sha256};
-use wasmi::{Config, Engine, Linker, Module};
+use wasmi::{Config, CustomFuelCosts, Engine, Linker, Module};
 
 use crate::guest::{Budget, Description, EXPORTS, Guest, Outcome, Stop};
 use crate::reply::{Pending, Replier, channel};
@@ -263,6 +263,20 @@ fn start(config: &CueConfig, counters: &Arc<Counters>) -> Result<Runtime, CueFai
 
     let mut wasm_config = Config::default();
     wasm_config.consume_fuel(true);
+    // wasmi translates a function on its first call, once per engine, and
+    // charges that to whichever call comes first; running out of fuel in
+    // the middle of a translation is a trap the call cannot resume from. Go's
+    // scheduler makes that first call land at a different point from run to
+    // run, so with translation on the meter an instance's start or an
+    // evaluation failed now and then with "out of fuel" far below its
+    // budget. Translation is work of the host, bounded by the module's size,
+    // not of the policy: it is left off the meter, so a request's fuel counts
+    // only what it executes.
+    wasm_config.fuel_cost(CustomFuelCosts {
+        bytes_copied_per_fuel: 64,
+        fuel_per_bytes_translated: 0,
+        fuel_per_bytes_validated: 0,
+    });
     let engine = Engine::new(&wasm_config);
     let module = Module::new(&engine, &bytes)
         .map_err(|e| unavailable(format!("not a WebAssembly module ({e}); {rebuild}")))?;
