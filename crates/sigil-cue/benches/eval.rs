@@ -6,7 +6,13 @@
 //! load average). `make
 //! bench-cue`; the module comes from `scripts/build-cue-wasm.sh` or
 //! $SIGIL_CUE_MODULE.
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, missing_docs)]
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing,
+    missing_docs
+)]
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};

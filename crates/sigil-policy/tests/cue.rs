@@ -33,8 +33,8 @@ fn example_policy(file: &str, pointer: &str) -> String {
     let dir = sigil_testdata::policy_controller_testdata().unwrap_or_else(|e| panic!("{e}"));
     let text = std::fs::read_to_string(dir.join(file)).unwrap();
     let docs: Vec<Value> = serde_saphyr::from_multiple(&text).unwrap();
-    docs[0]
-        .pointer(pointer)
+    docs.first()
+        .and_then(|d| d.pointer(pointer))
         .and_then(Value::as_str)
         .unwrap_or_else(|| panic!("{file} has no text at {pointer}"))
         .to_owned()
