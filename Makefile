@@ -25,7 +25,7 @@ test: fmt-check lint lint-shell test-scripts unit chart-lint deploy-check test-r
 ## The Rust tests alone (no registries, no peer verifiers): the quick loop.
 ## The public test data they read is found beside the checkout (../shared) or
 ## fetched at pinned commits into .cache/testdata (scripts/fetch-testdata.sh).
-unit: testdata
+unit: testdata cue-module
 	$(CARGO) test --workspace --all-targets
 	$(CARGO) test --workspace --doc
 
@@ -77,7 +77,7 @@ bench-peers:
 	scripts/bench-peers.sh
 
 ## `sigil verify` against real registries (olareg, docker-registry) and real cosign v3 signatures.
-test-registry:
+test-registry: cue-module
 	e2e/registry-fixtures.sh
 
 ## key.kms against OpenBao (transit) and moto (AWS KMS) on 127.0.0.1, with
@@ -125,6 +125,23 @@ cluster-smoke:
 ## example policies): found in ../shared or $$SIGIL_SHARED_DIR, else fetched.
 testdata:
 	scripts/fetch-testdata.sh
+
+## sigil's CUE evaluator: cuelang.org/go compiled by Go (1.25 or newer) to
+## WebAssembly, into .cache/cue/sigil-cue.wasm; rebuilt only when the guest
+## sources or the Go version change. Tests that evaluate CUE read it there
+## (or from $$SIGIL_CUE_MODULE); without Go this fails and says so.
+.PHONY: cue-module cue-oracle bench-cue
+cue-module:
+	scripts/build-cue-wasm.sh >/dev/null
+
+## `cue vet` (cuelang.org/go at the guest's release, installed with Go)
+## re-derives the verdicts the CUE corpus records.
+cue-oracle:
+	scripts/cue-oracle.sh
+
+## Criterion benchmark of one CUE evaluation (policy-controller's policies).
+bench-cue: cue-module
+	$(CARGO) bench -p sigil-cue --bench eval
 
 ## Tests of the project's own scripts that need no cluster or registry.
 test-scripts:

@@ -58,8 +58,8 @@ pub struct ClusterImagePolicySpec {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(length(max = 32))]
     pub authorities: Vec<Authority>,
-    /// A Rego policy evaluated over the results of the authorities that
-    /// passed (only when at least one passed).
+    /// A Rego or CUE policy evaluated over the results of the authorities
+    /// that passed (only when at least one passed).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub policy: Option<Policy>,
     /// `enforce` (default, filled in by the API server so `kubectl get cip`
@@ -325,26 +325,29 @@ pub struct Attestation {
     /// cyclonedx, link, vuln, openvex).
     #[schemars(length(min = 1))]
     pub predicate_type: String,
-    /// Rego evaluated over each verified statement of that type (`input` is
-    /// the in-toto statement; `input.predicate` its predicate).
+    /// Rego or CUE evaluated over each verified statement of that type: the
+    /// whole in-toto statement as policy-controller re-encodes it (Rego's
+    /// `input`; `input.predicate` is the predicate).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub policy: Option<Policy>,
 }
 
-/// A Rego policy (package `sigstore`, rule `isCompliant`).
+/// A policy: Rego (package `sigstore`, rule `isCompliant`) or CUE (the
+/// document must unify with it, as in policy-controller).
 #[derive(KubeSchema, Serialize, Deserialize, Debug, Clone, Default, PartialEq)]
 #[serde(rename_all = "camelCase")]
 #[x_kube(
-    validation = Rule::new("self.type == 'rego'").message("only Rego policies are supported: rewrite CUE policies in Rego (package sigstore, rule isCompliant)"),
+    validation = Rule::new("self.type == 'rego' || self.type == 'cue'").message("type must be rego or cue"),
     validation = Rule::new("!has(self.fetchConfigFile)").message("fetchConfigFile is not supported: sigil does not pass image config files to policies"),
     validation = Rule::new("[has(self.data), has(self.configMapRef), has(self.remote)].filter(x, x).size() == 1").message("set exactly one of data (the module), configMapRef (a ConfigMap in sigil's namespace holding it) and remote (a URL pinned by its sha256sum)")
 )]
 pub struct Policy {
-    /// The policy language; sigil supports `rego`.
+    /// The policy language: `rego` or `cue`.
     #[serde(rename = "type")]
     #[schemars(length(max = 16))]
     pub type_: String,
-    /// The module. Exactly one of `data`, `configMapRef` and `remote` is set.
+    /// The policy text (a Rego module or CUE). Exactly one of `data`,
+    /// `configMapRef` and `remote` is set.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub data: Option<String>,
     /// The module fetched from a URL by the controller and pinned by its
@@ -353,7 +356,7 @@ pub struct Policy {
     /// reached.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub remote: Option<RemotePolicy>,
-    /// A ConfigMap in sigil's namespace holding the Rego module; the
+    /// A ConfigMap in sigil's namespace holding the policy text; the
     /// controller reads it and reconciles again when it changes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub config_map_ref: Option<ConfigMapRef>,
@@ -366,7 +369,8 @@ pub struct Policy {
     /// CIP-level only: add the admitted object's `metadata` to the input.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub include_object_meta: Option<bool>,
-    /// CIP-level only: add the admitted object's `apiVersion` and `kind`.
+    /// CIP-level only: add the admitted object's `kind` and `apiVersion`
+    /// under `typemeta` (as policy-controller does: not for bare Pods).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub include_type_meta: Option<bool>,
 }
@@ -385,7 +389,7 @@ pub struct RemotePolicy {
     pub sha256sum: String,
 }
 
-/// A ConfigMap entry holding a Rego module (policy-controller's field names).
+/// A ConfigMap entry holding a policy's text (policy-controller's field names).
 #[derive(KubeSchema, Serialize, Deserialize, Debug, Clone, Default, PartialEq)]
 pub struct ConfigMapRef {
     /// The ConfigMap's name.

@@ -11,7 +11,9 @@ use std::fmt;
 
 use base64::Engine as _;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1 as meta;
+use sigil_policy::cue::{CIP_LEVEL_NAME, CueFailure, CuePolicy};
 use sigil_policy::glob::{Glob, ImageName};
+use sigil_policy::model::PolicyProgram;
 use sigil_policy::model::{
     AuthorityKind, CaTrust, CipPolicy, CompiledAttestation, CompiledAuthority, CompiledPolicy,
     KeyAuthority, KeyMaterial, KeylessAuthority, LabelOperator, LabelRequirement, LabelSelector,
@@ -120,6 +122,11 @@ pub const KMS_OFFLINE: &str = "fetched by sigil-controller from the KMS";
 /// from a real error.
 pub const CONFIG_MAP_OFFLINE: &str = "resolved by sigil-controller from ConfigMap";
 
+/// How the message of a CUE policy begins when this process has no CUE
+/// module (`sigil policy lint` from a `cargo install`ed CLI): the policy
+/// could not be checked, which is not an error in the policy.
+pub const CUE_MODULE_MISSING: &str = "this sigil has no CUE module at ";
+
 /// How the message of an offline `remote` policy begins (see
 /// [`CONFIG_MAP_OFFLINE`]).
 pub const REMOTE_OFFLINE: &str = "fetched by sigil-controller from";
@@ -129,11 +136,13 @@ pub const REMOTE_OFFLINE: &str = "fetched by sigil-controller from";
 pub const MAX_REMOTE_POLICY_BYTES: usize = 256 * 1024;
 
 /// Whether `error` only says a `configMapRef` or `remote` policy could not be
-/// read offline.
+/// read offline, or that a CUE policy could not be checked for want of the
+/// CUE module.
 pub fn is_offline_only(error: &FieldError) -> bool {
     (error.path.ends_with(".configMapRef") && error.message.starts_with(CONFIG_MAP_OFFLINE))
         || (error.path.ends_with(".kms") && error.message.starts_with(KMS_OFFLINE))
         || (error.path.ends_with(".remote") && error.message.starts_with(REMOTE_OFFLINE))
+        || error.message.starts_with(CUE_MODULE_MISSING)
 }
 
 /// Checks fetched `body` against a `remote` policy: at most
@@ -237,10 +246,18 @@ pub fn compile_policy(
         .as_ref()
         .and_then(|p| {
             let label = format!("{name}.policy");
-            compile_rego("spec.policy", &label, p, true, secrets, &mut errs)
+            compile_program(
+                "spec.policy",
+                &label,
+                CIP_LEVEL_NAME,
+                p,
+                true,
+                secrets,
+                &mut errs,
+            )
         })
-        .map(|(rego, p)| CipPolicy {
-            rego,
+        .map(|(program, p)| CipPolicy {
+            program,
             include_spec: p.include_spec.unwrap_or(false),
             include_object_meta: p.include_object_meta.unwrap_or(false),
             include_type_meta: p.include_type_meta.unwrap_or(false),
@@ -780,9 +797,10 @@ fn compile_attestation(
     }
     let policy = match &att.policy {
         Some(p) => Some(
-            compile_rego(
+            compile_program(
                 &format!("{path}.policy"),
                 &format!("{authority}.{}", att.name),
+                &att.name,
                 p,
                 false,
                 secrets,
@@ -795,29 +813,30 @@ fn compile_attestation(
     Some(CompiledAttestation {
         name: att.name.clone(),
         predicate_type: predicate_type.to_owned(),
+        predicate_type_name: att.predicate_type.clone(),
         policy,
     })
 }
 
-fn compile_rego<'p>(
+/// Compiles a `policy` block (attestation or CIP level) in its language.
+/// `label` names a Rego module; `name` is what policy-controller calls a
+/// CUE policy in its messages (the attestation's name, or
+/// `ClusterImagePolicy`).
+fn compile_program<'p>(
     path: &str,
     label: &str,
+    name: &str,
     p: &'p Policy,
     cip_level: bool,
     secrets: &dyn SecretResolver,
     errs: &mut Errors,
-) -> Option<(RegoPolicy, &'p Policy)> {
+) -> Option<(PolicyProgram, &'p Policy)> {
     let before = errs.0.len();
     match p.type_.as_str() {
-        "rego" => {}
-        "cue" => errs.add(
-            format!("{path}.type"),
-            "CUE policies are not supported: rewrite the policy in Rego (type: rego, package \
-             sigstore, rule isCompliant)",
-        ),
+        "rego" | "cue" => {}
         other => errs.add(
             format!("{path}.type"),
-            format!("unsupported policy type `{other}`; use `rego`"),
+            format!("unsupported policy type `{other}`; use `rego` or `cue`"),
         ),
     }
     if p.fetch_config_file.is_some() {
@@ -914,17 +933,49 @@ fn compile_rego<'p>(
             None => {
                 errs.add(
                     format!("{path}.data"),
-                    "the Rego module is required: set data, or configMapRef to read it from a \
-                     ConfigMap",
+                    format!(
+                        "the {} policy text is required: set data, or configMapRef to read it \
+                         from a ConfigMap",
+                        if p.type_ == "cue" { "CUE" } else { "Rego" }
+                    ),
                 );
                 return None;
             }
         },
     };
-    let rego = RegoPolicy::compile(label, &module)
-        .map_err(|e| errs.add(field, e.to_string()))
-        .ok()?;
-    (errs.0.len() == before).then_some((rego, p))
+    let program = if p.type_ == "cue" {
+        // policy-controller's first step: the policy must compile on its
+        // own. One that does not would deny every image it applies to; sigil
+        // refuses it when the ClusterImagePolicy is applied instead.
+        CuePolicy::compile(name, &field, &module)
+            .map(PolicyProgram::Cue)
+            .map_err(|failure| errs.add(&field, cue_compile_message(&failure)))
+            .ok()?
+    } else {
+        RegoPolicy::compile(label, &module)
+            .map(PolicyProgram::Rego)
+            .map_err(|e| errs.add(&field, e.to_string()))
+            .ok()?
+    };
+    (errs.0.len() == before).then_some((program, p))
+}
+
+/// What a CUE policy that sigil refuses gets as its field message.
+fn cue_compile_message(failure: &CueFailure) -> String {
+    match failure {
+        CueFailure::Policy(d) => {
+            let at = d
+                .first_position()
+                .map(|p| format!(" (line {} column {})", p.line, p.column))
+                .unwrap_or_default();
+            format!(
+                "{}{at}; a CUE policy must compile on its own (policy-controller would deny \
+                 every image it applies to)",
+                d.message
+            )
+        }
+        other => other.to_string(),
+    }
 }
 
 /// Checks a `remote` policy's URL and hash; true when both are well formed.

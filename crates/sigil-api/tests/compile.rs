@@ -597,18 +597,12 @@ fn attestation_short_names_expand_and_uris_pass_through() {
 }
 
 #[test]
-fn attestation_policies_compile_rego_once_and_reject_cue() {
+fn attestation_policies_compile_their_rego_once() {
     let p = compile(&attestation(&format!(
         "- name: n\n  predicateType: slsaprovenance\n  policy:\n    type: rego\n    data: |\n{}",
         indent(REGO, 6)
     )));
     assert!(p.authorities[0].attestations[0].policy.is_some());
-    assert_error(
-        &attestation(
-            "- name: n\n  predicateType: vuln\n  policy: {type: cue, data: \"predicate: {}\"}",
-        ),
-        "spec.authorities[0].attestations[0].policy.type: CUE policies are not supported: rewrite the policy in Rego",
-    );
     assert_error(
         &attestation(
             "- name: n\n  predicateType: vuln\n  policy: {type: rego, data: \"package sigstore\\nisCompliant if {{\"}",
@@ -617,7 +611,7 @@ fn attestation_policies_compile_rego_once_and_reject_cue() {
     );
     assert_error(
         &attestation("- name: n\n  predicateType: vuln\n  policy: {type: rego}"),
-        "spec.authorities[0].attestations[0].policy.data: the Rego module is required",
+        "spec.authorities[0].attestations[0].policy.data: the Rego policy text is required",
     );
     assert_error(
         &attestation(&format!(

@@ -24,6 +24,11 @@ use sigil_verifier::verify::{Artifact, SignedContent, VerificationPolicy, verify
 struct Cli {
     #[command(subcommand)]
     command: Command,
+    /// The CUE module (`cue.wasm`) that checks and evaluates `type: cue`
+    /// policies. Default: $SIGIL_CUE_MODULE, else `../lib/sigil/cue.wasm`
+    /// beside this binary. Without it CUE policies cannot be checked.
+    #[arg(long, global = true, value_name = "PATH")]
+    cue_module: Option<PathBuf>,
 }
 
 #[derive(Subcommand)]
@@ -95,6 +100,12 @@ fn main() -> ExitCode {
     let cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
     // Before any signature or TLS: a FIPS build must not run outside FIPS mode.
     if let Err(e) = sigil_registry::tls::install_provider() {
+        eprintln!("error: {e}");
+        return ExitCode::FAILURE;
+    }
+    if let Some(module) = &cli.cue_module
+        && let Err(e) = sigil_cue::configure_shared(sigil_cue::CueConfig::new(module))
+    {
         eprintln!("error: {e}");
         return ExitCode::FAILURE;
     }

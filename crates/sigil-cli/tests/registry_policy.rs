@@ -94,11 +94,14 @@ fn key_authority(name: &str, pem: &str) -> Value {
     json!({ "name": name, "key": { "data": pem }, "ctlog": {} })
 }
 
-/// The exit status and combined output of `sigil ARGS`, killed after 60 s.
+/// The exit status and combined output of `sigil ARGS`, killed after 60 s,
+/// with the CUE module built from this checkout.
 fn sigil(args: &[&str]) -> (i32, String) {
+    let cue_module = sigil_cue::testing::module_path().unwrap_or_else(|e| panic!("{e}"));
     let mut child = Command::new(env!("CARGO_BIN_EXE_sigil"))
         .args(args)
         .env("DOCKER_CONFIG", "/nonexistent")
+        .env(sigil_cue::MODULE_ENV, cue_module)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
@@ -634,6 +637,60 @@ fn policy_test_fetches_a_remote_policy_and_checks_its_sha256() {
                 "spec.policy.remote: {url}: the content's sha256 is {sum}"
             )),
             "{out}"
+        );
+    }
+}
+
+#[test]
+#[ignore = "needs e2e/registry-fixtures.sh"]
+fn cue_attestation_policies_judge_cosign_attestations_in_both_formats() {
+    let f = fixtures();
+    let dir = scratch("cue");
+    // The same requirements as the Rego example, written in CUE; `vuln` is
+    // the short name, so the scan is judged as cosign re-encodes it.
+    let provenance = "predicateType: \"https://slsa.dev/provenance/v1\"\npredicate: {\n  runDetails: builder: id: \"https://github.com/actions/runner/github-hosted\"\n  buildDefinition: externalParameters: workflow: ref: \"refs/heads/main\"\n}\n";
+    let scan = "predicate: scanner: result: Results: [...{\n  Vulnerabilities: [...{Severity: !=\"CRITICAL\" & !=\"HIGH\"}]\n}]\n";
+    for r in REGS {
+        let reg = &f[r];
+        let mut authority = key_authority("builder", &key(&f, "KEY1"));
+        authority["attestations"] = json!([
+            { "name": "provenance", "predicateType": "slsaprovenance1",
+              "policy": { "type": "cue", "data": provenance } },
+            { "name": "scan", "predicateType": "vuln",
+              "policy": { "type": "cue", "data": scan } },
+        ]);
+        let doc = json!({
+            "apiVersion": "policy.sigil.dev/v1alpha1",
+            "kind": "ClusterImagePolicy",
+            "metadata": { "name": "cue-attestations" },
+            "spec": {
+                "images": [{ "glob": format!("{reg}/test/**") }],
+                "authorities": [authority],
+            },
+        });
+        let policy = write(&dir, &format!("{r}.yaml"), &doc);
+        expect(
+            &policy_test(reg, &policy, &[], &f[&format!("{r}_PROV_GOOD")]),
+            0,
+            &["allow:", "cue-attestations passed"],
+        );
+        expect(
+            &policy_test(reg, &policy, &[], &f[&format!("{r}_PROV_BAD")]),
+            1,
+            &[
+                "failed evaluating cue policy for provenance: failed to evaluate the policy with \
+                 error: predicate.buildDefinition.externalParameters.workflow.ref: conflicting values",
+                "(policy at spec.authorities[0].attestations[0].policy.data, line 4 column",
+            ],
+        );
+        expect(
+            &policy_test(reg, &policy, &[], &f[&format!("{r}_PROV_VULN")]),
+            1,
+            &[
+                "failed evaluating cue policy for scan: failed to evaluate the policy with error: \
+                 predicate.scanner.result.Results.0.Vulnerabilities.0.Severity: invalid value \"CRITICAL\"",
+                "spec.authorities[0].attestations[1].policy.data",
+            ],
         );
     }
 }

@@ -74,6 +74,13 @@ pub struct Args {
     /// Name of the webhook's Service (its DNS names go into the certificate).
     #[arg(long, default_value = "sigil-webhook")]
     pub webhook_service: String,
+    /// The CUE module (`cue.wasm`) that checks `type: cue` policies when
+    /// they are compiled, read only once a policy uses CUE. Default:
+    /// $SIGIL_CUE_MODULE, else `../lib/sigil/cue.wasm` beside this binary
+    /// (`/usr/local/lib/sigil/cue.wasm` in the image). Without it a CUE
+    /// policy is not Ready and its status names the path.
+    #[arg(long, value_name = "PATH")]
+    pub cue_module: Option<std::path::PathBuf>,
     /// Name of the Secret holding the webhook's CA and serving certificate.
     #[arg(long, default_value = "sigil-webhook-tls")]
     pub webhook_tls_secret: String,
@@ -173,6 +180,14 @@ impl Default for Args {
 }
 
 impl Args {
+    /// Where the CUE module is: `--cue-module`, else
+    /// [`sigil_cue::CueConfig::from_env`].
+    pub fn cue_config(&self) -> sigil_cue::CueConfig {
+        match &self.cue_module {
+            Some(path) => sigil_cue::CueConfig::new(path),
+            None => sigil_cue::CueConfig::from_env(),
+        }
+    }
     /// Lease validity.
     pub fn lease_duration(&self) -> Duration {
         Duration::from_secs(self.lease_duration_secs.max(1))

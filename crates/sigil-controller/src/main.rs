@@ -11,6 +11,8 @@ async fn main() -> anyhow::Result<()> {
     let module = sigil_registry::tls::install_provider()?;
     sigil_controller::telemetry::init(args.log_format).map_err(anyhow::Error::msg)?;
     tracing::info!(crypto_module = %module, fips = module.fips_mode, "crypto provider installed");
+    // Before any policy compiles: CUE policies are checked with this module.
+    sigil_cue::configure_shared(args.cue_config())?;
     sigil_controller::run(args).await?;
     Ok(())
 }

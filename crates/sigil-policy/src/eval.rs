@@ -1,18 +1,19 @@
 //! Policy evaluation for one image: which compiled policies apply, what each
 //! authority yields through the [`AuthorityVerifier`] seam, attestation and
-//! CIP-level Rego, warn mode and `noMatchPolicy`, into a structured
-//! [`ImageResult`]. Everything here is plain code over the trait, so it is
-//! tested with a fake verifier and no registry.
+//! CIP-level policies (Rego or CUE, over the documents policy-controller
+//! builds, see [`crate::document`]), warn mode and `noMatchPolicy`, into a
+//! structured [`ImageResult`]. Everything here is plain code over the
+//! trait, so it is tested with a fake verifier and no registry.
 //!
 //! The rules (policy-controller's):
 //! - every policy whose globs select the image (and whose `match` selects the
 //!   resource) must pass;
 //! - a policy passes when at least one authority passes and, if it has a
-//!   CIP-level `policy`, that Rego is compliant over the passing authorities;
+//!   CIP-level `policy`, that policy passes over the passing authorities;
 //! - an authority without `attestations` passes with at least one verified
 //!   signature; one with `attestations` passes when, for every listed
 //!   attestation, at least one verified statement of that predicate type
-//!   satisfies its Rego (signatures alone are then not enough);
+//!   satisfies its policy (signatures alone are then not enough);
 //! - a failing `mode: warn` policy becomes warnings; an image no policy
 //!   selects follows `noMatchPolicy`.
 
@@ -20,13 +21,14 @@ use std::collections::BTreeMap;
 use std::future::Future;
 
 use futures_util::future::join_all;
-use serde_json::{Map, Value, json};
 
+use crate::document::{Document, StatementShape, attestation_document, policy_document};
 use crate::glob::ImageName;
 use crate::model::{
     AuthorityKind, CompiledAttestation, CompiledAuthority, CompiledPolicy, Mode, NoMatchPolicy,
-    ResourceInfo, StaticAction,
+    PolicyProgram, ResourceInfo, StaticAction,
 };
+use crate::rego::RegoVerdict;
 use sigil_verifier::dsse::Statement;
 use sigil_verifier::identity::FulcioIdentity;
 
@@ -138,7 +140,8 @@ pub struct PolicyResult {
     pub authorities: Vec<AuthorityResult>,
     /// Why the CIP-level policy failed, when it did.
     pub policy_error: Option<String>,
-    /// Warnings raised by Rego policies (`warning` of `isCompliant`).
+    /// Warnings raised by Rego policies (`warning` of `isCompliant`; CUE
+    /// has none).
     pub warnings: Vec<String>,
 }
 
@@ -173,6 +176,8 @@ pub struct AuthorityMatch {
     pub signatures: Vec<VerifiedSignature>,
     /// Attestations that satisfied their policies, by attestation name.
     pub attestations: BTreeMap<String, Vec<VerifiedAttestation>>,
+    /// The predicate type of each attestation name as the policy writes it.
+    pub predicate_types: BTreeMap<String, String>,
 }
 
 /// Evaluates every applicable policy for `image` (which must carry a digest
@@ -232,7 +237,7 @@ pub async fn evaluate_policy<V: AuthorityVerifier>(
     let mut policy_error = None;
     if any_passed && let Some(cip) = &policy.policy {
         let document = policy_document(&authorities, cip, resource);
-        match cip.rego.evaluate(&document) {
+        match run(&cip.program, &document).await {
             Ok(v) => {
                 warnings.extend(v.warning);
                 if !v.compliant {
@@ -242,7 +247,7 @@ pub async fn evaluate_policy<V: AuthorityVerifier>(
                     }));
                 }
             }
-            Err(e) => policy_error = Some(e.to_string()),
+            Err(e) => policy_error = Some(e),
         }
     }
     PolicyResult {
@@ -297,7 +302,7 @@ async fn evaluate_authority<V: AuthorityVerifier>(
                         signatures,
                         attestations,
                         rejected,
-                    } => check_verified(authority, signatures, attestations, &rejected),
+                    } => check_verified(authority, signatures, attestations, &rejected).await,
                 };
                 (kind, outcome, warnings)
             }
@@ -314,8 +319,21 @@ async fn evaluate_authority<V: AuthorityVerifier>(
     )
 }
 
+/// Runs a policy on a document: Rego's verdict, or CUE's pass (a CUE
+/// failure is the error).
+async fn run(program: &PolicyProgram, document: &Document) -> Result<RegoVerdict, String> {
+    match program {
+        PolicyProgram::Rego(rego) => rego.evaluate(&document.json).map_err(|e| e.to_string()),
+        PolicyProgram::Cue(cue) => cue.evaluate(&document.bytes).await.map(|()| RegoVerdict {
+            compliant: true,
+            error: None,
+            warning: None,
+        }),
+    }
+}
+
 /// Applies the authority's signature/attestation requirements to what verified.
-fn check_verified(
+async fn check_verified(
     authority: &CompiledAuthority,
     signatures: Vec<VerifiedSignature>,
     attestations: Vec<VerifiedAttestation>,
@@ -338,17 +356,19 @@ fn check_verified(
         return (
             Ok(AuthorityMatch {
                 signatures,
-                attestations: BTreeMap::new(),
+                ..AuthorityMatch::default()
             }),
             Vec::new(),
         );
     }
     let mut matched = BTreeMap::new();
+    let mut predicate_types = BTreeMap::new();
     let mut warnings = Vec::new();
     for wanted in &authority.attestations {
-        match check_attestation(wanted, &attestations, &mut warnings) {
+        match check_attestation(wanted, &attestations, &mut warnings).await {
             Ok(passing) => {
                 matched.insert(wanted.name.clone(), passing);
+                predicate_types.insert(wanted.name.clone(), wanted.predicate_type_name.clone());
             }
             Err(reason) => {
                 let found: Vec<&str> = attestations
@@ -371,13 +391,15 @@ fn check_verified(
         Ok(AuthorityMatch {
             signatures,
             attestations: matched,
+            predicate_types,
         }),
         warnings,
     )
 }
 
-/// Returns the statements of the wanted type that satisfy its policy.
-fn check_attestation(
+/// Returns the statements of the wanted type that satisfy its policy, each
+/// judged on the document policy-controller would build for it.
+async fn check_attestation(
     wanted: &CompiledAttestation,
     attestations: &[VerifiedAttestation],
     warnings: &mut Vec<String>,
@@ -392,20 +414,21 @@ fn check_attestation(
             wanted.predicate_type
         ));
     }
-    let Some(rego) = &wanted.policy else {
+    let Some(program) = &wanted.policy else {
         return Ok(candidates.into_iter().cloned().collect());
     };
+    let shape = StatementShape::for_predicate_type(&wanted.predicate_type_name);
     let mut first_error = None;
     let mut passing = Vec::new();
     for candidate in candidates {
-        let input = match serde_json::to_value(&candidate.statement) {
-            Ok(v) => v,
+        let document = match attestation_document(&candidate.statement, shape) {
+            Ok(d) => d,
             Err(e) => {
-                first_error.get_or_insert_with(|| format!("statement is not JSON: {e}"));
+                first_error.get_or_insert(e);
                 continue;
             }
         };
-        match rego.evaluate(&input) {
+        match run(program, &document).await {
             Ok(v) if v.compliant => {
                 warnings.extend(
                     v.warning
@@ -420,7 +443,7 @@ fn check_attestation(
                 });
             }
             Err(e) => {
-                first_error.get_or_insert_with(|| e.to_string());
+                first_error.get_or_insert(e);
             }
         }
     }
@@ -433,93 +456,4 @@ fn check_attestation(
     } else {
         Ok(passing)
     }
-}
-
-/// Builds the document the CIP-level policy sees, shaped like
-/// policy-controller's: `authorityMatches.<name>.signatures[]` and
-/// `authorityMatches.<name>.attestations.<attestation name>[]`, each entry
-/// with `id`, `subject`, `issuer` and the GitHub workflow fields under
-/// policy-controller's names (plus all Fulcio extensions under
-/// `extensions`, and `predicateType`/`predicate` for attestations); then
-/// `spec`, `metadata`, `apiVersion`/`kind` when the policy includes them.
-pub fn policy_document(
-    authorities: &[AuthorityResult],
-    cip: &crate::model::CipPolicy,
-    resource: &ResourceInfo,
-) -> Value {
-    let mut matches = Map::new();
-    for a in authorities {
-        let Ok(m) = &a.outcome else { continue };
-        let signatures: Vec<Value> = m
-            .signatures
-            .iter()
-            .map(|s| signer_fields(&s.id, s.identity.as_ref()))
-            .collect();
-        let mut attestations = Map::new();
-        for (name, list) in &m.attestations {
-            let entries = list
-                .iter()
-                .map(|att| {
-                    let mut v = signer_fields(&att.id, att.identity.as_ref());
-                    if let Some(obj) = v.as_object_mut() {
-                        obj.insert("predicateType".into(), json!(att.statement.predicate_type));
-                        obj.insert("predicate".into(), att.statement.predicate.clone());
-                    }
-                    v
-                })
-                .collect();
-            attestations.insert(name.clone(), Value::Array(entries));
-        }
-        matches.insert(
-            a.name.clone(),
-            json!({"signatures": signatures, "attestations": attestations}),
-        );
-    }
-    let mut doc = Map::new();
-    doc.insert("authorityMatches".into(), Value::Object(matches));
-    if cip.include_spec {
-        doc.insert("spec".into(), resource.spec.clone());
-    }
-    if cip.include_object_meta {
-        doc.insert("metadata".into(), resource.metadata.clone());
-    }
-    if cip.include_type_meta {
-        let api_version = if resource.group.is_empty() {
-            resource.version.clone()
-        } else {
-            format!("{}/{}", resource.group, resource.version)
-        };
-        doc.insert("apiVersion".into(), json!(api_version));
-        doc.insert("kind".into(), json!(resource.kind));
-    }
-    Value::Object(doc)
-}
-
-fn signer_fields(id: &str, identity: Option<&FulcioIdentity>) -> Value {
-    let mut v = Map::new();
-    v.insert("id".into(), json!(id));
-    let (subject, issuer) = identity.map_or((String::new(), String::new()), |i| {
-        (i.subject.clone(), i.issuer.clone().unwrap_or_default())
-    });
-    v.insert("subject".into(), json!(subject));
-    v.insert("issuer".into(), json!(issuer));
-    if let Some(i) = identity {
-        let e = &i.extensions;
-        let github = [
-            ("githubWorkflowTrigger", &e.github_workflow_trigger),
-            ("githubWorkflowSha", &e.github_workflow_sha),
-            ("githubWorkflowName", &e.github_workflow_name),
-            ("githubWorkflowRepo", &e.github_workflow_repository),
-            ("githubWorkflowRef", &e.github_workflow_ref),
-        ];
-        for (key, value) in github {
-            if let Some(value) = value {
-                v.insert(key.into(), json!(value));
-            }
-        }
-        if let Ok(ext) = serde_json::to_value(e) {
-            v.insert("extensions".into(), ext);
-        }
-    }
-    Value::Object(v)
 }

@@ -2,7 +2,9 @@
 //!
 //! This crate owns the decision "may this image run": the compiled model a
 //! ClusterImagePolicy becomes ([`model`]), image globs ([`glob`]), Rego
-//! ([`rego`]), evaluation of an image against the policies through the
+//! ([`rego`]) and CUE ([`cue`], evaluated by `sigil-cue`), the documents
+//! both languages see, built as policy-controller builds them
+//! ([`document`]), evaluation of an image against the policies through the
 //! [`eval::AuthorityVerifier`] seam ([`eval`]), the registry-backed verifier
 //! behind that seam ([`registry`]), and the admission answer ([`render`](mod@render)).
 //!
@@ -11,6 +13,8 @@
 //! verification is `sigil-verifier`'s and registry access `sigil-registry`'s.
 #![forbid(unsafe_code)]
 
+pub mod cue;
+pub mod document;
 pub mod eval;
 pub mod glob;
 pub mod model;
@@ -21,11 +25,14 @@ pub mod render;
 #[cfg(test)]
 mod tests;
 
+pub use cue::CuePolicy;
 pub use eval::{
     AuthorityOutcome, AuthorityResult, AuthorityVerifier, ImageResult, PolicyResult,
     VerifiedAttestation, VerifiedSignature, evaluate_image,
 };
 pub use glob::{Glob, GlobError, ImageName};
-pub use model::{CompiledAuthority, CompiledPolicy, Mode, NoMatchPolicy, ResourceInfo};
+pub use model::{
+    CompiledAuthority, CompiledPolicy, Mode, NoMatchPolicy, PolicyProgram, ResourceInfo,
+};
 pub use rego::{RegoError, RegoPolicy};
 pub use render::{AdmissionVerdict, render};

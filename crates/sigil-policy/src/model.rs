@@ -6,6 +6,7 @@
 
 use std::collections::BTreeMap;
 
+use crate::cue::CuePolicy;
 use crate::glob::{Glob, ImageName};
 use crate::rego::RegoPolicy;
 use sigil_verifier::crypto::{HashAlgorithm, PublicKey};
@@ -21,7 +22,7 @@ pub struct CompiledPolicy {
     /// Authorities; any one passing satisfies the policy (without a
     /// CIP-level `policy`).
     pub authorities: Vec<CompiledAuthority>,
-    /// The CIP-level Rego policy over the authority results.
+    /// The CIP-level policy over the authority results.
     pub policy: Option<CipPolicy>,
     /// Enforce or warn.
     pub mode: Mode,
@@ -204,15 +205,43 @@ pub struct CompiledAttestation {
     pub name: String,
     /// The in-toto predicate type URI (short names already expanded).
     pub predicate_type: String,
-    /// Rego evaluated over each matching statement; `None` accepts any.
-    pub policy: Option<RegoPolicy>,
+    /// The predicate type as the policy writes it (a cosign short name or
+    /// a URI): it decides how policy-controller re-encodes the statement
+    /// ([`crate::document::StatementShape`]) and is what the CIP-level
+    /// document reports.
+    pub predicate_type_name: String,
+    /// Evaluated over each matching statement; `None` accepts any.
+    pub policy: Option<PolicyProgram>,
+}
+
+/// A policy in one of the two languages policy-controller supports.
+// A program is built once per policy when it compiles and then shared, never
+// moved per admission, so the size of the Rego variant costs nothing worth a
+// Box at every construction site.
+#[allow(clippy::large_enum_variant)]
+#[derive(Debug, Clone)]
+pub enum PolicyProgram {
+    /// `type: rego`.
+    Rego(RegoPolicy),
+    /// `type: cue`.
+    Cue(CuePolicy),
+}
+
+impl PolicyProgram {
+    /// `rego` or `cue`.
+    pub fn language(&self) -> &'static str {
+        match self {
+            Self::Rego(_) => "rego",
+            Self::Cue(_) => "cue",
+        }
+    }
 }
 
 /// The CIP-level policy.
 #[derive(Debug, Clone)]
 pub struct CipPolicy {
-    /// The Rego module.
-    pub rego: RegoPolicy,
+    /// The policy.
+    pub program: PolicyProgram,
     /// Whether the admitted object's `spec` is in the document.
     pub include_spec: bool,
     /// Whether its `metadata` is.

@@ -17,8 +17,8 @@ use crate::eval::{
 use crate::glob::{Glob, ImageName};
 use crate::model::{
     AuthorityKind, CaTrust, CipPolicy, CompiledAttestation, CompiledAuthority, CompiledPolicy,
-    KeyAuthority, KeyMaterial, KeylessAuthority, Mode, NoMatchPolicy, ResourceInfo, ResourceMatch,
-    SecretRef, StaticAction, TlogPolicy,
+    KeyAuthority, KeyMaterial, KeylessAuthority, Mode, NoMatchPolicy, PolicyProgram, ResourceInfo,
+    ResourceMatch, SecretRef, StaticAction, TlogPolicy,
 };
 use crate::rego::RegoPolicy;
 use crate::render::render;
@@ -437,7 +437,8 @@ fn rego_over_slsa_provenance_admits_a_main_branch_build() {
         vec![CompiledAttestation {
             name: "slsa".into(),
             predicate_type: "https://slsa.dev/provenance/v1".into(),
-            policy: Some(rego(SLSA_POLICY)),
+            predicate_type_name: "slsaprovenance1".into(),
+            policy: Some(PolicyProgram::Rego(rego(SLSA_POLICY))),
         }],
     );
     let v = FakeVerifier::default().with("provenance", attested(&[SLSA, VULN]));
@@ -475,7 +476,8 @@ fn rego_over_a_vuln_attestation_reports_the_policy_error() {
         vec![CompiledAttestation {
             name: "no-high-cves".into(),
             predicate_type: crate::model::predicate_type_uri("vuln").into(),
-            policy: Some(rego(VULN_POLICY)),
+            predicate_type_name: "vuln".into(),
+            policy: Some(PolicyProgram::Rego(rego(VULN_POLICY))),
         }],
     );
     let v = FakeVerifier::default().with("scan", attested(&[VULN]));
@@ -509,6 +511,7 @@ fn a_missing_attestation_names_the_predicate_types_that_were_found() {
         vec![CompiledAttestation {
             name: "sbom".into(),
             predicate_type: "https://cyclonedx.org/bom".into(),
+            predicate_type_name: "cyclonedx".into(),
             policy: None,
         }],
     );
@@ -548,7 +551,7 @@ fn two_signature_policy() -> CompiledPolicy {
         vec![keyless("release"), keyless("security")],
     );
     p.policy = Some(CipPolicy {
-        rego: rego(TWO_SIGNATURES),
+        program: PolicyProgram::Rego(rego(TWO_SIGNATURES)),
         include_spec: false,
         include_object_meta: false,
         include_type_meta: false,
@@ -594,17 +597,28 @@ fn the_cip_policy_document_includes_object_fields_on_request() {
         "ghcr.io/**",
         vec![static_authority("s", StaticAction::Pass)],
     );
+    // policy-controller's document: the workload's duck-typed spec, its
+    // metadata, its TypeMeta under `typemeta`, and for a static authority
+    // `static: true` without signatures.
     p.policy = Some(CipPolicy {
-        rego: rego(
-            "package sigstore\nimport rego.v1\nisCompliant if {\n input.metadata.labels.team == \"a\"\n input.kind == \"Pod\"\n input.apiVersion == \"v1\"\n input.spec.serviceAccountName == \"web\"\n input.authorityMatches.s.signatures == []\n}\n",
-        ),
+        program: PolicyProgram::Rego(rego(
+            "package sigstore\nimport rego.v1\nisCompliant if {\n input.metadata.labels.team == \"a\"\n input.typemeta.kind == \"Deployment\"\n input.typemeta.apiVersion == \"apps/v1\"\n input.spec.template.spec.serviceAccountName == \"web\"\n input.authorityMatches.s.static == true\n not input.authorityMatches.s.signatures\n}\n",
+        )),
         include_spec: true,
         include_object_meta: true,
         include_type_meta: true,
     });
-    let mut resource = pod();
-    resource.metadata = serde_json::json!({"labels": {"team": "a"}});
-    resource.spec = serde_json::json!({"serviceAccountName": "web"});
+    let resource = ResourceInfo {
+        group: "apps".into(),
+        version: "v1".into(),
+        resource: "deployments".into(),
+        kind: "Deployment".into(),
+        name: "web".into(),
+        namespace: "default".into(),
+        metadata: serde_json::json!({"labels": {"team": "a"}}),
+        spec: serde_json::json!({"replicas": 1, "template": {"spec": {"serviceAccountName": "web"}}}),
+        ..ResourceInfo::default()
+    };
     let r = block_on(evaluate_image(
         &FakeVerifier::default(),
         &[p],
@@ -623,9 +637,9 @@ fn rego_warnings_surface_as_admission_warnings() {
         vec![static_authority("s", StaticAction::Pass)],
     );
     p.policy = Some(CipPolicy {
-        rego: rego(
+        program: PolicyProgram::Rego(rego(
             "package sigstore\nisCompliant := {\"result\": true, \"warning\": \"image is older than 30 days\"}\n",
-        ),
+        )),
         include_spec: false,
         include_object_meta: false,
         include_type_meta: false,

@@ -213,6 +213,24 @@ pub struct Args {
     /// How often `--policy-snapshot-file` is checked for changes, in seconds.
     #[arg(long, default_value_t = 2)]
     pub snapshot_poll_seconds: u64,
+    /// The CUE module (`cue.wasm`) that evaluates `type: cue` policies,
+    /// read only once a policy uses CUE. Default: $SIGIL_CUE_MODULE, else
+    /// `../lib/sigil/cue.wasm` beside this binary
+    /// (`/usr/local/lib/sigil/cue.wasm` in the image).
+    #[arg(long, value_name = "PATH")]
+    pub cue_module: Option<PathBuf>,
+    /// Threads evaluating CUE policies, each with its own instance of the
+    /// module (about 20 MiB at rest, up to --cue-memory-limit-mib).
+    #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u64).range(1..=16))]
+    pub cue_workers: u64,
+    /// Memory one CUE evaluation may use, in MiB; beyond it the evaluation
+    /// fails (the image is denied) and its instance is replaced.
+    #[arg(long, default_value_t = 256, value_parser = clap::value_parser!(u64).range(32..=4096))]
+    pub cue_memory_limit_mib: u64,
+    /// Time one CUE evaluation may take, in milliseconds; its fuel budget
+    /// (the deterministic bound) follows from it.
+    #[arg(long, default_value_t = 5000, value_parser = clap::value_parser!(u64).range(100..=60000))]
+    pub cue_time_limit_ms: u64,
 }
 
 fn matcher(
@@ -267,6 +285,20 @@ impl Args {
                 "--policy-snapshot-secret `{spec}`: expected NAMESPACE/NAME, e.g. sigil-system/sigil-policy-snapshot"
             ))),
         }
+    }
+
+    /// Where the CUE module is and what one CUE evaluation may use.
+    pub fn cue_config(&self) -> sigil_cue::CueConfig {
+        let mut config = match &self.cue_module {
+            Some(path) => sigil_cue::CueConfig::new(path),
+            None => sigil_cue::CueConfig::from_env(),
+        };
+        config.limits = sigil_cue::Limits {
+            memory_bytes: usize::try_from(self.cue_memory_limit_mib << 20).unwrap_or(usize::MAX),
+            ..sigil_cue::Limits::for_time(Duration::from_millis(self.cue_time_limit_ms))
+        };
+        config.workers = usize::try_from(self.cue_workers).unwrap_or(1);
+        config
     }
 
     /// What images no policy selects get, in the policy engine's terms.

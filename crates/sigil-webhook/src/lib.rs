@@ -221,6 +221,9 @@ impl KubeClient {
 /// Runs the webhook until SIGTERM: with the policy snapshot judge when a
 /// snapshot source is given, else with the static judge from `args`.
 pub async fn run(args: Args) -> Result<(), Error> {
+    // Before any policy compiles; the module itself is read only when a
+    // policy uses CUE.
+    sigil_cue::configure_shared(args.cue_config()).map_err(|e| Error::Config(e.to_string()))?;
     let settings = ServerSettings {
         listen: args.listen,
         metrics_listen: args.metrics_listen,
