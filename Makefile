@@ -101,6 +101,13 @@ cluster-smoke:
 testdata:
 	scripts/fetch-testdata.sh
 
+## cargo-fuzz targets (fuzz/, nightly only; not part of `make test`), each for
+## FUZZ_SECONDS; see fuzz/README.md.
+FUZZ_SECONDS ?= 60
+.PHONY: fuzz
+fuzz:
+	FUZZ_SECONDS=$(FUZZ_SECONDS) fuzz/run.sh
+
 ## Tests of the project's own scripts that need no cluster or registry.
 test-scripts:
 	scripts/test-fetch-testdata.sh

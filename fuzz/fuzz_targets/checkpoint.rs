@@ -1,0 +1,23 @@
+//! Signed checkpoints (C2SP signed notes): parsing, and verification against
+//! every transparency log of the testkit and sigstore-conformance roots.
+#![no_main]
+
+use libfuzzer_sys::fuzz_target;
+use sigil_fuzz::fixture;
+use sigil_verifier::checkpoint::{parse_checkpoint, verify_checkpoint};
+
+fuzz_target!(|data: &[u8]| {
+    let Ok(text) = std::str::from_utf8(data) else {
+        return;
+    };
+    let _ = parse_checkpoint(text);
+    let f = fixture();
+    for log in std::iter::once(&f.root)
+        .chain(&f.conformance_roots)
+        .flat_map(|r| r.tlogs.iter())
+    {
+        if let Err(e) = verify_checkpoint(text, log) {
+            let _ = e.to_string();
+        }
+    }
+});
