@@ -15,7 +15,7 @@ use sigil_testkit::cosign;
 use sigil_testkit::tsa::TimestampRequest;
 use sigil_testkit::{
     BundleSpec, BundleVersion, ChainSpec, Content, DEFAULT_SIGNING_TIME, IN_TOTO_PAYLOAD_TYPE,
-    SctSpec, TimestampSpec, TlogSpec, V1Kind, in_toto_statement,
+    SctSpec, TimestampSpec, TlogSpec, in_toto_statement,
 };
 
 struct Corpus {
