@@ -3,11 +3,13 @@
 #
 #   fuzz/run.sh [TARGET...]     every target when none is named
 #
-# FUZZ_SECONDS   seconds per target (default 60)
+# FUZZ_SECONDS   seconds per target (default 30)
 # FUZZ_SANITIZER cargo-fuzz sanitizer (default none: sigil forbids unsafe
 #                code, so AddressSanitizer mostly slows the run; `address`
 #                checks the unsafe code of dependencies too)
 # FUZZ_RSS_MB    libFuzzer's memory limit per target (default 4096)
+# FUZZ_TARGET_DIR cargo's target directory (default the repository's
+#                target/fuzz, next to the stable builds: one target/ per checkout)
 #
 # Builds with the nightly toolchain (fuzzing only; the workspace stays on
 # stable), writes the seed corpora (testkit material, the
@@ -19,9 +21,10 @@ set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
 cd "$here"
-seconds=${FUZZ_SECONDS:-60}
+seconds=${FUZZ_SECONDS:-30}
 sanitizer=${FUZZ_SANITIZER:-none}
 rss=${FUZZ_RSS_MB:-4096}
+target_dir=${FUZZ_TARGET_DIR:-$here/../target/fuzz}
 triple=$(rustc +nightly -vV | sed -n 's/^host: //p')
 
 if ! cargo +nightly fuzz --version >/dev/null 2>&1; then
@@ -32,8 +35,8 @@ fi
 mapfile -t all < <(cargo +nightly fuzz list | grep -v '^write_seeds$')
 if [ "$#" -gt 0 ]; then targets=("$@"); else targets=("${all[@]}"); fi
 
-nice cargo +nightly fuzz build -s "$sanitizer"
-bin="$here/target/$triple/release"
+nice cargo +nightly fuzz build -s "$sanitizer" --target-dir "$target_dir"
+bin="$target_dir/$triple/release"
 SIGIL_FUZZ_CORPUS="$here/corpus" "$bin/write_seeds"
 
 failed=0

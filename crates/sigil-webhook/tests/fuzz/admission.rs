@@ -128,17 +128,6 @@ pub fn answer(endpoint: Endpoint, body: &[u8]) -> Answer {
         .block_on(h.admission.review(endpoint, body, Instant::now()))
 }
 
-/// Whether the oracle leaves image volumes out
-/// (`SIGIL_FUZZ_SKIP_IMAGE_VOLUMES=1`). Only for fuzzing a tree where the
-/// webhook does not verify image volumes yet, a known gap tracked
-/// elsewhere, so that a run can go on to find anything else.
-pub fn skip_image_volumes() -> bool {
-    static SKIP: OnceLock<bool> = OnceLock::new();
-    *SKIP.get_or_init(|| {
-        std::env::var("SIGIL_FUZZ_SKIP_IMAGE_VOLUMES").is_ok_and(|v| v == "1")
-    })
-}
-
 /// Every image a pod spec makes the kubelet pull.
 fn spec_images(spec: &PodSpec) -> Vec<String> {
     let mut out = Vec::new();
@@ -151,10 +140,8 @@ fn spec_images(spec: &PodSpec) -> Vec<String> {
     for c in spec.ephemeral_containers.iter().flatten() {
         out.extend(c.image.clone());
     }
-    if !skip_image_volumes() {
-        for v in spec.volumes.iter().flatten() {
-            out.extend(v.image.as_ref().and_then(|i| i.reference.clone()));
-        }
+    for v in spec.volumes.iter().flatten() {
+        out.extend(v.image.as_ref().and_then(|i| i.reference.clone()));
     }
     out.retain(|i| !i.is_empty());
     out
@@ -253,7 +240,9 @@ pub fn check(body: &[u8]) {
             .excluded_namespaces
             .contains(&req.namespace)
         || !(req.sub_resource.is_empty()
-            || (req.sub_resource == "ephemeralcontainers" && req.group.is_empty() && req.kind == "Pod"))
+            || (req.sub_resource == "ephemeralcontainers"
+                && req.group.is_empty()
+                && req.kind == "Pod"))
     {
         return;
     }
@@ -298,8 +287,8 @@ fn check_patch(req: &Request, object: &Value, images: &[String], patch: &str) {
     let mut patched = object.clone();
     json_patch::patch(&mut patched, &patch)
         .unwrap_or_else(|e| panic!("/mutate's patch does not apply to the object: {e}"));
-    let after = object_images(&req.group, &req.kind, &patched)
-        .expect("the patched object still decodes");
+    let after =
+        object_images(&req.group, &req.kind, &patched).expect("the patched object still decodes");
     assert_eq!(
         after.len(),
         images.len(),
