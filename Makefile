@@ -143,6 +143,13 @@ cue-oracle:
 bench-cue: cue-module
 	$(CARGO) bench -p sigil-cue --bench eval
 
+## cargo-fuzz targets (fuzz/, nightly only; not part of `make test`), each for
+## FUZZ_SECONDS; see fuzz/README.md.
+FUZZ_SECONDS ?= 30
+.PHONY: fuzz
+fuzz:
+	FUZZ_SECONDS=$(FUZZ_SECONDS) fuzz/run.sh
+
 ## Tests of the project's own scripts that need no cluster or registry.
 test-scripts:
 	scripts/test-fetch-testdata.sh
