@@ -5,7 +5,7 @@ CARGO ?= cargo
 SHARED ?= $(abspath ../shared)
 SIGIL := target/release/sigil
 
-.PHONY: all build release test unit fmt fmt-check lint bench bench-peers conformance ci demo demo-down e2e-local e2e-kind lint-shell cluster-tools cluster-up cluster-down cluster-status cluster-smoke tools clean test-registry differential bench-image
+.PHONY: all build release test unit fmt fmt-check lint bench bench-peers conformance ci demo demo-down e2e-local e2e-kind e2e-node image image-check lint-shell cluster-tools cluster-up cluster-down cluster-status cluster-smoke tools clean test-registry differential bench-image
 
 all: build
 
@@ -18,9 +18,10 @@ release:
 ## The full test suite: formatting, lints (Rust, shell, chart, rendered
 ## manifests), unit/integration/property tests, real registries with real
 ## cosign signatures, the differential test against sigstore-python and
-## cosign, and the end-to-end suite on a local control plane. Installs the
-## tools it needs itself.
-test: fmt-check lint lint-shell unit chart-lint deploy-check test-registry differential e2e-local
+## cosign, the end-to-end suite on a local control plane, the container image
+## (reproducible, as the Dockerfile) and the e2e suite against sigil
+## installed in-cluster on a real node. Installs the tools it needs itself.
+test: fmt-check lint lint-shell unit chart-lint deploy-check test-registry differential e2e-local image-check e2e-node
 
 ## The Rust tests alone (no registries, no peer verifiers): the quick loop.
 unit:
@@ -82,7 +83,23 @@ e2e-local:
 e2e-kind:
 	e2e/kind.sh
 
-## The local control plane alone (etcd, kube-apiserver, kube-controller-manager on 127.0.0.1).
+## The end-to-end suite against sigil installed by its chart, from its own
+## image, on a real node of this machine (kubelet, containerd, CNI; root),
+## plus failure and change under load; `down` must leave nothing behind.
+e2e-node:
+	e2e/run-node.sh
+
+## sigil's OCI image without a container engine (target/oci/sigil); with
+## PUSH=host:port/repo[:tag] also pushed (INSECURE=1: plain HTTP).
+image:
+	scripts/image.sh $(if $(PUSH),--push $(PUSH)) $(if $(INSECURE),--insecure)
+
+## The image builds reproducibly and agrees with the Dockerfile (root).
+image-check:
+	scripts/image-check.sh
+
+## The local control plane alone (etcd, kube-apiserver, kube-controller-manager on
+## 127.0.0.1); `e2e/local-cluster.sh up --node` adds a node (e2e/node/README.md).
 cluster-tools:
 	e2e/cluster/build.sh
 cluster-up:
