@@ -6,13 +6,14 @@
 # kube-scheduler, containerd, kubelet and kube-proxy too, on a bridge network
 # of their own, so Pods run (e2e/node/README.md).
 #
-# Usage: e2e/local-cluster.sh up [--node]|down|env|status|footprint
+# Usage: e2e/local-cluster.sh up [--node]|down|env|status|footprint|expose PORT...
 #   up         build the binaries if needed (e2e/cluster/build.sh), start, wait until ready
 #   down       stop every process (TERM, then KILL), undo the node's changes, remove the state
 #   env        print shell exports for the running cluster: eval "$(e2e/local-cluster.sh env)"
 #   status     say what runs; exit 0 only when the API server is ready
 #   footprint  what a node may leave on this machine (links, routes, iptables, mounts, ...),
 #              to compare before `up --node` and after `down`
+#   expose PORT...  with a node: 127.0.0.1:PORT reachable from pods at the node address
 # State: ${SIGIL_E2E_STATE:-<repo>/.cache/e2e/cluster} (certificates, kubeconfig, logs, pids).
 # Binaries: $SIGIL_CLUSTER_BIN if set, else whatever e2e/cluster/build.sh prints.
 # Ready timeout: ${SIGIL_E2E_TIMEOUT:-120} seconds (the node's first start: pause image, kubelet).
@@ -65,7 +66,7 @@ log() { printf 'local-cluster: %s\n' "$*" >&2; }
 die() { log "error: $*"; exit 1; }
 
 usage() {
-    sed -n '9,19s/^# \{0,1\}//p' "${BASH_SOURCE[0]}" >&2
+    sed -n '9,20s/^# \{0,1\}//p' "${BASH_SOURCE[0]}" >&2
 }
 
 need() {
@@ -517,6 +518,12 @@ main() {
     local node=${SIGIL_E2E_NODE:-0}
     if (($# == 2)) && [[ $1 == up && $2 == --node ]]; then
         node=1
+    elif [[ ${1:-} == expose ]] && (($# >= 2)); then
+        load_state
+        ((NODE)) || die "expose needs a cluster with a node (up --node)"
+        shift
+        node_expose "$@"
+        return
     elif (($# != 1)); then
         usage
         exit 2

@@ -14,8 +14,6 @@
 #                                               registry_real tests + CLI checks
 # SIGIL_FIXTURE_OLAREG / SIGIL_FIXTURE_DOCKREG (host:port, both): use these
 # running registries instead of starting olareg and docker-registry.
-# SIGIL_FIXTURE_ADDR (default 127.0.0.1): the local address the registries
-# listen on (e2e/run-node.sh: the node's address, which pods reach too).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 REPO_ROOT=$PWD
@@ -46,11 +44,10 @@ if [ -n "${SIGIL_FIXTURE_OLAREG:-}" ] && [ -n "${SIGIL_FIXTURE_DOCKREG:-}" ]; th
   OLAREG=$SIGIL_FIXTURE_OLAREG
   DOCKREG=$SIGIL_FIXTURE_DOCKREG
 else
-  ADDR=${SIGIL_FIXTURE_ADDR:-127.0.0.1}
   P1=$(free_port); P2=$(free_port)
-  OLAREG=$ADDR:$P1
-  DOCKREG=$ADDR:$P2
-  olareg serve --addr "$ADDR" --port "$P1" --store-type mem >"$WORK/olareg.log" 2>&1 &
+  OLAREG=127.0.0.1:$P1
+  DOCKREG=127.0.0.1:$P2
+  olareg serve --addr 127.0.0.1 --port "$P1" --store-type mem >"$WORK/olareg.log" 2>&1 &
   PIDS+=($!)
   printf '%s\n' 'version: 0.1' 'log:' '  level: warn' 'storage:' '  filesystem:' \
     "    rootdirectory: $WORK/dr-store" '  delete:' '    enabled: true' 'http:' \

@@ -7,8 +7,9 @@
 # 2. The local cluster with a node (e2e/local-cluster.sh up --node: control
 #    plane, kube-scheduler, containerd + runc + CNI, kubelet, kube-proxy, a
 #    registry on the node's address), the image pushed there, and the
-#    registry fixtures (olareg, docker-registry, cosign signatures) on the
-#    node's address so the webhook pods reach them.
+#    registry fixtures (olareg, docker-registry, cosign signatures) on
+#    127.0.0.1, exposed to pods at the node's address (the suite names them
+#    there through SIGIL_E2E_REGISTRY_ALIAS, as on kind).
 # 3. A busybox-static workload image, signed by cosign and not signed.
 # 4. `helm install` of charts/sigil with the image pinned by digest, as a
 #    user installs it, waiting for every Pod to be ready.
@@ -73,18 +74,26 @@ if [ "${1:-}" != "--inner" ]; then
   timed "up --node" e2e/local-cluster.sh up --node
   eval "$(e2e/local-cluster.sh env)"
   SIGIL_IMAGE=$(scripts/image.sh --no-build --insecure --push "$SIGIL_E2E_NODE_REGISTRY/sigil")
-  export SIGIL_IMAGE
+  # The same binaries built a second later: another digest, for `helm upgrade`.
+  epoch=$(git log -1 --format=%ct 2>/dev/null || echo 0)
+  SIGIL_IMAGE_NEXT=$(SOURCE_DATE_EPOCH=$((epoch + 1)) scripts/image.sh --no-build --insecure \
+    --out target/oci/sigil-next --push "$SIGIL_E2E_NODE_REGISTRY/sigil:next")
+  export SIGIL_IMAGE SIGIL_IMAGE_NEXT
   e2e_log "e2e-node: cluster and image ready after $((SECONDS - start)) s: $SIGIL_IMAGE"
-  SIGIL_FIXTURE_ADDR=$SIGIL_E2E_NODE_IP e2e/registry-fixtures.sh -- "$0" --inner "$@"
+  e2e/registry-fixtures.sh -- "$0" --inner "$@"
   exit 0
 fi
 
-# Inside e2e/registry-fixtures.sh: registries on the node address, fixture
-# file SIGIL_REGISTRY_FIXTURES.
+# Inside e2e/registry-fixtures.sh: registries on 127.0.0.1, fixture file
+# SIGIL_REGISTRY_FIXTURES.
 shift
 eval "$(e2e/local-cluster.sh env)"
 # shellcheck disable=SC1090
 . "$SIGIL_REGISTRY_FIXTURES"
+e2e/local-cluster.sh expose "${OLAREG##*:}" "${DOCKREG##*:}"
+POD_OLAREG=$SIGIL_E2E_NODE_IP:${OLAREG##*:}
+POD_DOCKREG=$SIGIL_E2E_NODE_IP:${DOCKREG##*:}
+export SIGIL_E2E_REGISTRY_ALIAS=$OLAREG=$POD_OLAREG,$DOCKREG=$POD_DOCKREG
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/sigil-e2e-node-inner.XXXXXX")
 status=1
 # shellcheck disable=SC2317 # run by the EXIT trap
@@ -118,6 +127,7 @@ UNSIGNED=$(workload unsigned)
   echo "NODE_WORKLOAD_TAG_SIGNED=$SIGIL_E2E_NODE_REGISTRY/sigil-e2e/busybox:signed"
   echo "NODE_WORKLOAD_TAG_UNSIGNED=$SIGIL_E2E_NODE_REGISTRY/sigil-e2e/busybox:unsigned"
   echo "SIGIL_IMAGE=$SIGIL_IMAGE"
+  echo "SIGIL_IMAGE_NEXT=$SIGIL_IMAGE_NEXT"
 } >>"$SIGIL_REGISTRY_FIXTURES"
 
 # The chart as a user installs it: image pinned by digest, in-cluster webhook
@@ -126,7 +136,7 @@ UNSIGNED=$(workload unsigned)
 t=$SECONDS
 if ! helm upgrade --install sigil charts/sigil --namespace "$SIGIL_NS" --create-namespace \
   --set image.repository="${SIGIL_IMAGE%@*}" --set image.digest="${SIGIL_IMAGE#*@}" \
-  --set "insecureRegistries={$OLAREG,$DOCKREG,$SIGIL_E2E_NODE_REGISTRY}" \
+  --set "insecureRegistries={$POD_OLAREG,$POD_DOCKREG,$SIGIL_E2E_NODE_REGISTRY}" \
   --set webhook.timeoutSeconds=5 --set controller.replicas=2 \
   --wait --timeout 5m >"$WORK/helm.log" 2>&1; then
   cat "$WORK/helm.log" >&2

@@ -16,6 +16,8 @@ BRIDGE=sigil0
 NODE_IP=10.244.0.1
 POD_CIDR=10.244.0.0/24
 FIREWALL_CHAIN=SIGIL-NODE-FORWARD
+# DNAT from the node address to services on 127.0.0.1 (`expose`).
+EXPOSE_CHAIN=SIGIL-NODE-EXPOSE
 # One node cluster per machine: bridge, addresses, iptables and cgroup names
 # are machine-wide. This file names the state directory of the one that is up.
 NODE_OWNER=/run/sigil-e2e-node.owner
@@ -147,7 +149,24 @@ node_network_up() {
     iptables -A "$FIREWALL_CHAIN" -i "$BRIDGE" ! -o "$BRIDGE" -j DROP
     iptables -A "$FIREWALL_CHAIN" ! -i "$BRIDGE" -o "$BRIDGE" -j DROP
     iptables -I FORWARD 1 -j "$FIREWALL_CHAIN"
+    iptables -t nat -N "$EXPOSE_CHAIN"
+    iptables -t nat -I PREROUTING 1 -i "$BRIDGE" -d "$NODE_IP" -j "$EXPOSE_CHAIN"
+    iptables -t nat -I OUTPUT 1 -d "$NODE_IP" -j "$EXPOSE_CHAIN"
     log "node network: bridge $BRIDGE $NODE_IP, pods $POD_CIDR, nothing forwarded off the bridge"
+}
+
+# node_expose PORT...: pods (and the host) reach 127.0.0.1:PORT at
+# $NODE_IP:PORT. The registries of the tests listen on loopback only; this is
+# how kube-proxy serves NodePorts on localhost (DNAT, route_localnet on the
+# bridge alone).
+node_expose() {
+    local port
+    sysctl -q -w "net.ipv4.conf.$BRIDGE.route_localnet=1" >/dev/null
+    for port in "$@"; do
+        [[ $port =~ ^[0-9]+$ ]] || die "expose: $port is not a port"
+        iptables -t nat -A "$EXPOSE_CHAIN" -p tcp --dport "$port" -j DNAT --to-destination "127.0.0.1:$port"
+        log "127.0.0.1:$port is reachable from pods at $NODE_IP:$port"
+    done
 }
 
 # "TOOL TABLE CHAIN" for every chain of the tables kubelet and kube-proxy touch.
