@@ -364,8 +364,11 @@ EOF
         # Service's endpoint (the node address; loopback is refused) and
         # calls kubelets with the admin identity (logs, exec).
         controllers+=("${NODE_CONTROLLERS[@]}")
+        # It reaches the kubelet by the node's InternalIP: its hostname would be
+        # looked up with this machine's resolver, which is off limits.
         node_flags=(--endpoint-reconciler-type=lease
-            --kubelet-client-certificate="$PKI/admin.crt" --kubelet-client-key="$PKI/admin.key")
+            --kubelet-client-certificate="$PKI/admin.crt" --kubelet-client-key="$PKI/admin.key"
+            --kubelet-preferred-address-types=InternalIP)
     else
         # --endpoint-reconciler-type=none: the reconciler would publish 127.0.0.1
         # as the `kubernetes` Service's endpoint, which validation refuses (loopback).

@@ -89,20 +89,33 @@ node_preflight() {
 # counters), mounts, network namespaces, top-level cgroups, sysctls, the
 # directories containerd and kubelet make, and the processes of a node.
 footprint() {
+    # Each part may find nothing (grep then fails): the list is what it is.
     {
-        ip -o link show | awk -F': ' '{sub(/@.*/, "", $2); print "link " $2}'
-        ip -4 route show | sed 's/^/route4 /'
-        ip -o addr show | awk '{print "addr " $2 " " $4}'
+        ip -o link show | awk -F': ' '{sub(/@.*/, "", $2); print "link " $2}' || true
+        ip -4 route show | sed 's/^/route4 /' || true
+        ip -o addr show | awk '{print "addr " $2 " " $4}' || true
+        # Rules, chains other than the built-in ones, and built-in chains'
+        # policies other than ACCEPT. (An empty table that iptables once made
+        # is no rule; without nft it cannot be removed either.)
         local t
         for t in iptables-save ip6tables-save; do
             command -v "$t" >/dev/null 2>&1 || continue
-            "$t" 2>/dev/null | grep -v '^#' | sed -e 's/\[[0-9]*:[0-9]*\]//' -e "s/^/$t /"
+            { "$t" 2>/dev/null || true; } | awk -v t="$t" '
+                /^\*/ {table = substr($0, 2)}
+                /^-A / {print t " " table " " $0}
+                /^:/ {
+                    builtin = $1 ~ /^:(PREROUTING|INPUT|FORWARD|OUTPUT|POSTROUTING)$/
+                    if (!builtin || $2 != "ACCEPT") print t " " table " " $1 " " $2
+                }'
         done
-        awk '{print "mount " $5 " " $(NF-2)}' /proc/self/mountinfo
-        find /run/netns -mindepth 1 -maxdepth 1 -printf 'netns %f\n' 2>/dev/null
+        awk '{print "mount " $5 " " $(NF-2)}' /proc/self/mountinfo || true
+        find /run/netns -mindepth 1 -maxdepth 1 -printf 'netns %f\n' 2>/dev/null || true
+        # Top-level cgroups a node makes (kubelet's kubepods, containerd's);
+        # this machine's own agents make others as they please.
         local h
         for h in /sys/fs/cgroup/*/; do
-            find "$h" -mindepth 1 -maxdepth 1 -type d -printf "cgroup $(basename "$h")/%f\n" 2>/dev/null
+            find "$h" -mindepth 1 -maxdepth 1 -type d \( -name '*kubepods*' -o -name '*containerd*' -o -name '*sigil*' \) \
+                -printf "cgroup $(basename "$h")/%f\n" 2>/dev/null || true
         done
         local s
         for s in "${NODE_SYSCTLS[@]}"; do
@@ -195,7 +208,7 @@ node_iptables_cleanup() {
     [[ -n $now ]] || return 0
     while read -r tool table chain; do
         # Rules elsewhere that jump to this chain.
-        "$tool" -t "$table" -S 2>/dev/null | grep -E -- "-j $chain( |$)" | grep -v -- "^-A $chain " |
+        { "$tool" -t "$table" -S 2>/dev/null || true; } | awk -v c="$chain" '$2 != c && $0 ~ ("-j " c "( |$)")' |
             while read -r rule; do
                 # iptables -S quotes what needs quoting (comments): split as the shell would.
                 eval "args=($rule)"
@@ -482,7 +495,7 @@ node_down() {
 node_kill_leftovers() {
     local pids=() p
     for p in /proc/[0-9]*; do
-        if tr '\0' ' ' <"$p/cmdline" 2>/dev/null | grep -qF -- "$CONTAINERD_SOCK" ||
+        if { tr '\0' ' ' <"$p/cmdline" 2>/dev/null || true; } | grep -qF -- "$CONTAINERD_SOCK" ||
             grep -q ':/kubepods' "$p/cgroup" 2>/dev/null; then
             pids+=("${p#/proc/}")
         fi
@@ -503,7 +516,7 @@ node_kill_leftovers() {
 # network namespaces), deepest first.
 node_unmount() {
     local m
-    awk '{print $5}' /proc/self/mountinfo | grep -F -- "$STATE/" | sort -r | while read -r m; do
+    awk -v s="$STATE/" 'index($5, s) == 1 {print $5}' /proc/self/mountinfo | sort -r | while read -r m; do
         umount "$m" 2>/dev/null || umount -l "$m" 2>/dev/null || log "could not unmount $m"
     done
 }
