@@ -22,7 +22,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use serde_json::{Value, json};
+use serde_json::json;
 use sigil_e2e::load::{Load, LoadSpec, Tally};
 use sigil_e2e::node::{self, ContainerRef};
 use sigil_e2e::{
