@@ -176,8 +176,8 @@ async fn worker(
     let mut i: u64 = 0;
     while !stop.load(Ordering::Relaxed) && start.elapsed() < spec.limit {
         i += 1;
-        let signed = i % 2 == 0;
-        let real = spec.real_every > 0 && i % spec.real_every == 0;
+        let signed = i.is_multiple_of(2);
+        let real = spec.real_every > 0 && i.is_multiple_of(spec.real_every);
         let image = match (signed, real) {
             (true, true) => &spec.real_signed,
             (true, false) => &spec.signed,
@@ -203,7 +203,9 @@ async fn worker(
             Outcome::Wrong(why) => {
                 tally.wrong += 1;
                 if tally.examples.len() < 10 {
-                    tally.examples.push(format!("wrong verdict for {image}: {why}"));
+                    tally
+                        .examples
+                        .push(format!("wrong verdict for {image}: {why}"));
                 }
             }
             Outcome::Failed(why) => {
@@ -244,16 +246,28 @@ mod tests {
     #[test]
     fn opposite_verdicts_of_sigil_are_wrong() {
         let denied = "sigil denied pod x: 1 of 1 image(s) failed verification";
-        assert!(matches!(judge(true, &reply(403, denied)), Outcome::Wrong(_)));
+        assert!(matches!(
+            judge(true, &reply(403, denied)),
+            Outcome::Wrong(_)
+        ));
         assert!(matches!(judge(false, &reply(200, "")), Outcome::Wrong(_)));
     }
 
     #[test]
     fn anything_but_a_verdict_of_sigil_is_a_failure() {
         let call_failed = "Internal error occurred: failed calling webhook \"validate.policy.sigil.dev\": connection refused";
-        assert!(matches!(judge(true, &reply(500, call_failed)), Outcome::Failed(_)));
-        assert!(matches!(judge(false, &reply(500, call_failed)), Outcome::Failed(_)));
-        assert!(matches!(judge(false, &reply(403, "forbidden by RBAC")), Outcome::Failed(_)));
+        assert!(matches!(
+            judge(true, &reply(500, call_failed)),
+            Outcome::Failed(_)
+        ));
+        assert!(matches!(
+            judge(false, &reply(500, call_failed)),
+            Outcome::Failed(_)
+        ));
+        assert!(matches!(
+            judge(false, &reply(403, "forbidden by RBAC")),
+            Outcome::Failed(_)
+        ));
         assert!(matches!(
             judge(true, &Err(anyhow::anyhow!("connection reset"))),
             Outcome::Failed(_)
