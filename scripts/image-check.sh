@@ -7,7 +7,9 @@
 # 2. Reads the Dockerfile (USER, ENTRYPOINT, LABEL, the binaries its build
 #    stage installs and where COPY puts them) and the chart's `command:`
 #    paths, and compares them with the image's config and files.
-# 3. Unpacks the image and runs each binary in it (chroot, as 65532):
+# 3. The SBOM the release workflow attaches (scripts/sbom.py): the same
+#    twice, listing the base packages and the linked crates, no host paths.
+# 4. Unpacks the image and runs each binary in it (chroot, as 65532):
 #    `--version` must answer, so the base has every library they link.
 # Prints the image's size. Needs root (chroot) and the release binaries,
 # which it builds.
@@ -108,6 +110,25 @@ print(f"image-check: agrees with the Dockerfile: user {user}, entrypoint {entryp
       f"{', '.join(sorted(want))}, {len(labels)} labels", file=sys.stderr)
 print(f"image-check: image size {size} bytes compressed ({size / 1048576:.1f} MiB), "
       f"{sum(m.size for m in files.values()) / 1048576:.1f} MiB unpacked", file=sys.stderr)
+PY
+
+# The release workflow's SBOM of this image: deterministic, exact (every
+# base package and the crates cargo links), naming the image's digest.
+cargo tree --locked -e normal,no-proc-macro --prefix none -f '{p}' \
+    -p sigil-webhook -p sigil-controller -p sigil-cli >"$WORK/crates.txt"
+python3 scripts/sbom.py --layout "$TARGET/oci/sigil" --crates "$WORK/crates.txt" >"$WORK/sbom1.json"
+python3 scripts/sbom.py --layout "$TARGET/oci/sigil" --crates "$WORK/crates.txt" >"$WORK/sbom2.json"
+cmp -s "$WORK/sbom1.json" "$WORK/sbom2.json" || die "two SBOMs of the same image differ"
+python3 - "$WORK/sbom1.json" "$first" <<'PY' || die "the SBOM (scripts/sbom.py) misses what the image holds"
+import json, sys
+doc = json.load(open(sys.argv[1]))
+names = {p["name"] for p in doc["packages"]}
+missing = {"libc6", "libgcc-s1", "ca-certificates", "tokio", "rustls", "sigil-webhook"} - names
+image = doc["packages"][0]
+assert not missing, f"missing packages: {missing}"
+assert image["checksums"][0]["checksumValue"] == sys.argv[2].split(":")[1], "the SBOM names another image digest"
+assert not any("/work/" in json.dumps(p) or "/root/" in json.dumps(p) for p in doc["packages"]), "a host path"
+print(f"image-check: SBOM: {len(doc['packages'])} packages (Debian and crates), deterministic", file=sys.stderr)
 PY
 
 for b in sigil-webhook sigil-controller sigil; do
