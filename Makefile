@@ -5,7 +5,7 @@ CARGO ?= cargo
 SHARED ?= $(abspath ../shared)
 SIGIL := target/release/sigil
 
-.PHONY: all build release test test-targets unit fmt fmt-check lint bench bench-peers conformance ci demo demo-down e2e-local e2e-kind e2e-node image image-check lint-shell cluster-tools cluster-up cluster-down cluster-status cluster-smoke tools clean test-registry differential bench-image
+.PHONY: all build release test test-targets unit testdata test-scripts fmt fmt-check lint bench bench-peers conformance ci demo demo-down e2e-local e2e-kind e2e-node image image-check lint-shell cluster-tools cluster-up cluster-down cluster-status cluster-smoke tools clean test-registry differential bench-image
 
 all: build
 
@@ -21,7 +21,7 @@ release:
 ## cosign, the end-to-end suite on a local control plane, the container image
 ## (reproducible, as the Dockerfile) and the e2e suite against sigil
 ## installed in-cluster on a real node. Installs the tools it needs itself.
-TEST_TARGETS := fmt-check lint lint-shell unit chart-lint deploy-check test-registry differential e2e-local image-check e2e-node
+TEST_TARGETS := fmt-check lint lint-shell test-scripts unit chart-lint deploy-check test-registry differential e2e-local image-check e2e-node
 test: $(TEST_TARGETS)
 
 ## The parts of `make test`, in order (.ci/run times each).
@@ -29,7 +29,9 @@ test-targets:
 	@echo $(TEST_TARGETS)
 
 ## The Rust tests alone (no registries, no peer verifiers): the quick loop.
-unit:
+## The public test data they read is found beside the checkout (../shared) or
+## fetched at pinned commits into .cache/testdata (scripts/fetch-testdata.sh).
+unit: testdata
 	$(CARGO) test --workspace --all-targets
 	$(CARGO) test --workspace --doc
 
@@ -115,6 +117,15 @@ cluster-status:
 	e2e/local-cluster.sh status
 cluster-smoke:
 	e2e/cluster/smoke.sh
+
+## The public test data (sigstore-conformance cases, policy-controller's
+## example policies): found in ../shared or $$SIGIL_SHARED_DIR, else fetched.
+testdata:
+	scripts/fetch-testdata.sh
+
+## Tests of the project's own scripts that need no cluster or registry.
+test-scripts:
+	scripts/test-fetch-testdata.sh
 
 ## shellcheck over every script and the workflows' run steps.
 lint-shell:

@@ -199,7 +199,7 @@ fi
 # Default: the library tests against the fixtures, the policy scenarios
 # (deploy/examples through `sigil policy test` / `sigil verify --policy`),
 # then the CLI itself.
-cargo test -q -p sigil-verifier --test registry_real -- --ignored --test-threads 2
+cargo test -q -p sigil-registry --test registry_real -- --ignored --test-threads 2
 cargo test -q -p sigil-cli --test registry_policy -- --ignored --test-threads 4
 cargo build -q -p sigil-cli
 SIGIL=${CARGO_TARGET_DIR:-target}/debug/sigil

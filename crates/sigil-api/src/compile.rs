@@ -11,16 +11,16 @@ use std::fmt;
 
 use base64::Engine as _;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1 as meta;
-use sigil_verifier::crypto::{HashAlgorithm, PublicKey, pem_decode_all};
-use sigil_verifier::identity::{IdentityMatcher, IdentityPolicy};
-use sigil_verifier::policy::glob::{Glob, ImageName};
-use sigil_verifier::policy::model::{
+use sigil_policy::glob::{Glob, ImageName};
+use sigil_policy::model::{
     AuthorityKind, CaTrust, CipPolicy, CompiledAttestation, CompiledAuthority, CompiledPolicy,
     KeyAuthority, KeyMaterial, KeylessAuthority, LabelOperator, LabelRequirement, LabelSelector,
     Mode, PREDICATE_SHORT_NAMES, ResourceMatch, SecretRef, SignatureSource, StaticAction,
     TlogPolicy, predicate_type_uri,
 };
-use sigil_verifier::policy::rego::RegoPolicy;
+use sigil_policy::rego::RegoPolicy;
+use sigil_verifier::crypto::{HashAlgorithm, PublicKey, pem_decode_all};
+use sigil_verifier::identity::{IdentityMatcher, IdentityPolicy};
 use sigil_verifier::x509::Certificate;
 
 use crate::cip::{

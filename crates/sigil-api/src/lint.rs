@@ -5,7 +5,7 @@
 //! ConfigMap-held Rego modules reported as notes.
 
 use serde_json::Value;
-use sigil_verifier::policy::model::{AuthorityKind, CompiledPolicy, KeyMaterial};
+use sigil_policy::model::{AuthorityKind, CompiledPolicy, KeyMaterial};
 
 use crate::compile::{Offline, compile_policy, is_offline_only, validate_trust_root};
 use crate::{ClusterImagePolicy, TrustRoot};

@@ -26,7 +26,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use serde::{Deserialize, Serialize};
-use sigil_verifier::policy::model::{AuthorityKind, CaTrust, CompiledPolicy, KeyMaterial};
+use sigil_policy::model::{AuthorityKind, CaTrust, CompiledPolicy, KeyMaterial};
 use sigil_verifier::trust::TrustedRoot;
 
 use crate::cip::ClusterImagePolicySpec;

@@ -15,10 +15,10 @@ use sigil_api::compile::{
     validate_trust_root,
 };
 use sigil_api::trustroot::TrustRootSpec;
-use sigil_verifier::crypto::{HashAlgorithm, PublicKey};
-use sigil_verifier::policy::model::{
+use sigil_policy::model::{
     AuthorityKind, CaTrust, CompiledPolicy, KeyMaterial, Mode, SecretRef, StaticAction, TlogPolicy,
 };
+use sigil_verifier::crypto::{HashAlgorithm, PublicKey};
 
 const P256: &str = include_str!("data/p256.pub");
 const P384: &str = include_str!("data/p384.pub");

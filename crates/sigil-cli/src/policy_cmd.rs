@@ -8,11 +8,11 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context as _, Result, bail};
 use clap::{Args, Subcommand, ValueEnum};
-use sigil_verifier::oci::{ClientConfig, RegistryClient, Repository};
-use sigil_verifier::policy::glob::ImageName;
-use sigil_verifier::policy::model::{CompiledPolicy, Mode, NoMatchPolicy, ResourceInfo};
-use sigil_verifier::policy::registry::RegistryVerifier;
-use sigil_verifier::policy::{ImageResult, evaluate_image, render};
+use sigil_policy::glob::ImageName;
+use sigil_policy::model::{CompiledPolicy, Mode, NoMatchPolicy, ResourceInfo};
+use sigil_policy::registry::RegistryVerifier;
+use sigil_policy::{ImageResult, evaluate_image, render};
+use sigil_registry::{ClientConfig, RegistryClient, Repository};
 use sigil_verifier::trust::TrustedRoot;
 
 use crate::verify_image::credentials;

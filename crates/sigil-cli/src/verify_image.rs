@@ -7,12 +7,12 @@ use std::time::Duration;
 
 use anyhow::{Context as _, Result, bail};
 use clap::{Args, ValueEnum};
-use sigil_verifier::crypto::PublicKey;
-use sigil_verifier::identity::{IdentityMatcher, IdentityPolicy};
-use sigil_verifier::image::{ImagePolicy, ImageVerdict, VerifyImageOptions, verify_image};
-use sigil_verifier::oci::{
+use sigil_registry::image::{ImagePolicy, ImageVerdict, VerifyImageOptions, verify_image};
+use sigil_registry::{
     ClientConfig, Credentials, DiscoveryOptions, Limits, RegistryClient, Repository, Want,
 };
+use sigil_verifier::crypto::PublicKey;
+use sigil_verifier::identity::{IdentityMatcher, IdentityPolicy};
 use sigil_verifier::verify::{SignedContent, SignerPolicy, VerificationPolicy};
 
 /// Output format.

@@ -24,6 +24,7 @@ pub mod error;
 pub mod leader;
 pub mod metrics;
 pub mod policy;
+pub mod prune;
 pub mod publish;
 pub mod run;
 pub mod server;

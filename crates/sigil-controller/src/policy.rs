@@ -10,19 +10,20 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures_util::{Stream, StreamExt, TryStreamExt};
+use futures_util::{Stream, StreamExt};
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use kube::ResourceExt;
 use kube::api::Api;
 use kube::runtime::controller::Action;
-use kube::runtime::reflector::{self, ObjectRef, Store};
-use kube::runtime::{Controller, WatchStreamExt, watcher};
+use kube::runtime::reflector::{ObjectRef, Store};
+use kube::runtime::{Controller, watcher};
 use sigil_api::cip::{ClusterImagePolicy, ClusterImagePolicySpec, KeyRef, Policy};
 use sigil_api::compile::{Offline, compile_policy, trust_root_refs};
 use sigil_api::snapshot::SnapshotPolicy;
 
 use crate::context::Context;
 use crate::error::{Error, Result};
+use crate::prune::{Published, watch_and_prune};
 use crate::status::{self, Verdict};
 
 /// The controller's name in metrics.
@@ -381,26 +382,7 @@ pub async fn run(
 ) {
     let client = ctx.client.clone();
     let ns = ctx.args.namespace.clone();
-    let (reader, writer) = reflector::store();
-    let prune_ctx = ctx.clone();
-    let prune_reader = reader.clone();
-    let objects = reflector::reflector(
-        writer,
-        watcher(
-            Api::<ClusterImagePolicy>::all(client.clone()),
-            watcher::Config::default(),
-        ),
-    )
-    .and_then(move |event| {
-        let ctx = prune_ctx.clone();
-        let reader = prune_reader.clone();
-        async move {
-            prune(&ctx, &reader, &event).await;
-            Ok(event)
-        }
-    })
-    .default_backoff()
-    .applied_objects();
+    let (reader, objects) = watch_and_prune::<ClusterImagePolicy>(&ctx);
 
     let config_maps = reader.clone();
     let secrets = secret_mapper(reader.clone());
@@ -434,29 +416,16 @@ pub async fn run(
         .await;
 }
 
-/// Unpublishes deleted policies: on a delete event, and once the initial
-/// list is complete (policies deleted while the controller was down).
-async fn prune(
-    ctx: &Context,
-    reader: &Store<ClusterImagePolicy>,
-    event: &watcher::Event<ClusterImagePolicy>,
-) {
-    if ctx.ensure_leader().is_err() {
-        return;
+impl Published for ClusterImagePolicy {
+    const PLURAL: &'static str = "policies";
+
+    async fn unpublish(ctx: &Context, name: &str) -> Result<u64> {
+        ctx.metrics.policy_state(name, None);
+        ctx.publisher.remove_policy(name).await
     }
-    let result = match event {
-        watcher::Event::Delete(cip) => {
-            ctx.metrics.policy_state(&cip.name_any(), None);
-            ctx.publisher.remove_policy(&cip.name_any()).await
-        }
-        watcher::Event::InitDone => {
-            let live = reader.state().iter().map(|c| c.name_any()).collect();
-            ctx.publisher.retain_policies(&live).await
-        }
-        _ => return,
-    };
-    if let Err(e) = result {
-        tracing::warn!(error = %e, "could not unpublish deleted policies; retried on the next change");
+
+    async fn retain(ctx: &Context, live: &BTreeSet<String>) -> Result<u64> {
+        ctx.publisher.retain_policies(live).await
     }
 }
 
@@ -813,7 +782,7 @@ mod tests {
             (*object::<ClusterImagePolicy>(&api, &cip_path("b"))).clone(),
         ));
 
-        prune(&ctx, &reader, &Event::InitDone).await;
+        crate::prune::prune(&ctx, &reader, &Event::InitDone).await;
 
         let names: Vec<String> = stored_snapshot(&api)
             .unwrap()

@@ -9,12 +9,10 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures_util::{StreamExt, TryStreamExt};
+use futures_util::StreamExt;
 use kube::ResourceExt;
-use kube::api::Api;
+use kube::runtime::Controller;
 use kube::runtime::controller::Action;
-use kube::runtime::reflector::{self, Store};
-use kube::runtime::{Controller, WatchStreamExt, watcher};
 use sigil_api::compile::validate_trust_root;
 use sigil_api::snapshot::SnapshotTrustRoot;
 use sigil_api::trustroot::TrustRoot;
@@ -22,6 +20,7 @@ use time::OffsetDateTime;
 
 use crate::context::Context;
 use crate::error::{Error, Result};
+use crate::prune::{Published, watch_and_prune};
 use crate::sigstore_keys::trusted_root_json;
 use crate::status::{self, Verdict};
 use crate::tuf::{self, Source};
@@ -183,26 +182,7 @@ pub async fn run(
     ctx: Arc<Context>,
     shutdown: impl std::future::Future<Output = ()> + Send + Sync + 'static,
 ) {
-    let (reader, writer) = reflector::store();
-    let prune_ctx = ctx.clone();
-    let prune_reader = reader.clone();
-    let objects = reflector::reflector(
-        writer,
-        watcher(
-            Api::<TrustRoot>::all(ctx.client.clone()),
-            watcher::Config::default(),
-        ),
-    )
-    .and_then(move |event| {
-        let ctx = prune_ctx.clone();
-        let reader = prune_reader.clone();
-        async move {
-            prune(&ctx, &reader, &event).await;
-            Ok(event)
-        }
-    })
-    .default_backoff()
-    .applied_objects();
+    let (reader, objects) = watch_and_prune::<TrustRoot>(&ctx);
     Controller::for_stream(objects, reader)
         .graceful_shutdown_on(shutdown)
         .run(reconcile, error_policy, ctx)
@@ -214,23 +194,16 @@ pub async fn run(
         .await;
 }
 
-async fn prune(ctx: &Context, reader: &Store<TrustRoot>, event: &watcher::Event<TrustRoot>) {
-    if ctx.ensure_leader().is_err() {
-        return;
+impl Published for TrustRoot {
+    const PLURAL: &'static str = "trust roots";
+
+    async fn unpublish(ctx: &Context, name: &str) -> Result<u64> {
+        ctx.metrics.trust_root_removed(name);
+        ctx.publisher.remove_trust_root(name).await
     }
-    let result = match event {
-        watcher::Event::Delete(tr) => {
-            ctx.metrics.trust_root_removed(&tr.name_any());
-            ctx.publisher.remove_trust_root(&tr.name_any()).await
-        }
-        watcher::Event::InitDone => {
-            let live: BTreeSet<String> = reader.state().iter().map(|t| t.name_any()).collect();
-            ctx.publisher.retain_trust_roots(&live).await
-        }
-        _ => return,
-    };
-    if let Err(e) = result {
-        tracing::warn!(error = %e, "could not unpublish deleted trust roots; retried on the next change");
+
+    async fn retain(ctx: &Context, live: &BTreeSet<String>) -> Result<u64> {
+        ctx.publisher.retain_trust_roots(live).await
     }
 }
 
@@ -452,5 +425,36 @@ mod tests {
                 .contains("spec.sigstoreKeys.tLogs[0].publicKey")
         );
         assert!(published(&api, "bad").is_none());
+    }
+
+    #[tokio::test]
+    async fn deleted_trust_roots_are_unpublished_on_delete_and_after_the_initial_list() {
+        use kube::runtime::reflector;
+        use kube::runtime::watcher::Event;
+
+        let (client, api) = FakeApi::start();
+        let (ctx, _rx, _l) = context(client, true);
+        for name in ["a", "b", "c"] {
+            api.put(
+                &trustroot_path(name),
+                trust_root(name, 1, json!({"sigstoreKeys": {
+                    "tLogs": [{"baseURL": "https://rekor.acme", "publicKey": STANDARD.encode(P256_PUB)}],
+                }})),
+            );
+            reconcile_path(&api, &ctx, name).await.unwrap();
+        }
+        let (reader, mut writer) = reflector::store::<TrustRoot>();
+        writer.apply_watcher_event(&Event::Apply(
+            (*object::<TrustRoot>(&api, &trustroot_path("b"))).clone(),
+        ));
+
+        let deleted = (*object::<TrustRoot>(&api, &trustroot_path("a"))).clone();
+        crate::prune::prune(&ctx, &reader, &Event::Delete(deleted)).await;
+        assert!(published(&api, "a").is_none());
+        assert!(published(&api, "c").is_some());
+
+        crate::prune::prune(&ctx, &reader, &Event::InitDone).await;
+        assert!(published(&api, "b").is_some());
+        assert!(published(&api, "c").is_none());
     }
 }

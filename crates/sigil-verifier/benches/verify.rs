@@ -13,10 +13,11 @@
     clippy::expect_used,
     clippy::unwrap_used,
     clippy::indexing_slicing,
+    clippy::panic,
     missing_docs
 )]
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use criterion::{Criterion, criterion_group, criterion_main};
 use sigil_verifier::bundle::Bundle;
@@ -28,8 +29,9 @@ const IDENTITY: &str = "https://github.com/sigstore-conformance/extremely-danger
 const ISSUER: &str = "https://token.actions.githubusercontent.com";
 
 fn case(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../../shared/sigstore-conformance/bundle-verify")
+    // Where the cases are, or a message saying where it looked and what to run.
+    sigil_testdata::sigstore_conformance()
+        .unwrap_or_else(|missing| panic!("{missing}"))
         .join(name)
 }
 

@@ -1,8 +1,13 @@
 //! sigil-verifier: Sigstore bundle verification for sigil.
 //!
-//! This crate owns everything that decides whether a signature is genuine:
-//! trust roots, bundle parsing, certificate chains, transparency-log proofs,
-//! timestamps, and the verification policy. It has no Kubernetes dependencies.
+//! This crate owns everything that decides whether a Sigstore bundle is
+//! genuine: trust roots, bundle parsing, certificate chains, SCTs,
+//! transparency-log proofs and checkpoints, timestamps, and the signer policy
+//! a bundle is checked against.
+//!
+//! It must not depend on Kubernetes, on the network or on an async runtime:
+//! fetching signatures from registries is `sigil-registry`'s job, deciding
+//! which images need which signers is `sigil-policy`'s.
 #![forbid(unsafe_code)]
 
 pub mod bundle;
@@ -12,11 +17,7 @@ pub mod crypto;
 pub mod der;
 pub mod dsse;
 pub mod identity;
-pub mod image;
-pub mod legacy;
 pub mod merkle;
-pub mod oci;
-pub mod policy;
 pub mod sct;
 #[cfg(test)]
 mod test_support;

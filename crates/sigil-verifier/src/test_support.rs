@@ -1,6 +1,7 @@
-//! Test-only access to the sigstore-conformance cases in `../shared`, read at
-//! run time (never copied into the repository). Missing material is a test
-//! failure, not a skip: a test that silently checks nothing is worse than none.
+//! Test-only access to the sigstore-conformance cases, read at run time
+//! (never copied into the repository; `sigil-testdata` finds them). Missing
+//! material is a test failure, not a skip: a test that silently checks
+//! nothing is worse than none.
 
 use std::path::PathBuf;
 
@@ -8,14 +9,11 @@ use crate::bundle::{Bundle, SigningMaterial};
 use crate::trust::TrustedRoot;
 use crate::x509::Certificate;
 
-/// `shared/sigstore-conformance/bundle-verify`, found above the crate so the
-/// tests run from the main checkout and from git worktrees alike.
+/// The sigstore-conformance `bundle-verify` directory. When it is nowhere,
+/// the test fails with `sigil-testdata`'s message: where it looked and what
+/// to run.
 pub(crate) fn conformance_dir() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .ancestors()
-        .map(|a| a.join("shared/sigstore-conformance/bundle-verify"))
-        .find(|p| p.is_dir())
-        .expect("../shared/sigstore-conformance/bundle-verify must be beside the checkout")
+    sigil_testdata::sigstore_conformance().unwrap_or_else(|missing| panic!("{missing}"))
 }
 
 /// A conformance case's parsed bundle.

@@ -10,7 +10,7 @@
     missing_docs
 )]
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use sigil_verifier::bundle::Bundle;
 use sigil_verifier::crypto::PublicKey;
@@ -21,16 +21,12 @@ use sigil_verifier::verify::{Artifact, VerificationPolicy, verify_bundle};
 const DEFAULT_IDENTITY: &str = "https://github.com/sigstore-conformance/extremely-dangerous-public-oidc-beacon/.github/workflows/extremely-dangerous-oidc-beacon.yml@refs/heads/main";
 const DEFAULT_ISSUER: &str = "https://token.actions.githubusercontent.com";
 
-fn cases_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/sigstore-conformance/bundle-verify")
-}
-
 fn read_trimmed(p: &Path) -> Option<String> {
     std::fs::read_to_string(p).ok().map(|s| s.trim().to_owned())
 }
 
-/// Runs one case; `Ok` means verified.
-fn run_case(dir: &Path, digest_mode: bool) -> Result<(), String> {
+/// Runs one case of `cases`; `Ok` means verified.
+fn run_case(cases: &Path, dir: &Path, digest_mode: bool) -> Result<(), String> {
     let root = match std::fs::read_to_string(dir.join("trusted_root.json")) {
         Ok(json) => TrustedRoot::from_json(&json).map_err(|e| e.to_string())?,
         Err(_) => TrustedRoot::public_good().map_err(|e| e.to_string())?,
@@ -51,7 +47,7 @@ fn run_case(dir: &Path, digest_mode: bool) -> Result<(), String> {
     let artifact_path = if dir.join("artifact").exists() {
         dir.join("artifact")
     } else {
-        cases_dir().join("a.txt")
+        cases.join("a.txt")
     };
     let bytes = std::fs::read(artifact_path).map_err(|e| e.to_string())?;
     let artifact = if digest_mode {
@@ -71,10 +67,10 @@ fn run_case(dir: &Path, digest_mode: bool) -> Result<(), String> {
 }
 
 #[test]
-fn every_conformance_case_gets_the_expected_verdict_in_path_and_digest_mode() {
-    let dir = cases_dir();
-    let mut names: Vec<String> = std::fs::read_dir(&dir)
-        .expect("../shared/sigstore-conformance must be beside the checkout")
+fn every_conformance_case_gets_the_expected_verdict_in_path_and_digest_mode()
+-> Result<(), Box<dyn std::error::Error>> {
+    let dir = sigil_testdata::sigstore_conformance()?;
+    let mut names: Vec<String> = std::fs::read_dir(&dir)?
         .filter_map(|e| e.ok())
         .filter(|e| e.path().is_dir())
         .map(|e| e.file_name().to_string_lossy().into_owned())
@@ -89,7 +85,7 @@ fn every_conformance_case_gets_the_expected_verdict_in_path_and_digest_mode() {
     for name in &names {
         let expect_ok = !name.ends_with("_fail");
         for digest_mode in [false, true] {
-            let got = run_case(&dir.join(name), digest_mode);
+            let got = run_case(&dir, &dir.join(name), digest_mode);
             if got.is_ok() != expect_ok {
                 wrong.push(format!(
                     "{name} ({}): expected {}, got {:?}",
@@ -106,4 +102,5 @@ fn every_conformance_case_gets_the_expected_verdict_in_path_and_digest_mode() {
         wrong.len(),
         wrong.join("\n")
     );
+    Ok(())
 }

@@ -7,10 +7,11 @@
     clippy::expect_used,
     clippy::unwrap_used,
     clippy::indexing_slicing,
+    clippy::panic,
     missing_docs
 )]
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use base64::Engine as _;
 use proptest::prelude::*;
@@ -21,8 +22,9 @@ use sigil_verifier::verify::{Artifact, VerificationPolicy, verify_bundle};
 use sigil_verifier::x509::Certificate;
 
 fn case(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../../shared/sigstore-conformance/bundle-verify")
+    // Where the cases are, or a message saying where it looked and what to run.
+    sigil_testdata::sigstore_conformance()
+        .unwrap_or_else(|missing| panic!("{missing}"))
         .join(name)
         .join("bundle.sigstore.json")
 }

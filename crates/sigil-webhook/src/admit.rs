@@ -18,7 +18,7 @@ use std::time::Duration;
 use futures_util::future::join_all;
 use kube::core::DynamicObject;
 use kube::core::admission::{AdmissionRequest, Operation};
-use sigil_verifier::oci::Digest;
+use sigil_registry::Digest;
 use tokio::sync::OnceCell;
 use tokio::time::Instant;
 

@@ -8,10 +8,10 @@ use std::time::Duration;
 
 use clap::{Parser, ValueEnum};
 use sha2::{Digest as _, Sha256};
+use sigil_registry::image::ImagePolicy;
+use sigil_registry::{ClientConfig, Credentials, Limits, Want};
 use sigil_verifier::crypto::PublicKey;
 use sigil_verifier::identity::{IdentityMatcher, IdentityPolicy};
-use sigil_verifier::image::ImagePolicy;
-use sigil_verifier::oci::{ClientConfig, Credentials, Limits, Want};
 use sigil_verifier::trust::TrustedRoot;
 use sigil_verifier::verify::{SignerPolicy, VerificationPolicy};
 
@@ -231,8 +231,8 @@ impl Args {
     }
 
     /// What images no policy selects get, in the policy engine's terms.
-    pub fn no_match_policy(&self) -> sigil_verifier::policy::model::NoMatchPolicy {
-        use sigil_verifier::policy::model::NoMatchPolicy;
+    pub fn no_match_policy(&self) -> sigil_policy::model::NoMatchPolicy {
+        use sigil_policy::model::NoMatchPolicy;
         match self.no_match {
             NoMatch::Deny => NoMatchPolicy::Deny,
             NoMatch::Warn => NoMatchPolicy::Warn,

@@ -11,7 +11,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use kube::core::DynamicObject;
-use sigil_verifier::oci::Credentials;
+use sigil_registry::Credentials;
 use tokio::time::Instant;
 
 /// An image of the admitted object, pinned to the digest that will run.
@@ -268,20 +268,18 @@ pub trait PullSecretSource: Send + Sync + 'static {
 /// The digest an image reference already names, if any; an unparsable
 /// reference is an error naming it.
 pub(crate) fn digest_of(image: &str) -> Result<Option<String>, String> {
-    let reference =
-        sigil_verifier::oci::reference::ImageRef::parse(image).map_err(|e| e.to_string())?;
+    let reference = sigil_registry::reference::ImageRef::parse(image).map_err(|e| e.to_string())?;
     Ok(reference.digest.map(|d| d.to_string()))
 }
 
 /// Resolves `image`'s tag (`latest` when none) to a digest with `client`,
 /// within `deadline`: the one tag-resolution path of every judge.
 pub(crate) async fn resolve_tag(
-    client: &sigil_verifier::oci::RegistryClient,
+    client: &sigil_registry::RegistryClient,
     image: &str,
     deadline: Instant,
 ) -> Result<String, String> {
-    let reference =
-        sigil_verifier::oci::reference::ImageRef::parse(image).map_err(|e| e.to_string())?;
+    let reference = sigil_registry::reference::ImageRef::parse(image).map_err(|e| e.to_string())?;
     let tag = reference.tag.clone().unwrap_or_else(|| "latest".into());
     let session = client.session();
     let run = session.resolve_tag(&reference.repository, &tag);

@@ -257,7 +257,7 @@ pub async fn run(args: Args) -> Result<(), Error> {
     let mut judge =
         policy_judge::PolicyJudge::new(client_config, root, &root_id, args.no_match_policy())?;
     if args.signature_ttl_seconds > 0 {
-        judge = judge.with_material_cache(Arc::new(sigil_verifier::oci::MaterialCache::new(
+        judge = judge.with_material_cache(Arc::new(sigil_registry::MaterialCache::new(
             Duration::from_secs(args.signature_ttl_seconds),
             MATERIAL_CAPACITY,
         )));

@@ -9,7 +9,7 @@ use std::collections::HashSet;
 use std::sync::Mutex;
 use std::sync::atomic::AtomicU64;
 
-use sigil_verifier::oci::{RequestObserver, RequestOutcome};
+use sigil_registry::{RequestObserver, RequestOutcome};
 
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;

@@ -16,12 +16,12 @@ use std::time::Duration;
 
 use sha2::{Digest as _, Sha256};
 use sigil_api::snapshot::{PolicySnapshot, SnapshotError};
-use sigil_verifier::oci::{ClientConfig, MaterialCache, MaterialScope, RegistryClient};
-use sigil_verifier::policy::eval::{ImageResult, PolicyResult};
-use sigil_verifier::policy::evaluate_image;
-use sigil_verifier::policy::glob::ImageName;
-use sigil_verifier::policy::model::{CompiledPolicy, Mode, NoMatchPolicy, ResourceInfo};
-use sigil_verifier::policy::registry::RegistryVerifier;
+use sigil_policy::eval::{ImageResult, PolicyResult};
+use sigil_policy::evaluate_image;
+use sigil_policy::glob::ImageName;
+use sigil_policy::model::{CompiledPolicy, Mode, NoMatchPolicy, ResourceInfo};
+use sigil_policy::registry::RegistryVerifier;
+use sigil_registry::{ClientConfig, MaterialCache, MaterialScope, RegistryClient};
 use sigil_verifier::trust::TrustedRoot;
 use tokio::time::Instant;
 

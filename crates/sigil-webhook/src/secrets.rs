@@ -14,7 +14,7 @@ use k8s_openapi::api::core::v1::{Secret, ServiceAccount};
 use kube::Api;
 use moka::future::Cache;
 use sha2::{Digest as _, Sha256};
-use sigil_verifier::oci::Credentials;
+use sigil_registry::Credentials;
 use tokio::time::Instant;
 
 use crate::judge::{PullSecretSource, PullSecrets};

@@ -8,8 +8,8 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use sha2::{Digest as _, Sha256};
-use sigil_verifier::image::{ImagePolicy, VerifyImageOptions, verify_image};
-use sigil_verifier::oci::{ClientConfig, ImageRef, RegistryClient};
+use sigil_registry::image::{ImagePolicy, VerifyImageOptions, verify_image};
+use sigil_registry::{ClientConfig, ImageRef, RegistryClient};
 use sigil_verifier::trust::TrustedRoot;
 use tokio::time::Instant;
 

@@ -25,10 +25,8 @@ use axum::http::{HeaderMap, Response, StatusCode, Uri};
 use base64::Engine as _;
 use common::{config, message, post, response};
 use serde_json::{Value, json};
-use sigil_verifier::oci::{
-    ClientConfig, Credential, Limits, MaterialCache, RegistryClient, Repository,
-};
-use sigil_verifier::policy::model::NoMatchPolicy;
+use sigil_policy::model::NoMatchPolicy;
+use sigil_registry::{ClientConfig, Credential, Limits, MaterialCache, RegistryClient, Repository};
 use sigil_verifier::trust::TrustedRoot;
 use sigil_webhook::admit::Admission;
 use sigil_webhook::judge::{
@@ -621,7 +619,7 @@ async fn another_policy_reuses_the_signature_material_until_its_ttl() {
     // Other credentials never share it.
     let other = PullSecrets {
         credentials: {
-            let mut c = sigil_verifier::oci::Credentials::anonymous();
+            let mut c = sigil_registry::Credentials::anonymous();
             c.insert("elsewhere.example", Credential::Bearer("t".into()));
             c
         },
@@ -747,7 +745,7 @@ async fn a_private_registry_ca_is_trusted_only_when_given() {
     let registry = Arc::new(MockRegistry::default());
     let host = serve_tls(registry.clone(), pki.server.clone()).await;
     let reference = format!("{host}/test/app@{IMAGE}");
-    let policy = sigil_verifier::image::ImagePolicy {
+    let policy = sigil_registry::image::ImagePolicy {
         verification: sigil_verifier::verify::VerificationPolicy {
             signer: sigil_verifier::verify::SignerPolicy::Key(
                 sigil_verifier::crypto::PublicKey::from_pem(
@@ -757,7 +755,7 @@ async fn a_private_registry_ca_is_trusted_only_when_given() {
             ),
             require_tlog: false,
         },
-        want: sigil_verifier::oci::Want::Signatures,
+        want: sigil_registry::Want::Signatures,
     };
     let root = TrustedRoot::public_good().unwrap();
     let verify = |config: ClientConfig| {
@@ -766,12 +764,12 @@ async fn a_private_registry_ca_is_trusted_only_when_given() {
         let root = root.clone();
         async move {
             let client = RegistryClient::new(config).unwrap();
-            sigil_verifier::image::verify_image(
+            sigil_registry::image::verify_image(
                 &reference,
                 &policy,
                 &root,
                 &client,
-                &sigil_verifier::image::VerifyImageOptions::default(),
+                &sigil_registry::image::VerifyImageOptions::default(),
             )
             .await
         }

@@ -22,11 +22,15 @@ use base64::Engine as _;
 use serde::Deserialize;
 use time::OffsetDateTime;
 
-use crate::bundle::{Bundle, BundleVersion, Content, DsseEnvelope, SigningMaterial, TlogEntry};
-use crate::oci::Digest;
-use crate::trust::TrustedRoot;
-use crate::verify::{Artifact, VerificationPolicy, VerifiedBundle, VerifyError, verify_bundle};
-use crate::x509::Certificate;
+use crate::Digest;
+use sigil_verifier::bundle::{
+    Bundle, BundleVersion, Content, DsseEnvelope, SigningMaterial, TlogEntry,
+};
+use sigil_verifier::trust::TrustedRoot;
+use sigil_verifier::verify::{
+    Artifact, VerificationPolicy, VerifiedBundle, VerifyError, verify_bundle,
+};
+use sigil_verifier::x509::Certificate;
 
 /// Layer annotation holding the base64 signature.
 pub const SIGNATURE_ANNOTATION: &str = "dev.cosignproject.cosign/signature";
@@ -250,7 +254,7 @@ pub fn simple_signing_bundle(
         .ok_or(LegacyError::MissingAnnotation(SIGNATURE_ANNOTATION))?;
     let signature = b64(SIGNATURE_ANNOTATION, sig)?;
     let (signing, tlog, ts) = evidence(annotations)?;
-    let digest = crate::crypto::sha256(payload).to_vec();
+    let digest = sigil_verifier::crypto::sha256(payload).to_vec();
     Ok(legacy_bundle(
         signing,
         tlog,
@@ -356,12 +360,12 @@ pub fn verify_legacy_attestation(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::identity::{IdentityMatcher, IdentityPolicy};
     use sigil_testkit::cosign::{RFC3161_ANNOTATION, legacy_signature, rekor_bundle_annotation};
     use sigil_testkit::tsa::TimestampRequest;
     use sigil_testkit::{
         BundleSpec, Content as KitContent, Testkit, TimestampSpec, TlogSpec, V1Kind,
     };
+    use sigil_verifier::identity::{IdentityMatcher, IdentityPolicy};
 
     const IMAGE: &str = "sha256:07b2ad76d4dd7b15cb582654a11e03d42811d830732b4a3a2e469e6b0832a85d";
 
@@ -402,7 +406,7 @@ mod tests {
             verified
                 .verified_times
                 .iter()
-                .any(|(_, s)| matches!(s, crate::verify::TimeSource::Rfc3161 { .. }))
+                .any(|(_, s)| matches!(s, sigil_verifier::verify::TimeSource::Rfc3161 { .. }))
         );
 
         // The same token over the base64 text of the signature is refused.

@@ -6,10 +6,10 @@
 
 use std::collections::BTreeMap;
 
-use crate::crypto::{HashAlgorithm, PublicKey};
-use crate::identity::IdentityPolicy;
-use crate::policy::glob::{Glob, ImageName};
-use crate::policy::rego::RegoPolicy;
+use crate::glob::{Glob, ImageName};
+use crate::rego::RegoPolicy;
+use sigil_verifier::crypto::{HashAlgorithm, PublicKey};
+use sigil_verifier::identity::IdentityPolicy;
 
 /// One compiled ClusterImagePolicy.
 #[derive(Debug, Clone)]

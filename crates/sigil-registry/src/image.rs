@@ -8,15 +8,17 @@ use std::fmt;
 
 use time::OffsetDateTime;
 
-use crate::bundle::Bundle;
+use crate::discover::discover;
 use crate::legacy::{verify_legacy_attestation, verify_simple_signing};
-use crate::oci::discover::discover;
-use crate::oci::{
+use crate::{
     CandidateFormat, Digest, DiscoveryOptions, ImageRef, Material, MaterialScope, ReferenceError,
     RegistryClient, RegistryError, Want,
 };
-use crate::trust::TrustedRoot;
-use crate::verify::{Artifact, SignedContent, VerificationPolicy, VerifiedBundle, verify_bundle};
+use sigil_verifier::bundle::Bundle;
+use sigil_verifier::trust::TrustedRoot;
+use sigil_verifier::verify::{
+    Artifact, SignedContent, VerificationPolicy, VerifiedBundle, verify_bundle,
+};
 
 /// What an image must carry.
 #[derive(Debug, Clone)]
@@ -167,7 +169,7 @@ fn describe(want: &Want) -> String {
 /// Checks that a verified bundle is what `want` asks for.
 fn check_content(v: &VerifiedBundle, want: &Want) -> Result<(), (&'static str, String)> {
     let wanted = match want {
-        Want::Signatures => crate::oci::discover::COSIGN_SIGN_PREDICATE,
+        Want::Signatures => crate::discover::COSIGN_SIGN_PREDICATE,
         Want::Attestations(p) => p.as_str(),
     };
     match &v.content {
@@ -201,7 +203,7 @@ pub async fn verify_image(
         None => image_ref.repository.to_string(),
     };
     let session = client.session();
-    let registry_err = |error, session: &crate::oci::Session<'_>| ImageError::Registry {
+    let registry_err = |error, session: &crate::Session<'_>| ImageError::Registry {
         image: image.clone(),
         error,
         round_trips: session.round_trips(),

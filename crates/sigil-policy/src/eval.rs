@@ -22,13 +22,13 @@ use std::future::Future;
 use futures_util::future::join_all;
 use serde_json::{Map, Value, json};
 
-use crate::dsse::Statement;
-use crate::identity::FulcioIdentity;
-use crate::policy::glob::ImageName;
-use crate::policy::model::{
+use crate::glob::ImageName;
+use crate::model::{
     AuthorityKind, CompiledAttestation, CompiledAuthority, CompiledPolicy, Mode, NoMatchPolicy,
     ResourceInfo, StaticAction,
 };
+use sigil_verifier::dsse::Statement;
+use sigil_verifier::identity::FulcioIdentity;
 
 /// Verifies an image's signatures and attestations for one authority: the
 /// seam between policy evaluation and OCI discovery plus bundle verification.
@@ -419,7 +419,7 @@ fn check_attestation(
 /// `spec`, `metadata`, `apiVersion`/`kind` when the policy includes them.
 pub fn policy_document(
     authorities: &[AuthorityResult],
-    cip: &crate::policy::model::CipPolicy,
+    cip: &crate::model::CipPolicy,
     resource: &ResourceInfo,
 ) -> Value {
     let mut matches = Map::new();

@@ -15,13 +15,13 @@ use std::time::{Duration, Instant};
 use axum::Router;
 use axum::body::Body;
 use axum::http::{Method, Response, Uri};
-use sigil_verifier::crypto::PublicKey;
-use sigil_verifier::image::{
+use sigil_registry::image::{
     ImageError, ImagePolicy, ImageVerdict, VerifyImageOptions, verify_image,
 };
-use sigil_verifier::oci::{
+use sigil_registry::{
     ClientConfig, Credential, Credentials, Limits, RegistryClient, RegistryError, Want,
 };
+use sigil_verifier::crypto::PublicKey;
 use sigil_verifier::trust::TrustedRoot;
 use sigil_verifier::verify::{SignerPolicy, VerificationPolicy};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};

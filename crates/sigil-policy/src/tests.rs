@@ -11,24 +11,24 @@ use std::future::Future;
 use std::pin::pin;
 use std::task::{Context, Poll, Waker};
 
-use crate::crypto::HashAlgorithm;
-use crate::dsse::Statement;
-use crate::identity::{FulcioExtensions, FulcioIdentity, IdentityMatcher, IdentityPolicy};
-use crate::policy::eval::{
+use crate::eval::{
     AuthorityOutcome, AuthorityVerifier, VerifiedAttestation, VerifiedSignature, evaluate_image,
 };
-use crate::policy::glob::{Glob, ImageName};
-use crate::policy::model::{
+use crate::glob::{Glob, ImageName};
+use crate::model::{
     AuthorityKind, CaTrust, CipPolicy, CompiledAttestation, CompiledAuthority, CompiledPolicy,
     KeyAuthority, KeyMaterial, KeylessAuthority, Mode, NoMatchPolicy, ResourceInfo, ResourceMatch,
     SecretRef, StaticAction, TlogPolicy,
 };
-use crate::policy::rego::RegoPolicy;
-use crate::policy::render::render;
+use crate::rego::RegoPolicy;
+use crate::render::render;
+use sigil_verifier::crypto::HashAlgorithm;
+use sigil_verifier::dsse::Statement;
+use sigil_verifier::identity::{FulcioExtensions, FulcioIdentity, IdentityMatcher, IdentityPolicy};
 
 const DIGEST: &str = "sha256:07b2ad76d4dd7b15cb582654a11e03d42811d830732b4a3a2e469e6b0832a85d";
-const SLSA: &str = include_str!("../../tests/data/policy/slsa-provenance-v1.statement.json");
-const VULN: &str = include_str!("../../tests/data/policy/vuln.statement.json");
+const SLSA: &str = include_str!("../tests/data/policy/slsa-provenance-v1.statement.json");
+const VULN: &str = include_str!("../tests/data/policy/vuln.statement.json");
 const GHA_ISSUER: &str = "https://token.actions.githubusercontent.com";
 
 /// Runs a future whose fake verifier never pends.
@@ -166,7 +166,7 @@ fn eval(
     verifier: &FakeVerifier,
     policies: &[CompiledPolicy],
     no_match: NoMatchPolicy,
-) -> crate::policy::eval::ImageResult {
+) -> crate::eval::ImageResult {
     block_on(evaluate_image(
         verifier,
         policies,
@@ -432,7 +432,7 @@ fn rego_over_a_vuln_attestation_reports_the_policy_error() {
         "scan",
         vec![CompiledAttestation {
             name: "no-high-cves".into(),
-            predicate_type: crate::policy::model::predicate_type_uri("vuln").into(),
+            predicate_type: crate::model::predicate_type_uri("vuln").into(),
             policy: Some(rego(VULN_POLICY)),
         }],
     );

@@ -61,7 +61,7 @@ impl Digest {
 
     /// The digest of `bytes`.
     pub fn of(bytes: &[u8]) -> Self {
-        Self(crate::crypto::sha256(bytes))
+        Self(sigil_verifier::crypto::sha256(bytes))
     }
 
     /// The raw 32 bytes.

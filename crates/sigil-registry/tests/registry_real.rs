@@ -16,15 +16,15 @@
 
 use std::collections::HashMap;
 
+use sigil_registry::image::{
+    ImageError, ImagePolicy, ImageVerdict, VerifyImageOptions, verify_image,
+};
+use sigil_registry::{CandidateFormat, ClientConfig, RegistryClient, Want};
 use sigil_testkit::cosign::{self, OciManifest};
 use sigil_testkit::registry::Pusher;
 use sigil_testkit::{BundleSpec, Testkit, TimestampSpec, TsaOptions};
 use sigil_verifier::crypto::PublicKey;
 use sigil_verifier::identity::{IdentityMatcher, IdentityPolicy};
-use sigil_verifier::image::{
-    ImageError, ImagePolicy, ImageVerdict, VerifyImageOptions, verify_image,
-};
-use sigil_verifier::oci::{CandidateFormat, ClientConfig, RegistryClient, Want};
 use sigil_verifier::trust::TrustedRoot;
 use sigil_verifier::verify::{SignerPolicy, TimeSource, VerificationPolicy};
 

@@ -3,16 +3,14 @@
 //! and its trust roots, so the webhook and `sigil policy test` evaluate
 //! policies through exactly the same code.
 
-use crate::image::{ImagePolicy, VerifyImageOptions, verify_image};
-use crate::oci::{DiscoveryOptions, MaterialScope, RegistryClient, Repository, Want};
-use crate::policy::eval::{
-    AuthorityOutcome, AuthorityVerifier, VerifiedAttestation, VerifiedSignature,
-};
-use crate::policy::glob::ImageName;
-use crate::policy::model::{AuthorityKind, CaTrust, CompiledAuthority, KeyMaterial, TlogPolicy};
-use crate::trust::{CertificateAuthority, TrustedRoot, ValidFor};
-use crate::verify::{SignedContent, SignerPolicy, VerificationPolicy};
-use crate::x509::Certificate;
+use crate::eval::{AuthorityOutcome, AuthorityVerifier, VerifiedAttestation, VerifiedSignature};
+use crate::glob::ImageName;
+use crate::model::{AuthorityKind, CaTrust, CompiledAuthority, KeyMaterial, TlogPolicy};
+use sigil_registry::image::{ImagePolicy, VerifyImageOptions, verify_image};
+use sigil_registry::{DiscoveryOptions, MaterialScope, RegistryClient, Repository, Want};
+use sigil_verifier::trust::{CertificateAuthority, TrustedRoot, ValidFor};
+use sigil_verifier::verify::{SignedContent, SignerPolicy, VerificationPolicy};
+use sigil_verifier::x509::Certificate;
 use std::collections::BTreeMap;
 
 /// Verifies authorities against registries with the trust roots it holds.

@@ -20,7 +20,7 @@
 
 use std::fmt;
 
-use crate::oci::reference::{ImageRef, ReferenceError};
+use sigil_registry::reference::{ImageRef, ReferenceError};
 
 /// Docker Hub's canonical registry host, as policy-controller writes it.
 pub const DOCKER_HUB: &str = "index.docker.io";
@@ -71,7 +71,7 @@ pub struct ImageName {
 
 impl ImageName {
     /// Parses and normalizes a reference with the same parser the registry
-    /// client uses ([`crate::oci::reference::ImageRef`]), so a policy sees an
+    /// client uses ([`sigil_registry::reference::ImageRef`]), so a policy sees an
     /// image exactly as it will be fetched; only the registry is spelt the
     /// policy-controller way (`index.docker.io` for Docker Hub).
     pub fn parse(input: &str) -> Result<Self, GlobError> {

@@ -19,7 +19,7 @@ use moka::future::Cache;
 
 use super::client::{Descriptor, Manifest, RegistryError, Session};
 use super::reference::{Digest, Repository};
-use crate::bundle::BUNDLE_MEDIA_TYPES;
+use sigil_verifier::bundle::BUNDLE_MEDIA_TYPES;
 
 /// cosign's predicate type for a plain image signature in the new format.
 pub const COSIGN_SIGN_PREDICATE: &str = "https://sigstore.dev/cosign/sign/v1";

@@ -5,8 +5,8 @@
 
 use std::fmt::Write as _;
 
-use crate::policy::eval::{ImageResult, PolicyResult};
-use crate::policy::model::{Mode, NoMatchPolicy};
+use crate::eval::{ImageResult, PolicyResult};
+use crate::model::{Mode, NoMatchPolicy};
 
 /// The admission answer for one object.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -1,0 +1,31 @@
+//! sigil-policy: image policy evaluation for sigil.
+//!
+//! This crate owns the decision "may this image run": the compiled model a
+//! ClusterImagePolicy becomes ([`model`]), image globs ([`glob`]), Rego
+//! ([`rego`]), evaluation of an image against the policies through the
+//! [`eval::AuthorityVerifier`] seam ([`eval`]), the registry-backed verifier
+//! behind that seam ([`registry`]), and the admission answer ([`render`](mod@render)).
+//!
+//! It must not depend on Kubernetes: `sigil-api` compiles CRDs into these
+//! types, and the webhook, the CLI and the audit feed images in. Signature
+//! verification is `sigil-verifier`'s and registry access `sigil-registry`'s.
+#![forbid(unsafe_code)]
+
+pub mod eval;
+pub mod glob;
+pub mod model;
+pub mod registry;
+pub mod rego;
+pub mod render;
+
+#[cfg(test)]
+mod tests;
+
+pub use eval::{
+    AuthorityOutcome, AuthorityResult, AuthorityVerifier, ImageResult, PolicyResult,
+    VerifiedAttestation, VerifiedSignature, evaluate_image,
+};
+pub use glob::{Glob, GlobError, ImageName};
+pub use model::{CompiledAuthority, CompiledPolicy, Mode, NoMatchPolicy, ResourceInfo};
+pub use rego::{RegoError, RegoPolicy};
+pub use render::{AdmissionVerdict, render};

@@ -1,0 +1,29 @@
+//! sigil-registry: OCI registries for sigil.
+//!
+//! This crate owns everything between an image reference and the signed
+//! material stored beside the image: reference parsing ([`reference`](mod@reference)), the
+//! registry client with its auth, limits and digest checks ([`auth`],
+//! [`client`]), discovery of signatures and attestations in both cosign
+//! formats ([`discover`]), cosign's legacy signature layers ([`legacy`]), and
+//! verifying an image's candidates with `sigil-verifier` ([`image`]).
+//!
+//! It must not depend on Kubernetes or on policy evaluation: callers say
+//! which signer an image needs; this crate finds and checks the material.
+#![forbid(unsafe_code)]
+
+pub mod auth;
+pub mod client;
+pub mod discover;
+pub mod image;
+pub mod legacy;
+pub mod reference;
+
+pub use auth::{Credential, Credentials};
+pub use client::{
+    ClientConfig, Limits, RegistryClient, RegistryError, RequestObserver, RequestOutcome, Session,
+};
+pub use discover::{
+    Candidate, CandidateFormat, Discovery, DiscoveryOptions, Material, MaterialCache,
+    MaterialScope, Want,
+};
+pub use reference::{Digest, ImageRef, ReferenceError, Repository};
