@@ -12,8 +12,10 @@ all: build
 build:
 	$(CARGO) build --workspace --all-targets
 
+## The three release binaries, built together as scripts/image.sh builds
+## them (the same feature set, so `make image` and `make conformance` share one build).
 release:
-	$(CARGO) build --release -p sigil-cli
+	$(CARGO) build --release --locked -p sigil-webhook -p sigil-controller -p sigil-cli
 
 ## The full test suite: formatting, lints (Rust, shell, chart, rendered
 ## manifests), unit/integration/property tests, real registries with real

@@ -402,8 +402,10 @@ async fn an_unsigned_workload_never_gets_a_pod() {
         "{}",
         reply.describe()
     );
-    // Give a controller time to make a Pod, had anything been admitted.
-    tokio::time::sleep(Duration::from_secs(5)).await;
+    // Denied means never stored: no Deployment, so no controller can make a
+    // ReplicaSet or a Pod from it later.
+    let stored = n.cluster.get(&format!("{path}/{name}")).await.unwrap();
+    assert_eq!(stored.status, 404, "{}", stored.describe());
     let pods = n
         .cluster
         .get(&n.pods_path())
