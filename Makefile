@@ -54,6 +54,26 @@ bench:
 conformance: release
 	$(SHARED)/tools/sigstore-conformance-run -- $(SIGIL)
 
+## ---- FIPS build: AWS-LC's FIPS 140-3 module (aws-lc-fips-sys) for every
+## signature, digest and TLS connection. Needs CMake and Go besides a C
+## compiler; its own target directory, so it never rebuilds the default one.
+FIPS_TARGET_DIR ?= target/fips
+FIPS_FEATURES := sigil-cli/fips,sigil-webhook/fips,sigil-controller/fips
+.PHONY: release-fips conformance-fips
+
+## sigil, sigil-webhook and sigil-controller in $(FIPS_TARGET_DIR)/release;
+## they refuse to start unless the module reports FIPS mode.
+release-fips:
+	@command -v cmake >/dev/null && command -v go >/dev/null || { \
+	  echo "release-fips: the FIPS module needs cmake and go on PATH (apt-get install cmake golang-go)" >&2; exit 1; }
+	CARGO_TARGET_DIR=$(FIPS_TARGET_DIR) $(CARGO) build --release --locked \
+	  -p sigil-cli -p sigil-webhook -p sigil-controller --features $(FIPS_FEATURES)
+	$(FIPS_TARGET_DIR)/release/sigil --version
+
+## The conformance suite through the FIPS build of sigil.
+conformance-fips: release-fips
+	$(SHARED)/tools/sigstore-conformance-run -- $(FIPS_TARGET_DIR)/release/sigil
+
 ci: test conformance
 
 ## sigil, sigstore-python and cosign judge the same testkit bundles offline.

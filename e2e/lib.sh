@@ -57,8 +57,10 @@ sa_kubeconfig() {
 # configurations calling https://127.0.0.1:<port>), starts sigil-controller
 # and sigil-webhook from the dev build with DIR for certificates, logs and
 # pids, and waits until the webhook has loaded the controller's first policy
-# snapshot. Registries are talked to in plain HTTP. Sets WEBHOOK_PORT and
-# WEBHOOK_METRICS.
+# snapshot. Registries are talked to in plain HTTP, and may be on loopback
+# (sigil refuses loopback registries unless allowed: here they run on the
+# host). Logs at ${SIGIL_E2E_RUST_LOG:-info}. Sets WEBHOOK_PORT,
+# WEBHOOK_METRICS and CONTROLLER_METRICS.
 sigil_up() {
   local dir=$1 timeout=$2
   shift 2
@@ -70,6 +72,8 @@ sigil_up() {
   metrics=$(free_port)
   controller=$(free_port)
   WEBHOOK_METRICS=http://127.0.0.1:$metrics
+  # shellcheck disable=SC2034 # read by the scripts that source this file
+  CONTROLLER_METRICS=http://127.0.0.1:$controller
   helm upgrade --install sigil "$REPO_ROOT/charts/sigil" \
     --namespace "$SIGIL_NS" --create-namespace \
     --set webhook.deploy=false --set controller.deploy=false \
@@ -81,17 +85,18 @@ sigil_up() {
   # chart's RBAC is what the e2e suite exercises.
   sa_kubeconfig sigil-controller "$dir/controller.kubeconfig"
   sa_kubeconfig sigil-webhook "$dir/webhook.kubeconfig"
-  KUBECONFIG=$dir/controller.kubeconfig "$bin/sigil-controller" --namespace "$SIGIL_NS" --identity "$(hostname)-local" \
+  KUBECONFIG=$dir/controller.kubeconfig RUST_LOG=${SIGIL_E2E_RUST_LOG:-info} "$bin/sigil-controller" --namespace "$SIGIL_NS" --identity "$(hostname)-local" \
     --listen "127.0.0.1:$controller" --webhook-tls external \
     >"$dir/controller.log" 2>&1 &
   echo $! >"$dir/controller.pid"
   local insecure=() r
   for r in "$@"; do insecure+=(--insecure-registry "$r"); done
-  KUBECONFIG=$dir/webhook.kubeconfig "$bin/sigil-webhook" --namespace "$SIGIL_NS" \
+  KUBECONFIG=$dir/webhook.kubeconfig RUST_LOG=${SIGIL_E2E_RUST_LOG:-info} "$bin/sigil-webhook" --namespace "$SIGIL_NS" \
     --listen "127.0.0.1:$WEBHOOK_PORT" --metrics-listen "127.0.0.1:$metrics" \
     --tls-cert "$dir/tls/tls.crt" --tls-key "$dir/tls/tls.key" \
     --timeout-seconds "$timeout" \
     --policy-snapshot-secret "$SIGIL_NS/sigil-policy-snapshot" --pull-secrets kube \
+    --allow-registry-address 127.0.0.0/8 \
     "${insecure[@]}" >"$dir/webhook.log" 2>&1 &
   echo $! >"$dir/webhook.pid"
   if ! wait_url "$WEBHOOK_METRICS/readyz" 60; then

@@ -51,12 +51,15 @@ cleanup() {
   rm -rf "$WORK"
 }
 trap cleanup EXIT
-# A short webhook timeout keeps the hanging-registry scenario short.
+# A short webhook timeout keeps the hanging-registry scenario short. Debug
+# logs of sigil's own crates: the credentials scenario searches them.
+export SIGIL_E2E_RUST_LOG=info,sigil_webhook=debug,sigil_registry=debug,sigil_policy=debug,sigil_controller=debug,sigil_api=debug
 sigil_up "$WORK" 5 "$OLAREG" "$DOCKREG"
 e2e_log "e2e-local: sigil is up (webhook https://127.0.0.1:$WEBHOOK_PORT)"
 status=0
 SIGIL_E2E_WEBHOOK_BIN=${CARGO_TARGET_DIR:-$REPO_ROOT/target}/debug/sigil-webhook \
   SIGIL_E2E_NAMESPACE=$SIGIL_NS \
+  SIGIL_E2E_LOG_DIR=$WORK SIGIL_E2E_METRICS="$WEBHOOK_METRICS $CONTROLLER_METRICS" \
   cargo test -q -p sigil-e2e --test e2e -- --ignored --test-threads 1 --show-output "$@" || status=$?
 # The components ran as their ServiceAccounts: any RBAC refusal in their logs
 # means the chart grants too little, even if no scenario noticed.

@@ -132,11 +132,14 @@ UNSIGNED=$(workload unsigned)
 
 # The chart as a user installs it: image pinned by digest, in-cluster webhook
 # and controller (two, for the leader scenario), plain HTTP to the test
-# registries, a short webhook timeout (the hanging-registry scenario).
+# registries, a short webhook timeout (the hanging-registry scenario), and
+# the built-in trust root used as embedded (trustRoot.offline): nothing may
+# leave this machine, so the controller must not try the public TUF mirror.
 t=$SECONDS
 if ! helm upgrade --install sigil charts/sigil --namespace "$SIGIL_NS" --create-namespace \
   --set image.repository="${SIGIL_IMAGE%@*}" --set image.digest="${SIGIL_IMAGE#*@}" \
   --set "insecureRegistries={$POD_OLAREG,$POD_DOCKREG,$SIGIL_E2E_NODE_REGISTRY}" \
+  --set trustRoot.offline=true \
   --set webhook.timeoutSeconds=5 --set controller.replicas=2 \
   --wait --timeout 5m >"$WORK/helm.log" 2>&1; then
   cat "$WORK/helm.log" >&2

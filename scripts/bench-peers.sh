@@ -9,7 +9,9 @@
 #            RFC 3161 timestamp, with its own trusted_root.json
 #
 # Usage: scripts/bench-peers.sh [OUT_DIR]   (default: target/bench-peers)
-# Env: RUNS (default 20), WARMUP (default 3).
+# Env: RUNS (default 20), WARMUP (default 3), SIGIL_BIN (a sigil binary to
+# measure instead of building target/release/sigil, e.g. the FIPS build in
+# target/fips/release/sigil or an older build for before/after figures).
 # Writes OUT_DIR/<bundle>.json and .md (hyperfine exports) and prints the
 # medians with the ratios peer/sigil.
 set -euo pipefail
@@ -29,8 +31,14 @@ if ! command -v hyperfine >/dev/null; then
   apt-get install -y -q hyperfine >/dev/null
 fi
 bin="$(scripts/install-tools.sh sigstore-python cosign)"
-cargo build -q --release -p sigil-cli
-sigil="$repo/target/release/sigil"
+if [ -n "${SIGIL_BIN:-}" ]; then
+  sigil="$SIGIL_BIN"
+  [ -x "$sigil" ] || { echo "bench-peers: SIGIL_BIN=$sigil is not an executable" >&2; exit 1; }
+else
+  cargo build -q --release -p sigil-cli
+  sigil="$repo/target/release/sigil"
+fi
+"$sigil" --version >&2
 mkdir -p "$out"
 # sigstore-python keeps its TUF cache under $HOME: give it a private one.
 export HOME="$out/home"

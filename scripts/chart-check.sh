@@ -112,5 +112,9 @@ refused "an unknown pin mode" --set webhook.pin=sometimes
 refused "an unknown namespace selection" --set namespaceSelection=everything
 refused "an unknown top-level key" --set webhok.replicas=3
 refused "an http webhook url" --set webhook.deploy=false --set webhook.url=http://example.test
+refused "a registry address that is not a CIDR" --set 'registryAccess.allowAddresses={metadata.internal}'
+refused "a pull-secret namespace that is not a name" --set 'webhook.pullSecretNamespaces={Shop_1}'
+refused "a default TrustRoot without a spec" --set trustRoot.default.name=corp
+refused "an unknown Sigstore instance" --set trustRoot.sigstoreInstance=private
 
 exit "$failed"

@@ -31,7 +31,7 @@ WEBHOOK_RESOURCES = {
 }
 CLUSTER_SCOPED = {
     "CustomResourceDefinition", "ClusterRole", "ClusterRoleBinding",
-    "MutatingWebhookConfiguration", "ValidatingWebhookConfiguration",
+    "MutatingWebhookConfiguration", "ValidatingWebhookConfiguration", "TrustRoot",
 }
 WORKLOADS = {"Deployment", "StatefulSet", "DaemonSet", "Job", "CronJob"}
 
@@ -129,6 +129,8 @@ def check_namespaces(docs, ns, errors):
         if d["kind"] in CLUSTER_SCOPED:
             if "namespace" in meta:
                 errors.append(f"{d['kind']} {meta['name']} is cluster-scoped but has a namespace")
+        elif (d["kind"], meta["name"]) == ("RoleBinding", "sigil-webhook-pull-secrets"):
+            continue  # one per pullSecretNamespaces entry: check_pull_secrets
         elif meta.get("namespace") != ns:
             errors.append(f"{d['kind']} {meta['name']} is in {meta.get('namespace')!r}, not {ns!r}")
 
@@ -174,9 +176,15 @@ def check_webhook_configs(docs, values, ns, errors):
             where = f"{kind} webhook {hook['name']}"
             for field, want in (("failurePolicy", "Fail"), ("sideEffects", "None"),
                                 ("admissionReviewVersions", ["v1"]),
-                                ("timeoutSeconds", w["timeoutSeconds"])):
+                                ("timeoutSeconds", w["timeoutSeconds"]),
+                                ("matchPolicy", "Equivalent")):
                 if hook.get(field) != want:
                     errors.append(f"{where}: {field} is {hook.get(field)!r}, want {want!r}")
+            # Images another mutating webhook adds or rewrites after sigil's
+            # are pinned on reinvocation; without it they reach /validate as
+            # tags and are denied.
+            if kind == "MutatingWebhookConfiguration" and hook.get("reinvocationPolicy") != "IfNeeded":
+                errors.append(f"{where}: reinvocationPolicy is {hook.get('reinvocationPolicy')!r}, want 'IfNeeded'")
             exprs = hook.get("namespaceSelector", {}).get("matchExpressions", [])
             names = [e for e in exprs if e["key"] == "kubernetes.io/metadata.name" and e["operator"] == "NotIn"]
             if not names or not excluded <= set(names[0]["values"]):
@@ -266,15 +274,17 @@ def check_webhook(docs, values, ns, errors):
     if not tls or tls[0].get("secret", {}).get("secretName") != "sigil-webhook-tls" or \
             sorted(i["key"] for i in tls[0]["secret"].get("items", [])) != ["tls.crt", "tls.key"]:
         errors.append("webhook does not mount exactly tls.crt and tls.key of Secret sigil-webhook-tls")
-    # Pull secrets: flag and cluster-wide get, together or not at all.
-    role = find(docs, "ClusterRole", "sigil-webhook-pull-secrets")
-    if w["pullSecrets"]:
-        if args.get("--pull-secrets") != ["kube"]:
-            errors.append("webhook.pullSecrets=true but no --pull-secrets=kube")
-        if not role or role[0]["rules"] != [{"apiGroups": [""], "resources": ["secrets", "serviceaccounts"], "verbs": ["get"]}]:
-            errors.append("webhook.pullSecrets=true needs a ClusterRole with only get on secrets and serviceaccounts")
-    elif role or "--pull-secrets" in args:
-        errors.append("webhook.pullSecrets=false still grants or passes pull-secret access")
+    check_pull_secrets(docs, w, args, ns, errors)
+    # Registry access (SSRF): the flags say exactly what the values say, so
+    # the chart's defaults allow no refused address and no extra host.
+    access = values["registryAccess"]
+    for flag, key in (("--allow-registry", "allowHosts"),
+                      ("--allow-registry-address", "allowAddresses"),
+                      ("--deny-registry-address", "denyAddresses")):
+        if args.get(flag, []) != list(access[key]):
+            errors.append(f"webhook {flag} is {args.get(flag, [])}, want registryAccess.{key} {access[key]}")
+    if ("--allow-unpinned" in args) != bool(w["allowUnpinned"]):
+        errors.append(f"webhook --allow-unpinned passed: {'--allow-unpinned' in args}, webhook.allowUnpinned: {w['allowUnpinned']}")
     snapshot_role = one(docs, "Role", "sigil-webhook", errors)
     if snapshot_role and snapshot_role["rules"] != [{"apiGroups": [""], "resources": ["secrets"],
                                                      "resourceNames": ["sigil-policy-snapshot"],
@@ -297,10 +307,48 @@ def check_webhook(docs, values, ns, errors):
         errors.append("--registry-ca-file without registryCABundle")
 
 
+def check_pull_secrets(docs, w, args, ns, errors):
+    """Pull-secret access: `get` only, bound cluster-wide or exactly in the
+    listed namespaces plus the release namespace, with matching flags."""
+    role = find(docs, "ClusterRole", "sigil-webhook-pull-secrets")
+    cluster = find(docs, "ClusterRoleBinding", "sigil-webhook-pull-secrets")
+    local = find(docs, "RoleBinding", "sigil-webhook-pull-secrets")
+    listed = w["pullSecretNamespaces"]
+    if not w["pullSecrets"]:
+        if role or cluster or local or "--pull-secrets" in args or "--pull-secret-namespace" in args:
+            errors.append("webhook.pullSecrets=false still grants or passes pull-secret access")
+        return
+    if args.get("--pull-secrets") != ["kube"]:
+        errors.append("webhook.pullSecrets=true but no --pull-secrets=kube")
+    if not role or role[0]["rules"] != [{"apiGroups": [""], "resources": ["secrets", "serviceaccounts"], "verbs": ["get"]}]:
+        errors.append("webhook.pullSecrets=true needs a ClusterRole with only get on secrets and serviceaccounts")
+    subject = [{"kind": "ServiceAccount", "name": "sigil-webhook", "namespace": ns}]
+    ref = {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "sigil-webhook-pull-secrets"}
+    for b in cluster + local:
+        if b["roleRef"] != ref or b["subjects"] != subject:
+            errors.append(f"{b['kind']} {b['metadata'].get('namespace', '')}/sigil-webhook-pull-secrets binds {b['roleRef']} to {b['subjects']}")
+    if listed:
+        if cluster:
+            errors.append("webhook.pullSecretNamespaces is set but a ClusterRoleBinding lets the webhook read secrets everywhere")
+        got = sorted(b["metadata"]["namespace"] for b in local)
+        want = sorted(set(listed) | {ns})
+        if got != want:
+            errors.append(f"pull-secret RoleBindings in {got}, want exactly {want}")
+        if sorted(args.get("--pull-secret-namespace", [])) != sorted(listed):
+            errors.append(f"webhook --pull-secret-namespace {args.get('--pull-secret-namespace')}, want {listed}")
+    else:
+        if len(cluster) != 1 or local:
+            errors.append("webhook.pullSecrets without pullSecretNamespaces needs exactly one ClusterRoleBinding and no RoleBinding")
+        if "--pull-secret-namespace" in args:
+            errors.append("--pull-secret-namespace passed without webhook.pullSecretNamespaces")
+
+
 def check_controller(docs, values, ns, errors):
     external = values["certManager"]["enabled"] or bool(values["webhook"]["url"])
+    check_default_trust_root(docs, values["trustRoot"], errors)
     if values["controller"]["deploy"]:
         check_controller_deployment(docs, external, errors)
+        check_trust_root_flags(docs, values["trustRoot"], errors)
     else:
         for kind, name in (("Deployment", "sigil-controller"), ("Service", "sigil-controller-metrics")):
             if find(docs, kind, name):
@@ -321,6 +369,42 @@ def check_controller(docs, values, ns, errors):
         verbs = {v for r in leases for v in r["verbs"]}
         if not {"get", "create", "update"} <= verbs:
             errors.append(f"controller Role lease verbs {sorted(verbs)} lack get/create/update")
+        patched = {n for r in nsrole["rules"] if "secrets" in r["resources"] and "patch" in r["verbs"]
+                   for n in r.get("resourceNames", ["*"])}
+        if "sigil-tuf-state" not in patched or "*" in patched:
+            errors.append(f"controller may not patch Secret sigil-tuf-state by name (patch on {sorted(patched)})")
+
+
+def check_trust_root_flags(docs, trust, errors):
+    d = find(docs, "Deployment", "sigil-controller")
+    if not d:
+        return
+    args = args_of(d[0])
+    if args.get("--sigstore-instance") != [trust["sigstoreInstance"]]:
+        errors.append(f"controller --sigstore-instance is {args.get('--sigstore-instance')}, want {trust['sigstoreInstance']}")
+    if ("--tuf-offline" in args) != bool(trust["offline"]):
+        errors.append(f"controller --tuf-offline given: {'--tuf-offline' in args}, trustRoot.offline: {trust['offline']}")
+    mirror = [trust["tufMirror"]] if trust["tufMirror"] and not trust["offline"] else None
+    if args.get("--tuf-mirror") != mirror:
+        errors.append(f"controller --tuf-mirror is {args.get('--tuf-mirror')}, want {mirror}")
+    if args.get("--tuf-state-secret") != ["sigil-tuf-state"]:
+        errors.append(f"controller --tuf-state-secret is {args.get('--tuf-state-secret')}")
+
+
+def check_default_trust_root(docs, trust, errors):
+    roots = find(docs, "TrustRoot")
+    name = trust["default"]["name"]
+    if not name:
+        if roots:
+            errors.append(f"TrustRoots rendered without trustRoot.default.name: {[r['metadata']['name'] for r in roots]}")
+        return
+    if len(roots) != 1 or roots[0]["metadata"]["name"] != name:
+        errors.append(f"trustRoot.default.name {name} but TrustRoots rendered: {[r['metadata']['name'] for r in roots]}")
+        return
+    if roots[0]["metadata"].get("annotations", {}).get("policy.sigil.dev/default-trust-root") != "true":
+        errors.append(f"TrustRoot {name} is not annotated policy.sigil.dev/default-trust-root: \"true\"")
+    if roots[0].get("spec") != trust["default"]["spec"]:
+        errors.append(f"TrustRoot {name} spec differs from trustRoot.default.spec")
 
 
 def check_controller_deployment(docs, external, errors):
@@ -441,9 +525,34 @@ def breakages():
     def path_swap(docs):
         webhooks(docs)["clientConfig"]["service"]["path"] = "/mutate"
 
+    def allow_loopback_registries(docs):
+        container(docs, "sigil-webhook")["args"].append("--allow-registry-address=127.0.0.0/8")
+
+    def allow_unpinned_by_default(docs):
+        container(docs, "sigil-webhook")["args"].append("--allow-unpinned")
+
+    def list_pull_secrets(docs):
+        find(docs, "ClusterRole", "sigil-webhook-pull-secrets")[0]["rules"][0]["verbs"].append("list")
+
+    def forget_ephemeral_containers(docs):
+        webhooks(docs)["rules"][0]["resources"].remove("pods/ephemeralcontainers")
+
+    def no_reinvocation(docs):
+        del find(docs, "MutatingWebhookConfiguration")[0]["webhooks"][0]["reinvocationPolicy"]
+
+    def forget_tuf_state(docs):
+        for r in find(docs, "Role", "sigil-controller")[0]["rules"]:
+            if "sigil-tuf-state" in r.get("resourceNames", []):
+                r["resourceNames"].remove("sigil-tuf-state")
+
+    def go_offline(docs):
+        container(docs, "sigil-controller")["args"].append("--tuf-offline")
+
     return [drop_ro_root, allow_escalation, include_kube_system, timeout_mismatch,
             ignore_failures, forget_cronjobs, wider_webhook_role, no_probe,
-            wrong_namespace, unknown_flag, path_swap]
+            wrong_namespace, unknown_flag, path_swap, allow_loopback_registries,
+            allow_unpinned_by_default, list_pull_secrets, forget_ephemeral_containers,
+            no_reinvocation, forget_tuf_state, go_offline]
 
 
 def main(argv):

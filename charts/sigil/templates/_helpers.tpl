@@ -7,6 +7,7 @@ binaries' defaults, the controller README and kubectl users all say "sigil-…".
 {{- define "sigil.controllerName" -}}sigil-controller{{- end -}}
 {{- define "sigil.tlsSecret" -}}sigil-webhook-tls{{- end -}}
 {{- define "sigil.snapshotSecret" -}}sigil-policy-snapshot{{- end -}}
+{{- define "sigil.tufStateSecret" -}}sigil-tuf-state{{- end -}}
 {{- define "sigil.registryCAConfigMap" -}}
 {{- .Values.registryCABundle.existingConfigMap | default "sigil-registry-ca" -}}
 {{- end -}}

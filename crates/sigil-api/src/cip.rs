@@ -178,7 +178,10 @@ pub struct SecretReference {
 #[x_kube(validation = Rule::new("!(has(self.url) && has(self.ca__dash__cert))").message("set at most one of url and ca-cert"))]
 pub struct KeylessRef {
     /// Fulcio URL. Trust does not come from the URL: without `trustRootRef`
-    /// only the public-good Fulcio (`https://fulcio.sigstore.dev`) is accepted.
+    /// it must name a certificate authority of the cluster's default trust
+    /// root (the TrustRoot annotated `policy.sigil.dev/default-trust-root:
+    /// "true"`, else the Sigstore public-good root, whose Fulcio is
+    /// `https://fulcio.sigstore.dev`); host and port are compared.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub url: Option<String>,
     /// Accepted signer identities; any one suffices.
@@ -188,7 +191,7 @@ pub struct KeylessRef {
     #[serde(default, rename = "ca-cert", skip_serializing_if = "Option::is_none")]
     pub ca_cert: Option<KeyRef>,
     /// TrustRoot whose certificate authorities and CT logs to use; the
-    /// embedded Sigstore public-good trust root when empty.
+    /// cluster's default trust root when empty.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub trust_root_ref: Option<String>,
     /// Do not require an embedded SCT in the certificate.
@@ -264,8 +267,9 @@ pub struct LocalObjectReference {
 #[derive(KubeSchema, Serialize, Deserialize, Debug, Clone, Default, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct TLog {
-    /// Rekor URL. Without `trustRootRef` only the public-good Rekor
-    /// (`https://rekor.sigstore.dev`) is accepted.
+    /// Rekor URL. Without `trustRootRef` (here or on `keyless`) it must name
+    /// a transparency log of the cluster's default trust root (public-good:
+    /// `https://rekor.sigstore.dev`); host and port are compared.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub url: Option<String>,
     /// TrustRoot whose transparency logs to use.

@@ -29,11 +29,6 @@ use crate::cip::{
 };
 use crate::trustroot::{CertificateAuthority, TransparencyLogInstance, TrustRootSpec};
 
-/// Public-good Fulcio; the only Fulcio accepted without a `trustRootRef`.
-pub const PUBLIC_GOOD_FULCIO: &str = "https://fulcio.sigstore.dev";
-/// Public-good Rekor; the only Rekor accepted without a `trustRootRef`.
-pub const PUBLIC_GOOD_REKOR: &str = "https://rekor.sigstore.dev";
-
 /// Resources a `match` entry may name: those sigil's webhook admits.
 pub const MATCH_RESOURCES: &[&str] = &[
     "pods",
@@ -457,18 +452,11 @@ fn compile_keyless(path: &str, k: &KeylessRef, errs: &mut Errors) -> Option<Keyl
     if k.url.is_some() && k.ca_cert.is_some() {
         errs.add(path, "set at most one of url and ca-cert");
     }
+    // Trust never comes from the URL. Without trustRootRef it must name a
+    // Fulcio of the cluster's default trust root, which only the controller
+    // knows: `default_root::check_instance_urls` checks it there.
     if let Some(url) = &k.url {
         check_url(&format!("{path}.url"), url, errs);
-        if trust_root.is_none() && url.trim_end_matches('/') != PUBLIC_GOOD_FULCIO {
-            errs.add(
-                format!("{path}.url"),
-                format!(
-                    "`{url}` is not the public-good Fulcio ({PUBLIC_GOOD_FULCIO}); sigil takes trust \
-                     from a TrustRoot, not a URL: set trustRootRef to a TrustRoot holding that \
-                     Fulcio's CA"
-                ),
-            );
-        }
     }
     let trust = if let Some(ca) = &k.ca_cert {
         let p = format!("{path}.ca-cert");
@@ -481,7 +469,7 @@ fn compile_keyless(path: &str, k: &KeylessRef, errs: &mut Errors) -> Option<Keyl
     } else if let Some(name) = trust_root {
         CaTrust::TrustRoot(name)
     } else {
-        CaTrust::PublicGood
+        CaTrust::Default
     };
     Some(KeylessAuthority {
         identities,
@@ -645,16 +633,9 @@ fn compile_tlog(path: &str, t: Option<&TLog>, errs: &mut Errors) -> TlogPolicy {
     match (&t.url, &trust_root) {
         (None, None) => TlogPolicy::Disabled,
         (Some(url), None) => {
+            // Checked against the default trust root's logs by the
+            // controller (`default_root::check_instance_urls`).
             check_url(&format!("{path}.url"), url, errs);
-            if url.trim_end_matches('/') != PUBLIC_GOOD_REKOR {
-                errs.add(
-                    format!("{path}.url"),
-                    format!(
-                        "`{url}` is not the public-good Rekor ({PUBLIC_GOOD_REKOR}); set \
-                         trustRootRef to a TrustRoot holding that log's key"
-                    ),
-                );
-            }
             TlogPolicy::Required { trust_root: None }
         }
         (url, Some(_)) => {

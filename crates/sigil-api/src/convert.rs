@@ -4,9 +4,18 @@
 //! rewrites `apiVersion`, keeps only the user-owned metadata, drops status,
 //! and then lints the result: whatever sigil does not support (CUE, KMS,
 //! remote policies, …) is listed in the report, never silently dropped.
+//!
+//! With [`ConvertOptions::trust_root`], authorities that name a Fulcio or
+//! Rekor by a URL the public-good root does not list (a private Sigstore,
+//! which policy-controller finds through its cluster-wide TUF root) get an
+//! explicit `trustRootRef` to that TrustRoot, for users who prefer
+//! references to a cluster default trust root.
 
 use serde_json::{Map, Value};
+use sigil_verifier::trust::TrustedRoot;
 
+use crate::cip::Authority;
+use crate::default_root::{default_urls, instances, same_instance};
 use crate::lint::{API_VERSION, LintError, lint_document};
 
 /// API versions of policy-controller that convert.
@@ -24,6 +33,16 @@ pub struct Conversion {
     pub report: Vec<String>,
     /// How many documents converted.
     pub converted: usize,
+    /// One line per change beyond the apiVersion (a `trustRootRef` added).
+    pub changes: Vec<String>,
+}
+
+/// What a conversion may add.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct ConvertOptions {
+    /// A TrustRoot to name in `trustRootRef` wherever an authority names a
+    /// Fulcio or Rekor URL that the public-good root does not list.
+    pub trust_root: Option<String>,
 }
 
 /// Why a conversion failed as a whole.
@@ -39,10 +58,16 @@ pub enum ConvertError {
 
 /// Converts every policy-controller document of a YAML stream.
 pub fn convert_yaml(text: &str) -> Result<Conversion, ConvertError> {
+    convert_yaml_with(text, &ConvertOptions::default())
+}
+
+/// Converts every policy-controller document of a YAML stream with `options`.
+pub fn convert_yaml_with(text: &str, options: &ConvertOptions) -> Result<Conversion, ConvertError> {
     let documents: Vec<Value> = serde_saphyr::from_multiple(text)
         .map_err(|e| ConvertError::Input(LintError::Yaml(e.to_string())))?;
     let mut out = Vec::new();
     let mut report = Vec::new();
+    let mut changes = Vec::new();
     for (index, doc) in documents.iter().enumerate() {
         let api_version = doc
             .get("apiVersion")
@@ -63,7 +88,14 @@ pub fn convert_yaml(text: &str) -> Result<Conversion, ConvertError> {
             ));
             continue;
         }
-        let converted = convert_document(doc);
+        let mut converted = convert_document(doc);
+        if let (Some(name), "ClusterImagePolicy") = (&options.trust_root, kind) {
+            changes.extend(
+                add_trust_root_refs(&mut converted, name)
+                    .into_iter()
+                    .map(|c| format!("{label}: {c}")),
+            );
+        }
         let lint = lint_document(index, &converted);
         report.extend(
             lint.errors
@@ -78,6 +110,7 @@ pub fn convert_yaml(text: &str) -> Result<Conversion, ConvertError> {
         yaml,
         report,
         converted: out.len(),
+        changes,
     })
 }
 
@@ -105,4 +138,44 @@ pub fn convert_document(doc: &Value) -> Value {
             .unwrap_or_else(|| Value::Object(Map::new())),
     );
     Value::Object(out)
+}
+
+/// Sets `trustRootRef: name` on each authority of a converted policy whose
+/// `keyless.url` or `ctlog.url` would verify against the default trust root
+/// and names an instance the public-good root does not list; returns one
+/// line per reference added.
+fn add_trust_root_refs(doc: &mut Value, name: &str) -> Vec<String> {
+    let Ok(public_good) = TrustedRoot::public_good() else {
+        return Vec::new();
+    };
+    let (cas, logs) = instances(&public_good);
+    let listed = |list: &[&str], url: &str| list.iter().any(|l| same_instance(l, url));
+    let mut changes = Vec::new();
+    let Some(authorities) = doc
+        .pointer_mut("/spec/authorities")
+        .and_then(Value::as_array_mut)
+    else {
+        return changes;
+    };
+    for (i, a) in authorities.iter_mut().enumerate() {
+        let Ok(typed) = serde_json::from_value::<Authority>(a.clone()) else {
+            continue;
+        };
+        let (fulcio, rekor) = default_urls(&typed);
+        let wanted = [
+            ("keyless", fulcio.filter(|u| !listed(&cas, u))),
+            ("ctlog", rekor.filter(|u| !listed(&logs, u))),
+        ];
+        for (field, url) in wanted {
+            let Some(url) = url else { continue };
+            if let Some(obj) = a.get_mut(field).and_then(Value::as_object_mut) {
+                obj.insert("trustRootRef".into(), Value::from(name));
+                changes.push(format!(
+                    "spec.authorities[{i}].{field}.trustRootRef: set to `{name}`, as \
+                     {field}.url `{url}` is not a public-good instance"
+                ));
+            }
+        }
+    }
+    changes
 }

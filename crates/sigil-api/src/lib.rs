@@ -1,15 +1,16 @@
 //! sigil-api: the `policy.sigil.dev/v1alpha1` Kubernetes API. It owns the
 //! `ClusterImagePolicy` and `TrustRoot` custom resources ([`cip`],
 //! [`trustroot`]), their generated CRDs ([`crds`]), validation and
-//! compilation into the verifier's policy model ([`compile`]), offline linting
-//! of YAML files ([`lint`]) and conversion from policy-controller's API
-//! ([`convert`]).
+//! compilation into the verifier's policy model ([`compile`]), the cluster's
+//! default trust root ([`default_root`]), offline linting of YAML files
+//! ([`lint`]) and conversion from policy-controller's API ([`convert`]).
 #![forbid(unsafe_code)]
 
 pub mod cip;
 pub mod compile;
 pub mod convert;
 pub mod crds;
+pub mod default_root;
 pub mod lint;
 pub mod snapshot;
 pub mod trustroot;

@@ -8,6 +8,7 @@ use serde_json::Value;
 use sigil_policy::model::{AuthorityKind, CompiledPolicy, KeyMaterial};
 
 use crate::compile::{Offline, compile_policy, is_offline_only, validate_trust_root};
+use crate::default_root::{DEFAULT_ANNOTATION, instance_mismatches};
 use crate::{ClusterImagePolicy, TrustRoot};
 
 /// The API version sigil serves.
@@ -93,7 +94,10 @@ pub fn lint_document(index: usize, doc: &Value) -> DocumentReport {
                     &mut report.errors,
                 );
                 match compile_policy(&report.name, &cip.spec, &Offline) {
-                    Ok(compiled) => report.notes.extend(unresolved_secrets(&compiled)),
+                    Ok(compiled) => {
+                        report.notes.extend(unresolved_secrets(&compiled));
+                        report.notes.extend(default_root_notes(&cip.spec));
+                    }
                     // A ConfigMap-held module can only be checked in the
                     // cluster: that alone is worth a note, not a failure.
                     Err(e) => {
@@ -175,6 +179,26 @@ fn is_empty(v: &Value) -> bool {
         Value::Object(o) => o.is_empty(),
         Value::Bool(_) | Value::Number(_) => false,
     }
+}
+
+/// URLs that only a cluster whose default TrustRoot lists them accepts:
+/// offline, the default is unknown, so they are checked against the
+/// embedded public-good root and reported as notes, not errors.
+fn default_root_notes(spec: &crate::ClusterImagePolicySpec) -> Vec<String> {
+    let Ok(public_good) = sigil_verifier::trust::TrustedRoot::public_good() else {
+        return Vec::new();
+    };
+    instance_mismatches(spec, &public_good)
+        .into_iter()
+        .map(|m| {
+            format!(
+                "{}: `{}` is not a public-good {} ({}); the cluster accepts it only when its \
+                 default trust root lists it (a TrustRoot annotated {DEFAULT_ANNOTATION}: \"true\"), \
+                 or with trustRootRef",
+                m.path, m.url, m.what, m.lists
+            )
+        })
+        .collect()
 }
 
 fn unresolved_secrets(policy: &CompiledPolicy) -> Vec<String> {

@@ -17,11 +17,32 @@
 //!   across controller restarts (the controller recovers the last snapshot
 //!   from the Secret before it writes).
 //!
+//! - at most one trust root is marked [`SnapshotTrustRoot::default`]: the
+//!   cluster's default trust root (a TrustRoot annotated
+//!   `policy.sigil.dev/default-trust-root: "true"`), which every authority
+//!   without a `trustRootRef` verifies against; without one, those
+//!   authorities verify against [`PolicySnapshot::sigstore`], the built-in
+//!   Sigstore instance's root as the controller last verified it through TUF
+//!   (or its embedded copy). A default trust root stays in the snapshot
+//!   while it is the default, like a referenced one.
+//! - every policy was accepted against the default in force when it was
+//!   reconciled: its `keyless.url` and `ctlog.url` without `trustRootRef`
+//!   name instances that default lists
+//!   ([`crate::default_root::check_instance_urls`]). That check is the
+//!   controller's, not part of [`PolicySnapshot::validate`]: when the
+//!   default changes, a policy whose URLs no longer match gets
+//!   `Ready=False` and keeps its place at its last accepted spec (verified
+//!   against the new default, whose instances it does not name), so a
+//!   change of the default can never make a snapshot unenforceable.
+//!
 //! What the webhook does with it: watch the Secret through the API (a watch
 //! delivers within about a second), run [`PolicySnapshot::validate`] on every
 //! version, swap in a valid one whose revision is newer than the one it
 //! holds, keep the last good one in memory when the Secret is invalid or
-//! missing, and read it once before reporting ready.
+//! missing, and read it once before reporting ready. Verdicts are cached
+//! under a version of everything trust-related in the snapshot (trust
+//! roots, which one is the default, the built-in root), so a change of the
+//! default is never answered from an old verdict.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -32,8 +53,13 @@ use sigil_verifier::trust::TrustedRoot;
 use crate::cip::ClusterImagePolicySpec;
 use crate::compile::{Offline, compile_policy, trust_root_refs};
 
-/// `apiVersion` of the snapshot document.
-pub const API_VERSION: &str = "policy.sigil.dev/snapshot/v1";
+/// `apiVersion` of the snapshot document the controller writes.
+pub const API_VERSION: &str = "policy.sigil.dev/snapshot/v2";
+/// The previous `apiVersion`, still read: a v1 document has no default trust
+/// root and no built-in root, so the webhook's embedded root is the default.
+/// A v1 reader refuses v2 documents, so an older webhook keeps its last good
+/// snapshot instead of enforcing a default trust root it would ignore.
+pub const API_VERSION_V1: &str = "policy.sigil.dev/snapshot/v1";
 /// Name of the Secret holding the snapshot, in sigil's namespace.
 pub const SECRET_NAME: &str = "sigil-policy-snapshot";
 /// Data key of the snapshot inside the Secret.
@@ -56,6 +82,25 @@ pub struct PolicySnapshot {
     pub policies: Vec<SnapshotPolicy>,
     /// The loaded TrustRoots, by name.
     pub trust_roots: Vec<SnapshotTrustRoot>,
+    /// The built-in Sigstore instance's trust root, the default when no
+    /// trust root is marked default; absent in v1 documents.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sigstore: Option<SnapshotSigstore>,
+}
+
+/// The built-in Sigstore instance's `trusted_root.json` as the controller
+/// holds it.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Default)]
+#[serde(rename_all = "camelCase")]
+pub struct SnapshotSigstore {
+    /// `public-good` or `staging`.
+    pub instance: String,
+    /// `tuf` when verified from the instance's TUF mirror, `embedded` when it
+    /// is the copy built into sigil (offline mode, or the mirror was never
+    /// reached).
+    pub source: String,
+    /// The Sigstore `trusted_root.json` document.
+    pub trusted_root_json: String,
 }
 
 /// One accepted ClusterImagePolicy.
@@ -86,6 +131,9 @@ pub struct SnapshotTrustRoot {
     pub generation: i64,
     /// The Sigstore `trusted_root.json` document.
     pub trusted_root_json: String,
+    /// This is the cluster's default trust root.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub default: bool,
 }
 
 /// A snapshot that passed [`PolicySnapshot::validate`], ready to enforce.
@@ -97,6 +145,25 @@ pub struct ValidSnapshot {
     pub policies: BTreeMap<String, CompiledPolicy>,
     /// Every trust root, parsed, by name.
     pub trust_roots: BTreeMap<String, TrustedRoot>,
+    /// The trust root marked default, if any (a key of `trust_roots`).
+    pub default_trust_root: Option<String>,
+    /// The built-in Sigstore instance's root, parsed, when the snapshot
+    /// carries one.
+    pub sigstore: Option<TrustedRoot>,
+}
+
+impl ValidSnapshot {
+    /// The root authorities without a `trustRootRef` verify against: the
+    /// default trust root, else the built-in instance's root, else
+    /// `fallback` (the reader's embedded root, for v1 documents).
+    pub fn default_root(&self, fallback: &TrustedRoot) -> TrustedRoot {
+        self.default_trust_root
+            .as_ref()
+            .and_then(|name| self.trust_roots.get(name))
+            .or(self.sigstore.as_ref())
+            .unwrap_or(fallback)
+            .clone()
+    }
 }
 
 /// Why a snapshot cannot be enforced.
@@ -112,7 +179,7 @@ pub enum SnapshotError {
     Json(String),
     /// The document has another `apiVersion`.
     #[error(
-        "policy snapshot apiVersion is `{0}`, expected `{API_VERSION}`; run a webhook and controller of the same release"
+        "policy snapshot apiVersion is `{0}`, expected `{API_VERSION}` (or `{API_VERSION_V1}` without v2 fields); run a webhook and controller of the same release"
     )]
     ApiVersion(String),
     /// Two entries share a name.
@@ -139,6 +206,22 @@ pub enum SnapshotError {
         /// The parser's message.
         reason: String,
     },
+    /// More than one trust root is marked default.
+    #[error(
+        "policy snapshot marks TrustRoots {} as default; at most one may be, the controller never writes this",
+        .0.join(", ")
+    )]
+    SeveralDefaults(Vec<String>),
+    /// The built-in Sigstore root does not parse.
+    #[error(
+        "policy snapshot: the built-in Sigstore {instance} root is not a valid trusted_root.json: {reason}"
+    )]
+    Sigstore {
+        /// `public-good` or `staging`.
+        instance: String,
+        /// The parser's message.
+        reason: String,
+    },
 }
 
 impl PolicySnapshot {
@@ -157,9 +240,7 @@ impl PolicySnapshot {
         }
         let snapshot: Self =
             serde_json::from_slice(bytes).map_err(|e| SnapshotError::Json(e.to_string()))?;
-        if snapshot.api_version != API_VERSION {
-            return Err(SnapshotError::ApiVersion(snapshot.api_version));
-        }
+        snapshot.check_api_version()?;
         Ok(snapshot)
     }
 
@@ -173,9 +254,7 @@ impl PolicySnapshot {
     /// trust root. A snapshot is enforced whole or not at all: any error
     /// rejects it, and the reader keeps the snapshot it had.
     pub fn validate(&self) -> Result<ValidSnapshot, SnapshotError> {
-        if self.api_version != API_VERSION {
-            return Err(SnapshotError::ApiVersion(self.api_version.clone()));
-        }
+        self.check_api_version()?;
         let mut trust_roots = BTreeMap::new();
         for root in &self.trust_roots {
             let parsed = TrustedRoot::from_json(&root.trusted_root_json).map_err(|e| {
@@ -191,6 +270,25 @@ impl PolicySnapshot {
                 });
             }
         }
+        let defaults: Vec<String> = self
+            .trust_roots
+            .iter()
+            .filter(|t| t.default)
+            .map(|t| t.name.clone())
+            .collect();
+        if defaults.len() > 1 {
+            return Err(SnapshotError::SeveralDefaults(defaults));
+        }
+        let sigstore = self
+            .sigstore
+            .as_ref()
+            .map(|s| {
+                TrustedRoot::from_json(&s.trusted_root_json).map_err(|e| SnapshotError::Sigstore {
+                    instance: s.instance.clone(),
+                    reason: e.to_string(),
+                })
+            })
+            .transpose()?;
         let mut policies = BTreeMap::new();
         for p in &self.policies {
             let invalid = |reason: String| SnapshotError::Policy {
@@ -225,7 +323,27 @@ impl PolicySnapshot {
             revision: self.revision,
             policies,
             trust_roots,
+            default_trust_root: defaults.into_iter().next(),
+            sigstore,
         })
+    }
+
+    fn check_api_version(&self) -> Result<(), SnapshotError> {
+        match self.api_version.as_str() {
+            API_VERSION => Ok(()),
+            // A v1 document cannot carry the v2 fields' meaning.
+            API_VERSION_V1
+                if self.sigstore.is_none() && !self.trust_roots.iter().any(|t| t.default) =>
+            {
+                Ok(())
+            }
+            _ => Err(SnapshotError::ApiVersion(self.api_version.clone())),
+        }
+    }
+
+    /// The trust root marked default, if any.
+    pub fn default_trust_root(&self) -> Option<&SnapshotTrustRoot> {
+        self.trust_roots.iter().find(|t| t.default)
     }
 }
 
@@ -304,6 +422,90 @@ mod tests {
         });
         let err = snapshot(vec![p]).validate().unwrap_err();
         assert!(err.to_string().contains("private"), "{err}");
+    }
+
+    fn root(name: &str, json: &str, default: bool) -> SnapshotTrustRoot {
+        SnapshotTrustRoot {
+            name: name.into(),
+            generation: 1,
+            trusted_root_json: json.into(),
+            default,
+        }
+    }
+
+    #[test]
+    fn authorities_without_a_trust_root_ref_use_the_marked_default_else_the_builtin_root() {
+        let staging = sigil_verifier::trust::STAGING_JSON;
+        let public_good = sigil_verifier::trust::PUBLIC_GOOD_JSON;
+        let fallback = TrustedRoot::from_json(public_good).unwrap();
+        let count = |r: &TrustedRoot| r.certificate_authorities.len() + r.tlogs.len();
+
+        let mut s = snapshot(vec![]);
+        s.trust_roots = vec![
+            root("corp", staging, true),
+            root("other", public_good, false),
+        ];
+        let valid = s.validate().unwrap();
+        assert_eq!(valid.default_trust_root.as_deref(), Some("corp"));
+        let staging_root = TrustedRoot::from_json(staging).unwrap();
+        assert_eq!(count(&valid.default_root(&fallback)), count(&staging_root));
+
+        s.trust_roots = vec![root("other", public_good, false)];
+        s.sigstore = Some(SnapshotSigstore {
+            instance: "staging".into(),
+            source: "embedded".into(),
+            trusted_root_json: staging.into(),
+        });
+        let valid = s.validate().unwrap();
+        assert_eq!(valid.default_trust_root, None);
+        assert_eq!(count(&valid.default_root(&fallback)), count(&staging_root));
+
+        s.sigstore = None;
+        assert_eq!(
+            count(&s.validate().unwrap().default_root(&fallback)),
+            count(&fallback)
+        );
+    }
+
+    #[test]
+    fn two_defaults_or_an_unparsable_builtin_root_are_refused() {
+        let json = sigil_verifier::trust::PUBLIC_GOOD_JSON;
+        let mut s = snapshot(vec![]);
+        s.trust_roots = vec![root("a", json, true), root("b", json, true)];
+        assert_eq!(
+            s.validate().unwrap_err(),
+            SnapshotError::SeveralDefaults(vec!["a".into(), "b".into()])
+        );
+        s.trust_roots.clear();
+        s.sigstore = Some(SnapshotSigstore {
+            instance: "public-good".into(),
+            source: "tuf".into(),
+            trusted_root_json: "{}".into(),
+        });
+        assert!(matches!(s.validate(), Err(SnapshotError::Sigstore { .. })));
+    }
+
+    #[test]
+    fn a_v1_document_is_read_unless_it_carries_v2_fields() {
+        let mut s = snapshot(vec![policy("p", serde_json::json!({"data": KEY}))]);
+        s.api_version = API_VERSION_V1.into();
+        let parsed = PolicySnapshot::from_slice(s.to_json().as_bytes()).unwrap();
+        assert_eq!(parsed.validate().unwrap().default_trust_root, None);
+        s.trust_roots = vec![root("corp", sigil_verifier::trust::PUBLIC_GOOD_JSON, true)];
+        assert!(matches!(
+            PolicySnapshot::from_slice(s.to_json().as_bytes()),
+            Err(SnapshotError::ApiVersion(_))
+        ));
+    }
+
+    #[test]
+    fn a_policy_naming_a_private_instance_by_url_is_enforceable_the_url_is_the_controllers_check() {
+        let mut p = policy("k", serde_json::json!({"data": KEY}));
+        p.spec.authorities[0].ctlog = Some(crate::cip::TLog {
+            url: Some("http://rekor.rekor-system.svc".into()),
+            trust_root_ref: None,
+        });
+        snapshot(vec![p]).validate().unwrap();
     }
 
     #[test]

@@ -17,6 +17,10 @@ use serde::{Deserialize, Serialize};
 /// TrustRoot holds the keys and certificates sigil trusts for one Sigstore
 /// instance: your own (`sigstoreKeys`), a TUF mirror (`remote`), or a
 /// serialized TUF repository for air-gapped clusters (`repository`).
+/// Authorities name it in `trustRootRef`; the one TrustRoot annotated
+/// `policy.sigil.dev/default-trust-root: "true"` is the cluster's default
+/// trust root, used by every authority without `trustRootRef` (without one,
+/// the Sigstore public-good root, kept fresh through TUF, is the default).
 #[derive(CustomResource, KubeSchema, Serialize, Deserialize, Debug, Clone, Default, PartialEq)]
 #[kube(
     group = "policy.sigil.dev",
@@ -26,7 +30,7 @@ use serde::{Deserialize, Serialize};
     status = "TrustRootStatus",
     derive = "PartialEq",
     derive = "Default",
-    doc = "TrustRoot holds the keys and certificates sigil trusts for one Sigstore instance.",
+    doc = "TrustRoot holds the keys and certificates sigil trusts for one Sigstore instance. Authorities name it in trustRootRef; the one TrustRoot annotated policy.sigil.dev/default-trust-root: \"true\" is the cluster's default trust root, used by every authority without trustRootRef (without one, the Sigstore public-good root, kept fresh through TUF, is the default).",
     printcolumn(
         name = "Ready",
         type_ = "string",
@@ -149,7 +153,12 @@ pub struct TrustRootStatus {
     /// The generation the controller last loaded.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub observed_generation: Option<i64>,
-    /// `Ready`: True when the trust material loaded; False with reason and message.
+    /// `Ready`: True when the trust material is loaded (reason `StaleMaterial`
+    /// when a refresh failed and earlier material stays in force). `Fresh`:
+    /// whether the last load or refresh succeeded (`MetadataExpired`,
+    /// `Rollback`, `MirrorUnreachable`, `LoadFailed`, `Invalid`). `Default`,
+    /// on a TrustRoot annotated as the default: whether it is the cluster's
+    /// default trust root (`Conflict` when another one already is).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub conditions: Vec<Condition>,
 }

@@ -76,7 +76,7 @@ fn key_policy(key_fields: &str) -> String {
 }
 
 #[test]
-fn a_keyless_policy_compiles_to_public_good_trust_with_sct_and_tlog() {
+fn a_keyless_policy_compiles_to_the_default_trust_root_with_sct_and_tlog() {
     let p = compile(&keyless(GHA));
     assert_eq!(p.name, "test");
     assert_eq!(p.mode, Mode::Enforce);
@@ -86,7 +86,7 @@ fn a_keyless_policy_compiles_to_public_good_trust_with_sct_and_tlog() {
     let AuthorityKind::Keyless(k) = &a.kind else {
         panic!()
     };
-    assert_eq!(k.trust, CaTrust::PublicGood);
+    assert_eq!(k.trust, CaTrust::Default);
     assert!(k.require_sct);
     assert_eq!(k.identities.len(), 1);
 }
@@ -271,7 +271,8 @@ fn identities_take_exact_or_regex_issuer_and_subject() {
 }
 
 #[test]
-fn keyless_url_must_be_public_good_unless_a_trust_root_is_named() {
+fn keyless_url_compiles_with_or_without_a_trust_root_the_controller_checks_it_against_the_default()
+{
     let with = |extra: &str| {
         format!(
             "images: [{{glob: \"**\"}}]\nauthorities:\n- keyless:\n    identities: [{GHA}]\n{}\n",
@@ -279,10 +280,15 @@ fn keyless_url_must_be_public_good_unless_a_trust_root_is_named() {
         )
     };
     compile(&with("url: https://fulcio.sigstore.dev"));
-    assert_error(
-        &with("url: https://fulcio.example.com"),
-        "spec.authorities[0].keyless.url: `https://fulcio.example.com` is not the public-good Fulcio",
-    );
+    // A private Fulcio by URL alone, as policy-controller policies name it:
+    // whether the cluster's default trust root lists it is the controller's
+    // check (default_root::check_instance_urls), not the compiler's.
+    let p = compile(&with("url: http://fulcio.fulcio-system.svc"));
+    let AuthorityKind::Keyless(k) = &p.authorities[0].kind else {
+        panic!()
+    };
+    assert_eq!(k.trust, CaTrust::Default);
+    assert!(trust_root_refs(&p).is_empty());
     let p = compile(&with("url: https://fulcio.example.com\ntrustRootRef: corp"));
     let AuthorityKind::Keyless(k) = &p.authorities[0].kind else {
         panic!()
@@ -416,11 +422,18 @@ fn ctlog_empty_disables_the_log_for_keys_only() {
     compile(&format!(
         "images: [{{glob: \"**\"}}]\nauthorities:\n- ctlog: {{url: \"https://rekor.sigstore.dev\"}}\n  keyless: {{identities: [{GHA}]}}\n"
     ));
+    let p = compile(&format!(
+        "images: [{{glob: \"**\"}}]\nauthorities:\n- ctlog: {{url: \"http://rekor.rekor-system.svc\"}}\n  keyless: {{identities: [{GHA}]}}\n"
+    ));
+    assert_eq!(
+        p.authorities[0].tlog,
+        TlogPolicy::Required { trust_root: None }
+    );
     assert_error(
         &format!(
-            "images: [{{glob: \"**\"}}]\nauthorities:\n- ctlog: {{url: \"https://rekor.example\"}}\n  keyless: {{identities: [{GHA}]}}\n"
+            "images: [{{glob: \"**\"}}]\nauthorities:\n- ctlog: {{url: \"rekor\"}}\n  keyless: {{identities: [{GHA}]}}\n"
         ),
-        "spec.authorities[0].ctlog.url: `https://rekor.example` is not the public-good Rekor",
+        "spec.authorities[0].ctlog.url: `rekor` is not an http(s) URL",
     );
 }
 

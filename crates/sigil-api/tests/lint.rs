@@ -147,3 +147,71 @@ fn conversion_rewrites_api_version_and_reports_what_sigil_does_not_support() {
     let converted = lint_yaml(&c.yaml).unwrap();
     assert!(converted[0].errors.is_empty(), "{:?}", converted[0].errors);
 }
+
+const PRIVATE_SIGSTORE: &str = "apiVersion: policy.sigstore.dev/v1beta1
+kind: ClusterImagePolicy
+metadata: {name: private}
+spec:
+  images: [{glob: \"**\"}]
+  authorities:
+  - keyless:
+      url: http://fulcio.fulcio-system.svc
+      identities: [{issuerRegExp: .*kubernetes.default.*, subjectRegExp: .*}]
+    ctlog:
+      url: http://rekor.rekor-system.svc
+  - keyless:
+      url: https://fulcio.sigstore.dev
+      identities: [{issuer: https://token.actions.githubusercontent.com, subjectRegExp: .*}]
+    ctlog:
+      url: https://rekor.sigstore.dev
+";
+
+#[test]
+fn a_private_instance_named_by_url_lints_clean_with_a_note_about_the_default_trust_root() {
+    let c = convert_yaml(PRIVATE_SIGSTORE).unwrap();
+    assert!(c.report.is_empty(), "{:?}", c.report);
+    assert!(c.changes.is_empty(), "{:?}", c.changes);
+    let r = &lint_yaml(&c.yaml).unwrap()[0];
+    assert!(r.errors.is_empty(), "{:?}", r.errors);
+    assert_eq!(r.notes.len(), 2, "{:?}", r.notes);
+    assert!(
+        r.notes[0].starts_with(
+            "spec.authorities[0].keyless.url: `http://fulcio.fulcio-system.svc` is not a \
+             public-good Fulcio (it lists https://fulcio.sigstore.dev); the cluster accepts it \
+             only when its default trust root lists it"
+        ),
+        "{}",
+        r.notes[0]
+    );
+    assert!(
+        r.notes[1].starts_with("spec.authorities[0].ctlog.url:"),
+        "{}",
+        r.notes[1]
+    );
+}
+
+#[test]
+fn convert_with_a_trust_root_adds_references_only_where_a_url_is_not_public_good() {
+    let options = sigil_api::convert::ConvertOptions {
+        trust_root: Some("corp-sigstore".into()),
+    };
+    let c = sigil_api::convert::convert_yaml_with(PRIVATE_SIGSTORE, &options).unwrap();
+    assert!(c.report.is_empty(), "{:?}", c.report);
+    assert_eq!(c.changes.len(), 2, "{:?}", c.changes);
+    assert!(
+        c.changes[0].ends_with(
+            "spec.authorities[0].keyless.trustRootRef: set to `corp-sigstore`, as keyless.url \
+             `http://fulcio.fulcio-system.svc` is not a public-good instance"
+        ),
+        "{}",
+        c.changes[0]
+    );
+    let doc: serde_json::Value = serde_saphyr::from_str(&c.yaml).unwrap();
+    let authorities = &doc["spec"]["authorities"];
+    assert_eq!(authorities[0]["keyless"]["trustRootRef"], "corp-sigstore");
+    assert_eq!(authorities[0]["ctlog"]["trustRootRef"], "corp-sigstore");
+    assert!(authorities[1]["keyless"].get("trustRootRef").is_none());
+    assert!(authorities[1]["ctlog"].get("trustRootRef").is_none());
+    let r = &lint_yaml(&c.yaml).unwrap()[0];
+    assert!(r.errors.is_empty() && r.notes.is_empty(), "{r:?}");
+}

@@ -8,8 +8,9 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::{Context as _, Result, bail};
-use clap::{Args, Parser, Subcommand};
+use clap::{Args, CommandFactory as _, FromArgMatches as _, Parser, Subcommand};
 use policy_cmd::Verdict;
+use sigil_api::default_root::DefaultSource;
 use sigil_verifier::bundle::Bundle;
 use sigil_verifier::crypto::PublicKey;
 use sigil_verifier::identity::{IdentityMatcher, IdentityPolicy};
@@ -83,7 +84,16 @@ struct VerifyBundleArgs {
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let version = sigil_registry::tls::version_text(env!("CARGO_PKG_VERSION"));
+    let matches = Cli::command()
+        .version(&*Box::leak(version.into_boxed_str()))
+        .get_matches();
+    let cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
+    // Before any signature or TLS: a FIPS build must not run outside FIPS mode.
+    if let Err(e) = sigil_registry::tls::install_provider() {
+        eprintln!("error: {e}");
+        return ExitCode::FAILURE;
+    }
     let result = match cli.command {
         Command::VerifyBundle(args) => verify_bundle_cmd(&args).map(|()| Verdict::Allow),
         Command::Verify(args) if !args.policy.policies.is_empty() => verify_policy(&args),
@@ -119,10 +129,19 @@ fn verify_policy(args: &VerifyArgs) -> Result<Verdict> {
         );
     }
     let root = load_root(args.trusted_root_file.as_deref(), args.staging)?;
+    let file = args
+        .trusted_root_file
+        .as_deref()
+        .map(|p| p.display().to_string());
+    let builtin = match (&file, args.staging) {
+        (Some(path), _) => DefaultSource::File(path),
+        (None, true) => DefaultSource::Builtin("staging"),
+        (None, false) => DefaultSource::Builtin("public-good"),
+    };
     let (client, source) = args.image.client_config()?;
     policy_cmd::evaluate(
         &args.policy,
-        root,
+        (root, builtin),
         &client,
         &source,
         &[args.image.image().to_owned()],

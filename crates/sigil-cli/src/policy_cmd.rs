@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context as _, Result, bail};
 use clap::{Args, Subcommand, ValueEnum};
+use sigil_api::default_root::{DefaultRoot, DefaultSource, check_instance_urls};
 use sigil_policy::glob::ImageName;
 use sigil_policy::model::{CompiledPolicy, Mode, NoMatchPolicy, ResourceInfo};
 use sigil_policy::registry::RegistryVerifier;
@@ -40,6 +41,11 @@ enum PolicyCommand {
         /// YAML files with policy-controller objects.
         #[arg(required = true, value_name = "FILE")]
         files: Vec<PathBuf>,
+        /// Add `trustRootRef: NAME` to every authority whose keyless.url or
+        /// ctlog.url is not a public-good instance (instead of relying on the
+        /// cluster's default trust root).
+        #[arg(long = "trust-root", value_name = "NAME")]
+        trust_root: Option<String>,
     },
     /// Evaluate images against ClusterImagePolicies live, as the webhook would for a Pod.
     ///
@@ -72,6 +78,16 @@ pub(crate) struct PolicySetArgs {
     /// A TrustRoot a policy names (trustRootRef), as NAME=trusted_root.json.
     #[arg(long = "trust-root", value_name = "NAME=FILE", requires = "policies")]
     trust_roots: Vec<String>,
+    /// The --trust-root that is the cluster's default trust root: authorities
+    /// without trustRootRef verify against it, and their keyless.url and
+    /// ctlog.url must name its instances (as in a cluster with a TrustRoot
+    /// annotated policy.sigil.dev/default-trust-root).
+    #[arg(
+        long = "default-trust-root",
+        value_name = "NAME",
+        requires = "trust_roots"
+    )]
+    default_trust_root: Option<String>,
     /// What happens to an image no policy matches (the webhook's noMatchPolicy).
     #[arg(long, value_enum, default_value = "deny")]
     no_match: NoMatch,
@@ -111,7 +127,12 @@ impl Verdict {
 pub(crate) fn run(args: &PolicyArgs) -> Result<Verdict> {
     match &args.command {
         PolicyCommand::Lint { files } => lint(files).map(|()| Verdict::Allow),
-        PolicyCommand::Convert { files } => convert(files).map(|()| Verdict::Allow),
+        PolicyCommand::Convert { files, trust_root } => {
+            let options = sigil_api::convert::ConvertOptions {
+                trust_root: trust_root.clone(),
+            };
+            convert(files, &options).map(|()| Verdict::Allow)
+        }
         PolicyCommand::Test(args) => {
             let (credentials, source) = credentials(args.docker_config.as_deref())?;
             let client = ClientConfig {
@@ -121,7 +142,10 @@ pub(crate) fn run(args: &PolicyArgs) -> Result<Verdict> {
             };
             evaluate(
                 &args.policy,
-                TrustedRoot::public_good()?,
+                (
+                    TrustedRoot::public_good()?,
+                    DefaultSource::Builtin("public-good"),
+                ),
                 &client,
                 &source,
                 &args.images,
@@ -159,12 +183,15 @@ fn lint(files: &[PathBuf]) -> Result<()> {
     Ok(())
 }
 
-fn convert(files: &[PathBuf]) -> Result<()> {
+fn convert(files: &[PathBuf], options: &sigil_api::convert::ConvertOptions) -> Result<()> {
     let mut problems = 0;
     let mut first = true;
     for path in files {
-        let c = sigil_api::convert::convert_yaml(&read(path)?)
+        let c = sigil_api::convert::convert_yaml_with(&read(path)?, options)
             .with_context(|| format!("{}", path.display()))?;
+        for line in &c.changes {
+            eprintln!("{}: note: {line}", path.display());
+        }
         if c.converted > 0 {
             if !first {
                 println!("---");
@@ -184,8 +211,9 @@ fn convert(files: &[PathBuf]) -> Result<()> {
 }
 
 /// Reads and compiles every ClusterImagePolicy of `files`, as the
-/// controller would (Secrets stay unresolved references).
-fn load_policies(files: &[PathBuf]) -> Result<Vec<CompiledPolicy>> {
+/// controller would (Secrets stay unresolved references), checking their
+/// URLs against the `default` trust root as the controller does.
+fn load_policies(files: &[PathBuf], default: &DefaultRoot<'_>) -> Result<Vec<CompiledPolicy>> {
     let mut out = Vec::new();
     for path in files {
         let text = read(path)?;
@@ -201,6 +229,35 @@ fn load_policies(files: &[PathBuf]) -> Result<Vec<CompiledPolicy>> {
             let compiled =
                 sigil_api::compile::compile_policy(&name, &cip.spec, &sigil_api::compile::Offline)
                     .with_context(|| format!("{}: ClusterImagePolicy {name}", path.display()))?;
+            let mismatches = check_instance_urls(&cip.spec, default);
+            let lines: Vec<String> = mismatches.iter().map(ToString::to_string).collect();
+            match default.source {
+                _ if lines.is_empty() => {}
+                // A --trusted-root file stands in for the built-in root
+                // (tests, other instances): say what a cluster would refuse.
+                DefaultSource::File(_) => {
+                    for line in &lines {
+                        eprintln!(
+                            "note: {}: ClusterImagePolicy {name}: {line} (a cluster refuses this \
+                             policy unless its default trust root lists the URL)",
+                            path.display()
+                        );
+                    }
+                }
+                DefaultSource::TrustRoot(_) => {
+                    bail!(
+                        "{}: ClusterImagePolicy {name}: {}",
+                        path.display(),
+                        lines.join("; ")
+                    )
+                }
+                DefaultSource::Builtin(_) => bail!(
+                    "{}: ClusterImagePolicy {name}: {} (here: give that TrustRoot with \
+                     --trust-root NAME=FILE and --default-trust-root NAME)",
+                    path.display(),
+                    lines.join("; ")
+                ),
+            }
             out.push(compiled);
         }
     }
@@ -251,11 +308,12 @@ fn note_pull_secrets(policies: &[CompiledPolicy], credential_source: &str) {
 /// Evaluates `images` against the policies of `set` live, through the
 /// webhook's code path (`evaluate_image` over a [`RegistryVerifier`]), prints
 /// one verdict per image with the rendered admission message, and returns
-/// the worst verdict. `public_good` verifies authorities without a
-/// trustRootRef; `credential_source` names where credentials came from.
+/// the worst verdict. `builtin` (a root and what it is) verifies authorities
+/// without a trustRootRef unless `--default-trust-root` names another;
+/// `credential_source` names where credentials came from.
 pub(crate) fn evaluate(
     set: &PolicySetArgs,
-    public_good: TrustedRoot,
+    builtin: (TrustedRoot, DefaultSource<'_>),
     client: &ClientConfig,
     credential_source: &str,
     images: &[String],
@@ -263,16 +321,28 @@ pub(crate) fn evaluate(
     if set.policies.is_empty() {
         bail!("give at least one --policy FILE with a ClusterImagePolicy");
     }
-    let policies = load_policies(&set.policies)?;
+    let roots = trust_roots(&set.trust_roots)?;
+    let (default_root, source) = match &set.default_trust_root {
+        Some(name) => {
+            let root = roots.get(name).cloned().with_context(|| {
+                format!("--default-trust-root {name}: no --trust-root {name}=FILE is given")
+            })?;
+            (root, DefaultSource::TrustRoot(name))
+        }
+        None => builtin,
+    };
+    let policies = load_policies(
+        &set.policies,
+        &DefaultRoot {
+            source,
+            root: &default_root,
+        },
+    )?;
     note_pull_secrets(&policies, credential_source);
     // One client pins tags, the verifier owns another: both share nothing
     // but their configuration.
     let pinning = RegistryClient::new(client.clone())?;
-    let verifier = RegistryVerifier::new(
-        RegistryClient::new(client.clone())?,
-        public_good,
-        trust_roots(&set.trust_roots)?,
-    );
+    let verifier = RegistryVerifier::new(RegistryClient::new(client.clone())?, default_root, roots);
     let no_match = match set.no_match {
         NoMatch::Deny => NoMatchPolicy::Deny,
         NoMatch::Warn => NoMatchPolicy::Warn,

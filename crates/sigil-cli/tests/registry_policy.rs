@@ -4,7 +4,10 @@
 //! local registries: olareg (referrers API) and docker-registry (fallback
 //! tags), signed by cosign v3 in both formats (`e2e/registry-fixtures.sh`
 //! makes them and runs these ignored tests with `SIGIL_REGISTRY_FIXTURES`)
-//! or, for keyless, by the testkit and pushed here.
+//! or, for keyless, by the testkit and pushed here. policy-controller's own
+//! private-Sigstore policy (`../shared/policy-controller-testdata`, read at
+//! run time) is converted by `sigil policy convert` and judged under a
+//! default trust root.
 //!
 //! The examples are loaded from `deploy/examples/` and changed only where a
 //! local registry cannot play their part: globs point at 127.0.0.1, and where
@@ -600,4 +603,123 @@ async fn the_github_actions_example_admits_main_branch_workflows_with_the_testki
             );
         }
     }
+}
+
+/// A policy-controller test-data file (`../shared/policy-controller-testdata`,
+/// read at run time, found above the crate as from worktrees).
+fn policy_controller_file(relative: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .ancestors()
+        .map(|a| a.join("shared/policy-controller-testdata").join(relative))
+        .find(|p| p.is_file())
+        .unwrap_or_else(|| panic!("../shared/policy-controller-testdata/{relative} is missing"))
+}
+
+/// The testkit as a private Sigstore reached at the in-cluster URLs that
+/// policy-controller's examples name; its Rekor v1 signs checkpoints under
+/// its pod name.
+fn private_sigstore_kit() -> Testkit {
+    let mut kit = Testkit::new(43);
+    kit.fulcio = sigil_testkit::fulcio::FulcioCa::new(
+        43,
+        "fulcio",
+        "http://fulcio.fulcio-system.svc",
+        sigil_testkit::EPOCH_2020,
+        sigil_testkit::EPOCH_2040,
+    );
+    kit.rekor_v1 =
+        sigil_testkit::rekor::RekorV1::new(43, "rekor-v1", "http://rekor.rekor-system.svc")
+            .with_hostname("rekor-server-7d9c8b5f4-x2x4l");
+    kit
+}
+
+#[tokio::test]
+#[ignore = "needs e2e/registry-fixtures.sh"]
+async fn policy_controllers_private_sigstore_policy_admits_under_a_default_trust_root_as_converted()
+{
+    let f = fixtures();
+    let dir = scratch("private-sigstore");
+    let kit = private_sigstore_kit();
+    let root = dir.join("private-sigstore.json");
+    std::fs::write(&root, kit.trusted_root_json()).unwrap();
+    let trust_root = format!("private-sigstore={}", root.display());
+    // policy-controller's own keyless example, converted by the CLI:
+    // Fulcio and Rekor by in-cluster URL, no trustRootRef.
+    let original = policy_controller_file("e2e/cip-keyless.yaml");
+    let (status, out) = sigil(&["policy", "convert", original.to_str().unwrap()]);
+    assert_eq!(status, 0, "{out}");
+    let converted: Value = serde_saphyr::from_str(&out).unwrap();
+    assert_eq!(
+        converted["spec"]["authorities"][0]["keyless"]["url"],
+        "http://fulcio.fulcio-system.svc"
+    );
+    let service_account = signed_as(
+        Identity::Uri("https://kubernetes.io/namespaces/default/serviceaccounts/default".into()),
+        "https://kubernetes.default.svc.cluster.local",
+        None,
+    );
+    for r in REGS {
+        let reg = &f[r];
+        let mut doc = converted.clone();
+        doc["spec"]["images"] = json!([{ "glob": format!("{reg}/{KEYLESS_REPO}") }]);
+        let policy = write(&dir, &format!("{r}.yaml"), &doc);
+        for image in keyless_images(reg, &kit, &service_account, &format!("{r}-sa")).await {
+            expect(
+                &policy_test(
+                    reg,
+                    &policy,
+                    &[
+                        "--trust-root",
+                        &trust_root,
+                        "--default-trust-root",
+                        "private-sigstore",
+                    ],
+                    &image,
+                ),
+                0,
+                &["allow:", "image-policy-keyless passed"],
+            );
+            // Without a default trust root the URLs name no instance of the
+            // public-good root: refused before any registry request.
+            expect(
+                &policy_test(reg, &policy, &["--trust-root", &trust_root], &image),
+                1,
+                &[
+                    "spec.authorities[0].keyless.url: `http://fulcio.fulcio-system.svc` is not a Fulcio of the default trust root",
+                    "--default-trust-root NAME",
+                ],
+            );
+        }
+    }
+    // With explicit references instead (`convert --trust-root`), no default
+    // is needed.
+    let (status, out) = sigil(&[
+        "policy",
+        "convert",
+        "--trust-root",
+        "private-sigstore",
+        original.to_str().unwrap(),
+    ]);
+    assert_eq!(status, 0, "{out}");
+    // The YAML on standard output, then one note per reference added.
+    let (yaml, notes) = out.split_at(out.find(&format!("{}: note:", original.display())).unwrap());
+    assert!(
+        notes.contains("note: document 0 (ClusterImagePolicy image-policy-keyless): spec.authorities[0].keyless.trustRootRef: set to `private-sigstore`"),
+        "{notes}"
+    );
+    let explicit: Value = serde_saphyr::from_str(yaml).unwrap();
+    assert_eq!(
+        explicit["spec"]["authorities"][0]["ctlog"]["trustRootRef"],
+        "private-sigstore"
+    );
+    let reg = &f["OLAREG"];
+    let mut doc = explicit;
+    doc["spec"]["images"] = json!([{ "glob": format!("{reg}/{KEYLESS_REPO}") }]);
+    let policy = write(&dir, "explicit.yaml", &doc);
+    let [image, _] = keyless_images(reg, &kit, &service_account, "explicit").await;
+    expect(
+        &policy_test(reg, &policy, &["--trust-root", &trust_root], &image),
+        0,
+        &["allow:", "image-policy-keyless passed"],
+    );
 }

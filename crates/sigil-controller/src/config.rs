@@ -35,9 +35,33 @@ pub struct Args {
     /// How often the Lease is renewed or its acquisition retried (seconds).
     #[arg(long, default_value_t = 2)]
     pub retry_period_secs: u64,
-    /// How often remote TrustRoots are refreshed from their TUF mirror (seconds).
+    /// How often remote TrustRoots, and the built-in Sigstore root, are
+    /// refreshed from their TUF mirror (seconds).
     #[arg(long, default_value_t = 3600)]
     pub trust_root_refresh_secs: u64,
+    /// The Sigstore instance whose trust root authorities without a
+    /// trustRootRef verify against while no TrustRoot is annotated
+    /// policy.sigil.dev/default-trust-root: its TUF root of trust and its
+    /// trusted_root.json (the fallback) are built into sigil.
+    #[arg(long, value_enum, default_value_t = SigstoreInstance::PublicGood)]
+    pub sigstore_instance: SigstoreInstance,
+    /// The TUF mirror that root is kept fresh from (default: the instance's,
+    /// https://tuf-repo-cdn.sigstore.dev for public-good).
+    #[arg(long, value_name = "URL", conflicts_with = "tuf_offline")]
+    pub tuf_mirror: Option<String>,
+    /// Never contact a TUF mirror for the built-in root and use the copy
+    /// built into sigil (air-gapped clusters; update sigil to update it).
+    #[arg(long)]
+    pub tuf_offline: bool,
+    /// How long one request to a TUF mirror may take (seconds); connecting
+    /// takes at most 5 of them.
+    #[arg(long, default_value_t = 10)]
+    pub tuf_timeout_secs: u64,
+    /// Name of the Secret, in sigil's namespace, that keeps each TUF
+    /// repository's trusted root and last verified versions across restarts
+    /// (rollback protection).
+    #[arg(long, default_value = "sigil-tuf-state")]
+    pub tuf_state_secret: String,
     /// Who keeps the webhook's serving certificate and the configurations'
     /// caBundle: this controller, or something else (cert-manager, or a
     /// webhook run out of cluster whose configuration carries its own
@@ -75,6 +99,49 @@ pub enum WebhookTls {
     External,
 }
 
+/// A Sigstore instance sigil has the TUF root of trust of.
+#[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SigstoreInstance {
+    /// The public-good instance (fulcio.sigstore.dev, rekor.sigstore.dev).
+    PublicGood,
+    /// The staging instance (sigstage.dev), for testing.
+    Staging,
+}
+
+impl SigstoreInstance {
+    /// `public-good` or `staging`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::PublicGood => "public-good",
+            Self::Staging => "staging",
+        }
+    }
+
+    /// The embedded TUF root of trust (`root.json`).
+    pub fn tuf_root(self) -> &'static str {
+        match self {
+            Self::PublicGood => sigil_verifier::trust::PUBLIC_GOOD_TUF_ROOT,
+            Self::Staging => sigil_verifier::trust::STAGING_TUF_ROOT,
+        }
+    }
+
+    /// The instance's TUF mirror.
+    pub fn tuf_mirror(self) -> &'static str {
+        match self {
+            Self::PublicGood => sigil_verifier::trust::PUBLIC_GOOD_TUF_MIRROR,
+            Self::Staging => sigil_verifier::trust::STAGING_TUF_MIRROR,
+        }
+    }
+
+    /// The embedded `trusted_root.json`, used until the mirror is reached.
+    pub fn embedded_trusted_root(self) -> &'static str {
+        match self {
+            Self::PublicGood => sigil_verifier::trust::PUBLIC_GOOD_JSON,
+            Self::Staging => sigil_verifier::trust::STAGING_JSON,
+        }
+    }
+}
+
 /// Log output format.
 #[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
 pub enum LogFormat {
@@ -106,6 +173,26 @@ impl Args {
     /// Remote trust-root refresh interval.
     pub fn trust_root_refresh(&self) -> Duration {
         Duration::from_secs(self.trust_root_refresh_secs.max(60))
+    }
+    /// How soon a failed TUF refresh of the built-in root is retried: the
+    /// refresh interval, at most five minutes.
+    pub fn tuf_retry(&self) -> Duration {
+        self.trust_root_refresh().min(Duration::from_secs(300))
+    }
+    /// The bound on one TUF mirror request.
+    pub fn tuf_timeout(&self) -> Duration {
+        Duration::from_secs(self.tuf_timeout_secs.clamp(1, 120))
+    }
+    /// The mirror the built-in root is refreshed from, or `None` offline.
+    pub fn tuf_mirror_url(&self) -> Option<String> {
+        if self.tuf_offline {
+            return None;
+        }
+        Some(
+            self.tuf_mirror
+                .clone()
+                .unwrap_or_else(|| self.sigstore_instance.tuf_mirror().to_owned()),
+        )
     }
     /// Whether this controller keeps the webhook certificate and `caBundle`
     /// (`--webhook-tls managed` without `--cert-manager`).
@@ -142,6 +229,28 @@ mod tests {
         assert_eq!(external.webhook_tls, WebhookTls::External);
         assert!(!external.manages_webhook_tls());
         assert!(!parse(&["--cert-manager"]).unwrap().manages_webhook_tls());
+    }
+
+    #[test]
+    fn the_builtin_root_follows_the_public_good_mirror_unless_told_otherwise() {
+        let default = parse(&[]).unwrap();
+        assert_eq!(default.sigstore_instance, SigstoreInstance::PublicGood);
+        assert_eq!(
+            default.tuf_mirror_url().as_deref(),
+            Some("https://tuf-repo-cdn.sigstore.dev")
+        );
+        let staging = parse(&["--sigstore-instance", "staging"]).unwrap();
+        assert_eq!(
+            staging.tuf_mirror_url().as_deref(),
+            Some("https://tuf-repo-cdn.sigstage.dev")
+        );
+        let own = parse(&["--tuf-mirror", "http://tuf.tuf-system.svc"]).unwrap();
+        assert_eq!(
+            own.tuf_mirror_url().as_deref(),
+            Some("http://tuf.tuf-system.svc")
+        );
+        assert_eq!(parse(&["--tuf-offline"]).unwrap().tuf_mirror_url(), None);
+        assert!(parse(&["--tuf-offline", "--tuf-mirror", "http://m"]).is_err());
     }
 
     #[test]

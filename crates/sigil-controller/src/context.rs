@@ -1,21 +1,32 @@
 //! What every reconciler shares: the client, settings, the snapshot
-//! publisher, metrics, the event recorder and whether this replica leads.
+//! publisher, the TUF state store, metrics, the event recorder and whether
+//! this replica leads.
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use kube::Client;
 use kube::runtime::events::{Recorder, Reporter};
-use tokio::sync::{Mutex, mpsc, watch};
+use sigil_api::snapshot::SnapshotSigstore;
+use tokio::sync::{mpsc, watch};
 
 use crate::config::Args;
 use crate::error::{Error, Result};
 use crate::metrics::Metrics;
 use crate::publish::Publisher;
-use crate::tuf::TufState;
+use crate::tuf_state::TufStore;
 
 /// Name under which the controller writes (field manager, event reporter).
 pub const MANAGER: &str = "sigil-controller";
+
+/// A change of published trust material that policies may depend on.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TrustChange {
+    /// This TrustRoot's material changed: policies naming it are checked again.
+    TrustRoot(String),
+    /// The default trust root changed (another one, or its material): every
+    /// policy is checked again, as any may name its instances by URL.
+    Default,
+}
 
 /// Shared state of the reconcilers.
 pub struct Context {
@@ -31,12 +42,14 @@ pub struct Context {
     pub recorder: Recorder,
     /// True while this replica holds the leader Lease.
     pub leading: watch::Receiver<bool>,
-    /// The last verified TUF state of each remote or repository TrustRoot,
-    /// so refreshes start from the newest root and versions never go back.
-    pub tuf: Mutex<BTreeMap<String, TufState>>,
-    /// Names of TrustRoots whose published material changed; the policy
-    /// controller re-reconciles the policies that refer to them.
-    pub trust_root_changed: mpsc::UnboundedSender<String>,
+    /// The last verified TUF state of every TUF repository followed (the
+    /// built-in root's, remote and repository TrustRoots'), persisted so
+    /// that refreshes start from the newest root and versions never go
+    /// back, also across restarts.
+    pub tuf: TufStore,
+    /// Changes of published trust material; the policy controller
+    /// re-reconciles the policies they concern.
+    pub trust_root_changed: mpsc::UnboundedSender<TrustChange>,
 }
 
 impl Context {
@@ -47,7 +60,7 @@ impl Context {
         args: Args,
         metrics: Arc<Metrics>,
         leading: watch::Receiver<bool>,
-        trust_root_changed: mpsc::UnboundedSender<String>,
+        trust_root_changed: mpsc::UnboundedSender<TrustChange>,
     ) -> Self {
         let recorder = Recorder::new(
             client.clone(),
@@ -56,7 +69,14 @@ impl Context {
                 instance: Some(args.identity.clone()),
             },
         );
-        let publisher = Publisher::new(client.clone(), &args.namespace, metrics.clone());
+        let instance = args.sigstore_instance;
+        let embedded = SnapshotSigstore {
+            instance: instance.name().to_owned(),
+            source: crate::sigstore_root::EMBEDDED.to_owned(),
+            trusted_root_json: instance.embedded_trusted_root().to_owned(),
+        };
+        let publisher = Publisher::new(client.clone(), &args.namespace, metrics.clone(), embedded);
+        let tuf = TufStore::new(client.clone(), &args.namespace, &args.tuf_state_secret);
         Self {
             client,
             args,
@@ -64,7 +84,7 @@ impl Context {
             metrics,
             recorder,
             leading,
-            tuf: Mutex::default(),
+            tuf,
             trust_root_changed,
         }
     }

@@ -266,6 +266,17 @@ impl FakeApi {
                     .or_insert_with(|| json!({"metadata": {}}));
                 if subresource {
                     merge(obj, &json!({"status": body["status"]}));
+                } else if apply {
+                    // Server-side apply by the object's only manager: what
+                    // it applies replaces what it applied before (entries a
+                    // map no longer lists are gone); metadata merges.
+                    for (k, v) in body.as_object().into_iter().flatten() {
+                        if k == "metadata" {
+                            merge(&mut obj[k.as_str()], v);
+                        } else {
+                            obj[k.as_str()] = v.clone();
+                        }
+                    }
                 } else {
                     merge(obj, &body);
                 }
@@ -290,6 +301,33 @@ impl FakeApi {
     }
 }
 
+/// A leading context on `client` whose settings `configure` changed.
+pub fn context_with(
+    client: Client,
+    configure: impl FnOnce(&mut crate::Args),
+) -> (
+    Arc<crate::Context>,
+    tokio::sync::mpsc::UnboundedReceiver<crate::context::TrustChange>,
+) {
+    let mut args = crate::Args {
+        namespace: NS.into(),
+        identity: "replica-a".into(),
+        tuf_offline: true,
+        ..crate::Args::default()
+    };
+    configure(&mut args);
+    let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+    let (_, leading_rx) = tokio::sync::watch::channel(true);
+    let ctx = crate::Context::new(
+        client,
+        args,
+        Arc::new(crate::metrics::Metrics::default()),
+        leading_rx,
+        tx,
+    );
+    (Arc::new(ctx), rx)
+}
+
 /// A leading (or not) context on `client`, and the receiver of its
 /// trust-root change notices.
 pub fn context(
@@ -297,12 +335,15 @@ pub fn context(
     leading: bool,
 ) -> (
     Arc<crate::Context>,
-    tokio::sync::mpsc::UnboundedReceiver<String>,
+    tokio::sync::mpsc::UnboundedReceiver<crate::context::TrustChange>,
     tokio::sync::watch::Sender<bool>,
 ) {
+    // Tests reach no network: the built-in root stays the embedded copy
+    // unless a test points a context at a mirror on 127.0.0.1.
     let args = crate::Args {
         namespace: NS.into(),
         identity: "replica-a".into(),
+        tuf_offline: true,
         ..crate::Args::default()
     };
     let (tx, rx) = tokio::sync::mpsc::unbounded_channel();

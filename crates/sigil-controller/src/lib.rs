@@ -1,6 +1,8 @@
 //! sigil-controller: reconciles `ClusterImagePolicy` and `TrustRoot` objects
 //! and publishes what it accepted to the webhook as one snapshot Secret
-//! ([`publish`], contract in [`sigil_api::snapshot`]); keeps the webhook's
+//! ([`publish`], contract in [`sigil_api::snapshot`]), with the built-in
+//! Sigstore root kept fresh through TUF ([`sigstore_root`], state persisted
+//! by [`tuf_state`]); keeps the webhook's
 //! TLS certificate and the `caBundle` of its webhook configurations
 //! ([`tls`]); and does all of that only while it holds the leader Lease
 //! ([`leader`]). [`run`] wires it together with metrics, health endpoints and
@@ -29,11 +31,13 @@ pub mod publish;
 pub mod run;
 pub mod server;
 pub mod sigstore_keys;
+pub mod sigstore_root;
 pub mod status;
 pub mod telemetry;
 pub mod tls;
 pub mod trustroot;
 pub mod tuf;
+pub mod tuf_state;
 
 #[cfg(test)]
 mod fixtures;

@@ -1,6 +1,8 @@
 //! Prometheus metrics (prometheus-client): reconciliations, errors by
-//! reason, policies by state, trust-root age and last refresh, snapshot
-//! revision, leadership and certificate expiry.
+//! reason, policies by state, trust-root age and last refresh, TUF updates
+//! (last success, timestamp expiry, failures, freezes), the built-in
+//! Sigstore root's source, snapshot revision, leadership and certificate
+//! expiry; the build and crypto module (`sigil_controller_build_info`).
 
 use std::collections::BTreeMap;
 use std::sync::Mutex;
@@ -42,6 +44,34 @@ pub struct TrustRootLabels {
     pub trust_root: String,
 }
 
+/// Labels naming a TUF repository (`sigstore.public-good`, `trustroot.<name>`).
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct RepositoryLabels {
+    /// The repository, as the TUF state Secret keys it.
+    pub repository: String,
+}
+
+/// Labels of a failed TUF update.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct TufFailureLabels {
+    /// The repository.
+    pub repository: String,
+    /// [`crate::tuf::TufError::reason`]: `fetch`, `rollback`, `expired`, ….
+    pub reason: String,
+}
+
+/// Labels of the built-in Sigstore root's source.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct SigstoreLabels {
+    /// `public-good` or `staging`.
+    pub instance: String,
+    /// `tuf`, `embedded_fallback` or `embedded_offline`.
+    pub source: String,
+}
+
+/// The sources the built-in root's material can come from.
+pub const SIGSTORE_SOURCES: &[&str] = &["tuf", "embedded_fallback", "embedded_offline"];
+
 /// The controller's metrics.
 pub struct Metrics {
     registry: Registry,
@@ -53,8 +83,25 @@ pub struct Metrics {
     snapshot_revision: Gauge,
     leader: Gauge,
     cert_expiry: Gauge,
+    tuf_last_update: Family<RepositoryLabels, Gauge>,
+    tuf_timestamp_expiry: Family<RepositoryLabels, Gauge>,
+    tuf_metadata_expired: Family<RepositoryLabels, Gauge>,
+    tuf_failures: Family<TufFailureLabels, Counter>,
+    sigstore_root: Family<SigstoreLabels, Gauge>,
     policy_states: Mutex<BTreeMap<String, bool>>,
     refreshed_at: Mutex<BTreeMap<String, i64>>,
+}
+
+/// The `build` info metric's labels: the version and the crypto module, so a
+/// dashboard can tell FIPS replicas from the others.
+fn build_info() -> prometheus_client::metrics::info::Info<Vec<(&'static str, String)>> {
+    let module = sigil_verifier::crypto::CryptoModule::current();
+    prometheus_client::metrics::info::Info::new(vec![
+        ("version", env!("CARGO_PKG_VERSION").to_owned()),
+        ("crypto_module", module.label().to_owned()),
+        ("crypto_version", module.version.clone()),
+        ("fips_mode", module.fips_mode.to_string()),
+    ])
 }
 
 impl Default for Metrics {
@@ -69,6 +116,11 @@ impl Default for Metrics {
             snapshot_revision: Gauge::default(),
             leader: Gauge::default(),
             cert_expiry: Gauge::default(),
+            tuf_last_update: Family::default(),
+            tuf_timestamp_expiry: Family::default(),
+            tuf_metadata_expired: Family::default(),
+            tuf_failures: Family::default(),
+            sigstore_root: Family::default(),
             policy_states: Mutex::default(),
             refreshed_at: Mutex::default(),
             registry: Registry::default(),
@@ -112,6 +164,40 @@ impl Default for Metrics {
             "webhook_certificate_expiry_timestamp_seconds",
             "Unix time at which the webhook serving certificate expires",
             m.cert_expiry.clone(),
+        );
+        registry.register(
+            "tuf_last_update_timestamp_seconds",
+            "Unix time of the last verified TUF update, by repository",
+            m.tuf_last_update.clone(),
+        );
+        registry.register(
+            "tuf_timestamp_expiry_timestamp_seconds",
+            "Unix time at which the trusted TUF timestamp metadata expires, by repository; \
+             in the past means the mirror is frozen or unreachable for longer than its lifetime",
+            m.tuf_timestamp_expiry.clone(),
+        );
+        registry.register(
+            "tuf_metadata_expired",
+            "1 while the last TUF update of a repository failed because the mirror served \
+             expired metadata (a freeze attack or an unmaintained mirror)",
+            m.tuf_metadata_expired.clone(),
+        );
+        registry.register(
+            "tuf_update_failures",
+            "TUF updates that failed, by repository and reason (fetch, rollback, expired, \
+             signature, ...)",
+            m.tuf_failures.clone(),
+        );
+        registry.register(
+            "sigstore_root",
+            "1 for where the built-in Sigstore root in force comes from: tuf, \
+             embedded_fallback (mirror not reached yet) or embedded_offline (--tuf-offline)",
+            m.sigstore_root.clone(),
+        );
+        registry.register(
+            "build",
+            "Version and crypto module of this binary",
+            build_info(),
         );
         Self { registry, ..m }
     }
@@ -182,6 +268,69 @@ impl Metrics {
         };
         self.trust_root_last_refresh.remove(&labels);
         self.trust_root_age.remove(&labels);
+    }
+
+    /// Records a verified TUF update of `repository` at Unix time `at`,
+    /// whose timestamp metadata expires at `expires` (Unix time).
+    pub fn tuf_updated(&self, repository: &str, at: i64, expires: Option<i64>) {
+        let labels = RepositoryLabels {
+            repository: repository.into(),
+        };
+        self.tuf_last_update.get_or_create(&labels).set(at);
+        if let Some(expires) = expires {
+            self.tuf_timestamp_expiry
+                .get_or_create(&labels)
+                .set(expires);
+        }
+        self.tuf_metadata_expired.get_or_create(&labels).set(0);
+    }
+
+    /// Records the expiry of the trusted timestamp of `repository` (after a
+    /// restart, from the persisted state).
+    pub fn tuf_timestamp_expires(&self, repository: &str, expires: i64) {
+        self.tuf_timestamp_expiry
+            .get_or_create(&RepositoryLabels {
+                repository: repository.into(),
+            })
+            .set(expires);
+    }
+
+    /// Counts a failed TUF update of `repository`.
+    pub fn tuf_failed(&self, repository: &str, reason: &str) {
+        self.tuf_failures
+            .get_or_create(&TufFailureLabels {
+                repository: repository.into(),
+                reason: reason.into(),
+            })
+            .inc();
+        self.tuf_metadata_expired
+            .get_or_create(&RepositoryLabels {
+                repository: repository.into(),
+            })
+            .set(i64::from(reason == "expired"));
+    }
+
+    /// Forgets a repository no longer followed.
+    pub fn tuf_removed(&self, repository: &str) {
+        let labels = RepositoryLabels {
+            repository: repository.into(),
+        };
+        self.tuf_last_update.remove(&labels);
+        self.tuf_timestamp_expiry.remove(&labels);
+        self.tuf_metadata_expired.remove(&labels);
+    }
+
+    /// Records where the built-in Sigstore root in force comes from (one of
+    /// [`SIGSTORE_SOURCES`]).
+    pub fn sigstore_source(&self, instance: &str, source: &str) {
+        for s in SIGSTORE_SOURCES {
+            self.sigstore_root
+                .get_or_create(&SigstoreLabels {
+                    instance: instance.into(),
+                    source: (*s).into(),
+                })
+                .set(i64::from(*s == source));
+        }
     }
 
     /// Records the revision of the snapshot just written.

@@ -3,8 +3,11 @@
 //! compiler, publishes the compiled version to the snapshot, and reports
 //! `Ready` with `observedGeneration` plus an Event when that changes. A
 //! rejected generation is not published; the snapshot keeps the last
-//! accepted one. Changes of referenced Secrets, ConfigMaps and TrustRoots
-//! re-reconcile the policies that refer to them.
+//! accepted one. A policy's `keyless.url` and `ctlog.url` without
+//! `trustRootRef` must name instances of the cluster's default trust root
+//! (`TrustRootMismatch` otherwise). Changes of referenced Secrets,
+//! ConfigMaps and TrustRoots re-reconcile the policies that refer to them,
+//! a change of the default trust root every policy.
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -19,9 +22,10 @@ use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::{Controller, watcher};
 use sigil_api::cip::{ClusterImagePolicy, ClusterImagePolicySpec, KeyRef, Policy};
 use sigil_api::compile::{Offline, compile_policy, trust_root_refs};
+use sigil_api::default_root::check_instance_urls;
 use sigil_api::snapshot::SnapshotPolicy;
 
-use crate::context::Context;
+use crate::context::{Context, TrustChange};
 use crate::error::{Error, Result};
 use crate::prune::{Published, watch_and_prune};
 use crate::status::{self, Verdict};
@@ -261,8 +265,7 @@ pub async fn reconcile(cip: Arc<ClusterImagePolicy>, ctx: Arc<Context>) -> Resul
     ctx.ensure_leader()?;
     ctx.metrics.reconciled(CONTROLLER);
     let name = cip.name_any();
-    let generation = cip.metadata.generation.unwrap_or_default();
-    let (mut verdict, requeue) = match resolve(&cip.spec, &ctx).await? {
+    let (verdict, requeue) = match resolve(&cip.spec, &ctx).await? {
         Err(problems) => (
             Verdict::failed("Ready", "UnresolvedReference", problems.join("; ")),
             RETRY_UNRESOLVED,
@@ -270,48 +273,89 @@ pub async fn reconcile(cip: Arc<ClusterImagePolicy>, ctx: Arc<Context>) -> Resul
         Ok(spec) => match compile_policy(&name, &spec, &Offline) {
             Err(e) => (Verdict::failed("Ready", "Invalid", e.to_string()), RESYNC),
             Ok(compiled) => {
-                let mut missing = Vec::new();
-                for root in trust_root_refs(&compiled).into_keys() {
-                    if ctx.publisher.trust_root(&root).await.is_none() {
-                        missing.push(root);
-                    }
-                }
-                if missing.is_empty() {
-                    ctx.publisher
-                        .accept_policy(SnapshotPolicy {
-                            name: name.clone(),
-                            uid: cip.uid().unwrap_or_default(),
-                            generation,
-                            resource_version: cip.resource_version().unwrap_or_default(),
-                            spec,
-                        })
-                        .await?;
-                    (
-                        Verdict::ok(
-                            "Ready",
-                            "Accepted",
-                            format!(
-                                "generation {generation} compiled and is enforced by the webhook"
-                            ),
-                        ),
-                        RESYNC,
-                    )
+                // URLs without trustRootRef must name instances of the
+                // default trust root in force (re-checked when it changes).
+                let default = ctx.publisher.default_in_force().await;
+                let mismatches = check_instance_urls(&spec, &default.view());
+                if mismatches.is_empty() {
+                    let refs = trust_root_refs(&compiled).into_keys().collect();
+                    accept(&cip, &ctx, refs, spec).await?
                 } else {
+                    let message = mismatches
+                        .iter()
+                        .map(ToString::to_string)
+                        .collect::<Vec<_>>()
+                        .join("; ");
                     (
-                        Verdict::failed(
-                            "Ready",
-                            "UnresolvedReference",
-                            format!(
-                                "TrustRoot {} not found or not Ready; create it or fix trustRootRef",
-                                missing.join(", ")
-                            ),
-                        ),
-                        RETRY_UNRESOLVED,
+                        Verdict::failed("Ready", "TrustRootMismatch", message),
+                        RESYNC,
                     )
                 }
             }
         },
     };
+    finish(&cip, &ctx, verdict, requeue).await
+}
+
+/// Publishes a compiled policy once every TrustRoot it names (`refs`) is
+/// loaded.
+async fn accept(
+    cip: &ClusterImagePolicy,
+    ctx: &Context,
+    refs: Vec<String>,
+    spec: ClusterImagePolicySpec,
+) -> Result<(Verdict, Duration)> {
+    let name = cip.name_any();
+    let generation = cip.metadata.generation.unwrap_or_default();
+    let mut missing = Vec::new();
+    for root in refs {
+        if ctx.publisher.trust_root(&root).await.is_none() {
+            missing.push(root);
+        }
+    }
+    let result = if missing.is_empty() {
+        ctx.publisher
+            .accept_policy(SnapshotPolicy {
+                name: name.clone(),
+                uid: cip.uid().unwrap_or_default(),
+                generation,
+                resource_version: cip.resource_version().unwrap_or_default(),
+                spec,
+            })
+            .await?;
+        (
+            Verdict::ok(
+                "Ready",
+                "Accepted",
+                format!("generation {generation} compiled and is enforced by the webhook"),
+            ),
+            RESYNC,
+        )
+    } else {
+        (
+            Verdict::failed(
+                "Ready",
+                "UnresolvedReference",
+                format!(
+                    "TrustRoot {} not found or not Ready; create it or fix trustRootRef",
+                    missing.join(", ")
+                ),
+            ),
+            RETRY_UNRESOLVED,
+        )
+    };
+    Ok(result)
+}
+
+/// Reports `verdict` (status and Event when it changed) and requeues.
+async fn finish(
+    cip: &ClusterImagePolicy,
+    ctx: &Context,
+    mut verdict: Verdict,
+    requeue: Duration,
+) -> Result<Action> {
+    let name = cip.name_any();
+    let generation = cip.metadata.generation.unwrap_or_default();
     if !verdict.ok {
         verdict.message = match ctx.publisher.policy(&name).await {
             Some(good) => format!(
@@ -334,12 +378,12 @@ pub async fn reconcile(cip: Arc<ClusterImagePolicy>, ctx: Arc<Context>) -> Resul
     if status::changed(previous, &verdict, generation) || observed != Some(generation) {
         let conditions = status::conditions(previous, std::slice::from_ref(&verdict), generation);
         status::apply_status(
-            &ctx,
-            cip.as_ref(),
+            ctx,
+            cip,
             serde_json::json!({"observedGeneration": generation, "conditions": conditions}),
         )
         .await?;
-        status::event(&ctx, cip.as_ref(), &verdict).await;
+        status::event(ctx, cip, &verdict).await;
     }
     Ok(Action::requeue(requeue))
 }
@@ -374,10 +418,10 @@ pub fn secret_mapper(
 }
 
 /// Runs the ClusterImagePolicy controller until `shutdown` resolves.
-/// `trust_root_changed` names TrustRoots whose published material changed.
+/// `trust_root_changed` says which published trust material changed.
 pub async fn run(
     ctx: Arc<Context>,
-    trust_root_changed: impl Stream<Item = String> + Send + 'static,
+    trust_root_changed: impl Stream<Item = TrustChange> + Send + 'static,
     shutdown: impl std::future::Future<Output = ()> + Send + Sync + 'static,
 ) {
     let client = ctx.client.clone();
@@ -387,10 +431,13 @@ pub async fn run(
     let config_maps = reader.clone();
     let secrets = secret_mapper(reader.clone());
     let roots = reader.clone();
-    let trust_root_triggers = trust_root_changed.flat_map(move |name| {
-        futures_util::stream::iter(policies_referring(&roots, |r| {
-            r.trust_roots.contains(&name)
-        }))
+    let trust_root_triggers = trust_root_changed.flat_map(move |change| {
+        futures_util::stream::iter(match change {
+            TrustChange::TrustRoot(name) => {
+                policies_referring(&roots, |r| r.trust_roots.contains(&name))
+            }
+            TrustChange::Default => policies_referring(&roots, |_| true),
+        })
     });
     Controller::for_stream(objects, reader)
         .watches(
@@ -791,5 +838,112 @@ mod tests {
             .map(|p| p.name)
             .collect();
         assert_eq!(names, vec!["b".to_owned()]);
+    }
+
+    /// policy-controller's `cip-keyless.yaml`: a private Fulcio and Rekor
+    /// named by URL, no trustRootRef.
+    fn private_keyless() -> Value {
+        json!({"images": [{"glob": "**demo**"}], "authorities": [{
+            "keyless": {"url": "http://fulcio.fulcio-system.svc", "identities": [{
+                "issuerRegExp": ".*kubernetes.default.*",
+                "subjectRegExp": ".*kubernetes.io/namespaces/default/serviceaccounts/default"}]},
+            "ctlog": {"url": "http://rekor.rekor-system.svc"}}]})
+    }
+
+    fn private_trust_root(name: &str) -> Value {
+        use base64::Engine as _;
+        let b64 = |s: &str| base64::engine::general_purpose::STANDARD.encode(s);
+        json!({
+            "apiVersion": "policy.sigil.dev/v1alpha1", "kind": "TrustRoot",
+            "metadata": {"name": name, "generation": 1,
+                "annotations": {sigil_api::default_root::DEFAULT_ANNOTATION: "true"}},
+            "spec": {"sigstoreKeys": {
+                "certificateAuthorities": [{"uri": "http://fulcio.fulcio-system.svc",
+                    "certChain": b64(CA_PEM)}],
+                "tLogs": [{"baseURL": "http://rekor.rekor-system.svc", "publicKey": b64(P256_PUB)}],
+            }},
+        })
+    }
+
+    #[tokio::test]
+    async fn a_private_sigstore_named_by_url_is_refused_against_public_good_and_accepted_once_a_default_trust_root_lists_it()
+     {
+        let (client, api) = FakeApi::start();
+        let (ctx, mut changes, _l) = context(client, true);
+        api.put(&cip_path("keyless"), cip("keyless", 1, private_keyless()));
+
+        reconcile_path(&api, &ctx, "keyless").await.unwrap();
+
+        let cond = ready(&api, "keyless");
+        assert_eq!(cond["reason"], "TrustRootMismatch");
+        let message = cond["message"].as_str().unwrap();
+        for needle in [
+            "spec.authorities[0].keyless.url: `http://fulcio.fulcio-system.svc` is not a Fulcio of the default trust root, the Sigstore public-good root",
+            "it lists https://fulcio.sigstore.dev",
+            "spec.authorities[0].ctlog.url: `http://rekor.rekor-system.svc`",
+            "https://rekor.sigstore.dev",
+            "the webhook does not enforce this policy",
+        ] {
+            assert!(message.contains(needle), "{needle}\n{message}");
+        }
+        assert!(stored_snapshot(&api).is_none_or(|s| s.policies.is_empty()));
+
+        // The admin marks a TrustRoot listing the private instances as the
+        // cluster's default; the change re-reconciles every policy.
+        api.put(
+            &crate::fixtures::trustroot_path("private"),
+            private_trust_root("private"),
+        );
+        crate::trustroot::reconcile(
+            object(&api, &crate::fixtures::trustroot_path("private")),
+            ctx.clone(),
+        )
+        .await
+        .unwrap();
+        let received: Vec<TrustChange> = std::iter::from_fn(|| changes.try_recv().ok()).collect();
+        assert!(received.contains(&TrustChange::Default), "{received:?}");
+        let (reader, mut writer) = reflector::store::<ClusterImagePolicy>();
+        writer.apply_watcher_event(&Event::Apply(
+            (*object::<ClusterImagePolicy>(&api, &cip_path("keyless"))).clone(),
+        ));
+        assert_eq!(
+            policies_referring(&reader, |_| true),
+            vec![ObjectRef::new("keyless")]
+        );
+        reconcile_path(&api, &ctx, "keyless").await.unwrap();
+
+        assert_eq!(
+            ready(&api, "keyless")["status"],
+            "True",
+            "{}",
+            ready(&api, "keyless")
+        );
+        let snapshot = stored_snapshot(&api).unwrap();
+        assert_eq!(snapshot.policies[0].name, "keyless");
+        assert_eq!(snapshot.default_trust_root().unwrap().name, "private");
+        let valid = snapshot.validate().unwrap();
+        assert_eq!(valid.default_trust_root.as_deref(), Some("private"));
+    }
+
+    #[tokio::test]
+    async fn public_good_urls_in_either_scheme_are_accepted_without_a_default_trust_root() {
+        let (client, api) = FakeApi::start();
+        let (ctx, _rx, _l) = context(client, true);
+        api.put(
+            &cip_path("pg"),
+            cip(
+                "pg",
+                1,
+                json!({"images": [{"glob": "**"}], "authorities": [{
+                "keyless": {"url": "http://fulcio.sigstore.dev",
+                    "identities": [{"issuer": "https://token.actions.githubusercontent.com",
+                        "subjectRegExp": ".*"}]},
+                "ctlog": {"url": "https://rekor.sigstore.dev"}}]}),
+            ),
+        );
+
+        reconcile_path(&api, &ctx, "pg").await.unwrap();
+
+        assert_eq!(ready(&api, "pg")["status"], "True", "{}", ready(&api, "pg"));
     }
 }

@@ -9,6 +9,11 @@
 //! specs and the revision counter survive. A trust root that was deleted
 //! stays in the snapshot while an accepted policy still refers to it, so a
 //! snapshot is always enforceable whole.
+//!
+//! It also decides the cluster's default trust root: the one live trust
+//! root accepted as marked default (a second marked one is refused as a
+//! conflict, so the default never flips on the order of reconciles), else
+//! the built-in Sigstore root it holds ([`Publisher::accept_sigstore`]).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -19,9 +24,12 @@ use k8s_openapi::api::core::v1::Secret;
 use kube::Client;
 use kube::api::{Api, Patch, PatchParams};
 use sigil_api::compile::{Offline, compile_policy, trust_root_refs};
+use sigil_api::default_root::{DefaultRoot, DefaultSource};
 use sigil_api::snapshot::{
-    API_VERSION, PolicySnapshot, SECRET_KEY, SECRET_NAME, SnapshotPolicy, SnapshotTrustRoot,
+    API_VERSION, PolicySnapshot, SECRET_KEY, SECRET_NAME, SnapshotPolicy, SnapshotSigstore,
+    SnapshotTrustRoot,
 };
+use sigil_verifier::trust::TrustedRoot;
 use tokio::sync::Mutex;
 
 use crate::context::MANAGER;
@@ -36,12 +44,59 @@ struct HeldTrustRoot {
     live: bool,
 }
 
-#[derive(Default)]
 struct State {
     policies: BTreeMap<String, SnapshotPolicy>,
     trust_roots: BTreeMap<String, HeldTrustRoot>,
+    /// The built-in Sigstore instance's root.
+    sigstore: SnapshotSigstore,
     /// The last snapshot written (or recovered).
     written: Option<PolicySnapshot>,
+}
+
+impl State {
+    fn default_trust_root(&self) -> Option<&SnapshotTrustRoot> {
+        self.trust_roots
+            .values()
+            .find(|t| t.live && t.root.default)
+            .map(|t| &t.root)
+    }
+}
+
+/// What became of a TrustRoot's default mark.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DefaultMark {
+    /// The TrustRoot is not marked default.
+    NotMarked,
+    /// It is marked and is the cluster's default trust root.
+    Default,
+    /// It is marked, but the named TrustRoot already is the default; it is
+    /// published as an ordinary trust root until that one is unmarked.
+    Conflict(String),
+}
+
+/// The default trust root in force, as the policy reconciler checks
+/// policies against it.
+#[derive(Debug, Clone)]
+pub struct DefaultInForce {
+    /// The TrustRoot marked default, or `None` for the built-in root.
+    pub trust_root: Option<String>,
+    /// The built-in Sigstore instance (`public-good`).
+    pub instance: String,
+    /// The root's material.
+    pub root: TrustedRoot,
+}
+
+impl DefaultInForce {
+    /// The view the checks in [`sigil_api::default_root`] take.
+    pub fn view(&self) -> DefaultRoot<'_> {
+        DefaultRoot {
+            source: match &self.trust_root {
+                Some(name) => DefaultSource::TrustRoot(name),
+                None => DefaultSource::Builtin(&self.instance),
+            },
+            root: &self.root,
+        }
+    }
 }
 
 /// Writes the policy snapshot Secret.
@@ -53,13 +108,24 @@ pub struct Publisher {
 }
 
 impl Publisher {
-    /// A publisher writing into `namespace`.
-    pub fn new(client: Client, namespace: &str, metrics: Arc<Metrics>) -> Self {
+    /// A publisher writing into `namespace`, holding `sigstore` (the
+    /// built-in instance's embedded root) until told better.
+    pub fn new(
+        client: Client,
+        namespace: &str,
+        metrics: Arc<Metrics>,
+        sigstore: SnapshotSigstore,
+    ) -> Self {
         Self {
             api: Api::namespaced(client, namespace),
             namespace: namespace.to_owned(),
             metrics,
-            state: Mutex::default(),
+            state: Mutex::new(State {
+                policies: BTreeMap::new(),
+                trust_roots: BTreeMap::new(),
+                sigstore,
+                written: None,
+            }),
         }
     }
 
@@ -98,6 +164,15 @@ impl Publisher {
                             live: true,
                         },
                     );
+                }
+                // A root verified through TUF before the restart stays in
+                // force until the next update: falling back to the older
+                // embedded copy would be a rollback a mirror could cause by
+                // going quiet.
+                if let Some(sigstore) = &snapshot.sigstore
+                    && sigstore.instance == state.sigstore.instance
+                {
+                    state.sigstore = sigstore.clone();
                 }
                 let revision = snapshot.revision;
                 self.metrics.snapshot_written(revision);
@@ -183,20 +258,56 @@ impl Publisher {
         self.flush(&mut state).await
     }
 
-    /// Publishes trust material that loaded and verified.
-    pub async fn accept_trust_root(&self, root: SnapshotTrustRoot) -> Result<u64> {
+    /// Publishes trust material that loaded and verified; `root.default`
+    /// asks for it to be the default trust root.
+    pub async fn accept_trust_root(&self, mut root: SnapshotTrustRoot) -> Result<DefaultMark> {
         let mut state = self.state.lock().await;
+        let mark = Self::decide_default(&state, &root.name, root.default);
+        root.default = mark == DefaultMark::Default;
         state
             .trust_roots
             .insert(root.name.clone(), HeldTrustRoot { root, live: true });
-        self.flush(&mut state).await
+        self.flush(&mut state).await?;
+        Ok(mark)
     }
 
-    /// Stops publishing a deleted trust root (once no policy refers to it).
+    /// Sets only the default mark of a published trust root whose new
+    /// generation failed to load (the annotation may still change); `None`
+    /// when nothing of it is published.
+    pub async fn mark_trust_root_default(
+        &self,
+        name: &str,
+        marked: bool,
+    ) -> Result<Option<DefaultMark>> {
+        let mut state = self.state.lock().await;
+        if !state.trust_roots.get(name).is_some_and(|t| t.live) {
+            return Ok(None);
+        }
+        let mark = Self::decide_default(&state, name, marked);
+        if let Some(t) = state.trust_roots.get_mut(name) {
+            t.root.default = mark == DefaultMark::Default;
+        }
+        self.flush(&mut state).await?;
+        Ok(Some(mark))
+    }
+
+    fn decide_default(state: &State, name: &str, marked: bool) -> DefaultMark {
+        if !marked {
+            return DefaultMark::NotMarked;
+        }
+        match state.default_trust_root() {
+            Some(other) if other.name != name => DefaultMark::Conflict(other.name.clone()),
+            _ => DefaultMark::Default,
+        }
+    }
+
+    /// Stops publishing a deleted trust root (once no policy refers to it);
+    /// a deleted default stops being the default.
     pub async fn remove_trust_root(&self, name: &str) -> Result<u64> {
         let mut state = self.state.lock().await;
         if let Some(t) = state.trust_roots.get_mut(name) {
             t.live = false;
+            t.root.default = false;
         }
         self.flush(&mut state).await
     }
@@ -206,8 +317,62 @@ impl Publisher {
         let mut state = self.state.lock().await;
         for (name, t) in state.trust_roots.iter_mut() {
             t.live = live.contains(name);
+            t.root.default &= t.live;
         }
         self.flush(&mut state).await
+    }
+
+    /// Publishes the built-in Sigstore instance's root.
+    pub async fn accept_sigstore(&self, sigstore: SnapshotSigstore) -> Result<u64> {
+        let mut state = self.state.lock().await;
+        state.sigstore = sigstore;
+        self.flush(&mut state).await
+    }
+
+    /// The built-in Sigstore instance's root as held.
+    pub async fn sigstore(&self) -> SnapshotSigstore {
+        self.state.lock().await.sigstore.clone()
+    }
+
+    /// The default trust root in force.
+    pub async fn default_in_force(&self) -> DefaultInForce {
+        let (trust_root, instance, json) = {
+            let state = self.state.lock().await;
+            let instance = state.sigstore.instance.clone();
+            match state.default_trust_root() {
+                Some(t) => (Some(t.name.clone()), instance, t.trusted_root_json.clone()),
+                None => (None, instance, state.sigstore.trusted_root_json.clone()),
+            }
+        };
+        // Held material was parsed when it was accepted; an unparsable one
+        // cannot be held, and then the embedded public-good root stands in.
+        let root = TrustedRoot::from_json(&json)
+            .or_else(|_| TrustedRoot::public_good())
+            .unwrap_or(TrustedRoot {
+                tlogs: Vec::new(),
+                ctlogs: Vec::new(),
+                certificate_authorities: Vec::new(),
+                timestamp_authorities: Vec::new(),
+            });
+        DefaultInForce {
+            trust_root,
+            instance,
+            root,
+        }
+    }
+
+    /// An identity of the default trust root in force (which one and its
+    /// material): when it changes, policies are checked again.
+    pub async fn default_id(&self) -> String {
+        let state = self.state.lock().await;
+        let (name, json) = match state.default_trust_root() {
+            Some(t) => (t.name.as_str(), t.trusted_root_json.as_str()),
+            None => ("", state.sigstore.trusted_root_json.as_str()),
+        };
+        format!(
+            "{name}:{}",
+            hex::encode(sigil_verifier::crypto::sha256(json.as_bytes()))
+        )
     }
 
     /// Writes a new revision when the content changed.
@@ -229,10 +394,12 @@ impl Publisher {
             generated_at: now_rfc3339(),
             policies: state.policies.values().cloned().collect(),
             trust_roots: state.trust_roots.values().map(|t| t.root.clone()).collect(),
+            sigstore: Some(state.sigstore.clone()),
         };
         if state.written.is_some()
             && candidate.policies == written.policies
             && candidate.trust_roots == written.trust_roots
+            && candidate.sigstore == written.sigstore
         {
             return Ok(written.revision);
         }

@@ -1,5 +1,6 @@
 //! Wiring: the HTTP endpoints and the elector run all the time; the
-//! reconcilers (policies, trust roots, webhook TLS) run only while this
+//! reconcilers (policies, trust roots, the built-in Sigstore root's TUF
+//! refresh, webhook TLS) run only while this
 //! replica leads, and stop as soon as it does not. SIGTERM or Ctrl-C stops
 //! the reconcilers after their in-flight work, releases the Lease and stops
 //! the endpoints.
@@ -15,7 +16,7 @@ use crate::context::Context;
 use crate::error::{Error, Result};
 use crate::leader::Elector;
 use crate::metrics::Metrics;
-use crate::{policy, server, tls, trustroot};
+use crate::{policy, server, sigstore_root, tls, trustroot};
 
 /// Resolves when `rx` holds `want` (or its sender is gone).
 async fn until(mut rx: watch::Receiver<bool>, want: bool) {
@@ -132,17 +133,26 @@ pub async fn lead(
         }
     };
     // The last good policies must be known before anything is reconciled,
-    // or the first write would drop them.
+    // or the first write would drop them; the TUF state before any update,
+    // or a mirror could roll sigil back past what it already verified.
     let mut attempts = 0u32;
     loop {
-        match ctx.publisher.recover().await {
-            Ok(revision) => {
-                tracing::info!(?revision, "policy snapshot recovered");
+        let recovered = match ctx.publisher.recover().await {
+            Ok(revision) => ctx.tuf.recover().await.map(|tuf| (revision, tuf)),
+            Err(e) => Err(e),
+        };
+        match recovered {
+            Ok((revision, tuf)) => {
+                tracing::info!(
+                    ?revision,
+                    tuf_repositories = tuf,
+                    "policy snapshot and TUF state recovered"
+                );
                 break;
             }
             Err(e) => {
                 attempts = attempts.saturating_add(1);
-                tracing::warn!(error = %e, attempts, "could not read the policy snapshot; retrying");
+                tracing::warn!(error = %e, attempts, "could not read the policy snapshot or the TUF state; retrying");
                 tokio::select! {
                     () = done() => return,
                     () = tokio::time::sleep(std::time::Duration::from_secs(2)) => {}
@@ -156,6 +166,7 @@ pub async fn lead(
     tokio::join!(
         policy::run(ctx.clone(), triggers, done()),
         trustroot::run(ctx.clone(), done()),
+        sigstore_root::run(ctx.clone(), done()),
         tls::run(ctx.clone(), done()),
     );
     tracing::info!("reconcilers stopped");

@@ -1,9 +1,16 @@
 //! The TrustRoot reconciler: turns `sigstoreKeys` into `trusted_root.json`,
 //! reads `repository` (a serialized TUF repository) and refreshes `remote`
-//! (a TUF mirror) periodically, all through [`crate::tuf`], and publishes the
-//! result to the snapshot. A failed load or refresh publishes nothing new:
-//! the snapshot keeps the last good material, `Ready` stays as it was when
-//! there is one, and `Fresh=False` says why the refresh failed.
+//! (a TUF mirror) periodically, all through [`crate::tuf`] with the state
+//! [`crate::tuf_state`] persists, and publishes the result to the snapshot.
+//! A failed load or refresh publishes nothing new: the snapshot keeps the
+//! last good material, `Ready` stays as it was when there is one, and
+//! `Fresh=False` says why the refresh failed (`MetadataExpired` for a
+//! freeze, `Rollback` for a mirror serving older metadata than sigil already
+//! verified, `MirrorUnreachable`, `LoadFailed`).
+//!
+//! A TrustRoot annotated `policy.sigil.dev/default-trust-root: "true"` asks
+//! to be the cluster's default trust root; its `Default` condition says
+//! whether it is (a second marked one is refused with reason `Conflict`).
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -14,16 +21,19 @@ use kube::ResourceExt;
 use kube::runtime::Controller;
 use kube::runtime::controller::Action;
 use sigil_api::compile::validate_trust_root;
+use sigil_api::default_root::{DEFAULT_ANNOTATION, is_marked_default};
 use sigil_api::snapshot::SnapshotTrustRoot;
 use sigil_api::trustroot::TrustRoot;
+use sigil_verifier::trust::parse_rfc3339;
 use time::OffsetDateTime;
 
-use crate::context::Context;
+use crate::context::{Context, TrustChange};
 use crate::error::{Error, Result};
 use crate::prune::{Published, watch_and_prune};
+use crate::publish::DefaultMark;
 use crate::sigstore_keys::trusted_root_json;
 use crate::status::{self, Verdict};
-use crate::tuf::{self, Source};
+use crate::tuf::{self, Source, TufError};
 
 /// The controller's name in metrics.
 pub const CONTROLLER: &str = "trustroot";
@@ -31,52 +41,131 @@ pub const CONTROLLER: &str = "trustroot";
 pub const TARGET: &str = "trusted_root.json";
 /// How soon a failed load is retried.
 const RETRY: Duration = Duration::from_secs(60);
+/// How soon a TrustRoot refused as a second default asks again.
+const RETRY_CONFLICT: Duration = Duration::from_secs(30);
+
+/// The TUF state key of a TrustRoot's repository.
+pub fn repository(name: &str) -> String {
+    format!("trustroot.{name}")
+}
+
+/// Why a TrustRoot's material could not be loaded.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LoadError {
+    /// The `Fresh`/`Ready` condition reason.
+    pub reason: &'static str,
+    /// What failed, naming the mirror or field.
+    pub message: String,
+}
+
+impl LoadError {
+    fn failed(message: impl Into<String>) -> Self {
+        Self {
+            reason: "LoadFailed",
+            message: message.into(),
+        }
+    }
+
+    fn tuf(what: &str, e: &TufError) -> Self {
+        Self {
+            reason: match e {
+                TufError::Expired { .. } => "MetadataExpired",
+                TufError::Rollback { .. } => "Rollback",
+                TufError::Fetch { .. } => "MirrorUnreachable",
+                _ => "LoadFailed",
+            },
+            message: format!("{what}: {e}"),
+        }
+    }
+}
 
 /// Loads the trust material of `tr`: the `trusted_root.json` text, or why
-/// it could not be loaded.
-pub async fn load(tr: &TrustRoot, ctx: &Context) -> Result<String, String> {
+/// it could not be loaded. TUF sources start from (and update) the
+/// persisted state of the TrustRoot's repository.
+pub async fn load(tr: &TrustRoot, ctx: &Context) -> Result<String, LoadError> {
     let name = tr.name_any();
     let (source, root, what) = if let Some(keys) = &tr.spec.sigstore_keys {
-        return trusted_root_json(keys);
+        return trusted_root_json(keys).map_err(LoadError::failed);
     } else if let Some(remote) = &tr.spec.remote {
         (
-            Source::http(&remote.mirror).map_err(|e| e.to_string())?,
+            Source::http_with_timeout(&remote.mirror, ctx.args.tuf_timeout())
+                .map_err(|e| LoadError::tuf(&format!("mirror {}", remote.mirror), &e))?,
             &remote.root,
             format!("mirror {}", remote.mirror),
         )
     } else if let Some(repo) = &tr.spec.repository {
         (
             Source::archive(&repo.mirror_fs, repo.targets.as_deref())
-                .map_err(|e| format!("spec.repository.mirrorFS: {e}"))?,
+                .map_err(|e| LoadError::failed(format!("spec.repository.mirrorFS: {e}")))?,
             &repo.root,
             "spec.repository".to_owned(),
         )
     } else {
-        return Err("exactly one of remote, repository or sigstoreKeys must be set".into());
+        return Err(LoadError::failed(
+            "exactly one of remote, repository or sigstoreKeys must be set",
+        ));
     };
     let compact: String = root.chars().filter(|c| !c.is_ascii_whitespace()).collect();
     let root = base64::Engine::decode(&base64::engine::general_purpose::STANDARD, compact)
-        .map_err(|e| format!("root: not base64 ({e})"))?;
-    // The state of the last update is valid only for the same initial root.
-    let key = format!(
-        "{name}/{}",
-        hex::encode(sigil_verifier::crypto::sha256(&root))
-    );
-    let previous = ctx.tuf.lock().await.get(&key).cloned();
-    let (bytes, state) = tuf::fetch_target(
+        .map_err(|e| LoadError::failed(format!("root: not base64 ({e})")))?;
+    let repository = repository(&name);
+    // The state of the last update counts only for the same initial root.
+    let previous = ctx.tuf.previous(&repository, &root).await;
+    let fetched = tuf::fetch_target(
         &source,
         &root,
         previous.as_ref(),
         TARGET,
         OffsetDateTime::now_utc(),
     )
-    .await
-    .map_err(|e| format!("{what}: {e}"))?;
-    let text = String::from_utf8(bytes).map_err(|_| format!("{what}: {TARGET} is not UTF-8"))?;
+    .await;
+    let (bytes, state) = match fetched {
+        Ok(ok) => ok,
+        Err(e) => {
+            ctx.metrics.tuf_failed(&repository, e.reason());
+            return Err(LoadError::tuf(&what, &e));
+        }
+    };
+    let text = String::from_utf8(bytes)
+        .map_err(|_| LoadError::failed(format!("{what}: {TARGET} is not UTF-8")))?;
     sigil_verifier::trust::TrustedRoot::from_json(&text)
-        .map_err(|e| format!("{what}: {TARGET}: {e}"))?;
-    ctx.tuf.lock().await.insert(key, state);
+        .map_err(|e| LoadError::failed(format!("{what}: {TARGET}: {e}")))?;
+    // Used only once persisted: a restart must not start from before it.
+    ctx.tuf
+        .record(&repository, &root, &state)
+        .await
+        .map_err(|e| {
+            LoadError::failed(format!(
+                "{what}: the verified update could not be persisted: {e}"
+            ))
+        })?;
+    ctx.metrics.tuf_updated(
+        &repository,
+        OffsetDateTime::now_utc().unix_timestamp(),
+        parse_rfc3339(&state.timestamp_expires).map(OffsetDateTime::unix_timestamp),
+    );
     Ok(text)
+}
+
+/// The `Default` condition of a TrustRoot marked default, after the
+/// publisher decided about it.
+fn default_verdict(mark: &DefaultMark) -> Option<Verdict> {
+    match mark {
+        DefaultMark::NotMarked => None,
+        DefaultMark::Default => Some(Verdict::ok(
+            "Default",
+            "Default",
+            "the cluster's default trust root: authorities without trustRootRef verify against it",
+        )),
+        DefaultMark::Conflict(other) => Some(Verdict::failed(
+            "Default",
+            "Conflict",
+            format!(
+                "annotated {DEFAULT_ANNOTATION}, but TrustRoot {other} is already the default; \
+                 remove the annotation from one of them"
+            ),
+        )),
+    }
 }
 
 /// Reconciles one TrustRoot.
@@ -85,30 +174,39 @@ pub async fn reconcile(tr: Arc<TrustRoot>, ctx: Arc<Context>) -> Result<Action> 
     ctx.metrics.reconciled(CONTROLLER);
     let name = tr.name_any();
     let generation = tr.metadata.generation.unwrap_or_default();
+    let marked = is_marked_default(&tr.metadata);
     let refresh = ctx.args.trust_root_refresh();
     let last_good = ctx.publisher.trust_root(&name).await;
+    let default_before = ctx.publisher.default_id().await;
     let loaded = match validate_trust_root(&tr.spec) {
-        Err(e) => Err(("Invalid", e.to_string())),
-        Ok(()) => load(&tr, &ctx).await.map_err(|e| ("LoadFailed", e)),
+        Err(e) => Err(LoadError {
+            reason: "Invalid",
+            message: e.to_string(),
+        }),
+        Ok(()) => load(&tr, &ctx).await,
     };
     let now = OffsetDateTime::now_utc();
-    let (ready, fresh, requeue) = match loaded {
+    let (ready, fresh, mark, requeue) = match loaded {
         Ok(json) => {
             let changed = last_good
                 .as_ref()
                 .is_none_or(|g| g.trusted_root_json != json);
-            ctx.publisher
+            let mark = ctx
+                .publisher
                 .accept_trust_root(SnapshotTrustRoot {
                     name: name.clone(),
                     generation,
                     trusted_root_json: json,
+                    default: marked,
                 })
                 .await?;
             ctx.metrics
                 .trust_root_refreshed(&name, now.unix_timestamp());
             if changed {
                 // Policies waiting for this trust root can now be accepted.
-                let _ = ctx.trust_root_changed.send(name.clone());
+                let _ = ctx
+                    .trust_root_changed
+                    .send(TrustChange::TrustRoot(name.clone()));
             }
             let fresh = Verdict::ok("Fresh", "Loaded", "trust material loaded and verified");
             let ready = Verdict::ok(
@@ -122,46 +220,80 @@ pub async fn reconcile(tr: Arc<TrustRoot>, ctx: Arc<Context>) -> Result<Action> 
             } else {
                 Duration::from_secs(3600)
             };
-            (ready, fresh, requeue)
+            (ready, fresh, mark, requeue)
         }
-        Err((reason, why)) => {
-            let fresh = Verdict::failed("Fresh", reason, why.clone());
-            let ready = match &last_good {
-                Some(good) => Verdict::ok(
-                    "Ready",
-                    "StaleMaterial",
-                    format!(
-                        "generation {generation} failed to load ({why}); the webhook keeps using \
-                         the material of generation {} loaded earlier",
-                        good.generation
+        Err(LoadError { reason, message }) => {
+            let fresh = Verdict::failed("Fresh", reason, message.clone());
+            let (ready, mark) = match &last_good {
+                Some(good) => (
+                    Verdict::ok(
+                        "Ready",
+                        "StaleMaterial",
+                        format!(
+                            "generation {generation} failed to load ({message}); the webhook \
+                             keeps using the material of generation {} loaded earlier",
+                            good.generation
+                        ),
                     ),
+                    ctx.publisher
+                        .mark_trust_root_default(&name, marked)
+                        .await?
+                        .unwrap_or(DefaultMark::NotMarked),
                 ),
-                None => Verdict::failed(
-                    "Ready",
-                    reason,
-                    format!("generation {generation} failed to load: {why}"),
+                None => (
+                    Verdict::failed(
+                        "Ready",
+                        reason,
+                        format!("generation {generation} failed to load: {message}"),
+                    ),
+                    DefaultMark::NotMarked,
                 ),
             };
-            (ready, fresh, RETRY)
+            (ready, fresh, mark, RETRY)
         }
     };
+    if ctx.publisher.default_id().await != default_before {
+        let _ = ctx.trust_root_changed.send(TrustChange::Default);
+    }
+    let mut verdicts = vec![ready.clone(), fresh.clone()];
+    let default = match (&mark, marked, ready.ok) {
+        (DefaultMark::NotMarked, true, _) => Some(Verdict::failed(
+            "Default",
+            "NotLoaded",
+            "annotated as the default trust root, but its material is not loaded (see Ready); \
+             authorities without trustRootRef verify against the previous default",
+        )),
+        _ => default_verdict(&mark),
+    };
+    let requeue = match &mark {
+        DefaultMark::Conflict(_) => requeue.min(RETRY_CONFLICT),
+        _ => requeue,
+    };
+    verdicts.extend(default.clone());
     let previous = tr
         .status
         .as_ref()
         .map(|s| s.conditions.as_slice())
         .unwrap_or_default();
     let observed = tr.status.as_ref().and_then(|s| s.observed_generation);
-    let changed = status::changed(previous, &ready, generation)
-        || status::changed(previous, &fresh, generation);
+    let had_default = previous.iter().any(|c| c.type_ == "Default");
+    let changed = verdicts
+        .iter()
+        .any(|v| status::changed(previous, v, generation))
+        || had_default != default.is_some();
     if changed || observed != Some(generation) {
-        let conditions = status::conditions(previous, &[ready.clone(), fresh.clone()], generation);
+        let conditions = status::conditions(previous, &verdicts, generation);
         status::apply_status(
             &ctx,
             tr.as_ref(),
             serde_json::json!({"observedGeneration": generation, "conditions": conditions}),
         )
         .await?;
-        let event = if fresh.ok { &ready } else { &fresh };
+        let event = match &default {
+            Some(d) if !d.ok => d,
+            _ if !fresh.ok => &fresh,
+            _ => &ready,
+        };
         status::event(&ctx, tr.as_ref(), event).await;
     }
     Ok(Action::requeue(requeue))
@@ -199,11 +331,29 @@ impl Published for TrustRoot {
 
     async fn unpublish(ctx: &Context, name: &str) -> Result<u64> {
         ctx.metrics.trust_root_removed(name);
-        ctx.publisher.remove_trust_root(name).await
+        ctx.metrics.tuf_removed(&repository(name));
+        let before = ctx.publisher.default_id().await;
+        ctx.tuf.forget(&repository(name)).await?;
+        let revision = ctx.publisher.remove_trust_root(name).await?;
+        if ctx.publisher.default_id().await != before {
+            let _ = ctx.trust_root_changed.send(TrustChange::Default);
+        }
+        Ok(revision)
     }
 
     async fn retain(ctx: &Context, live: &BTreeSet<String>) -> Result<u64> {
-        ctx.publisher.retain_trust_roots(live).await
+        let before = ctx.publisher.default_id().await;
+        ctx.tuf
+            .retain(|repo| {
+                repo.strip_prefix("trustroot.")
+                    .is_none_or(|name| live.contains(name))
+            })
+            .await?;
+        let revision = ctx.publisher.retain_trust_roots(live).await?;
+        if ctx.publisher.default_id().await != before {
+            let _ = ctx.trust_root_changed.send(TrustChange::Default);
+        }
+        Ok(revision)
     }
 }
 
@@ -273,7 +423,10 @@ mod tests {
         let root = sigil_verifier::trust::TrustedRoot::from_json(&json).unwrap();
         assert_eq!(root.certificate_authorities.len(), 1);
         assert_eq!(root.tlogs[0].base_url, "https://rekor.acme");
-        assert_eq!(changed.try_recv().unwrap(), "own");
+        assert_eq!(
+            changed.try_recv().unwrap(),
+            TrustChange::TrustRoot("own".into())
+        );
         assert_eq!(api.event_notes()[0].0, "Loaded");
     }
 
@@ -312,7 +465,7 @@ mod tests {
         assert_eq!(published(&api, "remote").as_deref(), Some(PUBLIC_GOOD));
         let fresh = condition(&api, "remote", "Fresh");
         assert_eq!(fresh["status"], "False");
-        assert_eq!(fresh["reason"], "LoadFailed");
+        assert_eq!(fresh["reason"], "MetadataExpired");
         assert!(
             fresh["message"]
                 .as_str()
@@ -326,7 +479,7 @@ mod tests {
         assert!(
             api.event_notes()
                 .iter()
-                .any(|(reason, note)| reason == "LoadFailed" && note.contains("expired"))
+                .any(|(reason, note)| reason == "MetadataExpired" && note.contains("expired"))
         );
     }
 
@@ -456,5 +609,163 @@ mod tests {
         crate::prune::prune(&ctx, &reader, &Event::InitDone).await;
         assert!(published(&api, "b").is_some());
         assert!(published(&api, "c").is_none());
+    }
+
+    #[tokio::test]
+    async fn after_a_restart_a_remote_trust_roots_mirror_cannot_roll_back_its_timestamp() {
+        let (client, api) = FakeApi::start();
+        let (ctx, _rx, _l) = context(client.clone(), true);
+        let mut repo = TufRepo::new(PUBLIC_GOOD.as_bytes());
+        repo.timestamp_version = 5;
+        let files = Arc::new(Mutex::new(repo.files()));
+        let mirror = serve_mirror(files.clone()).await;
+        api.put(
+            &trustroot_path("remote"),
+            trust_root(
+                "remote",
+                1,
+                json!({"remote": {"mirror": mirror, "root": STANDARD.encode(repo.root())}}),
+            ),
+        );
+        reconcile_path(&api, &ctx, "remote").await.unwrap();
+        assert_eq!(condition(&api, "remote", "Fresh")["status"], "True");
+
+        repo.timestamp_version = 4;
+        *files.lock().unwrap() = repo.files();
+        let (restarted, _rx2, _l2) = context(client, true);
+        restarted.publisher.recover().await.unwrap();
+        assert_eq!(restarted.tuf.recover().await.unwrap(), 1);
+        reconcile_path(&api, &restarted, "remote").await.unwrap();
+
+        let fresh = condition(&api, "remote", "Fresh");
+        assert_eq!(
+            (fresh["status"].as_str(), fresh["reason"].as_str()),
+            (Some("False"), Some("Rollback")),
+            "{fresh}"
+        );
+        assert!(
+            fresh["message"]
+                .as_str()
+                .unwrap()
+                .contains("timestamp version 4 is lower than the already trusted 5"),
+            "{fresh}"
+        );
+        assert_eq!(
+            condition(&api, "remote", "Ready")["reason"],
+            "StaleMaterial"
+        );
+        assert_eq!(published(&api, "remote").as_deref(), Some(PUBLIC_GOOD));
+    }
+
+    fn keys_spec(fulcio: &str, rekor: &str) -> Value {
+        json!({"sigstoreKeys": {
+            "certificateAuthorities": [{"subject": {"organization": "acme", "commonName": "ca"},
+                "uri": fulcio, "certChain": STANDARD.encode(CA_PEM)}],
+            "tLogs": [{"baseURL": rekor, "publicKey": STANDARD.encode(P256_PUB)}],
+        }})
+    }
+
+    fn marked(name: &str, spec: Value) -> Value {
+        let mut tr = trust_root(name, 1, spec);
+        tr["metadata"]["annotations"] =
+            json!({sigil_api::default_root::DEFAULT_ANNOTATION: "true"});
+        tr
+    }
+
+    fn default_of(api: &FakeApi) -> Option<String> {
+        stored_snapshot(api)?
+            .default_trust_root()
+            .map(|t| t.name.clone())
+    }
+
+    #[tokio::test]
+    async fn an_annotated_trust_root_becomes_the_default_and_a_second_one_is_refused_as_a_conflict()
+    {
+        let (client, api) = FakeApi::start();
+        let (ctx, mut changes, _l) = context(client, true);
+        let private = keys_spec(
+            "http://fulcio.fulcio-system.svc",
+            "http://rekor.rekor-system.svc",
+        );
+        api.put(&trustroot_path("corp"), marked("corp", private.clone()));
+        api.put(&trustroot_path("other"), marked("other", private));
+
+        reconcile_path(&api, &ctx, "corp").await.unwrap();
+        let action = reconcile_path(&api, &ctx, "other").await.unwrap();
+
+        assert_eq!(default_of(&api).as_deref(), Some("corp"));
+        let corp = condition(&api, "corp", "Default");
+        assert_eq!(
+            (corp["status"].as_str(), corp["reason"].as_str()),
+            (Some("True"), Some("Default"))
+        );
+        let other = condition(&api, "other", "Default");
+        assert_eq!(
+            (other["status"].as_str(), other["reason"].as_str()),
+            (Some("False"), Some("Conflict"))
+        );
+        assert!(
+            other["message"]
+                .as_str()
+                .unwrap()
+                .contains("TrustRoot corp is already the default")
+        );
+        assert_eq!(action, Action::requeue(RETRY_CONFLICT));
+        // Both loaded (policies may still name `other`); the default changed once.
+        assert!(published(&api, "other").is_some());
+        let received: Vec<TrustChange> = std::iter::from_fn(|| changes.try_recv().ok()).collect();
+        assert_eq!(
+            received
+                .iter()
+                .filter(|c| **c == TrustChange::Default)
+                .count(),
+            1,
+            "{received:?}"
+        );
+        let d = ctx.publisher.default_in_force().await;
+        assert_eq!(d.trust_root.as_deref(), Some("corp"));
+        assert_eq!(d.root.tlogs[0].base_url, "http://rekor.rekor-system.svc");
+    }
+
+    #[tokio::test]
+    async fn unmarking_or_deleting_the_default_trust_root_gives_the_default_back_to_the_builtin_root()
+     {
+        let (client, api) = FakeApi::start();
+        let (ctx, mut changes, _l) = context(client, true);
+        let spec = keys_spec("https://fulcio.corp", "https://rekor.corp");
+        api.put(&trustroot_path("corp"), marked("corp", spec.clone()));
+        reconcile_path(&api, &ctx, "corp").await.unwrap();
+        assert_eq!(default_of(&api).as_deref(), Some("corp"));
+        while changes.try_recv().is_ok() {}
+
+        // The annotation is removed: the TrustRoot stays, as an ordinary one.
+        let mut obj = api.get(&trustroot_path("corp")).unwrap();
+        obj["metadata"]["annotations"] = json!({});
+        api.put(&trustroot_path("corp"), obj);
+        reconcile_path(&api, &ctx, "corp").await.unwrap();
+        assert_eq!(default_of(&api), None);
+        assert!(published(&api, "corp").is_some());
+        assert_eq!(changes.try_recv().unwrap(), TrustChange::Default);
+        let status = api.get(&trustroot_path("corp")).unwrap()["status"]["conditions"].clone();
+        assert!(
+            status
+                .as_array()
+                .unwrap()
+                .iter()
+                .all(|c| c["type"] != "Default"),
+            "{status}"
+        );
+
+        // Marked again, then deleted.
+        api.put(&trustroot_path("corp"), marked("corp", spec));
+        reconcile_path(&api, &ctx, "corp").await.unwrap();
+        assert_eq!(default_of(&api).as_deref(), Some("corp"));
+        while changes.try_recv().is_ok() {}
+        <TrustRoot as crate::prune::Published>::unpublish(&ctx, "corp")
+            .await
+            .unwrap();
+        assert_eq!(default_of(&api), None);
+        assert_eq!(changes.try_recv().unwrap(), TrustChange::Default);
+        assert_eq!(ctx.publisher.default_in_force().await.trust_root, None);
     }
 }

@@ -3,11 +3,12 @@
 //! `trusted_root.json` — from a mirror over HTTP or from a serialized
 //! repository (a gzipped tar).
 //!
-//! Why not a crate: `tough` (the maintained Rust TUF client) hard-depends on
-//! aws-lc-rs, and sigil keeps ring as its only crypto provider; `tuf`
-//! (rust-tuf) is a pre-release that verifies only Ed25519 keys, while
-//! Sigstore's root signs with ECDSA P-256. Signatures are checked with
-//! sigil-verifier's key types (ring / RustCrypto).
+//! Why not a crate: `tough` (the maintained Rust TUF client) was set aside
+//! because it depends on aws-lc-rs while sigil used ring; sigil now uses
+//! aws-lc-rs too, so that reason is gone. `tuf` (rust-tuf) is a pre-release
+//! that verifies only Ed25519 keys, while Sigstore's root signs with ECDSA
+//! P-256. Signatures and hashes are checked with sigil-verifier's crypto
+//! (aws-lc-rs, the process's one crypto module).
 //!
 //! What is verified: root rotation (each new root signed by a threshold of
 //! the old root's and of its own root keys, versions consecutive, at most
@@ -23,7 +24,6 @@ use std::time::Duration;
 use base64::Engine as _;
 use serde::Deserialize;
 use serde_json::Value;
-use sha2::{Digest, Sha256, Sha512};
 use sigil_verifier::crypto::{HashAlgorithm, PublicKey};
 use sigil_verifier::trust::parse_rfc3339;
 use time::OffsetDateTime;
@@ -114,6 +114,23 @@ pub enum TufError {
     Archive(String),
 }
 
+impl TufError {
+    /// A short stable label for metrics and status reasons.
+    pub fn reason(&self) -> &'static str {
+        match self {
+            Self::Fetch { .. } => "fetch",
+            Self::Missing(_) => "missing",
+            Self::Malformed { .. } => "malformed",
+            Self::Threshold { .. } => "signature",
+            Self::Version { .. } => "version",
+            Self::Rollback { .. } => "rollback",
+            Self::Expired { .. } => "expired",
+            Self::Mismatch { .. } => "mismatch",
+            Self::Archive(_) => "archive",
+        }
+    }
+}
+
 /// What a successful update leaves trusted, to start the next one from.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TufState {
@@ -127,6 +144,8 @@ pub struct TufState {
     pub snapshot_version: u64,
     /// Targets version.
     pub targets_version: u64,
+    /// When the trusted timestamp metadata expires (RFC 3339, as signed).
+    pub timestamp_expires: String,
 }
 
 /// Where TUF files come from.
@@ -148,12 +167,24 @@ pub enum Source {
     },
 }
 
+/// How long one request to a mirror may take by default.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(20);
+
 impl Source {
-    /// A mirror source with bounded time and redirects.
+    /// A mirror source with bounded time ([`DEFAULT_TIMEOUT`]) and redirects.
     pub fn http(mirror: &str) -> Result<Self, TufError> {
+        Self::http_with_timeout(mirror, DEFAULT_TIMEOUT)
+    }
+
+    /// A mirror source whose requests each take at most `timeout` (and at
+    /// most 5 s to connect), with at most 3 redirects.
+    pub fn http_with_timeout(mirror: &str, timeout: Duration) -> Result<Self, TufError> {
+        // reqwest is built without a provider of its own: make sure sigil's is
+        // installed (the binaries do it at start; tests and library users may not).
+        sigil_registry::tls::default_provider();
         let client = reqwest::Client::builder()
-            .connect_timeout(Duration::from_secs(5))
-            .timeout(Duration::from_secs(20))
+            .connect_timeout(timeout.min(Duration::from_secs(5)))
+            .timeout(timeout)
             .redirect(reqwest::redirect::Policy::limited(3))
             .build()
             .map_err(|e| TufError::Fetch {
@@ -470,8 +501,10 @@ fn decode_key(key: &Key) -> Option<(PublicKey, HashAlgorithm)> {
     match (key.keytype.as_str(), key.scheme.as_str()) {
         ("ed25519", "ed25519") => {
             let bytes: [u8; 32] = hex::decode(public).ok()?.try_into().ok()?;
-            let k = ed25519_dalek::VerifyingKey::from_bytes(&bytes).ok()?;
-            Some((PublicKey::Ed25519(k), HashAlgorithm::Sha512))
+            Some((
+                PublicKey::ed25519_from_bytes(&bytes).ok()?,
+                HashAlgorithm::Sha512,
+            ))
         }
         ("ecdsa" | "ecdsa-sha2-nistp256", "ecdsa-sha2-nistp256") => match from_text(public)? {
             k @ PublicKey::P256(_) => Some((k, HashAlgorithm::Sha256)),
@@ -572,8 +605,8 @@ fn check_hashes(
     let mut checked = 0;
     for (alg, expected) in hashes {
         let actual = match alg.as_str() {
-            "sha256" => hex::encode(Sha256::digest(bytes)),
-            "sha512" => hex::encode(Sha512::digest(bytes)),
+            "sha256" => hex::encode(HashAlgorithm::Sha256.digest(bytes)),
+            "sha512" => hex::encode(HashAlgorithm::Sha512.digest(bytes)),
             _ => continue,
         };
         if !actual.eq_ignore_ascii_case(expected) {
@@ -772,6 +805,7 @@ pub async fn fetch_target(
         timestamp_version: timestamp.version,
         snapshot_version: snapshot.version,
         targets_version: targets.version,
+        timestamp_expires: timestamp.expires,
     };
     Ok((bytes, state))
 }
@@ -1009,7 +1043,7 @@ mod tests {
             "targets.json".to_owned(),
             sign_p256(json!({"_type": "targets", "version": 3,
             "expires": "2099-01-01T00:00:00Z", "targets": {"trusted_root.json": {"length": 2,
-            "hashes": {"sha512": hex::encode(Sha512::digest(&target))}}}})),
+            "hashes": {"sha512": hex::encode(HashAlgorithm::Sha512.digest(&target))}}}})),
         );
         files.insert(
             "snapshot.json".to_owned(),
@@ -1026,6 +1060,36 @@ mod tests {
             .await
             .unwrap();
         assert_eq!(bytes, target);
+    }
+
+    #[test]
+    fn the_embedded_sigstore_tuf_roots_of_trust_verify_under_their_own_root_role() {
+        // Real Sigstore metadata: ECDSA P-256 keys in PEM, signatures over
+        // the canonical JSON securesystemslib produces, threshold 3 of 5
+        // (public-good) and 2 of 4 (staging).
+        for (name, text) in [
+            ("public-good", sigil_verifier::trust::PUBLIC_GOOD_TUF_ROOT),
+            ("staging", sigil_verifier::trust::STAGING_TUF_ROOT),
+        ] {
+            let (env, root) = load_root("root.json", text.as_bytes()).unwrap();
+            verify_role("root.json", &env, &root, "root").unwrap_or_else(|e| panic!("{name}: {e}"));
+            assert!(root.consistent_snapshot, "{name}");
+            // One signature fewer than the threshold is refused.
+            let mut short = envelope("root.json", text.as_bytes()).unwrap();
+            let threshold = usize::try_from(root.roles["root"].threshold).unwrap();
+            let mut valid = 0;
+            short.signatures.retain(|_| {
+                valid += 1;
+                valid < threshold
+            });
+            assert!(
+                matches!(
+                    verify_role("root.json", &short, &root, "root"),
+                    Err(TufError::Threshold { .. })
+                ),
+                "{name}"
+            );
+        }
     }
 
     #[test]

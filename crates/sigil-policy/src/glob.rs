@@ -17,6 +17,10 @@
 //! matches `ghcr.io/org/app@sha256:…`, the digest-pinned form every admitted
 //! image takes after `/mutate`; and a glob written with `docker.io/` is read
 //! as `index.docker.io/`.
+//!
+//! Which registry hosts a glob can select ([`Glob::hosts`], gathered into a
+//! [`HostSet`]) bounds the registries sigil contacts: an image on a host no
+//! policy can select is never fetched from.
 
 use std::fmt;
 
@@ -152,6 +156,168 @@ fn is_docker_hub(registry: &str) -> bool {
 pub struct Glob {
     pattern: String,
     regex: regex::Regex,
+    hosts: HostPattern,
+}
+
+/// The registry hosts one glob (or one allow-list entry) can select.
+#[derive(Debug, Clone)]
+pub struct HostPattern {
+    /// Hosts matched by a pattern; `None` when any host can be.
+    pattern: Option<regex::Regex>,
+    /// Also Docker Hub: the glob can match an image written in Docker Hub's
+    /// short form (`nginx`, `team/app`), whose first segment is not a host.
+    docker_hub: bool,
+}
+
+/// Glob syntax (`*` within a segment, `.` literal) as an anchored,
+/// case-insensitive regex over a host; `None` when it matches any host.
+fn host_regex(glob_host: &str) -> Option<regex::Regex> {
+    if glob_host.chars().all(|c| c == '*') {
+        return None;
+    }
+    let mut re = String::from("(?i)^");
+    for c in glob_host.chars() {
+        match c {
+            '*' => re.push_str("[^/]*"),
+            c => re.push_str(&regex::escape(&c.to_string())),
+        }
+    }
+    re.push('$');
+    regex::Regex::new(&re).ok()
+}
+
+impl HostPattern {
+    /// The hosts a normalized glob can select. The host is the glob's text
+    /// before its first `/`; a `**` before any `/` lets the host run on to
+    /// anything without a `/`; a glob without `/` matches only short Docker
+    /// Hub names.
+    fn of_glob(normalized: &str) -> Self {
+        let slash = normalized.find('/');
+        let stars = normalized.find("**");
+        let (host, open_ended) = match (slash, stars) {
+            (Some(s), Some(d)) if d < s => (normalized.get(..d).unwrap_or_default(), true),
+            (Some(s), _) => (normalized.get(..s).unwrap_or_default(), false),
+            (None, Some(d)) => (normalized.get(..d).unwrap_or_default(), true),
+            (None, None) => {
+                return Self {
+                    pattern: host_regex(DOCKER_HUB),
+                    docker_hub: true,
+                };
+            }
+        };
+        let glob_host = if open_ended {
+            format!("{host}*")
+        } else {
+            host.to_owned()
+        };
+        // Only a first segment with `.` or `:` (or `localhost`) is a host; a
+        // glob host without them can also match a short name's first
+        // segment, which puts the image on Docker Hub.
+        let literal = host.replace('*', "");
+        let docker_hub = !(literal.contains(['.', ':']) || host == "localhost");
+        Self {
+            pattern: host_regex(&glob_host),
+            docker_hub,
+        }
+    }
+
+    /// An allow-list entry: a host glob (`mirror.example:5000`,
+    /// `*.corp.example`, `*` for any host).
+    pub fn allow(host_glob: &str) -> Result<Self, GlobError> {
+        let invalid = || GlobError::InvalidGlob {
+            glob: host_glob.chars().take(MAX_REFERENCE_LEN).collect(),
+        };
+        if host_glob.is_empty()
+            || host_glob.len() > MAX_REFERENCE_LEN
+            || !host_glob
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b"-_:.*[]".contains(&b))
+        {
+            return Err(invalid());
+        }
+        let host = if is_docker_hub(&host_glob.to_ascii_lowercase()) {
+            DOCKER_HUB
+        } else {
+            host_glob
+        };
+        Ok(Self {
+            pattern: host_regex(host),
+            docker_hub: false,
+        })
+    }
+
+    /// Whether `host` (normalized by [`canonical_host`]) is selected.
+    fn permits(&self, host: &str) -> bool {
+        (self.docker_hub && host == DOCKER_HUB)
+            || self.pattern.as_ref().is_none_or(|re| re.is_match(host))
+    }
+
+    /// Whether every host is selected.
+    fn is_any(&self) -> bool {
+        self.pattern.is_none()
+    }
+}
+
+/// A registry host as [`HostSet`] compares it: lower case, Docker Hub's
+/// aliases as `index.docker.io`.
+pub fn canonical_host(host: &str) -> String {
+    let lower = host.to_ascii_lowercase();
+    if is_docker_hub(&lower) {
+        DOCKER_HUB.to_owned()
+    } else {
+        lower
+    }
+}
+
+/// The registry hosts some policy can select, plus an allow-list: the
+/// registries sigil may contact.
+#[derive(Debug, Clone, Default)]
+pub struct HostSet {
+    patterns: Vec<HostPattern>,
+    exact: std::collections::BTreeSet<String>,
+}
+
+impl HostSet {
+    /// An empty set: no host.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Adds the hosts `glob` can select.
+    pub fn add_glob(&mut self, glob: &Glob) {
+        if glob.hosts.is_any() && !self.is_any() {
+            self.patterns.clear();
+        }
+        if !self.is_any() {
+            self.patterns.push(glob.hosts.clone());
+        }
+    }
+
+    /// Adds one host exactly (`source.oci`'s registry).
+    pub fn add_host(&mut self, host: &str) {
+        self.exact.insert(canonical_host(host));
+    }
+
+    /// Adds an allow-list entry (see [`HostPattern::allow`]).
+    pub fn add_pattern(&mut self, pattern: HostPattern) {
+        if pattern.is_any() {
+            self.patterns.clear();
+        }
+        if !self.is_any() {
+            self.patterns.push(pattern);
+        }
+    }
+
+    /// Whether every host is in the set (some glob like `**`).
+    pub fn is_any(&self) -> bool {
+        self.patterns.first().is_some_and(HostPattern::is_any)
+    }
+
+    /// Whether `host` (`host[:port]`) is in the set.
+    pub fn contains(&self, host: &str) -> bool {
+        let host = canonical_host(host);
+        self.exact.contains(&host) || self.patterns.iter().any(|p| p.permits(&host))
+    }
 }
 
 impl Glob {
@@ -195,7 +361,13 @@ impl Glob {
         Ok(Self {
             pattern: pattern.to_owned(),
             regex,
+            hosts: HostPattern::of_glob(&normalized),
         })
+    }
+
+    /// The registry hosts this glob can select.
+    pub fn hosts(&self) -> &HostPattern {
+        &self.hosts
     }
 
     /// The glob as written.
@@ -278,6 +450,139 @@ mod tests {
         for (glob, image, want) in cases {
             assert_eq!(matches(glob, image), *want, "glob {glob} image {image}");
         }
+    }
+
+    /// Every host an image the glob matches can live on is in the glob's
+    /// host set, and hosts it cannot select are not.
+    #[test]
+    fn a_globs_host_set_holds_every_host_it_can_select_and_no_other() {
+        let cases: &[(&str, &[&str], &[&str])] = &[
+            (
+                "ghcr.io/org/**",
+                &["ghcr.io", "GHCR.IO"],
+                &["ghcr.io:443", "evil.io", "index.docker.io"],
+            ),
+            (
+                "registry.local:5000/**",
+                &["registry.local:5000"],
+                &["registry.local", "registry.local:5001"],
+            ),
+            (
+                "*.corp.example/app",
+                &["a.corp.example", "b.corp.example"],
+                &["corp.example", "a.corp.example.evil"],
+            ),
+            (
+                "inde**",
+                &["index.docker.io", "indeed.example"],
+                &["ghcr.io"],
+            ),
+            (
+                "**",
+                &["anything.example", "169.254.169.254", "index.docker.io"],
+                &[],
+            ),
+            ("*/**", &["anything.example"], &[]),
+            (
+                "*",
+                &["index.docker.io", "docker.io", "registry-1.docker.io"],
+                &["ghcr.io"],
+            ),
+            ("*/*", &["index.docker.io"], &["ghcr.io"]),
+            ("nginx:1.27", &["index.docker.io"], &["ghcr.io"]),
+            (
+                "docker.io/team/*",
+                &["index.docker.io", "docker.io"],
+                &["ghcr.io"],
+            ),
+            // A first segment without `.`/`:` is a Docker Hub short name too.
+            ("team/*", &["index.docker.io"], &["ghcr.io"]),
+            (
+                "localhost:5000/app",
+                &["localhost:5000"],
+                &["index.docker.io", "localhost"],
+            ),
+        ];
+        for (glob, inside, outside) in cases {
+            let mut set = HostSet::new();
+            set.add_glob(&Glob::compile(glob).unwrap());
+            for h in *inside {
+                assert!(set.contains(h), "glob {glob} should select host {h}");
+            }
+            for h in *outside {
+                assert!(!set.contains(h), "glob {glob} must not select host {h}");
+            }
+        }
+    }
+
+    /// Cross-check with the matcher: for images each glob matches, the
+    /// image's registry is in the glob's host set.
+    #[test]
+    fn every_image_a_glob_matches_is_on_a_host_of_its_set() {
+        let globs = [
+            "ghcr.io/org/**",
+            "*",
+            "*/*",
+            "team/*",
+            "inde**",
+            "**",
+            "*.corp.example/**",
+            "nginx",
+            "local*/**",
+        ];
+        let images = [
+            "nginx",
+            "team/app",
+            "docker.io/team/app:1",
+            "ghcr.io/org/app",
+            "ghcr.io/org/a/b:2",
+            "index.docker.io/library/nginx",
+            "a.corp.example/x/y",
+            "localhost/app",
+            "localhost:5000/app",
+            "registry-1.docker.io/team/app",
+        ];
+        for g in globs {
+            let glob = Glob::compile(g).unwrap();
+            let mut set = HostSet::new();
+            set.add_glob(&glob);
+            for i in images {
+                let image = ImageName::parse(i).unwrap();
+                if glob.matches(&image) {
+                    assert!(
+                        set.contains(&image.registry),
+                        "glob {g} matches {i} but not its host {}",
+                        image.registry
+                    );
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn allow_list_entries_and_exact_hosts_extend_the_set() {
+        let mut set = HostSet::new();
+        assert!(!set.contains("ghcr.io"), "an empty set holds nothing");
+        set.add_pattern(HostPattern::allow("mirror.example:5000").unwrap());
+        set.add_pattern(HostPattern::allow("*.internal.example").unwrap());
+        set.add_pattern(HostPattern::allow("docker.io").unwrap());
+        set.add_host("Sigs.Example");
+        for h in [
+            "mirror.example:5000",
+            "a.internal.example",
+            "index.docker.io",
+            "sigs.example",
+        ] {
+            assert!(set.contains(h), "{h}");
+        }
+        for h in ["mirror.example", "internal.example", "ghcr.io"] {
+            assert!(!set.contains(h), "{h}");
+        }
+        assert!(!set.is_any());
+        set.add_pattern(HostPattern::allow("*").unwrap());
+        assert!(set.is_any() && set.contains("ghcr.io"));
+        assert!(HostPattern::allow("a/b").is_err());
+        assert!(HostPattern::allow("").is_err());
     }
 
     #[test]

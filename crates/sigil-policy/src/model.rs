@@ -145,8 +145,10 @@ pub struct KeylessAuthority {
 /// Where a keyless authority's CA comes from.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum CaTrust {
-    /// The Sigstore public-good trust root embedded in sigil.
-    PublicGood,
+    /// The cluster's default trust root: the TrustRoot marked as default,
+    /// else the Sigstore public-good root (kept fresh through TUF by the
+    /// controller, embedded in sigil as the fallback).
+    Default,
     /// A TrustRoot object, by name.
     TrustRoot(String),
     /// A PEM certificate chain given inline (`ca-cert.data`), as DER,

@@ -16,22 +16,23 @@ use std::collections::BTreeMap;
 /// Verifies authorities against registries with the trust roots it holds.
 pub struct RegistryVerifier {
     client: RegistryClient,
-    public_good: TrustedRoot,
+    default_root: TrustedRoot,
     trust_roots: BTreeMap<String, TrustedRoot>,
     material: Option<MaterialScope>,
 }
 
 impl RegistryVerifier {
-    /// A verifier using `client`, the embedded public-good root for
-    /// authorities that name none, and `trust_roots` by TrustRoot name.
+    /// A verifier using `client`, `default_root` for authorities that name
+    /// no TrustRoot (the cluster's default: a TrustRoot marked default, else
+    /// the Sigstore public-good root), and `trust_roots` by TrustRoot name.
     pub fn new(
         client: RegistryClient,
-        public_good: TrustedRoot,
+        default_root: TrustedRoot,
         trust_roots: BTreeMap<String, TrustedRoot>,
     ) -> Self {
         Self {
             client,
-            public_good,
+            default_root,
             trust_roots,
             material: None,
         }
@@ -55,10 +56,10 @@ impl RegistryVerifier {
     fn root_for(&self, a: &CompiledAuthority) -> Result<TrustedRoot, String> {
         let mut root = match &a.kind {
             AuthorityKind::Keyless(k) => match &k.trust {
-                CaTrust::PublicGood => self.public_good.clone(),
+                CaTrust::Default => self.default_root.clone(),
                 CaTrust::TrustRoot(name) => self.named(name)?.clone(),
                 CaTrust::CaCert(chain) => {
-                    let mut root = self.public_good.clone();
+                    let mut root = self.default_root.clone();
                     let chain = chain
                         .iter()
                         .map(|der| Certificate::from_der(der).map_err(|e| e.to_string()))
@@ -80,7 +81,7 @@ impl RegistryVerifier {
                     return Err(format!("the ca-cert in {secret} is not resolved yet"));
                 }
             },
-            _ => self.public_good.clone(),
+            _ => self.default_root.clone(),
         };
         if let TlogPolicy::Required {
             trust_root: Some(name),

@@ -119,7 +119,7 @@ fn keyless(name: &str) -> CompiledAuthority {
                 ),
                 issuer: IdentityMatcher::Exact(GHA_ISSUER.into()),
             }],
-            trust: CaTrust::PublicGood,
+            trust: CaTrust::Default,
             require_sct: true,
         }),
         sources: vec![],

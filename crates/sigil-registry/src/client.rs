@@ -7,7 +7,7 @@
 //! a total deadline, a digest check of every body fetched by digest, HEAD with
 //! `Docker-Content-Digest` and a GET fallback, and a count of round trips. So
 //! requests go through reqwest (the HTTP client oci-client itself builds on),
-//! configured with rustls on the ring provider. References are parsed by
+//! configured with rustls on the aws-lc-rs provider ([`crate::tls`]). References are parsed by
 //! sigil's own parser (see `reference`), so oci-client is not a dependency.
 //!
 //! Credentials: a request carries the credential configured for its own host
@@ -22,10 +22,15 @@
 //! of every exchange (host and status, or the transport failure's class),
 //! and extra PEM roots are trusted beside the built-in web roots (private
 //! registries behind an internal CA).
+//!
+//! What may be contacted at all is [`crate::egress`]'s: a [`RegistryScope`]
+//! checked when a request to a registry is built, and an [`AddressPolicy`]
+//! checked on every address connected to (names through the client's own
+//! resolver, literal addresses before each request and redirect).
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fmt;
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -37,6 +42,10 @@ use tokio::time::Instant;
 use url::Url;
 
 use super::auth::{Challenge, Credential, Credentials, normalize_host, parse_challenge};
+use super::egress::{
+    AddressPolicy, AddressRefused, GuardedResolver, Lookup, RegistryScope, ResolveError,
+    SystemLookup,
+};
 use super::reference::{Digest, Repository};
 
 /// Media types sigil accepts for manifests and indexes.
@@ -60,6 +69,9 @@ pub struct Limits {
     pub request_timeout: Duration,
     /// Deadline of a whole verification (all requests of one session).
     pub total_deadline: Duration,
+    /// Bytes all the bodies of one session may add up to: what one
+    /// verification can hold in memory, whatever a registry serves.
+    pub max_session_bytes: u64,
 }
 
 impl Default for Limits {
@@ -72,6 +84,7 @@ impl Default for Limits {
             max_redirects: 5,
             request_timeout: Duration::from_secs(10),
             total_deadline: Duration::from_secs(30),
+            max_session_bytes: 32 << 20,
         }
     }
 }
@@ -122,6 +135,28 @@ pub enum RegistryError {
         url: String,
         /// HTTP status.
         status: u16,
+    },
+    /// The process already holds as many registry body bytes as it may.
+    #[error(
+        "sigil already holds {limit} bytes of registry responses {scope}; refusing to read more of {url} now (retry; a registry serving unusually large signatures exhausts its own share first)"
+    )]
+    MemoryBudget {
+        /// The request URL.
+        url: String,
+        /// Which bound: `from this registry` or `from all registries`.
+        scope: &'static str,
+        /// The bound in bytes.
+        limit: u64,
+    },
+    /// The bodies of one verification together exceeded their budget.
+    #[error(
+        "the registry responses for this image add up to more than {limit} bytes (at {url}); refusing to read more"
+    )]
+    SessionBudget {
+        /// The request URL where the budget ran out.
+        url: String,
+        /// The budget.
+        limit: u64,
     },
     /// A body exceeded its size limit.
     #[error("{what} at {url} is larger than the limit of {limit} bytes; refusing to read it")]
@@ -215,6 +250,24 @@ pub enum RegistryError {
         /// What is wrong with it.
         reason: String,
     },
+    /// The registry host is outside the registries sigil may contact.
+    #[error("sigil may not contact registry {host}: {reason}")]
+    ForbiddenRegistry {
+        /// The registry host.
+        host: String,
+        /// Why, and how to allow it.
+        reason: String,
+    },
+    /// A connection would reach an address sigil never contacts.
+    #[error(
+        "refusing to connect for {url}: {refused}; sigil never contacts such addresses for registries (SSRF protection) unless they are explicitly allowed (sigil-webhook --allow-registry-address, chart value registryAccess.allowAddresses)"
+    )]
+    ForbiddenAddress {
+        /// The request URL (a redirect target or token realm included).
+        url: String,
+        /// The host, the address and its class.
+        refused: AddressRefused,
+    },
 }
 
 impl RegistryError {
@@ -227,6 +280,8 @@ impl RegistryError {
             Self::Denied { .. } => "registry-denied",
             Self::Status { .. } => "registry-status",
             Self::TooLarge { .. } => "too-large",
+            Self::SessionBudget { .. } => "session-budget",
+            Self::MemoryBudget { .. } => "memory-budget",
             Self::DigestMismatch { .. } => "content-digest-mismatch",
             Self::Body { .. } => "truncated-body",
             Self::Redirects { .. } => "redirects",
@@ -236,6 +291,8 @@ impl RegistryError {
             Self::Token { .. } => "token",
             Self::CredentialHelper { .. } => "credential-helper",
             Self::Url { .. } => "bad-url",
+            Self::ForbiddenRegistry { .. } => "forbidden-registry",
+            Self::ForbiddenAddress { .. } => "forbidden-address",
         }
     }
 }
@@ -292,7 +349,8 @@ pub struct Manifest {
 pub enum RequestOutcome {
     /// The registry answered with this HTTP status (the body may still fail).
     Status(u16),
-    /// No answer: `timeout`, `connect` (refused, TLS, DNS) or `redirects`.
+    /// No answer: `timeout`, `connect` (refused, TLS, DNS), `redirects`, or
+    /// `forbidden` (sigil refused the address).
     Failed(&'static str),
 }
 
@@ -319,6 +377,75 @@ pub struct ClientConfig {
     pub extra_roots_pem: Vec<u8>,
     /// Told about every exchange, when set.
     pub observer: Option<Arc<dyn RequestObserver>>,
+    /// Which addresses connections may reach (default:
+    /// [`AddressPolicy::standard`]).
+    pub addresses: AddressPolicy,
+    /// Which registry hosts requests may start at; `None`: any.
+    pub scope: Option<Arc<dyn RegistryScope>>,
+    /// How names are looked up; `None`: the system resolver.
+    pub lookup: Option<Arc<dyn Lookup>>,
+    /// Body bytes all sessions of all clients sharing it may hold at once;
+    /// `None`: only each session's own bound.
+    pub budget: Option<Arc<MemoryBudget>>,
+}
+
+/// Registry body bytes that the sessions sharing it may hold at once, in
+/// all and per registry host; a session gives its bytes back when it ends.
+/// A read past either bound fails at once rather than wait, so a registry
+/// serving huge bodies uses up its own share and gets denials while other
+/// registries keep their room, and memory stays bounded whatever the
+/// registries serve.
+#[derive(Debug)]
+pub struct MemoryBudget {
+    total: u64,
+    per_host: u64,
+    held: Mutex<(u64, HashMap<String, u64>)>,
+}
+
+impl MemoryBudget {
+    /// At most `total` bytes in all, `per_host` from any one host.
+    pub fn new(total: u64, per_host: u64) -> Self {
+        Self {
+            total,
+            per_host: per_host.min(total),
+            held: Mutex::new((0, HashMap::new())),
+        }
+    }
+
+    /// Bytes held now, in all.
+    pub fn held(&self) -> u64 {
+        self.held.lock().map(|h| h.0).unwrap_or(0)
+    }
+
+    fn take(&self, host: &str, n: u64) -> Result<(), (&'static str, u64)> {
+        let Ok(mut held) = self.held.lock() else {
+            return Err(("from all registries", self.total));
+        };
+        let (all, hosts) = &mut *held;
+        let mine = hosts.get(host).copied().unwrap_or(0);
+        if mine + n > self.per_host {
+            return Err(("from this registry", self.per_host));
+        }
+        if *all + n > self.total {
+            return Err(("from all registries", self.total));
+        }
+        *all += n;
+        hosts.insert(host.to_string(), mine + n);
+        Ok(())
+    }
+
+    fn give_back(&self, host: &str, n: u64) {
+        if let Ok(mut held) = self.held.lock() {
+            let (all, hosts) = &mut *held;
+            *all = all.saturating_sub(n);
+            if let Some(mine) = hosts.get_mut(host) {
+                *mine = mine.saturating_sub(n);
+                if *mine == 0 {
+                    hosts.remove(host);
+                }
+            }
+        }
+    }
 }
 
 /// A registry client for one credential set. Cheap to share; tokens are cached.
@@ -332,6 +459,9 @@ pub struct RegistryClient {
     // Authorization header per (host, repository), learnt from challenges.
     auth_cache: Mutex<HashMap<(String, String), String>>,
     observer: Option<Arc<dyn RequestObserver>>,
+    addresses: Arc<AddressPolicy>,
+    scope: Option<Arc<dyn RegistryScope>>,
+    budget: Option<Arc<MemoryBudget>>,
 }
 
 /// A fetched response body.
@@ -353,12 +483,32 @@ pub struct Session<'a> {
     client: &'a RegistryClient,
     deadline: Instant,
     round_trips: AtomicU32,
+    /// Body bytes read so far, against [`Limits::max_session_bytes`].
+    bytes_read: AtomicU64,
+    /// Bytes taken from the shared [`MemoryBudget`], per host, given back
+    /// when the session ends.
+    taken: Mutex<HashMap<String, u64>>,
+}
+
+impl Drop for Session<'_> {
+    fn drop(&mut self) {
+        let Some(budget) = &self.client.budget else {
+            return;
+        };
+        if let Ok(taken) = self.taken.get_mut() {
+            for (host, n) in taken.drain() {
+                budget.give_back(&host, n);
+            }
+        }
+    }
 }
 
 impl RegistryClient {
     /// Builds a client. Fails only if the TLS stack cannot be set up.
     pub fn new(config: ClientConfig) -> Result<Self, RegistryError> {
         let max = config.limits.max_redirects;
+        let addresses = Arc::new(config.addresses.clone());
+        let redirect_addresses = addresses.clone();
         let policy = reqwest::redirect::Policy::custom(move |attempt| {
             let downgrade = attempt.url().scheme() == "http"
                 && attempt
@@ -366,18 +516,29 @@ impl RegistryClient {
                     .last()
                     .is_some_and(|u| u.scheme() == "https");
             if attempt.previous().len() > max || downgrade {
-                attempt.error("too many redirects or a redirect from https to http")
-            } else {
-                attempt.follow()
+                return attempt.error("too many redirects or a redirect from https to http");
+            }
+            // Names are checked by the resolver; literal addresses never reach it.
+            match literal_refused(&redirect_addresses, attempt.url()) {
+                Some(refused) => attempt.error(refused),
+                None => attempt.follow(),
             }
         });
+        let lookup = config
+            .lookup
+            .clone()
+            .unwrap_or_else(|| Arc::new(SystemLookup));
+        let resolver = GuardedResolver::new(lookup, addresses.clone());
         let build_error = |reason: String| RegistryError::Connect {
             url: String::new(),
             reason,
         };
+        // reqwest takes rustls's process default and has no fallback of its own.
+        crate::tls::default_provider();
         let mut builder = reqwest::Client::builder()
             .use_rustls_tls()
             .redirect(policy)
+            .dns_resolver(Arc::new(resolver))
             .connect_timeout(config.limits.request_timeout)
             .user_agent(concat!("sigil/", env!("CARGO_PKG_VERSION")));
         if !config.extra_roots_pem.is_empty() {
@@ -407,6 +568,9 @@ impl RegistryClient {
             limits: config.limits,
             auth_cache: Mutex::new(HashMap::new()),
             observer: config.observer,
+            addresses,
+            scope: config.scope,
+            budget: config.budget,
         })
     }
 
@@ -432,6 +596,8 @@ impl RegistryClient {
             client: self,
             deadline: Instant::now() + self.limits.total_deadline,
             round_trips: AtomicU32::new(0),
+            bytes_read: AtomicU64::new(0),
+            taken: Mutex::new(HashMap::new()),
         }
     }
 
@@ -526,6 +692,11 @@ impl Session<'_> {
         what: &'static str,
     ) -> Result<Fetched, RegistryError> {
         let u = url.to_string();
+        if let Some(refused) = literal_refused(&self.client.addresses, url) {
+            self.client
+                .observe(url, RequestOutcome::Failed("forbidden"));
+            return Err(RegistryError::ForbiddenAddress { url: u, refused });
+        }
         let timeout = self.timeout_for(&u)?;
         let per_request = timeout == self.client.limits.request_timeout;
         let expired = || {
@@ -560,7 +731,13 @@ impl Session<'_> {
         };
         let work = async {
             let mut resp = req.send().await.map_err(|e| {
-                if e.is_redirect() {
+                if let Some(refused) = refused_in(&e) {
+                    note(RequestOutcome::Failed("forbidden"));
+                    RegistryError::ForbiddenAddress {
+                        url: u.clone(),
+                        refused,
+                    }
+                } else if e.is_redirect() {
                     note(RequestOutcome::Failed("redirects"));
                     RegistryError::Redirects {
                         url: u.clone(),
@@ -593,6 +770,7 @@ impl Session<'_> {
                     limit: max,
                 });
             }
+            let budget = self.client.limits.max_session_bytes;
             let mut body = Vec::new();
             // Bounded: the loop ends when the body ends or passes `max`.
             while let Some(chunk) = resp.chunk().await.map_err(|e| RegistryError::Body {
@@ -606,6 +784,21 @@ impl Session<'_> {
                         limit: max,
                     });
                 }
+                let before = self
+                    .bytes_read
+                    .fetch_add(chunk.len() as u64, Ordering::Relaxed);
+                if before + chunk.len() as u64 > budget {
+                    return Err(RegistryError::SessionBudget {
+                        url: final_url,
+                        limit: budget,
+                    });
+                }
+                self.take_budget(url, chunk.len() as u64)
+                    .map_err(|(scope, limit)| RegistryError::MemoryBudget {
+                        url: final_url.clone(),
+                        scope,
+                        limit,
+                    })?;
                 body.extend_from_slice(&chunk);
             }
             Ok(Fetched {
@@ -619,6 +812,23 @@ impl Session<'_> {
             note(RequestOutcome::Failed("timeout"));
             expired()
         })?
+    }
+
+    /// Takes `n` bytes for `url`'s host from the shared budget, if any.
+    fn take_budget(&self, url: &Url, n: u64) -> Result<(), (&'static str, u64)> {
+        let Some(budget) = &self.client.budget else {
+            return Ok(());
+        };
+        let host = match (url.host_str(), url.port()) {
+            (Some(h), Some(p)) => format!("{h}:{p}"),
+            (h, None) => h.unwrap_or_default().to_string(),
+            (None, Some(_)) => String::new(),
+        };
+        budget.take(&host, n)?;
+        if let Ok(mut taken) = self.taken.lock() {
+            *taken.entry(host).or_insert(0) += n;
+        }
+        Ok(())
     }
 
     /// A request to a registry on behalf of `repo`, answering auth challenges.
@@ -784,6 +994,14 @@ impl Session<'_> {
     }
 
     fn v2_url(&self, repo: &Repository, tail: &str) -> Result<Url, RegistryError> {
+        if let Some(scope) = &self.client.scope {
+            scope
+                .permits(&repo.host)
+                .map_err(|reason| RegistryError::ForbiddenRegistry {
+                    host: repo.host.clone(),
+                    reason,
+                })?;
+        }
         let base = self.client.base_url(&repo.host)?;
         let path = format!("v2/{}/{tail}", repo.name);
         base.join(&path).map_err(|e| RegistryError::Url {
@@ -967,6 +1185,37 @@ impl Session<'_> {
     }
 }
 
+/// The refusal of `url`'s host when it is a literal address `policy` forbids.
+fn literal_refused(policy: &AddressPolicy, url: &Url) -> Option<AddressRefused> {
+    let address = match url.host()? {
+        url::Host::Ipv4(a) => std::net::IpAddr::V4(a),
+        url::Host::Ipv6(a) => std::net::IpAddr::V6(a),
+        url::Host::Domain(_) => return None,
+    };
+    policy.check(address).err().map(|class| AddressRefused {
+        host: url.host_str().unwrap_or_default().to_string(),
+        address,
+        class,
+    })
+}
+
+/// The address refusal somewhere in a transport error's causes, if any.
+fn refused_in(e: &(dyn std::error::Error + 'static)) -> Option<AddressRefused> {
+    let mut level = Some(e);
+    // Bounded: transport error chains are a handful of levels deep.
+    for _ in 0..8 {
+        let current = level?;
+        if let Some(r) = current.downcast_ref::<AddressRefused>() {
+            return Some(r.clone());
+        }
+        if let Some(ResolveError::Refused(r)) = current.downcast_ref::<ResolveError>() {
+            return Some(r.clone());
+        }
+        level = current.source();
+    }
+    None
+}
+
 fn header_digest(h: &HeaderMap) -> Option<Digest> {
     h.get("docker-content-digest")
         .and_then(|v| v.to_str().ok())
@@ -1104,6 +1353,21 @@ mod tests {
         assert_eq!(l.max_referrers, 128);
         assert_eq!(l.max_pages, 5);
         assert!(l.request_timeout <= l.total_deadline);
+        assert_eq!(l.max_session_bytes, 32 * 1024 * 1024);
+        assert!(l.max_session_bytes >= l.max_blob_bytes);
+    }
+
+    #[test]
+    fn the_memory_budget_bounds_each_host_and_the_total_and_takes_bytes_back() {
+        let b = MemoryBudget::new(100, 60);
+        assert_eq!(b.take("a", 50), Ok(()));
+        assert_eq!(b.take("a", 20), Err(("from this registry", 60)));
+        assert_eq!(b.take("b", 40), Ok(()));
+        assert_eq!(b.take("c", 20), Err(("from all registries", 100)));
+        assert_eq!(b.held(), 90);
+        b.give_back("a", 50);
+        assert_eq!(b.take("c", 20), Ok(()));
+        assert_eq!(b.held(), 60);
     }
 
     #[test]

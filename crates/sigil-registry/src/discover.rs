@@ -426,6 +426,42 @@ async fn layer_candidates(
     }
 }
 
+/// What a cached discovery costs beyond its material (keys, strings, maps).
+const ENTRY_OVERHEAD: usize = 512;
+
+impl Discovery {
+    /// Bytes of fetched material the discovery holds.
+    pub fn material_bytes(&self) -> usize {
+        self.candidates
+            .iter()
+            .map(|c| match &c.material {
+                Material::Bundle(b) => b.len(),
+                Material::SimpleSigning {
+                    payload,
+                    annotations,
+                } => {
+                    payload.len()
+                        + annotations
+                            .iter()
+                            .map(|(k, v)| k.len() + v.len())
+                            .sum::<usize>()
+                }
+                Material::Dsse {
+                    envelope,
+                    annotations,
+                } => {
+                    envelope.len()
+                        + annotations
+                            .iter()
+                            .map(|(k, v)| k.len() + v.len())
+                            .sum::<usize>()
+                }
+                Material::Unusable(why) => why.len(),
+            })
+            .sum()
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 struct MaterialKey {
     credentials: String,
@@ -469,6 +505,21 @@ impl MaterialCache {
         Self {
             entries: Cache::builder()
                 .max_capacity(capacity)
+                .time_to_live(ttl)
+                .build(),
+        }
+    }
+
+    /// A cache keeping discoveries `ttl` whose material adds up to at most
+    /// `max_bytes` (each entry also counts a fixed overhead): a registry
+    /// serving large bundles fills it sooner, never past the bound.
+    pub fn with_byte_budget(ttl: Duration, max_bytes: u64) -> Self {
+        Self {
+            entries: Cache::builder()
+                .max_capacity(max_bytes.max(1))
+                .weigher(|_key, found: &Discovery| {
+                    u32::try_from(found.material_bytes() + ENTRY_OVERHEAD).unwrap_or(u32::MAX)
+                })
                 .time_to_live(ttl)
                 .build(),
         }

@@ -64,6 +64,25 @@ pub struct RejectedCandidate {
     pub reason: String,
 }
 
+/// The longest reason kept for one rejected candidate. Parser errors may
+/// quote what a registry served; 128 candidates quoting a megabyte each
+/// would make a denial (and the memory holding it) as large as the bodies.
+const MAX_REASON_BYTES: usize = 512;
+
+fn capped(mut reason: String) -> String {
+    if reason.len() <= MAX_REASON_BYTES {
+        return reason;
+    }
+    let mut end = MAX_REASON_BYTES;
+    while !reason.is_char_boundary(end) {
+        end -= 1;
+    }
+    let cut = reason.len() - end;
+    reason.truncate(end);
+    reason.push_str(&format!("… ({cut} more bytes)"));
+    reason
+}
+
 impl fmt::Display for RejectedCandidate {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self.format {
@@ -265,7 +284,7 @@ pub async fn verify_image(
             format: None,
             location,
             label: e.reason(),
-            reason: e.to_string(),
+            reason: capped(e.to_string()),
         })
         .collect();
     for c in found.candidates {
@@ -320,7 +339,7 @@ pub async fn verify_image(
                 format: Some(c.format),
                 location: c.location,
                 label,
-                reason,
+                reason: capped(reason),
             }),
         }
     }

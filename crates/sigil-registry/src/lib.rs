@@ -3,9 +3,11 @@
 //! This crate owns everything between an image reference and the signed
 //! material stored beside the image: reference parsing ([`reference`](mod@reference)), the
 //! registry client with its auth, limits and digest checks ([`auth`],
-//! [`client`]), discovery of signatures and attestations in both cosign
+//! [`client`]), what it may contact ([`egress`]: registry hosts and network
+//! addresses, the SSRF defence), discovery of signatures and attestations in both cosign
 //! formats ([`discover`]), cosign's legacy signature layers ([`legacy`]), and
-//! verifying an image's candidates with `sigil-verifier` ([`image`]).
+//! verifying an image's candidates with `sigil-verifier` ([`image`]), and the
+//! process's rustls crypto provider, aws-lc-rs ([`tls`]).
 //!
 //! It must not depend on Kubernetes or on policy evaluation: callers say
 //! which signer an image needs; this crate finds and checks the material.
@@ -14,16 +16,20 @@
 pub mod auth;
 pub mod client;
 pub mod discover;
+pub mod egress;
 pub mod image;
 pub mod legacy;
 pub mod reference;
+pub mod tls;
 
 pub use auth::{Credential, Credentials};
 pub use client::{
-    ClientConfig, Limits, RegistryClient, RegistryError, RequestObserver, RequestOutcome, Session,
+    ClientConfig, Limits, MemoryBudget, RegistryClient, RegistryError, RequestObserver,
+    RequestOutcome, Session,
 };
 pub use discover::{
     Candidate, CandidateFormat, Discovery, DiscoveryOptions, Material, MaterialCache,
     MaterialScope, Want,
 };
+pub use egress::{AddressPolicy, Lookup, RegistryScope};
 pub use reference::{Digest, ImageRef, ReferenceError, Repository};

@@ -45,6 +45,9 @@ impl Pusher {
                 "only registries on 127.0.0.1 are allowed in tests",
             ));
         }
+        // reqwest is built without a bundled crypto provider; the test
+        // process has none installed unless a binary under test put one in.
+        let _ = rustls::crypto::aws_lc_rs::default_provider().install_default();
         let http = reqwest::Client::builder()
             .timeout(Duration::from_secs(10))
             .build()

@@ -298,8 +298,14 @@ pub fn url_host(url: &str) -> &str {
 pub struct RekorV1 {
     /// The log key (P-256).
     pub key: KeyPair,
-    /// Base URL (its host names checkpoint signatures).
+    /// Base URL, as the trusted root lists it.
     pub base_url: String,
+    /// The server's own hostname (Rekor's `rekor_server.hostname`), which
+    /// names its checkpoints: the origin's first part and the signature
+    /// line's key name. `None` uses the base URL's host, as the public-good
+    /// instance is configured; private deployments leave Rekor's default,
+    /// the pod name.
+    pub hostname: Option<String>,
     /// Tree ID of the active shard (appears in the checkpoint origin).
     pub tree_id: u64,
     /// Global index of the active shard's first leaf (bundle `logIndex` = offset + tree index).
@@ -312,9 +318,16 @@ impl RekorV1 {
         RekorV1 {
             key: KeyPair::p256(seed, label),
             base_url: base_url.to_owned(),
+            hostname: None,
             tree_id: 1_193_050_959_916_656_506 ^ seed,
             index_offset: 4_000_000,
         }
+    }
+
+    /// The same log, naming its checkpoints by `hostname` (e.g. a pod name).
+    pub fn with_hostname(mut self, hostname: &str) -> Self {
+        self.hostname = Some(hostname.to_owned());
+        self
     }
 
     /// Log ID: SHA-256 of the DER SPKI.
@@ -322,9 +335,16 @@ impl RekorV1 {
         self.key.spki_sha256()
     }
 
-    /// Checkpoint origin, `<host> - <tree id>`.
+    /// The name the server signs checkpoints under.
+    pub fn checkpoint_name(&self) -> &str {
+        self.hostname
+            .as_deref()
+            .unwrap_or_else(|| url_host(&self.base_url))
+    }
+
+    /// Checkpoint origin, `<hostname> - <tree id>`.
     pub fn origin(&self) -> String {
-        format!("{} - {}", url_host(&self.base_url), self.tree_id)
+        format!("{} - {}", self.checkpoint_name(), self.tree_id)
     }
 
     /// The canonical JSON the SET signs.
@@ -347,7 +367,7 @@ impl RekorV1 {
         let mut data = self.log_id().get(..4).unwrap_or(&[]).to_vec();
         data.extend(self.key.sign(body.as_bytes()));
         NoteSignature {
-            name: url_host(&self.base_url).to_owned(),
+            name: self.checkpoint_name().to_owned(),
             data,
         }
     }

@@ -7,10 +7,20 @@
 //! from keys other than the log's (witness cosignatures, other logs) are
 //! ignored: only the log's own signature makes a checkpoint trustworthy, and
 //! sigil does not yet carry witness keys.
+//!
+//! How a checkpoint names its log depends on the log ([`OriginRule`]). A
+//! Rekor v2 (C2SP) log's key ID hashes its name, so the origin line and the
+//! signature's key name must be the log's host: the name is part of the key's
+//! identity. A Rekor v1 log signs `<hostname> - <tree id>` with the Rekor
+//! server's own hostname (its `rekor_server.hostname`, by default the pod
+//! name in private deployments) and puts that hostname on the signature line;
+//! its key ID is SHA-256 of the key alone. There the key identifies the log and
+//! the names are not checked, as Rekor's own `SignedNote.Verify`, sigstore-go
+//! and sigstore-python do for v1 checkpoints.
 
 use base64::Engine as _;
 
-use crate::crypto::{HashAlgorithm, PublicKey, sha256};
+use crate::crypto::{HashAlgorithm, KeyMaterial, PublicKey, sha256};
 use crate::trust::TransparencyLog;
 
 /// Largest note accepted. Real checkpoints are a few hundred bytes; the bound
@@ -67,12 +77,13 @@ pub enum CheckpointError {
     TooManySignatures(usize),
     /// The origin line does not name the log the entry claims to come from.
     #[error(
-        "checkpoint origin `{origin}` does not match the transparency log `{expected}`; the checkpoint is from another log"
+        "checkpoint origin `{origin}` does not match the transparency log: expected {expected}; the checkpoint is from another log"
     )]
     OriginMismatch {
         /// The checkpoint's origin.
         origin: String,
-        /// The log's origin (host of its base URL).
+        /// What the origin must be, e.g. `` `log2025-1.rekor.sigstore.dev` `` or
+        /// `` `<rekor hostname> - <tree id>` ``.
         expected: String,
     },
     /// The trusted root's key for this log could not be decoded.
@@ -246,22 +257,65 @@ pub fn parse_checkpoint(text: &str) -> Result<Checkpoint, CheckpointError> {
 /// The C2SP signed-note key ID of an Ed25519 key named `name`:
 /// SHA-256(name ‖ `\n` ‖ 0x01 ‖ raw 32-byte key). Rekor v2 logs are named by
 /// their origin, and their trust-root log ID is this value.
-pub fn ed25519_note_key_id(name: &str, key: &ed25519_dalek::VerifyingKey) -> [u8; 32] {
+pub fn ed25519_note_key_id(name: &str, key: &KeyMaterial) -> [u8; 32] {
     let mut buf = Vec::with_capacity(name.len() + 2 + 32);
     buf.extend_from_slice(name.as_bytes());
     buf.push(b'\n');
     buf.push(0x01);
-    buf.extend_from_slice(key.as_bytes());
+    buf.extend_from_slice(key.raw());
     sha256(&buf)
 }
 
-/// Every key hint under which `log` may sign a checkpoint: the first four
-/// bytes of its trust-root log ID, and of the ID its key type implies
-/// (the C2SP key ID for Ed25519, SHA-256 of the DER SPKI for ECDSA/RSA, which
-/// is what Rekor v1 uses). Trust roots carry one or the other, so both count.
-pub fn log_key_hints(log: &TransparencyLog) -> Vec<[u8; 4]> {
-    let derived = match &log.key {
-        Some(PublicKey::Ed25519(k)) => ed25519_note_key_id(&log.origin, k),
+/// How a checkpoint must name its log; see the module documentation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OriginRule {
+    /// Rekor v2 and C2SP logs: the origin and the signature's key name are
+    /// exactly the log's host, which its key ID commits to.
+    Host,
+    /// Rekor v1: the origin is `<server hostname> - <decimal tree id>` and the
+    /// key name is the server's hostname, neither tied to the log's URL; the
+    /// key alone identifies the log.
+    RekorV1,
+}
+
+impl OriginRule {
+    /// Whether `origin` is acceptable for `log` under this rule.
+    pub fn accepts(self, origin: &str, log: &TransparencyLog) -> bool {
+        match self {
+            Self::Host => origin == log.origin,
+            Self::RekorV1 => origin.rsplit_once(" - ").is_some_and(|(host, tree)| {
+                !host.is_empty() && !tree.is_empty() && tree.bytes().all(|b| b.is_ascii_digit())
+            }),
+        }
+    }
+
+    fn expected(self, log: &TransparencyLog) -> String {
+        match self {
+            Self::Host => format!("`{}` (the host of {})", log.origin, log.base_url),
+            Self::RekorV1 => "`<rekor hostname> - <tree id>`".to_owned(),
+        }
+    }
+
+    /// Whether a signature line under key name `name` may be the log's.
+    fn name_ok(self, name: &str, log: &TransparencyLog) -> bool {
+        match self {
+            // C2SP verifiers bind a key to its name, so a line under another
+            // name is someone else's (a witness's cosignature, or a forgery)
+            // whatever its four-byte hint says.
+            Self::Host => name == log.origin,
+            Self::RekorV1 => true,
+        }
+    }
+}
+
+/// Every key hint under which `log` may sign a checkpoint under `rule`: the
+/// first four bytes of its trust-root log ID, and of the ID its key implies
+/// (the C2SP key ID for an Ed25519 key named by its host; SHA-256 of the DER
+/// SPKI otherwise, and always for Rekor v1). Trust roots carry one or the
+/// other, so both count.
+pub fn log_key_hints(log: &TransparencyLog, rule: OriginRule) -> Vec<[u8; 4]> {
+    let derived = match (&log.key, rule) {
+        (Some(PublicKey::Ed25519(k)), OriginRule::Host) => ed25519_note_key_id(&log.origin, k),
         _ => sha256(&log.spki_der),
     };
     let mut hints = Vec::with_capacity(2);
@@ -276,25 +330,20 @@ pub fn log_key_hints(log: &TransparencyLog) -> Vec<[u8; 4]> {
     hints
 }
 
-/// Whether a checkpoint origin names `log`: exactly its host (Rekor v2 and
-/// C2SP logs), or its host followed by ` - ` and a tree ID (Rekor v1 shards).
-pub fn origin_matches(origin: &str, log: &TransparencyLog) -> bool {
-    origin == log.origin
-        || origin
-            .strip_prefix(log.origin.as_str())
-            .and_then(|rest| rest.strip_prefix(" - "))
-            .is_some_and(|tree| !tree.is_empty())
-}
-
 /// Parses a checkpoint and verifies that `log` signed it and that its origin
-/// names `log` (see [`origin_matches`]). Signatures under other key hints are
-/// ignored; at least one under the log's hint must verify.
-pub fn verify_checkpoint(text: &str, log: &TransparencyLog) -> Result<Checkpoint, CheckpointError> {
+/// names `log` under `rule`. Signatures under other key hints (or, for
+/// [`OriginRule::Host`], other key names) are ignored; at least one that can
+/// be the log's must verify.
+pub fn verify_checkpoint(
+    text: &str,
+    log: &TransparencyLog,
+    rule: OriginRule,
+) -> Result<Checkpoint, CheckpointError> {
     let checkpoint = parse_checkpoint(text)?;
-    if !origin_matches(&checkpoint.origin, log) {
+    if !rule.accepts(&checkpoint.origin, log) {
         return Err(CheckpointError::OriginMismatch {
+            expected: rule.expected(log),
             origin: checkpoint.origin,
-            expected: log.origin.clone(),
         });
     }
     let key = log
@@ -305,16 +354,12 @@ pub fn verify_checkpoint(text: &str, log: &TransparencyLog) -> Result<Checkpoint
             details: log.key_details.clone(),
         })?;
     let (signed, _) = split_note(text)?;
-    let hints = log_key_hints(log);
+    let hints = log_key_hints(log, rule);
     let mut failure = None;
-    // A signature line counts only when both its key name and its key hint
-    // are the log's: the hint alone is four bytes, and C2SP verifiers bind a
-    // key to its name, so a line under another name is someone else's
-    // (a witness's cosignature, or a forgery) whatever its hint says.
     for sig in checkpoint
         .signatures
         .iter()
-        .filter(|s| s.name == log.origin && hints.contains(&s.key_hint))
+        .filter(|s| rule.name_ok(&s.name, log) && hints.contains(&s.key_hint))
     {
         // Ed25519 signs the text itself; ECDSA (Rekor v1) signs its SHA-256.
         match key.verify(signed.as_bytes(), &sig.signature, HashAlgorithm::Sha256) {
@@ -336,6 +381,8 @@ pub fn verify_checkpoint(text: &str, log: &TransparencyLog) -> Result<Checkpoint
 
 #[cfg(test)]
 pub(crate) mod tests {
+    use base64::engine::general_purpose::STANDARD as B64;
+
     use super::*;
     use crate::trust::TrustedRoot;
 
@@ -358,7 +405,12 @@ pub(crate) mod tests {
             .iter()
             .find(|l| l.log_id == entry.log_id)
             .unwrap();
-        verify_checkpoint(&case_checkpoint(case), log)
+        let rule = if case.starts_with("rekor2") {
+            OriginRule::Host
+        } else {
+            OriginRule::RekorV1
+        };
+        verify_checkpoint(&case_checkpoint(case), log, rule)
     }
 
     #[test]
@@ -458,7 +510,7 @@ pub(crate) mod tests {
             .find(|l| l.origin == "log2025-alpha1.rekor.sigstage.dev")
             .unwrap();
         assert!(matches!(
-            verify_checkpoint(&text, log),
+            verify_checkpoint(&text, log, OriginRule::Host),
             Err(CheckpointError::InvalidSignature { .. })
         ));
     }
@@ -478,14 +530,128 @@ pub(crate) mod tests {
     }
 
     #[test]
-    fn origin_matching_is_exact_host_or_host_dash_tree_id() {
+    fn rekor_v2_origins_are_exactly_the_log_host() {
         let root = TrustedRoot::public_good().unwrap();
-        let log = &root.tlogs[0];
-        assert!(origin_matches("rekor.sigstore.dev", log));
-        assert!(origin_matches("rekor.sigstore.dev - 123", log));
-        assert!(!origin_matches("rekor.sigstore.dev - ", log));
-        assert!(!origin_matches("rekor.sigstore.dev.evil - 1", log));
-        assert!(!origin_matches("evil.rekor.sigstore.dev", log));
+        let v2 = &root.tlogs[1];
+        assert!(OriginRule::Host.accepts("log2025-1.rekor.sigstore.dev", v2));
+        assert!(!OriginRule::Host.accepts("log2025-1.rekor.sigstore.dev - 1", v2));
+        assert!(!OriginRule::Host.accepts("log2025-1.rekor.sigstore.dev.evil", v2));
+        assert!(!OriginRule::Host.accepts("rekor.sigstore.dev", v2));
+    }
+
+    #[test]
+    fn rekor_v1_origins_name_any_server_hostname_and_a_decimal_tree_id() {
+        let root = TrustedRoot::public_good().unwrap();
+        let v1 = &root.tlogs[0];
+        for ok in [
+            "rekor.sigstore.dev - 2605736670972794746",
+            "rekor-server-7d9c8b5f4-x2x4l - 7125409239467830170",
+            "rekor.rekor-system.svc - 1",
+        ] {
+            assert!(OriginRule::RekorV1.accepts(ok, v1), "{ok}");
+        }
+        for bad in [
+            "rekor.sigstore.dev",
+            "rekor.sigstore.dev - ",
+            " - 123",
+            "rekor.sigstore.dev - 12a",
+            "rekor.sigstore.dev - -1",
+        ] {
+            assert!(!OriginRule::RekorV1.accepts(bad, v1), "{bad}");
+        }
+    }
+
+    /// A Rekor v1 log of a private deployment, as sigstore's scaffolding
+    /// charts install it: reached at an in-cluster URL, signing checkpoints
+    /// with its pod name.
+    fn private_rekor_v1() -> (sigil_testkit::rekor::RekorV1, TrustedRoot) {
+        let kit = sigil_testkit::Testkit::new(7);
+        let rekor =
+            sigil_testkit::rekor::RekorV1::new(7, "rekor-v1", "http://rekor.rekor-system.svc")
+                .with_hostname("rekor-server-7d9c8b5f4-x2x4l");
+        let kit = sigil_testkit::Testkit {
+            rekor_v1: rekor.clone(),
+            ..kit
+        };
+        let root = TrustedRoot::from_json(&kit.trusted_root_json()).unwrap();
+        (rekor, root)
+    }
+
+    fn private_checkpoint(rekor: &sigil_testkit::rekor::RekorV1) -> String {
+        let body = sigil_testkit::rekor::checkpoint_body(&rekor.origin(), 14, &[7; 32]);
+        sigil_testkit::rekor::signed_note(&body, &[rekor.sign_checkpoint(&body)])
+    }
+
+    #[test]
+    fn a_rekor_v1_checkpoint_named_by_the_servers_pod_hostname_verifies_under_the_log_key() {
+        let (rekor, root) = private_rekor_v1();
+        let log = root
+            .tlogs
+            .iter()
+            .find(|l| l.base_url == rekor.base_url)
+            .unwrap();
+        let text = private_checkpoint(&rekor);
+        assert!(
+            text.starts_with("rekor-server-7d9c8b5f4-x2x4l - "),
+            "{text}"
+        );
+        assert!(
+            text.contains("\n\u{2014} rekor-server-7d9c8b5f4-x2x4l "),
+            "{text}"
+        );
+
+        let cp = verify_checkpoint(&text, log, OriginRule::RekorV1).unwrap();
+        assert_eq!(cp.tree_size, 14);
+        // The same note claimed by a Rekor v2 log: its names are not the log's host.
+        assert!(matches!(
+            verify_checkpoint(&text, log, OriginRule::Host),
+            Err(CheckpointError::OriginMismatch { .. })
+        ));
+    }
+
+    #[test]
+    fn a_private_rekor_v1_checkpoint_under_another_key_or_with_a_changed_body_is_rejected() {
+        let (rekor, root) = private_rekor_v1();
+        let log = root
+            .tlogs
+            .iter()
+            .find(|l| l.base_url == rekor.base_url)
+            .unwrap();
+        // Same hostname, same log ID hint, another key: the signature fails.
+        let impostor = sigil_testkit::rekor::RekorV1 {
+            key: sigil_testkit::KeyPair::p256(8, "rekor-v1"),
+            ..rekor.clone()
+        };
+        let body = sigil_testkit::rekor::checkpoint_body(&rekor.origin(), 14, &[7; 32]);
+        let mut forged = impostor.sign_checkpoint(&body);
+        forged.data.splice(..4, rekor.log_id()[..4].iter().copied());
+        let text = sigil_testkit::rekor::signed_note(&body, &[forged]);
+        assert!(matches!(
+            verify_checkpoint(&text, log, OriginRule::RekorV1),
+            Err(CheckpointError::InvalidSignature { .. })
+        ));
+        // Signed by the other key under its own hint: no signature of this log.
+        let text = sigil_testkit::rekor::signed_note(&body, &[impostor.sign_checkpoint(&body)]);
+        assert!(matches!(
+            verify_checkpoint(&text, log, OriginRule::RekorV1),
+            Err(CheckpointError::NoLogSignature { .. })
+        ));
+        // The log's signature over another tree size or root hash.
+        let good = private_checkpoint(&rekor);
+        for tampered in [
+            good.replacen("\n14\n", "\n15\n", 1),
+            good.replacen(&B64.encode([7u8; 32]), &B64.encode([8u8; 32]), 1),
+            good.replacen("x2x4l - ", "x2x4m - ", 1),
+        ] {
+            assert_ne!(tampered, good);
+            assert!(
+                matches!(
+                    verify_checkpoint(&tampered, log, OriginRule::RekorV1),
+                    Err(CheckpointError::InvalidSignature { .. })
+                ),
+                "{tampered}"
+            );
+        }
     }
 
     #[test]
@@ -523,7 +689,8 @@ pub(crate) mod tests {
             let joined = lines.join("\n");
             let _ = parse_checkpoint(&joined);
             let root = TrustedRoot::public_good().unwrap();
-            let _ = verify_checkpoint(&joined, &root.tlogs[0]);
+            let _ = verify_checkpoint(&joined, &root.tlogs[0], OriginRule::RekorV1);
+            let _ = verify_checkpoint(&joined, &root.tlogs[1], OriginRule::Host);
         }
     }
 }

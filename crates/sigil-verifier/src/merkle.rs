@@ -4,8 +4,6 @@
 //! Only SHA-256 trees exist in Sigstore, so the hash is fixed here rather than
 //! threaded through every call.
 
-use sha2::{Digest as _, Sha256};
-
 /// Why an inclusion proof was rejected.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum MerkleError {
@@ -55,19 +53,18 @@ pub enum MerkleError {
 
 /// RFC 9162 leaf hash: SHA-256(0x00 ‖ leaf).
 pub fn leaf_hash(leaf: &[u8]) -> [u8; 32] {
-    let mut h = Sha256::new();
-    h.update([0x00]);
-    h.update(leaf);
-    h.finalize().into()
+    crate::crypto::sha256_parts(&[&[0x00], leaf])
 }
 
 /// RFC 9162 interior node hash: SHA-256(0x01 ‖ left ‖ right).
 pub fn node_hash(left: &[u8; 32], right: &[u8; 32]) -> [u8; 32] {
-    let mut h = Sha256::new();
-    h.update([0x01]);
-    h.update(left);
-    h.update(right);
-    h.finalize().into()
+    // One-shot over a stack buffer: a proof hashes dozens of nodes, and a
+    // streaming context costs an allocation each.
+    let mut buf = [0x01u8; 65];
+    for (dst, src) in buf.iter_mut().skip(1).zip(left.iter().chain(right)) {
+        *dst = *src;
+    }
+    crate::crypto::sha256(&buf)
 }
 
 /// The number of audit-path hashes a leaf at `index` of a tree of `tree_size`
@@ -155,7 +152,7 @@ mod tests {
     /// RFC 9162 §2.1.1 Merkle Tree Hash, computed directly from the leaves.
     fn mth(leaves: &[[u8; 32]]) -> [u8; 32] {
         match leaves.len() {
-            0 => Sha256::digest([]).into(),
+            0 => crate::crypto::sha256(&[]),
             1 => leaves[0],
             n => {
                 let k = largest_pow2_below(n);

@@ -13,7 +13,7 @@ use serde_json::Value;
 use time::{Duration, OffsetDateTime};
 
 use crate::bundle::{Bundle, BundleVersion, Content, DsseEnvelope, InclusionProof, TlogEntry};
-use crate::checkpoint::{CheckpointError, ed25519_note_key_id, verify_checkpoint};
+use crate::checkpoint::{CheckpointError, OriginRule, ed25519_note_key_id, verify_checkpoint};
 use crate::crypto::{HashAlgorithm, PublicKey, pem_decode, sha256};
 use crate::merkle::{MerkleError, leaf_hash, verify_inclusion};
 use crate::trust::{TransparencyLog, TrustedRoot};
@@ -215,7 +215,7 @@ pub enum TlogError {
         "transparency log entry {log_index} checkpoint {field} {checkpoint} differs from the inclusion proof's {proof}; the checkpoint does not cover this proof"
     )]
     CheckpointMismatch {
-        /// `tree size`, `root hash` or `origin`.
+        /// `tree size` or `root hash`.
         field: &'static str,
         /// The entry's log index.
         log_index: i64,
@@ -528,20 +528,16 @@ fn verify_proof(
             None => Ok(()),
         };
     };
-    let cp =
-        verify_checkpoint(text, log).map_err(|cause| TlogError::Checkpoint { log_index, cause })?;
-    if !checkpoint_origin_ok(&cp.origin, log, rekor_v2) {
-        return Err(TlogError::CheckpointMismatch {
-            field: "origin",
-            log_index,
-            checkpoint: cp.origin,
-            proof: if rekor_v2 {
-                log.origin.clone()
-            } else {
-                format!("{} - <tree id>", log.origin)
-            },
-        });
-    }
+    // The entry's kind and version are in the logged body, so the log
+    // version, and with it how the checkpoint names the log, is not the
+    // bundle's to choose.
+    let rule = if rekor_v2 {
+        OriginRule::Host
+    } else {
+        OriginRule::RekorV1
+    };
+    let cp = verify_checkpoint(text, log, rule)
+        .map_err(|cause| TlogError::Checkpoint { log_index, cause })?;
     if cp.tree_size != tree_size {
         return Err(TlogError::CheckpointMismatch {
             field: "tree size",
@@ -559,20 +555,6 @@ fn verify_proof(
         });
     }
     Ok(())
-}
-
-/// `verify_checkpoint` accepts either origin form; each log version has one:
-/// Rekor v2 names its checkpoints by its host exactly, a Rekor v1 shard by
-/// `<host> - <tree id>`.
-fn checkpoint_origin_ok(origin: &str, log: &TransparencyLog, rekor_v2: bool) -> bool {
-    if rekor_v2 {
-        origin == log.origin
-    } else {
-        origin
-            .strip_prefix(log.origin.as_str())
-            .and_then(|r| r.strip_prefix(" - "))
-            .is_some_and(|tree| !tree.is_empty())
-    }
 }
 
 /// Who signed the bundle, for comparison with the body's verifier fields.
@@ -1294,31 +1276,6 @@ mod tests {
                 run(case)
             );
         }
-    }
-
-    #[test]
-    fn checkpoint_origins_follow_the_log_version() {
-        let root = TrustedRoot::public_good().unwrap();
-        let v1 = &root.tlogs[0];
-        assert!(checkpoint_origin_ok(
-            "rekor.sigstore.dev - 2605736670972794746",
-            v1,
-            false
-        ));
-        assert!(!checkpoint_origin_ok("rekor.sigstore.dev", v1, false));
-        assert!(!checkpoint_origin_ok("rekor.sigstore.dev - ", v1, false));
-        assert!(!checkpoint_origin_ok("rekor.sigstore.devx - 1", v1, false));
-        let v2 = &root.tlogs[1];
-        assert!(checkpoint_origin_ok(
-            "log2025-1.rekor.sigstore.dev",
-            v2,
-            true
-        ));
-        assert!(!checkpoint_origin_ok(
-            "log2025-1.rekor.sigstore.dev - 1",
-            v2,
-            true
-        ));
     }
 
     #[test]

@@ -1,6 +1,7 @@
 //! Trust roots: `trusted_root.json` (`application/vnd.dev.sigstore.trustedroot+json;version=0.1`)
 //! parsed once into decoded keys and certificates, plus the embedded
-//! Sigstore public-good and staging roots.
+//! Sigstore public-good and staging roots and the TUF roots of trust from
+//! which sigil-controller keeps them fresh (this crate does no TUF itself).
 //!
 //! Validity windows (`validFor`) are closed intervals: both `start` and `end`
 //! are inside. A key or authority without a `start` is rejected when the root
@@ -18,6 +19,14 @@ use crate::x509::Certificate;
 pub const PUBLIC_GOOD_JSON: &str = include_str!("../trust/trusted_root.public-good.json");
 /// The staging `trusted_root.json` embedded in sigil.
 pub const STAGING_JSON: &str = include_str!("../trust/trusted_root.staging.json");
+/// The TUF root of trust (`root.json`) of the public-good TUF repository.
+pub const PUBLIC_GOOD_TUF_ROOT: &str = include_str!("../trust/tuf-root.public-good.json");
+/// The TUF root of trust (`root.json`) of the staging TUF repository.
+pub const STAGING_TUF_ROOT: &str = include_str!("../trust/tuf-root.staging.json");
+/// The public-good TUF mirror, which serves `trusted_root.json` as a target.
+pub const PUBLIC_GOOD_TUF_MIRROR: &str = "https://tuf-repo-cdn.sigstore.dev";
+/// The staging TUF mirror.
+pub const STAGING_TUF_MIRROR: &str = "https://tuf-repo-cdn.sigstage.dev";
 
 const MEDIA_TYPE: &str = "application/vnd.dev.sigstore.trustedroot+json;version=0.1";
 
@@ -368,6 +377,19 @@ mod tests {
         assert_eq!(pg.timestamp_authorities.len(), 1);
         let st = TrustedRoot::staging().unwrap();
         assert!(!st.ctlogs.is_empty());
+    }
+
+    #[test]
+    fn embedded_tuf_roots_are_root_metadata_with_signatures() {
+        for (name, text) in [
+            ("public-good", PUBLIC_GOOD_TUF_ROOT),
+            ("staging", STAGING_TUF_ROOT),
+        ] {
+            let v: serde_json::Value = serde_json::from_str(text).unwrap();
+            assert_eq!(v["signed"]["_type"], "root", "{name}");
+            assert!(v["signed"]["version"].as_u64().unwrap() >= 1, "{name}");
+            assert!(!v["signatures"].as_array().unwrap().is_empty(), "{name}");
+        }
     }
 
     #[test]

@@ -361,7 +361,7 @@ pub fn verify_bundle(
         }
     };
     let managed_spki = match &policy.signer {
-        SignerPolicy::Key(k) => spki_of(k),
+        SignerPolicy::Key(k) => k.canonical_spki_der(),
         SignerPolicy::Keyless { .. } => None,
     };
 
@@ -503,14 +503,4 @@ pub fn verify_bundle(
         log_url,
         content,
     })
-}
-
-fn spki_of(key: &PublicKey) -> Option<Vec<u8>> {
-    use p256::pkcs8::EncodePublicKey as _;
-    match key {
-        PublicKey::P256(k) => k.to_public_key_der().ok().map(|d| d.as_bytes().to_vec()),
-        PublicKey::P384(k) => k.to_public_key_der().ok().map(|d| d.as_bytes().to_vec()),
-        PublicKey::Ed25519(k) => k.to_public_key_der().ok().map(|d| d.as_bytes().to_vec()),
-        PublicKey::Rsa(k) => k.to_public_key_der().ok().map(|d| d.as_bytes().to_vec()),
-    }
 }

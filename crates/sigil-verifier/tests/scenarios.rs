@@ -439,3 +439,176 @@ fn digest_mode_and_path_mode_agree() {
     assert_eq!(by_digest.log_index, by_bytes.log_index);
     assert_eq!(by_digest.signing_time, by_bytes.signing_time);
 }
+
+/// A kit whose Rekor v1 log is a private deployment's: reached at an
+/// in-cluster URL and naming its checkpoints by the server's pod name.
+fn private_rekor_kit() -> Kit {
+    let mut kit = sigil_testkit::Testkit::new(7);
+    kit.rekor_v1 =
+        sigil_testkit::rekor::RekorV1::new(7, "rekor-v1", "http://rekor.rekor-system.svc")
+            .with_hostname("rekor-server-7d9c8b5f4-x2x4l");
+    let root = TrustedRoot::from_json(&kit.trusted_root_json()).expect("testkit root loads");
+    Kit { kit, root }
+}
+
+const CHECKPOINT: &str = "/verificationMaterial/tlogEntries/0/inclusionProof/checkpoint/envelope";
+
+fn proof_of(json: &serde_json::Value) -> (u64, [u8; 32]) {
+    use base64::Engine as _;
+    let proof = json
+        .pointer("/verificationMaterial/tlogEntries/0/inclusionProof")
+        .unwrap();
+    let size = proof["treeSize"].as_str().unwrap().parse().unwrap();
+    let root = base64::engine::general_purpose::STANDARD
+        .decode(proof["rootHash"].as_str().unwrap())
+        .unwrap();
+    (size, root.try_into().unwrap())
+}
+
+/// Verifies `minted` with its checkpoint replaced by `checkpoint`.
+fn run_with_checkpoint(
+    k: &Kit,
+    minted: &MintedBundle,
+    spec: &BundleSpec,
+    checkpoint: String,
+) -> Result<VerifiedBundle, VerifyError> {
+    let mut json = minted.value();
+    *json.pointer_mut(CHECKPOINT).unwrap() = checkpoint.into();
+    let bundle = Bundle::from_json(&serde_json::to_vec(&json).unwrap()).unwrap();
+    verify_bundle(
+        &bundle,
+        Artifact::Bytes(ARTIFACT),
+        &exact(spec),
+        &k.root,
+        time::OffsetDateTime::now_utc(),
+    )
+}
+
+#[test]
+fn rekor_v1_entries_of_a_private_deployment_verify_with_the_servers_hostname_as_origin() {
+    let k = private_rekor_kit();
+    for (label, spec, minted) in [
+        (
+            "message",
+            BundleSpec::default(),
+            message(&k, &BundleSpec::default()),
+        ),
+        {
+            let spec = BundleSpec {
+                tlog: TlogSpec::RekorV1(V1Kind::Dsse),
+                ..BundleSpec::default()
+            };
+            let minted = dsse(&k, &spec);
+            ("dsse", spec, minted)
+        },
+    ] {
+        let checkpoint = minted
+            .value()
+            .pointer(CHECKPOINT)
+            .unwrap()
+            .as_str()
+            .unwrap()
+            .to_owned();
+        assert!(
+            checkpoint.starts_with("rekor-server-7d9c8b5f4-x2x4l - ")
+                && checkpoint.contains("\u{2014} rekor-server-7d9c8b5f4-x2x4l "),
+            "{label}: {checkpoint}"
+        );
+        let v = run(&k, &minted, &exact(&spec)).unwrap_or_else(|e| panic!("{label}: {e}"));
+        assert!(v.log_index.is_some(), "{label}");
+    }
+}
+
+#[test]
+fn a_private_rekor_v1_checkpoint_under_another_key_or_for_another_tree_is_rejected() {
+    let k = private_rekor_kit();
+    let spec = BundleSpec::default();
+    let minted = message(&k, &spec);
+    let (size, root) = proof_of(&minted.value());
+    let rekor = &k.kit.rekor_v1;
+    let note =
+        |origin: &str, size: u64, root: &[u8; 32], signer: &sigil_testkit::rekor::RekorV1| {
+            let body = sigil_testkit::rekor::checkpoint_body(origin, size, root);
+            let mut sig = signer.sign_checkpoint(&body);
+            // Under the trusted log's key hint, whoever signed.
+            sig.data.splice(..4, rekor.log_id()[..4].iter().copied());
+            sigil_testkit::rekor::signed_note(&body, &[sig])
+        };
+    // The control: re-signed exactly as minted, it verifies.
+    run_with_checkpoint(
+        &k,
+        &minted,
+        &spec,
+        note(&rekor.origin(), size, &root, rekor),
+    )
+    .unwrap();
+
+    let impostor = sigil_testkit::rekor::RekorV1 {
+        key: sigil_testkit::KeyPair::p256(8, "rekor-v1"),
+        ..rekor.clone()
+    };
+    let mut other_root = root;
+    other_root[0] ^= 1;
+    for (what, checkpoint, wanted) in [
+        (
+            "signed by another key",
+            note(&rekor.origin(), size, &root, &impostor),
+            "does not verify",
+        ),
+        (
+            "another root hash",
+            note(&rekor.origin(), size, &other_root, rekor),
+            "root hash",
+        ),
+        (
+            "another tree size",
+            note(&rekor.origin(), size + 1, &root, rekor),
+            "tree size",
+        ),
+        (
+            "an origin without a tree id",
+            note("rekor-server-7d9c8b5f4-x2x4l", size, &root, rekor),
+            "<rekor hostname> - <tree id>",
+        ),
+    ] {
+        let err = run_with_checkpoint(&k, &minted, &spec, checkpoint)
+            .err()
+            .unwrap_or_else(|| panic!("a checkpoint {what} verified"));
+        assert_eq!(err.reason(), "tlog", "{what}: {err}");
+        assert!(err.to_string().contains(wanted), "{what}: {err}");
+    }
+}
+
+#[test]
+fn a_rekor_v2_checkpoint_with_another_origin_is_rejected_although_the_log_key_signed_it() {
+    use sigil_testkit::rekor::{NoteSignature, checkpoint_body, signed_note};
+    let k = kit();
+    let spec = BundleSpec::rekor_v2();
+    let minted = message(&k, &spec);
+    let (size, root) = proof_of(&minted.value());
+    let log = &k.kit.rekor_v2;
+    let note = |origin: &str, name: &str| {
+        let body = checkpoint_body(origin, size, &root);
+        let mut data = log.log_id()[..4].to_vec();
+        data.extend(log.key.sign(body.as_bytes()));
+        signed_note(
+            &body,
+            &[NoteSignature {
+                name: name.to_owned(),
+                data,
+            }],
+        )
+    };
+    run_with_checkpoint(&k, &minted, &spec, note(&log.origin(), &log.origin())).unwrap();
+    for (origin, name) in [
+        ("log2025-1-pod-0", log.origin()),
+        ("log2025-1-pod-0", "log2025-1-pod-0".to_owned()),
+        (&*format!("{} - 1", log.origin()), log.origin()),
+        (&*log.origin(), "log2025-1-pod-0".to_owned()),
+    ] {
+        let err = run_with_checkpoint(&k, &minted, &spec, note(origin, &name))
+            .err()
+            .unwrap_or_else(|| panic!("origin `{origin}` signed as `{name}` verified"));
+        assert_eq!(err.reason(), "tlog", "{origin} / {name}: {err}");
+    }
+}

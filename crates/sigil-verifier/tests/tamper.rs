@@ -448,7 +448,29 @@ const ALLOWANCES: &[Allowance] = &[
                  signed ESS signing-certificate hash, so the trusted copy is used; retagging the \
                  set [0] -> [1] makes it the (unsigned, ignored) crls field",
     },
+    Allowance {
+        field: "verificationMaterial.tlogEntries[].inclusionProof.checkpoint.envelope",
+        covers: |orig, off| {
+            is_rekor_v1_note(orig) && off.is_some_and(|o| checkpoint_key_names(orig).contains(&o))
+        },
+        facts: SameFacts::Exactly,
+        reason: "a Rekor v1 checkpoint's signature line names the Rekor server's own hostname (a \
+                 pod name in private deployments), which is outside the signed note text and not \
+                 part of the log's key ID (SHA-256 of its key alone): the key hint and the \
+                 signature identify the log, as in Rekor, sigstore-go and sigstore-python. (The \
+                 origin line is signed; a Rekor v2 key name is bound and still checked.)",
+    },
 ];
+
+/// Whether a signed note is a Rekor v1 checkpoint: its origin line is
+/// `<hostname> - <tree id>`.
+fn is_rekor_v1_note(note: &[u8]) -> bool {
+    let text = std::str::from_utf8(note).unwrap();
+    let origin = text.lines().next().unwrap_or_default();
+    origin
+        .rsplit_once(" - ")
+        .is_some_and(|(_, tree)| !tree.is_empty() && tree.bytes().all(|b| b.is_ascii_digit()))
+}
 
 /// Byte offsets of the key names in a signed note's signature lines
 /// (`— <name> <base64>`).
@@ -924,28 +946,34 @@ const CHECKPOINT: &[&str] = &[
     "envelope",
 ];
 
+fn checkpoint_renamed(s: &Subject, name: &str) -> Result<String, String> {
+    let mut json = s.json.clone();
+    let path: Vec<String> = CHECKPOINT.iter().map(|p| (*p).to_owned()).collect();
+    let note = at_mut(&mut json, &path).as_str().unwrap().to_owned();
+    let names = checkpoint_key_names(note.as_bytes());
+    let renamed = format!("{}{name}{}", &note[..names.start], &note[names.end..]);
+    verify_replaced(s, CHECKPOINT, Value::String(renamed))
+}
+
 #[test]
-fn a_checkpoint_signed_under_another_key_name_is_rejected() {
-    for kind in [Kind::MessageV03, Kind::Rekor2TsaNoCerts] {
+fn a_rekor_v2_checkpoint_signed_under_another_key_name_is_rejected() {
+    for kind in [Kind::Rekor2TsaNoCerts, Kind::Rekor2Dsse] {
         let s = Subject::new(kind);
-        let mut path = s.json.clone();
-        let note = at_mut(
-            &mut path,
-            &CHECKPOINT
-                .iter()
-                .map(|p| (*p).to_owned())
-                .collect::<Vec<_>>(),
-        )
-        .as_str()
-        .unwrap()
-        .to_owned();
-        let names = checkpoint_key_names(note.as_bytes());
-        let renamed = format!("{}evil.example{}", &note[..names.start], &note[names.end..]);
-        let got = verify_replaced(&s, CHECKPOINT, Value::String(renamed));
         assert!(
-            got.is_err(),
+            checkpoint_renamed(&s, "evil.example").is_err(),
             "{kind:?}: a checkpoint whose only signature line names `evil.example` verified"
         );
+    }
+}
+
+#[test]
+fn a_rekor_v1_checkpoints_key_name_is_the_servers_hostname_and_changes_no_fact() {
+    for kind in [Kind::MessageV03, Kind::DsseV03] {
+        let s = Subject::new(kind);
+        // A private Rekor v1 signs under its pod name: same key, same facts.
+        let facts = checkpoint_renamed(&s, "rekor-server-7d9c8b5f4-x2x4l")
+            .unwrap_or_else(|e| panic!("{kind:?}: {e}"));
+        assert_eq!(facts, s.facts, "{kind:?}");
     }
 }
 

@@ -1,5 +1,5 @@
 //! Warm admission load: the HTTPS webhook on 127.0.0.1 (in process, real
-//! rustls and hyper stack, ring provider) answering `/validate` for a pod
+//! rustls and hyper stack, aws-lc-rs provider) answering `/validate` for a pod
 //! with three digest-pinned images whose verdicts are cached, driven by
 //! keep-alive HTTP/1.1 clients over TLS. Bounded in count and time.
 //!
@@ -102,7 +102,7 @@ fn connector() -> tokio_rustls::TlsConnector {
     for c in rustls_pki_types::pem::PemObject::pem_slice_iter(&ca) {
         roots.add(c.unwrap()).unwrap();
     }
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
     let mut config = rustls::ClientConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()
         .unwrap()

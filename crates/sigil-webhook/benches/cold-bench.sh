@@ -69,7 +69,7 @@ METRICS=$(free_port)
 cd - >/dev/null
 target/release/sigil-webhook --listen "127.0.0.1:$HTTPS" --metrics-listen "127.0.0.1:$METRICS" \
   --tls-cert "$dir/tls.crt" --tls-key "$dir/tls.key" --policy-snapshot-file "$dir/snapshot.json" \
-  --insecure-registry "$REG" >"$dir/webhook.log" 2>&1 &
+  --insecure-registry "$REG" --allow-registry-address 127.0.0.0/8 >"$dir/webhook.log" 2>&1 &
 wpid=$!
 pids+=("$wpid")
 wait_http "http://127.0.0.1:$METRICS/readyz"

@@ -9,9 +9,18 @@
 //! `namespaceSelector`: an AdmissionReview carries no namespace labels. The
 //! server additionally never acts in the namespaces of
 //! [`AdmissionConfig::excluded_namespaces`] (kube-system and its own).
+//!
+//! Network: an image no policy selects is answered without any registry
+//! request (`/mutate` pins only selected images, or with `--pin all` those
+//! on registries some policy can select); `/validate` resolves nothing when
+//! pinning is on — a selected image still written as a tag there was
+//! changed after sigil's `/mutate` (or pinning did not run) and is denied
+//! unless [`AdmissionConfig::allow_unpinned`].
+//!
+//! Text from the object (image names) reaches logs and messages through
+//! [`printable`], so it cannot forge log lines or denial lines.
 
 use std::collections::BTreeMap;
-use std::fmt::Write as _;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -52,6 +61,9 @@ pub struct AdmissionConfig {
     pub pin: PinMode,
     /// Largest request body read.
     pub max_body_bytes: usize,
+    /// With pinning on, admit a selected image that reaches `/validate` as
+    /// a tag (verifying what the tag points to now) instead of denying it.
+    pub allow_unpinned: bool,
     /// Caches.
     pub cache: CacheConfig,
 }
@@ -64,6 +76,7 @@ impl Default for AdmissionConfig {
             excluded_namespaces: vec!["kube-system".into()],
             pin: PinMode::Matched,
             max_body_bytes: 7 * 1024 * 1024,
+            allow_unpinned: false,
             cache: CacheConfig::default(),
         }
     }
@@ -305,17 +318,75 @@ struct ImageOutcome {
 
 /// Flattens a multi-line reason so each failing image stays on one line.
 fn one_line(s: &str) -> String {
-    s.split('\n')
-        .map(str::trim)
-        .filter(|l| !l.is_empty())
-        .collect::<Vec<_>>()
-        .join(" ")
+    printable(
+        &s.split('\n')
+            .map(str::trim)
+            .filter(|l| !l.is_empty())
+            .collect::<Vec<_>>()
+            .join(" "),
+    )
 }
 
-fn lookup_cause(what: &str, e: &LookupError, config: &AdmissionConfig) -> String {
+/// The longest line of a denial about one image, and the longest denial:
+/// an object may have 2,048 images with 128 rejected signatures each, and
+/// the message travels in the AdmissionReview answer, events and logs.
+const MAX_LINE_BYTES: usize = 4 << 10;
+const MAX_MESSAGE_BYTES: usize = 32 << 10;
+
+/// `s` cut to at most `max` bytes on a character boundary, saying so.
+fn bounded(s: &str, max: usize) -> String {
+    if s.len() <= max {
+        return s.to_string();
+    }
+    let mut end = max;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!(
+        "{}… ({} more bytes)",
+        s.get(..end).unwrap_or_default(),
+        s.len() - end
+    )
+}
+
+/// Adds the line of the `nth` failing image to a denial, each line and the
+/// whole bounded; past the bound, one line says how many were left out.
+fn append_line(lines: &mut String, line: &str, nth: usize) {
+    const MORE: &str = "\n- … more failing images not listed (the message is at its size limit)";
+    if lines.ends_with(MORE) {
+        return;
+    }
+    let line = bounded(line, MAX_LINE_BYTES);
+    if lines.len() + line.len() > MAX_MESSAGE_BYTES && nth > 1 {
+        lines.push_str(MORE);
+        return;
+    }
+    lines.push_str(&line);
+}
+
+/// `s` with control characters (line breaks, escapes) written as `\u{..}`:
+/// text from an admitted object (an image name) can then neither start a
+/// forged log line nor a forged line of a denial message.
+pub fn printable(s: &str) -> String {
+    if !s.chars().any(char::is_control) {
+        return s.to_string();
+    }
+    s.chars()
+        .map(|c| {
+            if c.is_control() {
+                format!("\\u{{{:x}}}", u32::from(c))
+            } else {
+                c.to_string()
+            }
+        })
+        .collect()
+}
+
+fn lookup_cause(what: &str, image: &str, e: &LookupError, config: &AdmissionConfig) -> String {
     match e {
         LookupError::Deadline { .. } => format!(
-            "{what} {e}: the registry may be slow or unreachable; retry, or raise the webhook's timeoutSeconds (now {}s, of which sigil keeps {} ms as margin)",
+            "{what} {e}: registry {} may be slow or unreachable; retry, or raise the webhook's timeoutSeconds (now {}s, of which sigil keeps {} ms as margin)",
+            printable(crate::cache::registry_host(image)),
             config.timeout.as_secs(),
             config.margin.as_millis()
         ),
@@ -457,6 +528,21 @@ impl<J: ImageJudge, S: PullSecretSource> Admission<J, S> {
                     return outcome;
                 }
             }
+        } else if self.config.pin != PinMode::Off && !self.config.allow_unpinned {
+            // /mutate pinned every selected image; a tag here was written after
+            // it ran, or it did not run. Resolving it now would verify one
+            // digest and let the kubelet pull another.
+            outcome.verdict = Err(
+                "it reached validation as a tag, not a digest, although sigil's /mutate pins \
+                 the images policies select: another mutating webhook changed it after sigil's \
+                 (reinvocation), pinning did not run (webhook configuration, a failure), or a \
+                 policy changed in between. sigil denies it because the kubelet could pull a \
+                 different image than the one verified; retry, fix the other webhook (or pin \
+                 the image by digest), or allow it with --allow-unpinned (chart value \
+                 webhook.allowUnpinned)"
+                    .into(),
+            );
+            return outcome;
         } else {
             match self.cache.resolve(image, secrets, deadline).await {
                 Ok(Ok(d)) => {
@@ -473,7 +559,8 @@ impl<J: ImageJudge, S: PullSecretSource> Admission<J, S> {
                     return outcome;
                 }
                 Err(e) => {
-                    outcome.verdict = Err(lookup_cause("resolving the tag", &e, &self.config));
+                    outcome.verdict =
+                        Err(lookup_cause("resolving the tag", image, &e, &self.config));
                     return outcome;
                 }
             }
@@ -487,7 +574,7 @@ impl<J: ImageJudge, S: PullSecretSource> Admission<J, S> {
             .cache
             .verdict(&pinned, object, secrets, deadline)
             .await
-            .map_err(|e| lookup_cause("verification", &e, &self.config));
+            .map_err(|e| lookup_cause("verification", image, &e, &self.config));
         outcome
     }
 
@@ -530,10 +617,10 @@ impl<J: ImageJudge, S: PullSecretSource> Admission<J, S> {
                 Err(_) => (false, String::new(), "denied"),
             };
             tracing::info!(
-                namespace = %object.namespace,
-                kind = %object.kind,
-                name = %object.name,
-                image = %o.image,
+                namespace = %printable(&object.namespace),
+                kind = %printable(&object.kind),
+                name = %printable(&object.name),
+                image = %printable(&o.image),
                 digest,
                 policy = %policies,
                 outcome,
@@ -543,7 +630,7 @@ impl<J: ImageJudge, S: PullSecretSource> Admission<J, S> {
                 warnings.extend(
                     v.warnings
                         .iter()
-                        .map(|w| format!("image {}: {}", o.image, one_line(w))),
+                        .map(|w| format!("image {}: {}", printable(&o.image), one_line(w))),
                 );
             }
             if allowed {
@@ -567,7 +654,17 @@ impl<J: ImageJudge, S: PullSecretSource> Admission<J, S> {
                 .filter(|_| !images::is_pinned(&o.image))
                 .map(|d| format!("{d}, "))
                 .unwrap_or_default();
-            let _ = write!(lines, "\n- image {} ({at}{containers}): {reasons}", o.image);
+            let line = format!(
+                "\n- image {} ({at}{}): {reasons}",
+                printable(&o.image),
+                printable(&containers)
+            );
+            append_line(&mut lines, &line, failed);
+        }
+        if let Some(Ok(read)) = secrets.cell.get()
+            && let Some(note) = &read.note
+        {
+            warnings.push(note.clone());
         }
         if failed == 0 {
             let outcome = if warnings.is_empty() {
@@ -605,7 +702,8 @@ impl<J: ImageJudge, S: PullSecretSource> Admission<J, S> {
             .filter(|(image, _)| !images::is_pinned(image))
             .filter(|(image, _)| match self.config.pin {
                 PinMode::Off => false,
-                PinMode::All => true,
+                // Never a registry no policy can select: those stay tags.
+                PinMode::All => judge.matches(image, object) || judge.registry_permitted(image),
                 PinMode::Matched => judge.matches(image, object),
             })
             .collect();
@@ -632,13 +730,14 @@ impl<J: ImageJudge, S: PullSecretSource> Admission<J, S> {
                     continue;
                 }
                 Ok(Err(cause)) => one_line(&cause),
-                Err(e) => lookup_cause("resolving the tag", &e, &self.config),
+                Err(e) => lookup_cause("resolving the tag", image, &e, &self.config),
             };
             failed += 1;
-            let _ = write!(
-                lines,
-                "\n- image {image}: cannot pin the tag to a digest: {cause}"
+            let line = format!(
+                "\n- image {}: cannot pin the tag to a digest: {cause}",
+                printable(image)
             );
+            append_line(&mut lines, &line, failed);
         }
         if failed > 0 {
             return Decision::deny(format!(
@@ -682,6 +781,28 @@ pub fn respond(req: &AdmissionRequest<DynamicObject>, decision: &Decision) -> An
 #[cfg(test)]
 mod tests {
     use super::one_line;
+
+    #[test]
+    fn control_characters_from_objects_are_escaped() {
+        assert_eq!(super::printable("ghcr.io/a:1"), "ghcr.io/a:1");
+        assert_eq!(
+            super::printable("a\nINFO forged\r\u{1b}[31m"),
+            "a\\u{a}INFO forged\\u{d}\\u{1b}[31m"
+        );
+    }
+
+    #[test]
+    fn denial_lines_and_messages_are_bounded() {
+        let mut lines = String::new();
+        let long = format!("\n- image x: {}", "é".repeat(10_000));
+        for n in 1..=100 {
+            super::append_line(&mut lines, &long, n);
+        }
+        assert!(lines.len() <= super::MAX_MESSAGE_BYTES + super::MAX_LINE_BYTES + 200);
+        assert!(lines.contains("more bytes)"), "a long line says it was cut");
+        assert!(lines.ends_with("(the message is at its size limit)"));
+        assert_eq!(lines.matches("not listed").count(), 1);
+    }
 
     #[test]
     fn multi_line_reasons_become_one_line() {

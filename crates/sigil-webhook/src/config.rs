@@ -8,8 +8,10 @@ use std::time::Duration;
 
 use clap::{Parser, ValueEnum};
 use sha2::{Digest as _, Sha256};
+use sigil_policy::glob::HostPattern;
+use sigil_registry::egress::{AddressPolicy, parse_net};
 use sigil_registry::image::ImagePolicy;
-use sigil_registry::{ClientConfig, Credentials, Limits, Want};
+use sigil_registry::{ClientConfig, Credentials, Limits, MemoryBudget, Want};
 use sigil_verifier::crypto::PublicKey;
 use sigil_verifier::identity::{IdentityMatcher, IdentityPolicy};
 use sigil_verifier::trust::TrustedRoot;
@@ -85,6 +87,13 @@ pub struct Args {
     /// Which images `/mutate` pins to digests.
     #[arg(long, value_enum, default_value = "matched")]
     pub pin: PinArg,
+    /// Admit (after verifying what the tag points to now) an image a policy
+    /// selects that reaches `/validate` as a tag although `--pin` is on.
+    /// Off by default: it means another mutating webhook rewrote the image
+    /// after sigil's, or pinning did not run, and the kubelet could pull a
+    /// different image later.
+    #[arg(long)]
+    pub allow_unpinned: bool,
     /// Largest AdmissionReview body read, in bytes.
     #[arg(long, default_value_t = 7 * 1024 * 1024)]
     pub max_body_bytes: usize,
@@ -106,6 +115,14 @@ pub struct Args {
     /// Registry calls in flight per registry host.
     #[arg(long, default_value_t = 16)]
     pub per_host_concurrency: usize,
+    /// MiB of registry responses held at once, from all registries: a
+    /// bound on memory whatever registries serve (reads past it are
+    /// denials, never waits).
+    #[arg(long, default_value_t = 96)]
+    pub registry_memory_mib: u64,
+    /// MiB of registry responses held at once from any one registry host.
+    #[arg(long, default_value_t = 32)]
+    pub registry_memory_per_host_mib: u64,
     /// Name of the static policy in messages.
     #[arg(long, default_value = "sigil-static")]
     pub policy_name: String,
@@ -137,11 +154,28 @@ pub struct Args {
     #[arg(long, value_enum, default_value = "deny")]
     pub no_match: NoMatch,
     /// Trusted root JSON (default: the embedded Sigstore public-good root).
+    /// With a policy snapshot it is only the fallback: a v2 snapshot's
+    /// default trust root or built-in Sigstore root takes precedence.
     #[arg(long, value_name = "JSON")]
     pub trusted_root: Option<PathBuf>,
     /// Talk plain HTTP to this registry host (repeatable; for local registries).
     #[arg(long, value_name = "HOST")]
     pub insecure_registry: Vec<String>,
+    /// A registry host sigil may contact besides those the policies' globs
+    /// and `source[].oci` select (repeatable; `*` within a name, e.g.
+    /// `mirror.example:5000` or `*.corp.example`).
+    #[arg(long, value_name = "HOST")]
+    pub allow_registry: Vec<String>,
+    /// Addresses registries may be at although sigil refuses them by
+    /// default (loopback, link-local and cloud metadata, unspecified), as
+    /// CIDRs or single addresses (repeatable; e.g. 127.0.0.0/8 for a
+    /// registry on the host when the webhook runs there).
+    #[arg(long, value_name = "CIDR")]
+    pub allow_registry_address: Vec<String>,
+    /// More addresses sigil never contacts for registries, e.g. the
+    /// cluster's Service and Pod ranges (repeatable).
+    #[arg(long, value_name = "CIDR")]
+    pub deny_registry_address: Vec<String>,
     /// Docker config with node-wide registry credentials.
     #[arg(long, value_name = "FILE")]
     pub docker_config: Option<PathBuf>,
@@ -149,6 +183,11 @@ pub struct Args {
     /// their pull secrets (needs get on secrets and serviceaccounts).
     #[arg(long, value_enum, default_value = "none")]
     pub pull_secrets: PullSecretsArg,
+    /// With `--pull-secrets kube`: read Secrets and ServiceAccounts only in
+    /// these namespaces (repeatable); objects elsewhere pull anonymously.
+    /// Unset: any namespace (needs cluster-wide `get`).
+    #[arg(long, value_name = "NAMESPACE")]
+    pub pull_secret_namespace: Vec<String>,
     /// Seconds a set of pull secrets read through the API stays cached.
     #[arg(long, default_value_t = 30)]
     pub pull_secret_ttl_seconds: u64,
@@ -254,6 +293,7 @@ impl Args {
                 PinArg::Off => PinMode::Off,
             },
             max_body_bytes: self.max_body_bytes,
+            allow_unpinned: self.allow_unpinned,
             cache: CacheConfig {
                 verdict_capacity: self.verdict_cache_size,
                 digest_capacity: (self.verdict_cache_size / 4).max(1024),
@@ -350,7 +390,51 @@ impl Args {
             warn: self.warn,
             no_match: self.no_match,
             fingerprint,
+            allowed_registries: self.allowed_registries()?,
         })
+    }
+
+    /// `--allow-registry`, compiled.
+    pub fn allowed_registries(&self) -> Result<Vec<HostPattern>, Error> {
+        self.allow_registry
+            .iter()
+            .map(|h| {
+                HostPattern::allow(h).map_err(|_| {
+                    Error::Config(format!(
+                        "--allow-registry `{h}` is not a registry host (letters, digits, `-_.:[]`, `*` within a name), e.g. mirror.example:5000 or *.corp.example"
+                    ))
+                })
+            })
+            .collect()
+    }
+
+    /// The addresses registries may be at: everything but loopback,
+    /// link-local, metadata, unspecified and multicast, adjusted by
+    /// `--allow-registry-address` and `--deny-registry-address`.
+    pub fn address_policy(&self) -> Result<AddressPolicy, Error> {
+        let mut policy = AddressPolicy::without_loopback();
+        for (flag, values, allow) in [
+            (
+                "--allow-registry-address",
+                &self.allow_registry_address,
+                true,
+            ),
+            (
+                "--deny-registry-address",
+                &self.deny_registry_address,
+                false,
+            ),
+        ] {
+            for v in values {
+                let net = parse_net(v).map_err(|e| Error::Config(format!("{flag}: {e}")))?;
+                policy = if allow {
+                    policy.allow(net)
+                } else {
+                    policy.deny(net)
+                };
+            }
+        }
+        Ok(policy)
     }
 
     /// The trust root and an identifier of its content.
@@ -426,6 +510,13 @@ impl Args {
             },
             extra_roots_pem,
             observer: None,
+            addresses: self.address_policy()?,
+            scope: None,
+            lookup: None,
+            budget: Some(std::sync::Arc::new(MemoryBudget::new(
+                self.registry_memory_mib.saturating_mul(1 << 20),
+                self.registry_memory_per_host_mib.saturating_mul(1 << 20),
+            ))),
         })
     }
 }

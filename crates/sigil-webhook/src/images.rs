@@ -1,6 +1,8 @@
 //! Where the images of an admitted object live: the pod spec of each
-//! supported kind, and every container list in it (init, regular,
-//! ephemeral), with the JSON pointer `/mutate` patches.
+//! supported kind, every container list in it (init, regular, ephemeral)
+//! and its image volumes (`volumes[].image.reference`, Kubernetes 1.31+:
+//! an OCI image or artifact the kubelet pulls like a container image), with
+//! the JSON pointer `/mutate` patches.
 
 use serde_json::Value;
 
@@ -15,7 +17,7 @@ const LISTS: [(&str, ContainerList); 3] = [
     ("ephemeralContainers", ContainerList::Ephemeral),
 ];
 
-/// Which list a container is in.
+/// Where in the pod spec an image is used.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ContainerList {
     /// `initContainers`.
@@ -24,6 +26,8 @@ pub enum ContainerList {
     Regular,
     /// `ephemeralContainers`.
     Ephemeral,
+    /// `volumes[].image`: an image volume.
+    Volume,
 }
 
 impl ContainerList {
@@ -33,18 +37,19 @@ impl ContainerList {
             Self::Init => "init container",
             Self::Regular => "container",
             Self::Ephemeral => "ephemeral container",
+            Self::Volume => "image volume",
         }
     }
 }
 
-/// One container's image in an object.
+/// One image in an object: a container's, or an image volume's.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ImageSite {
     /// The image as written.
     pub image: String,
-    /// The container's name.
+    /// The container's (or volume's) name.
     pub container: String,
-    /// Its list.
+    /// Its list (or [`ContainerList::Volume`]).
     pub list: ContainerList,
     /// JSON pointer to the `image` field, from the object's root.
     pub pointer: String,
@@ -111,29 +116,84 @@ pub fn extract(object: &Value, spec_pointer: &str) -> Result<Vec<ImageSite>, Ext
             });
         }
         for (i, c) in containers.iter().enumerate() {
-            let image = match c.get("image") {
-                None | Some(Value::Null) => continue,
-                Some(Value::String(s)) if s.is_empty() => continue,
-                Some(Value::String(s)) => s.clone(),
-                Some(_) => {
-                    return Err(ExtractError::Shape {
-                        pointer: format!("{pointer}/{i}/image"),
-                        expected: "a string",
-                    });
-                }
+            let at = format!("{pointer}/{i}/image");
+            let Some(image) = image_string(c.get("image"), &at)? else {
+                continue;
             };
-            let container = c
-                .get("name")
-                .and_then(Value::as_str)
-                .unwrap_or_default()
-                .to_string();
             sites.push(ImageSite {
                 image,
-                container,
+                container: name_of(c),
                 list,
-                pointer: format!("{pointer}/{i}/image"),
+                pointer: at,
             });
         }
+    }
+    sites.extend(volume_images(spec, spec_pointer)?);
+    Ok(sites)
+}
+
+/// The image at `value`, `None` when absent or empty (the API server
+/// validates presence; a workload template may leave it to be defaulted).
+fn image_string(value: Option<&Value>, pointer: &str) -> Result<Option<String>, ExtractError> {
+    match value {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(s)) if s.is_empty() => Ok(None),
+        Some(Value::String(s)) => Ok(Some(s.clone())),
+        Some(_) => Err(ExtractError::Shape {
+            pointer: pointer.to_string(),
+            expected: "a string",
+        }),
+    }
+}
+
+fn name_of(item: &Value) -> String {
+    item.get("name")
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_string()
+}
+
+/// The references of the spec's image volumes.
+fn volume_images(spec: &Value, spec_pointer: &str) -> Result<Vec<ImageSite>, ExtractError> {
+    let pointer = format!("{spec_pointer}/volumes");
+    let volumes = match spec.get("volumes") {
+        None | Some(Value::Null) => return Ok(Vec::new()),
+        Some(Value::Array(a)) => a,
+        Some(_) => {
+            return Err(ExtractError::Shape {
+                pointer,
+                expected: "a list of volumes",
+            });
+        }
+    };
+    if volumes.len() > MAX_CONTAINERS {
+        return Err(ExtractError::TooManyContainers {
+            list: pointer,
+            max: MAX_CONTAINERS,
+        });
+    }
+    let mut sites = Vec::new();
+    for (i, v) in volumes.iter().enumerate() {
+        let source = match v.get("image") {
+            None | Some(Value::Null) => continue,
+            Some(s @ Value::Object(_)) => s,
+            Some(_) => {
+                return Err(ExtractError::Shape {
+                    pointer: format!("{pointer}/{i}/image"),
+                    expected: "an image volume source",
+                });
+            }
+        };
+        let at = format!("{pointer}/{i}/image/reference");
+        let Some(image) = image_string(source.get("reference"), &at)? else {
+            continue;
+        };
+        sites.push(ImageSite {
+            image,
+            container: name_of(v),
+            list: ContainerList::Volume,
+            pointer: at,
+        });
     }
     Ok(sites)
 }
@@ -214,6 +274,37 @@ mod tests {
                 ),
             ]
         );
+    }
+
+    #[test]
+    fn image_volumes_are_found_with_the_pointer_of_their_reference() {
+        let pod = json!({"spec": {
+            "containers": [{"name": "app", "image": "app:1"}],
+            "volumes": [
+                {"name": "cfg", "configMap": {"name": "x"}},
+                {"name": "models", "image": {"reference": "ghcr.io/org/models:v3", "pullPolicy": "IfNotPresent"}},
+                {"name": "empty", "image": {}}]}});
+        let sites = extract(&pod, "/spec").unwrap();
+        let volume = sites
+            .iter()
+            .find(|s| s.list == ContainerList::Volume)
+            .unwrap();
+        assert_eq!(volume.image, "ghcr.io/org/models:v3");
+        assert_eq!(volume.container, "models");
+        assert_eq!(volume.pointer, "/spec/volumes/1/image/reference");
+        assert_eq!(sites.len(), 2, "a volume without a reference has no image");
+        let bad = json!({"spec": {"volumes": [{"name": "v", "image": "ghcr.io/x"}]}});
+        assert!(matches!(
+            extract(&bad, "/spec"),
+            Err(ExtractError::Shape { .. })
+        ));
+        let many: Vec<_> = (0..=MAX_CONTAINERS)
+            .map(|i| json!({"name": format!("v{i}"), "image": {"reference": "x"}}))
+            .collect();
+        assert!(matches!(
+            extract(&json!({"spec": {"volumes": many}}), "/spec"),
+            Err(ExtractError::TooManyContainers { .. })
+        ));
     }
 
     #[test]

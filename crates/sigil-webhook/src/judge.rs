@@ -151,6 +151,9 @@ pub struct PullSecrets {
     /// uids, resource versions and contents; never a secret), so clients and
     /// cached verdicts are reused only for the same credentials.
     pub id: String,
+    /// Why some of the object's pull secrets were not read (a namespace
+    /// outside `--pull-secret-namespace`), told to the user as a warning.
+    pub note: Option<String>,
 }
 
 /// The [`PullSecrets::id`] of anonymous access.
@@ -162,6 +165,7 @@ impl PullSecrets {
         Self {
             credentials: Credentials::anonymous(),
             id: ANONYMOUS.into(),
+            note: None,
         }
     }
 
@@ -172,7 +176,10 @@ impl PullSecrets {
             return self;
         }
         if self.credentials.is_empty() {
-            return other;
+            return Self {
+                note: self.note,
+                ..other
+            };
         }
         self.credentials.merge(other.credentials);
         self.id = format!("{}+{}", self.id, other.id);
@@ -206,6 +213,14 @@ pub trait ImageJudge: Send + Sync + 'static {
     /// Whether any policy selects `image` of `object`. Only such images are
     /// pinned by `/mutate` and verified by `/validate`.
     fn matches(&self, image: &str, object: &ObjectInfo) -> bool;
+
+    /// Whether `image`'s registry is one sigil may contact (a host some
+    /// policy can select, or an allowed one). `/mutate --pin all` leaves
+    /// the others unpinned rather than fetch from them.
+    fn registry_permitted(&self, image: &str) -> bool {
+        let _ = image;
+        true
+    }
 
     /// The verdict for an image no policy selects (`noMatchPolicy`).
     fn no_match(&self, image: &str) -> Verdict;

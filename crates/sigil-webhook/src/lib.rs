@@ -241,11 +241,15 @@ pub async fn run(args: Args) -> Result<(), Error> {
     let secrets = match args.pull_secrets {
         config::PullSecretsArg::None => secrets::AnyPullSecrets::None(secrets::NoPullSecrets),
         config::PullSecretsArg::Kube => {
-            secrets::AnyPullSecrets::Kube(Box::new(secrets::KubePullSecrets::new(
+            let mut source = secrets::KubePullSecrets::new(
                 kube.get("--pull-secrets kube").await?,
                 &args.namespace,
                 Duration::from_secs(args.pull_secret_ttl_seconds),
-            )))
+            );
+            if !args.pull_secret_namespace.is_empty() {
+                source = source.only_in(args.pull_secret_namespace.clone());
+            }
+            secrets::AnyPullSecrets::Kube(Box::new(source))
         }
     };
     let (root, root_id) = args.trust_root()?;
@@ -255,12 +259,14 @@ pub async fn run(args: Args) -> Result<(), Error> {
         return serve(Arc::new(judge), secrets, settings, metrics).await;
     };
     let mut judge =
-        policy_judge::PolicyJudge::new(client_config, root, &root_id, args.no_match_policy())?;
+        policy_judge::PolicyJudge::new(client_config, root, &root_id, args.no_match_policy())?
+            .with_allowed_registries(args.allowed_registries()?);
     if args.signature_ttl_seconds > 0 {
-        judge = judge.with_material_cache(Arc::new(sigil_registry::MaterialCache::new(
-            Duration::from_secs(args.signature_ttl_seconds),
-            MATERIAL_CAPACITY,
-        )));
+        judge =
+            judge.with_material_cache(Arc::new(sigil_registry::MaterialCache::with_byte_budget(
+                Duration::from_secs(args.signature_ttl_seconds),
+                MATERIAL_BYTES,
+            )));
     }
     let judge = Arc::new(judge);
     let source = match from {
@@ -279,6 +285,7 @@ pub async fn run(args: Args) -> Result<(), Error> {
     served
 }
 
-/// Signature discoveries kept by the material cache: each holds a few KiB
-/// of bundles, so this bounds it to tens of MiB.
-const MATERIAL_CAPACITY: usize = 10_000;
+/// Bytes of signature material the material cache keeps: a few KiB per
+/// image for real signatures (thousands of images), and a hard bound
+/// however large the bundles a registry serves.
+const MATERIAL_BYTES: u64 = 32 << 20;

@@ -1,7 +1,8 @@
 //! The webhook's Prometheus metrics (prometheus-client): admission requests
 //! by endpoint, operation, kind and decision; verification latency; cache
 //! hits and misses; reviews in flight; policy snapshot age; registry requests
-//! by host and status. Label values are constants, HTTP status codes, or
+//! by host and status; the build and crypto module (`sigil_build_info`).
+//! Label values are constants, HTTP status codes, or
 //! registry hosts capped at [`MAX_REGISTRY_HOSTS`], so cardinality is bounded
 //! whatever the input.
 
@@ -73,6 +74,18 @@ pub struct Metrics {
     registry_hosts: Mutex<HashSet<String>>,
 }
 
+/// The `build` info metric's labels: the version and the crypto module, so a
+/// dashboard can tell FIPS replicas from the others.
+fn build_info() -> prometheus_client::metrics::info::Info<Vec<(&'static str, String)>> {
+    let module = sigil_verifier::crypto::CryptoModule::current();
+    prometheus_client::metrics::info::Info::new(vec![
+        ("version", env!("CARGO_PKG_VERSION").to_owned()),
+        ("crypto_module", module.label().to_owned()),
+        ("crypto_version", module.version.clone()),
+        ("fips_mode", module.fips_mode.to_string()),
+    ])
+}
+
 impl Default for Metrics {
     fn default() -> Self {
         Self::new()
@@ -120,6 +133,11 @@ impl Metrics {
             "registry_requests",
             "Registry HTTP requests (token requests included), by host and status or failure",
             registry_requests.clone(),
+        );
+        registry.register(
+            "build",
+            "Version and crypto module of this binary",
+            build_info(),
         );
         Self {
             registry,

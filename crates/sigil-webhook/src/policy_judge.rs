@@ -9,6 +9,10 @@
 //! keeps enforcing; a revision lower than the one in force is ignored. The
 //! judge is not ready until a first valid snapshot is loaded. Where the
 //! snapshot comes from is [`crate::snapshot_source`]'s business.
+//!
+//! The snapshot in force also bounds where the judge's registry clients may
+//! go ([`PolicyRegistries`]): the hosts its policies' globs can select, the
+//! registries of their `source[].oci`, and `--allow-registry`.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, RwLock};
@@ -18,10 +22,12 @@ use sha2::{Digest as _, Sha256};
 use sigil_api::snapshot::{PolicySnapshot, SnapshotError};
 use sigil_policy::eval::{ImageResult, PolicyResult};
 use sigil_policy::evaluate_image;
-use sigil_policy::glob::ImageName;
+use sigil_policy::glob::{HostPattern, HostSet, ImageName};
 use sigil_policy::model::{CompiledPolicy, Mode, NoMatchPolicy, ResourceInfo};
 use sigil_policy::registry::RegistryVerifier;
-use sigil_registry::{ClientConfig, MaterialCache, MaterialScope, RegistryClient};
+use sigil_registry::{
+    ClientConfig, ImageRef, MaterialCache, MaterialScope, RegistryClient, RegistryScope, Repository,
+};
 use sigil_verifier::trust::TrustedRoot;
 use tokio::time::Instant;
 
@@ -71,6 +77,12 @@ pub enum Applied {
 struct Loaded {
     revision: u64,
     policies: Vec<CompiledPolicy>,
+    /// What authorities without a `trustRootRef` verify against: the
+    /// snapshot's default trust root, else its built-in Sigstore root, else
+    /// the judge's own (v1 snapshots).
+    default_root: TrustedRoot,
+    /// The TrustRoot marked default, if any.
+    default_name: Option<String>,
     trust_roots: std::collections::BTreeMap<String, TrustedRoot>,
     versions: Versions,
     /// Some policy's `match` reads the resource or its labels.
@@ -82,12 +94,70 @@ struct Loaded {
     generated_at: Option<time::OffsetDateTime>,
     loaded_at: Instant,
     verifiers: Mutex<HashMap<String, Arc<RegistryVerifier>>>,
+    /// The registries this snapshot lets sigil contact.
+    hosts: HostSet,
+}
+
+type Current = Arc<RwLock<Option<Arc<Loaded>>>>;
+
+/// The registry hosts the snapshot in force can select, as every registry
+/// client of the judge sees them: swapped with the snapshot, never apart.
+#[derive(Debug)]
+pub struct PolicyRegistries {
+    current: Current,
+}
+
+impl std::fmt::Debug for Loaded {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Loaded")
+            .field("revision", &self.revision)
+            .finish_non_exhaustive()
+    }
+}
+
+impl RegistryScope for PolicyRegistries {
+    fn permits(&self, host: &str) -> Result<(), String> {
+        let loaded = self.current.read().ok().and_then(|c| c.clone());
+        let Some(loaded) = loaded else {
+            return Err("no policy snapshot is loaded yet, so no registry may be contacted".into());
+        };
+        if loaded.hosts.contains(host) {
+            return Ok(());
+        }
+        Err(format!(
+            "no ClusterImagePolicy in force can select images on {host} (their images[].glob and source[].oci name other registries) and it is not allowed by --allow-registry (chart value registryAccess.allowHosts); sigil contacts no other registry"
+        ))
+    }
+}
+
+/// The registries `policies` can make sigil contact, plus `allowed`.
+fn registry_hosts(policies: &[CompiledPolicy], allowed: &[HostPattern]) -> HostSet {
+    let mut set = HostSet::new();
+    for glob in policies.iter().flat_map(|p| &p.images) {
+        set.add_glob(glob);
+    }
+    let sources = policies
+        .iter()
+        .flat_map(|p| &p.authorities)
+        .flat_map(|a| &a.sources)
+        .filter_map(|s| s.oci.as_deref());
+    for oci in sources {
+        if let Ok(repo) = Repository::parse(oci) {
+            set.add_host(&repo.host);
+        }
+    }
+    for pattern in allowed {
+        set.add_pattern(pattern.clone());
+    }
+    set
 }
 
 /// The snapshot-driven judge. Cheap to share behind an `Arc`; the snapshot
 /// in force is swapped atomically.
 pub struct PolicyJudge {
-    current: RwLock<Option<Arc<Loaded>>>,
+    current: Current,
+    /// `--allow-registry`: hosts contacted besides those policies select.
+    allowed_registries: Vec<HostPattern>,
     base: ClientConfig,
     public_good: TrustedRoot,
     public_good_id: String,
@@ -104,21 +174,29 @@ fn sha256_hex(bytes: &[u8]) -> String {
 
 impl PolicyJudge {
     /// A judge without a snapshot (not ready). `public_good` verifies
-    /// authorities that name no TrustRoot; `public_good_id` identifies it in
-    /// verdict cache keys; `no_match` is what unselected images get.
+    /// authorities that name no TrustRoot when the snapshot says nothing
+    /// better (v2 snapshots carry the default trust root or the built-in
+    /// Sigstore root as the controller keeps it); `public_good_id` identifies
+    /// it in verdict cache keys; `no_match` is what unselected images get.
     pub fn new(
         base: ClientConfig,
         public_good: TrustedRoot,
         public_good_id: &str,
         no_match: NoMatchPolicy,
     ) -> Result<Self, PolicyJudgeError> {
+        let current: Current = Arc::new(RwLock::new(None));
+        let mut base = base;
+        base.scope = Some(Arc::new(PolicyRegistries {
+            current: current.clone(),
+        }));
         // Fail at start, not at the first admission, if TLS cannot be set up.
         let anonymous = RegistryClient::new(base.clone())
             .map_err(|e| PolicyJudgeError::Client(e.to_string()))?;
         let mut resolvers = HashMap::new();
         resolvers.insert(String::new(), Arc::new(anonymous));
         Ok(Self {
-            current: RwLock::new(None),
+            current,
+            allowed_registries: Vec::new(),
             base,
             public_good,
             public_good_id: public_good_id.to_string(),
@@ -136,6 +214,14 @@ impl PolicyJudge {
         self
     }
 
+    /// Lets the registry clients contact hosts matching `patterns` besides
+    /// those the policies select (`--allow-registry`); applies from the
+    /// next snapshot on, so set it before loading one.
+    pub fn with_allowed_registries(mut self, patterns: Vec<HostPattern>) -> Self {
+        self.allowed_registries = patterns;
+        self
+    }
+
     /// Parses, validates and applies the bytes of a `snapshot.json`.
     pub fn apply_bytes(&self, bytes: &[u8]) -> Result<Applied, PolicyJudgeError> {
         self.apply(&PolicySnapshot::from_slice(bytes)?)
@@ -145,6 +231,7 @@ impl PolicyJudge {
     /// older than the one in force. On error nothing changes.
     pub fn apply(&self, snapshot: &PolicySnapshot) -> Result<Applied, PolicyJudgeError> {
         let valid = snapshot.validate()?;
+        let default_root = valid.default_root(&self.public_good);
         let policy_hash = format!(
             "r{}:{}",
             valid.revision,
@@ -154,11 +241,14 @@ impl PolicyJudge {
                     .as_bytes()
             )
         );
+        // Everything trust-related the snapshot decides: the trust roots
+        // with their default mark and the built-in root. A change of the
+        // default is then never answered from an old verdict.
         let trust_root_version = format!(
             "{}+{}",
             self.public_good_id,
             sha256_hex(
-                serde_json::to_string(&snapshot.trust_roots)
+                serde_json::to_string(&(&snapshot.trust_roots, &snapshot.sigstore))
                     .unwrap_or_default()
                     .as_bytes()
             )
@@ -199,9 +289,13 @@ impl PolicyJudge {
             &time::format_description::well_known::Rfc3339,
         )
         .ok();
+        let hosts = registry_hosts(&policies, &self.allowed_registries);
         *current = Some(Arc::new(Loaded {
+            hosts,
             revision: valid.revision,
             policies,
+            default_root,
+            default_name: valid.default_trust_root,
             trust_roots: valid.trust_roots,
             versions,
             reads_resource,
@@ -217,6 +311,11 @@ impl PolicyJudge {
     /// The revision in force, if any.
     pub fn revision(&self) -> Option<u64> {
         self.loaded().map(|l| l.revision)
+    }
+
+    /// The TrustRoot that is the default in force, if one is marked.
+    pub fn default_trust_root(&self) -> Option<String> {
+        self.loaded().and_then(|l| l.default_name.clone())
     }
 
     fn loaded(&self) -> Option<Arc<Loaded>> {
@@ -251,8 +350,11 @@ impl PolicyJudge {
             return Ok(v.clone());
         }
         let client = RegistryClient::new(self.config_for(secrets)).map_err(|e| e.to_string())?;
-        let mut verifier =
-            RegistryVerifier::new(client, self.public_good.clone(), loaded.trust_roots.clone());
+        let mut verifier = RegistryVerifier::new(
+            client,
+            loaded.default_root.clone(),
+            loaded.trust_roots.clone(),
+        );
         if let Some(cache) = &self.material {
             verifier = verifier.with_material(MaterialScope {
                 cache: cache.clone(),
@@ -437,6 +539,13 @@ impl ImageJudge for PolicyJudge {
             .policies
             .iter()
             .any(|p| p.matches_image(&name) && p.matches_resource(&resource))
+    }
+
+    fn registry_permitted(&self, image: &str) -> bool {
+        let Some(loaded) = self.loaded() else {
+            return false;
+        };
+        ImageRef::parse(image).is_ok_and(|r| loaded.hosts.contains(&r.repository.host))
     }
 
     fn no_match(&self, _image: &str) -> Verdict {

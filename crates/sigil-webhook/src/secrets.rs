@@ -7,6 +7,12 @@
 //!
 //! Credentials never reach a log: errors name the Secret, never its content,
 //! and the identity of a credential set is a hash.
+//!
+//! Least privilege: with [`KubePullSecrets::only_in`] the source reads
+//! Secrets and ServiceAccounts only in the listed namespaces (the chart then
+//! binds the webhook's read access there alone, `webhook.pullSecretNamespaces`);
+//! objects elsewhere are verified anonymously, with a warning when they name
+//! pull secrets sigil did not read.
 
 use std::time::Duration;
 
@@ -61,6 +67,8 @@ struct Key {
 pub struct KubePullSecrets {
     client: kube::Client,
     own_namespace: String,
+    /// `Some`: the only namespaces whose Secrets are read.
+    only_in: Option<Vec<String>>,
     cache: Cache<Key, PullSecrets>,
 }
 
@@ -68,6 +76,7 @@ impl std::fmt::Debug for KubePullSecrets {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("KubePullSecrets")
             .field("own_namespace", &self.own_namespace)
+            .field("only_in", &self.only_in)
             .finish_non_exhaustive()
     }
 }
@@ -99,11 +108,27 @@ impl KubePullSecrets {
         Self {
             client,
             own_namespace: own_namespace.to_string(),
+            only_in: None,
             cache: Cache::builder()
                 .max_capacity(CACHE_CAPACITY)
                 .time_to_live(ttl)
                 .build(),
         }
+    }
+
+    /// Reads objects' pull secrets only in `namespaces` (signature pull
+    /// secrets still come from sigil's own namespace). Elsewhere no Secret
+    /// or ServiceAccount is read: the object's images are fetched
+    /// anonymously (or with the node-wide docker config).
+    pub fn only_in(mut self, namespaces: Vec<String>) -> Self {
+        self.only_in = Some(namespaces);
+        self
+    }
+
+    fn may_read(&self, namespace: &str) -> bool {
+        self.only_in
+            .as_ref()
+            .is_none_or(|list| list.iter().any(|n| n == namespace))
     }
 
     /// The names to read: the object's own, or else its service account's
@@ -199,6 +224,7 @@ impl KubePullSecrets {
         Ok(PullSecrets {
             credentials,
             id: format!("kube:{}", hex::encode(id.finalize())),
+            note: None,
         })
     }
 
@@ -223,6 +249,16 @@ impl PullSecretSource for KubePullSecrets {
         service_account: &str,
         deadline: Instant,
     ) -> Result<PullSecrets, String> {
+        if !self.may_read(namespace) {
+            let mut anonymous = PullSecrets::anonymous();
+            if !secret_names.is_empty() {
+                anonymous.note = Some(format!(
+                    "sigil did not read the pull secrets this object names ({}): namespace {namespace} is not among the namespaces whose secrets sigil may read (--pull-secret-namespace, chart value webhook.pullSecretNamespaces); its images were fetched anonymously",
+                    secret_names.join(", ")
+                ));
+            }
+            return Ok(anonymous);
+        }
         let key = Key {
             namespace: namespace.to_string(),
             names: secret_names.to_vec(),

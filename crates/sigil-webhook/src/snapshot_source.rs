@@ -24,6 +24,10 @@ fn apply_logged(judge: &PolicyJudge, bytes: &[u8], origin: &str) {
         Ok(Applied::Swapped) => tracing::info!(
             origin,
             revision = judge.revision().unwrap_or_default(),
+            default_trust_root = judge
+                .default_trust_root()
+                .as_deref()
+                .unwrap_or("(built-in Sigstore root)"),
             "policy snapshot in force"
         ),
         Ok(Applied::Unchanged) => {}

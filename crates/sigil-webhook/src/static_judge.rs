@@ -8,8 +8,9 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use sha2::{Digest as _, Sha256};
+use sigil_policy::glob::{HostPattern, HostSet};
 use sigil_registry::image::{ImagePolicy, VerifyImageOptions, verify_image};
-use sigil_registry::{ClientConfig, ImageRef, RegistryClient};
+use sigil_registry::{ClientConfig, ImageRef, RegistryClient, RegistryScope};
 use sigil_verifier::trust::TrustedRoot;
 use tokio::time::Instant;
 
@@ -64,6 +65,45 @@ pub struct StaticPolicy {
     pub no_match: NoMatch,
     /// A canonical description of everything above, hashed into the policy hash.
     pub fingerprint: String,
+    /// `--allow-registry`: hosts contacted besides those the globs select.
+    pub allowed_registries: Vec<HostPattern>,
+}
+
+/// The registry hosts the static policy's globs can select, plus the
+/// allowed ones: the only registries the static judge contacts.
+#[derive(Debug)]
+struct StaticRegistries(HostSet);
+
+impl RegistryScope for StaticRegistries {
+    fn permits(&self, host: &str) -> Result<(), String> {
+        if self.0.contains(host) {
+            Ok(())
+        } else {
+            Err(format!(
+                "no --image-glob selects images on {host} and --allow-registry does not allow it; sigil contacts no other registry"
+            ))
+        }
+    }
+}
+
+/// The hosts `policy` may contact. A glob the policy engine's syntax refuses
+/// (the static judge's own is looser) may select any host.
+fn static_hosts(policy: &StaticPolicy) -> HostSet {
+    let mut set = HostSet::new();
+    for g in &policy.globs {
+        match sigil_policy::glob::Glob::compile(g) {
+            Ok(glob) => set.add_glob(&glob),
+            Err(_) => {
+                if let Ok(any) = HostPattern::allow("*") {
+                    set.add_pattern(any);
+                }
+            }
+        }
+    }
+    for p in &policy.allowed_registries {
+        set.add_pattern(p.clone());
+    }
+    set
 }
 
 /// The static judge.
@@ -74,6 +114,7 @@ pub struct StaticJudge {
     base: ClientConfig,
     clients: Mutex<HashMap<String, Arc<RegistryClient>>>,
     versions: Versions,
+    hosts: Arc<StaticRegistries>,
 }
 
 /// Compiles a policy-controller style glob into an anchored regex.
@@ -121,6 +162,9 @@ impl StaticJudge {
             policy_hash: sha256_hex(&policy.fingerprint),
             trust_root_version: trust_root_id.to_string(),
         };
+        let hosts = Arc::new(StaticRegistries(static_hosts(&policy)));
+        let mut base = base;
+        base.scope = Some(hosts.clone());
         // Fail at start, not at the first admission, if TLS cannot be set up.
         let anonymous = RegistryClient::new(base.clone())
             .map_err(|e| StaticJudgeError::Client(e.to_string()))?;
@@ -133,6 +177,7 @@ impl StaticJudge {
             base,
             clients: Mutex::new(clients),
             versions,
+            hosts,
         })
     }
 
@@ -232,6 +277,10 @@ impl ImageJudge for StaticJudge {
         self.globs
             .iter()
             .any(|g| g.is_match(&name) || tagged.as_deref().is_some_and(|t| g.is_match(t)))
+    }
+
+    fn registry_permitted(&self, image: &str) -> bool {
+        ImageRef::parse(image).is_ok_and(|r| self.hosts.permits(&r.repository.host).is_ok())
     }
 
     fn no_match(&self, image: &str) -> Verdict {

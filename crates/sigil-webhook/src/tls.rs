@@ -123,12 +123,13 @@ impl CertFiles {
             path: self.key.clone(),
             reason: e.to_string(),
         })?;
-        let signing = rustls::crypto::ring::sign::any_supported_type(&key_der).map_err(|e| {
-            TlsError::Key {
-                path: self.key.clone(),
-                reason: e.to_string(),
-            }
-        })?;
+        let signing =
+            rustls::crypto::aws_lc_rs::sign::any_supported_type(&key_der).map_err(|e| {
+                TlsError::Key {
+                    path: self.key.clone(),
+                    reason: e.to_string(),
+                }
+            })?;
         let certified = CertifiedKey::new(chain, signing);
         certified.keys_match().map_err(|e| TlsError::Mismatch {
             cert: self.cert.clone(),
@@ -212,10 +213,10 @@ impl ResolvesServerCert for ReloadingCert {
     }
 }
 
-/// A rustls server configuration (ring provider, TLS 1.2 and 1.3, h2 and
+/// A rustls server configuration (aws-lc-rs provider, TLS 1.2 and 1.3, h2 and
 /// http/1.1) serving `cert`.
 pub fn server_config(cert: Arc<ReloadingCert>) -> Result<Arc<ServerConfig>, TlsError> {
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let provider = Arc::new(sigil_registry::tls::provider());
     let mut config = ServerConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()
         .map_err(|e| TlsError::Config(e.to_string()))?

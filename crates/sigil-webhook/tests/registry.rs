@@ -14,7 +14,6 @@
 mod common;
 
 use std::collections::BTreeMap;
-use std::convert::Infallible;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -23,7 +22,7 @@ use axum::Router;
 use axum::body::Body;
 use axum::http::{HeaderMap, Response, StatusCode, Uri};
 use base64::Engine as _;
-use common::{config, message, post, response};
+use common::{FakeApi, config, docker_config, message, post, response};
 use serde_json::{Value, json};
 use sigil_policy::model::NoMatchPolicy;
 use sigil_registry::{ClientConfig, Credential, Limits, MaterialCache, RegistryClient, Repository};
@@ -199,81 +198,6 @@ fn deadline() -> Instant {
     Instant::now() + Duration::from_secs(8)
 }
 
-// ---------------------------------------------------------------------------
-// A fake API server: objects by path, a status per path to fail with, and a
-// count of requests.
-
-#[derive(Clone, Default)]
-struct FakeApi {
-    objects: Arc<Mutex<BTreeMap<String, Value>>>,
-    failing: Arc<Mutex<BTreeMap<String, u16>>>,
-    requests: Arc<AtomicUsize>,
-}
-
-fn api_status(code: u16, reason: &str) -> Value {
-    json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
-           "message": reason, "reason": reason, "code": code})
-}
-
-impl FakeApi {
-    fn put_secret(&self, namespace: &str, name: &str, type_: &str, key: &str, payload: &Value) {
-        let data = base64::engine::general_purpose::STANDARD.encode(payload.to_string());
-        self.objects.lock().unwrap().insert(
-            format!("/api/v1/namespaces/{namespace}/secrets/{name}"),
-            json!({"apiVersion": "v1", "kind": "Secret", "type": type_,
-                   "metadata": {"name": name, "namespace": namespace, "uid": format!("uid-{name}"), "resourceVersion": "7"},
-                   "data": {key: data}}),
-        );
-    }
-
-    fn put_service_account(&self, namespace: &str, name: &str, secrets: &[&str]) {
-        let refs: Vec<Value> = secrets.iter().map(|s| json!({"name": s})).collect();
-        self.objects.lock().unwrap().insert(
-            format!("/api/v1/namespaces/{namespace}/serviceaccounts/{name}"),
-            json!({"apiVersion": "v1", "kind": "ServiceAccount",
-                   "metadata": {"name": name, "namespace": namespace}, "imagePullSecrets": refs}),
-        );
-    }
-
-    fn fail(&self, path: &str, code: u16) {
-        self.failing.lock().unwrap().insert(path.to_string(), code);
-    }
-
-    fn requests(&self) -> usize {
-        self.requests.load(Ordering::SeqCst)
-    }
-
-    fn client(&self) -> kube::Client {
-        let api = self.clone();
-        let service = tower::service_fn(move |req: http::Request<kube::client::Body>| {
-            let api = api.clone();
-            async move {
-                api.requests.fetch_add(1, Ordering::SeqCst);
-                let path = req.uri().path().to_string();
-                let failing = api.failing.lock().unwrap().get(&path).copied();
-                let (code, body) = match (failing, api.objects.lock().unwrap().get(&path)) {
-                    (Some(code), _) => (code, api_status(code, "InternalError")),
-                    (None, Some(o)) => (200, o.clone()),
-                    (None, None) => (404, api_status(404, "NotFound")),
-                };
-                Ok::<_, Infallible>(
-                    http::Response::builder()
-                        .status(code)
-                        .header("content-type", "application/json")
-                        .body(kube::client::Body::from(serde_json::to_vec(&body).unwrap()))
-                        .unwrap(),
-                )
-            }
-        });
-        kube::Client::new(service, "default")
-    }
-}
-
-fn docker_config(host: &str, user: &str, password: &str) -> Value {
-    let auth = base64::engine::general_purpose::STANDARD.encode(format!("{user}:{password}"));
-    json!({"auths": {host: {"auth": auth}}})
-}
-
 fn source(api: &FakeApi) -> KubePullSecrets {
     KubePullSecrets::new(api.client(), "sigil-system", Duration::from_secs(30))
 }
@@ -433,6 +357,76 @@ async fn pull_secrets_are_read_once_per_ttl() {
             .unwrap();
     }
     assert_eq!(api.requests(), 1);
+}
+
+#[tokio::test]
+async fn pull_secrets_outside_the_listed_namespaces_are_never_read() {
+    let api = FakeApi::default();
+    for ns in ["shop", "other"] {
+        api.put_secret(
+            ns,
+            "regcred",
+            "kubernetes.io/dockerconfigjson",
+            ".dockerconfigjson",
+            &docker_config("r1.example", "u", "p"),
+        );
+        api.put_service_account(ns, "default", &["regcred"]);
+    }
+    let src = source(&api).only_in(vec!["shop".into()]);
+    // Elsewhere: no Secret, no ServiceAccount read; anonymous, with a note
+    // only when the object names pull secrets.
+    let s = src
+        .pull_secrets("other", &["regcred".into()], "default", deadline())
+        .await
+        .unwrap();
+    assert_eq!(s.id, "anonymous");
+    let note = s.note.unwrap();
+    assert!(
+        note.contains("namespace other") && note.contains("webhook.pullSecretNamespaces"),
+        "{note}"
+    );
+    let s = src
+        .pull_secrets("other", &[], "default", deadline())
+        .await
+        .unwrap();
+    assert!(s.credentials.is_empty() && s.note.is_none());
+    assert_eq!(api.requests(), 0, "nothing was read in namespace other");
+    // Listed: read as usual.
+    let s = src
+        .pull_secrets("shop", &["regcred".into()], "default", deadline())
+        .await
+        .unwrap();
+    assert!(basic_for(&s, "r1.example").is_some());
+    assert!(api.requests() > 0);
+
+    // Through a review: the object is verified anonymously and told why.
+    let registry = Arc::new(MockRegistry::default());
+    let host = serve(registry.clone()).await;
+    let judge = policy_judge(client_config(None), None);
+    judge
+        .apply_bytes(&snapshot(1, json!([key_policy("signed")])))
+        .unwrap();
+    let admission = Admission::new(
+        Arc::new(judge),
+        source(&api).only_in(vec!["shop".into()]),
+        config(),
+        Arc::new(Metrics::new()),
+    );
+    let app = router(AppState::new(admission));
+    let (_, answer) = post(
+        &app,
+        "/validate",
+        pod_review("other", &[format!("{host}/test/app@{IMAGE}")], &["regcred"]),
+    )
+    .await;
+    let resp = response(&answer);
+    assert_eq!(resp["allowed"], true, "{answer}");
+    assert!(
+        common::warnings(resp)
+            .iter()
+            .any(|w| w.contains("did not read the pull secrets")),
+        "{answer}"
+    );
 }
 
 #[tokio::test]
@@ -624,6 +618,7 @@ async fn another_policy_reuses_the_signature_material_until_its_ttl() {
             c
         },
         id: "kube:other".into(),
+        note: None,
     };
     let v = judge
         .judge(&pinned(&host), &object, &other, deadline())

@@ -190,7 +190,7 @@ pub struct Cluster {
 impl Cluster {
     /// Connects with `KUBECONFIG` (or the in-cluster configuration).
     pub async fn connect() -> anyhow::Result<Self> {
-        let _ = rustls::crypto::ring::default_provider().install_default();
+        let _ = rustls::crypto::aws_lc_rs::default_provider().install_default();
         let client = kube::Client::try_default()
             .await
             .context("cannot build a Kubernetes client from KUBECONFIG")?;
@@ -251,6 +251,17 @@ impl Cluster {
     pub async fn get(&self, path: &str) -> anyhow::Result<Reply> {
         self.raw(http::Method::GET, path, "application/json", None)
             .await
+    }
+
+    /// `GET path` of a plain-text resource (a pod's log).
+    pub async fn get_text(&self, path: &str) -> anyhow::Result<String> {
+        let request = http::Request::get(path)
+            .body(Vec::new())
+            .with_context(|| format!("cannot build GET {path}"))?;
+        self.client
+            .request_text(request)
+            .await
+            .with_context(|| format!("GET {path}"))
     }
 
     /// Server-side apply of `doc` at `path` (the object's own URL).

@@ -601,15 +601,23 @@ async fn a_registry_that_is_down_denies_with_the_cause_within_the_timeout() {
     let mut cip = s.key1_policy("e2e-down", "OLAREG");
     cip["spec"]["images"] = json!(globs);
     s.apply(&cip).await;
-    // By tag: /mutate cannot pin it and says why.
+    // By tag: /mutate cannot pin it and says why. On kind, 127.0.0.1 is the
+    // webhook pod's own loopback, which sigil refuses to contact (SSRF
+    // protection); locally the registries live on loopback, which the
+    // harness allows, and the connection itself is refused.
     let refused = format!("127.0.0.1:{closed}/app/down:1");
     let cause = format!("127.0.0.1:{closed}");
+    let why = if local_webhook_bin().is_some() {
+        "Connection refused"
+    } else {
+        "a loopback address"
+    };
     s.expect_eventually(
         &[&refused],
         Want::Denied(&[
             &format!("image {refused}: cannot pin the tag to a digest"),
             &cause,
-            "Connection refused",
+            why,
         ]),
     )
     .await;
@@ -799,6 +807,7 @@ async fn graceful_local(bin: &str) {
         .arg("--key")
         .arg(dir.join("key1.pub"))
         .args(["--insecure-ignore-tlog", "--insecure-registry", &olareg])
+        .args(["--allow-registry-address", "127.0.0.0/8"])
         .args(["--timeout-seconds", "4", "--drain-seconds", "10"])
         .args(["--image-glob", "**"])
         .stdout(Stdio::null())
@@ -863,11 +872,16 @@ async fn graceful_local(bin: &str) {
             }
         }
     };
-    // Slow reviews: distinct images on the hanging registry.
+    // Slow reviews: distinct images on the hanging registry, by digest (a
+    // tag reaching /validate is denied at once: pinning is on).
     const SLOW: usize = 6;
+    let zeros = "0".repeat(64);
     let mut slow = Vec::new();
     for i in 0..SLOW {
-        let body = review(format!("slow-{i}"), format!("{hanging_addr}/app/slow{i}:1"));
+        let body = review(
+            format!("slow-{i}"),
+            format!("{hanging_addr}/app/slow{i}@sha256:{zeros}"),
+        );
         slow.push(tokio::spawn(post(body)));
     }
     // Fast reviews keep coming until the server stops taking them.
@@ -1010,5 +1024,194 @@ async fn graceful_in_cluster() {
             "a create failed while a webhook pod stopped: {}",
             reply.describe()
         );
+    }
+}
+
+const PLANTED_USER: &str = "e2e-planted-robot";
+const PLANTED_PASSWORD: &str = "e2e-pl4nted-Pa55w0rd-5d1e";
+const PLANTED_SIG_PASSWORD: &str = "e2e-pl4nted-sig-Pa55-0b7c";
+
+/// A `kubernetes.io/dockerconfigjson` Secret for `host`.
+fn pull_secret(name: &str, host: &str, user: &str, password: &str) -> Value {
+    use base64::Engine as _;
+    let b64 = |s: &str| base64::engine::general_purpose::STANDARD.encode(s);
+    let config = json!({"auths": {host: {"auth": b64(&format!("{user}:{password}"))}}});
+    json!({
+        "apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/dockerconfigjson",
+        "metadata": {"name": name, "labels": {"sigil-e2e": "true"}},
+        "data": {".dockerconfigjson": b64(&config.to_string())},
+    })
+}
+
+/// The logs of sigil's components: the host processes' log files (local
+/// runs), else its pods' logs through the API (kind).
+async fn component_logs(c: &sigil_e2e::Cluster) -> Vec<(String, String)> {
+    if let Ok(dir) = std::env::var("SIGIL_E2E_LOG_DIR") {
+        return ["webhook", "controller"]
+            .iter()
+            .map(|n| {
+                let path = format!("{dir}/{n}.log");
+                (
+                    path.clone(),
+                    std::fs::read_to_string(&path).unwrap_or_default(),
+                )
+            })
+            .collect();
+    }
+    let ns = &c.sigil_namespace;
+    let pods = c
+        .get(&format!(
+            "/api/v1/namespaces/{ns}/pods?labelSelector=app.kubernetes.io%2Fname%3Dsigil"
+        ))
+        .await
+        .unwrap()
+        .expect_ok("sigil's pods")
+        .unwrap();
+    let mut out = Vec::new();
+    for pod in pods.body["items"].as_array().into_iter().flatten() {
+        let name = pod["metadata"]["name"].as_str().unwrap_or_default();
+        let path = format!("/api/v1/namespaces/{ns}/pods/{name}/log");
+        // Plain text, not JSON: read through a raw GET of the body bytes.
+        let reply = c.get_text(&path).await.unwrap();
+        out.push((format!("pod {name}"), reply));
+    }
+    out
+}
+
+#[tokio::test]
+#[ignore = "needs a cluster with sigil: e2e/run-local.sh or e2e/kind.sh"]
+async fn credentials_never_appear_in_logs_metrics_events_or_messages() {
+    use base64::Engine as _;
+    let s = Scenario::start("secrets").await;
+    let c = &s.cluster;
+    let registry = s.fx.get("OLAREG").unwrap();
+    // The pods' pull secret, a malformed one, and a signature pull secret in
+    // sigil's namespace, all carrying planted credentials.
+    let secrets = [
+        (
+            s.ns.clone(),
+            pull_secret("planted-regcred", &registry, PLANTED_USER, PLANTED_PASSWORD),
+        ),
+        (
+            c.sigil_namespace.clone(),
+            pull_secret(
+                "planted-sigcred",
+                &registry,
+                PLANTED_USER,
+                PLANTED_SIG_PASSWORD,
+            ),
+        ),
+        (s.ns.clone(), {
+            let mut broken =
+                pull_secret("planted-broken", &registry, PLANTED_USER, PLANTED_PASSWORD);
+            let b64 = |s: &str| base64::engine::general_purpose::STANDARD.encode(s);
+            let config = json!({"auths": {registry.as_str(): {"auth": b64(PLANTED_PASSWORD)}}});
+            broken["data"][".dockerconfigjson"] = json!(b64(&config.to_string()));
+            broken
+        }),
+    ];
+    for (ns, secret) in &secrets {
+        let name = secret["metadata"]["name"].as_str().unwrap();
+        c.apply(&format!("/api/v1/namespaces/{ns}/secrets/{name}"), secret)
+            .await
+            .unwrap()
+            .expect_ok(name)
+            .unwrap();
+    }
+    let mut cip = s.key1_policy("e2e-secrets", "OLAREG");
+    cip["spec"]["authorities"][0]["source"] = json!([{
+        "oci": format!("{registry}/test/app"),
+        "signaturePullSecrets": [{"name": "planted-sigcred"}],
+    }]);
+    s.apply(&cip).await;
+    let signed = s.image("OLAREG_NEW");
+    let unsigned = s.image("OLAREG_UNSIGNED");
+    s.expect_eventually(&[&signed], Want::Allowed).await;
+
+    let mut answers = Vec::new();
+    for (images, pull) in [
+        (vec![signed.as_str()], "planted-regcred"),
+        (vec![unsigned.as_str()], "planted-regcred"),
+        (vec![signed.as_str()], "planted-broken"),
+    ] {
+        let mut pod = sigil_e2e::pod("planted", &images);
+        pod["spec"]["imagePullSecrets"] = json!([{"name": pull}]);
+        let reply = c
+            .create(&format!("/api/v1/namespaces/{}/pods", s.ns), &pod, true)
+            .await
+            .unwrap();
+        answers.push(reply.describe());
+    }
+    assert!(
+        answers[2].contains("planted-broken"),
+        "the malformed secret is named, never quoted: {}",
+        answers[2]
+    );
+
+    let mut outputs: Vec<(String, String)> = component_logs(c).await;
+    assert!(
+        outputs
+            .iter()
+            .any(|(_, log)| log.contains("admission decision")),
+        "the webhook's log was read"
+    );
+    for url in std::env::var("SIGIL_E2E_METRICS")
+        .unwrap_or_default()
+        .split_whitespace()
+    {
+        let text = reqwest::get(format!("{url}/metrics"))
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap();
+        outputs.push((format!("{url}/metrics"), text));
+    }
+    let events = c
+        .get("/api/v1/events")
+        .await
+        .unwrap()
+        .expect_ok("events")
+        .unwrap();
+    outputs.push(("events (all namespaces)".into(), events.body.to_string()));
+    let policies = c
+        .get("/apis/policy.sigil.dev/v1alpha1/clusterimagepolicies")
+        .await
+        .unwrap()
+        .expect_ok("policies")
+        .unwrap();
+    outputs.push((
+        "ClusterImagePolicy statuses".into(),
+        policies.body.to_string(),
+    ));
+    outputs.push(("admission answers".into(), answers.join("\n")));
+
+    let b64 = |s: &str| base64::engine::general_purpose::STANDARD.encode(s);
+    let forms = [
+        PLANTED_PASSWORD.to_string(),
+        PLANTED_SIG_PASSWORD.to_string(),
+        b64(&format!("{PLANTED_USER}:{PLANTED_PASSWORD}")),
+        b64(&format!("{PLANTED_USER}:{PLANTED_SIG_PASSWORD}")),
+        b64(PLANTED_PASSWORD),
+    ];
+    for (what, text) in &outputs {
+        for form in &forms {
+            assert!(
+                !text.contains(form.as_str()),
+                "{what} contains a planted credential ({form})"
+            );
+        }
+    }
+    eprintln!(
+        "searched {} outputs ({} bytes) for {} credential forms: none found",
+        outputs.len(),
+        outputs.iter().map(|(_, t)| t.len()).sum::<usize>(),
+        forms.len()
+    );
+    for (ns, secret) in &secrets {
+        let name = secret["metadata"]["name"].as_str().unwrap();
+        c.delete(&format!("/api/v1/namespaces/{ns}/secrets/{name}"))
+            .await
+            .unwrap();
     }
 }

@@ -9,6 +9,8 @@
     clippy::indexing_slicing
 )]
 
+use std::collections::BTreeMap;
+use std::convert::Infallible;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -17,7 +19,8 @@ use std::time::Duration;
 use axum::Router;
 use axum::body::Body;
 use axum::http::{Request, StatusCode};
-use serde_json::Value;
+use base64::Engine as _;
+use serde_json::{Value, json};
 use sha2::{Digest as _, Sha256};
 use sigil_webhook::admit::{Admission, AdmissionConfig};
 use sigil_webhook::judge::{ImageJudge, ObjectInfo, PinnedImage, PullSecrets, Verdict, Versions};
@@ -161,7 +164,18 @@ impl ImageJudge for FakeJudge {
 
 pub type State = Arc<AppState<FakeJudge, NoPullSecrets>>;
 
+/// The fixtures send tags to `/validate` to exercise resolution, as with
+/// pinning off; the tests of the unpinned-image denial use
+/// [`strict_config`], the default.
 pub fn config() -> AdmissionConfig {
+    AdmissionConfig {
+        allow_unpinned: true,
+        ..strict_config()
+    }
+}
+
+/// The default settings: a selected tag reaching `/validate` is denied.
+pub fn strict_config() -> AdmissionConfig {
     AdmissionConfig {
         excluded_namespaces: vec!["kube-system".into(), "sigil-system".into()],
         ..AdmissionConfig::default()
@@ -241,4 +255,77 @@ pub fn patch(resp: &Value) -> Value {
         .decode(b64)
         .unwrap();
     serde_json::from_slice(&bytes).unwrap()
+}
+
+/// A fake API server: objects by path, a status per path to fail with, and a
+/// count of requests.
+#[derive(Clone, Default)]
+pub struct FakeApi {
+    pub objects: Arc<Mutex<BTreeMap<String, Value>>>,
+    pub failing: Arc<Mutex<BTreeMap<String, u16>>>,
+    pub requests: Arc<AtomicUsize>,
+}
+
+fn api_status(code: u16, reason: &str) -> Value {
+    json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+           "message": reason, "reason": reason, "code": code})
+}
+
+impl FakeApi {
+    pub fn put_secret(&self, namespace: &str, name: &str, type_: &str, key: &str, payload: &Value) {
+        let data = base64::engine::general_purpose::STANDARD.encode(payload.to_string());
+        self.objects.lock().unwrap().insert(
+            format!("/api/v1/namespaces/{namespace}/secrets/{name}"),
+            json!({"apiVersion": "v1", "kind": "Secret", "type": type_,
+                   "metadata": {"name": name, "namespace": namespace, "uid": format!("uid-{name}"), "resourceVersion": "7"},
+                   "data": {key: data}}),
+        );
+    }
+
+    pub fn put_service_account(&self, namespace: &str, name: &str, secrets: &[&str]) {
+        let refs: Vec<Value> = secrets.iter().map(|s| json!({"name": s})).collect();
+        self.objects.lock().unwrap().insert(
+            format!("/api/v1/namespaces/{namespace}/serviceaccounts/{name}"),
+            json!({"apiVersion": "v1", "kind": "ServiceAccount",
+                   "metadata": {"name": name, "namespace": namespace}, "imagePullSecrets": refs}),
+        );
+    }
+
+    pub fn fail(&self, path: &str, code: u16) {
+        self.failing.lock().unwrap().insert(path.to_string(), code);
+    }
+
+    pub fn requests(&self) -> usize {
+        self.requests.load(Ordering::SeqCst)
+    }
+
+    pub fn client(&self) -> kube::Client {
+        let api = self.clone();
+        let service = tower::service_fn(move |req: http::Request<kube::client::Body>| {
+            let api = api.clone();
+            async move {
+                api.requests.fetch_add(1, Ordering::SeqCst);
+                let path = req.uri().path().to_string();
+                let failing = api.failing.lock().unwrap().get(&path).copied();
+                let (code, body) = match (failing, api.objects.lock().unwrap().get(&path)) {
+                    (Some(code), _) => (code, api_status(code, "InternalError")),
+                    (None, Some(o)) => (200, o.clone()),
+                    (None, None) => (404, api_status(404, "NotFound")),
+                };
+                Ok::<_, Infallible>(
+                    http::Response::builder()
+                        .status(code)
+                        .header("content-type", "application/json")
+                        .body(kube::client::Body::from(serde_json::to_vec(&body).unwrap()))
+                        .unwrap(),
+                )
+            }
+        });
+        kube::Client::new(service, "default")
+    }
+}
+
+pub fn docker_config(host: &str, user: &str, password: &str) -> Value {
+    let auth = base64::engine::general_purpose::STANDARD.encode(format!("{user}:{password}"));
+    json!({"auths": {host: {"auth": auth}}})
 }
