@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # make e2e-kind: the same end-to-end suite (e2e/suite) on a kind cluster, with
-# sigil built into a container image and installed by its Helm chart, as a
-# user runs it. For CI with a Docker engine (.github/workflows/e2e-kind.yaml);
-# it cannot run on machines without one.
+# sigil's image built by the same builder as `make image` (scripts/image.sh),
+# pushed to a registry on the kind network and installed by its Helm chart
+# pinned by digest, as a user runs it. For CI with a Docker engine
+# (.github/workflows/e2e-kind.yaml); it cannot run on machines without one.
 #
 # Needs: docker, kind, kubectl, helm, Go (for cosign and crane via
-# scripts/install-tools.sh), Rust.
+# scripts/install-tools.sh), Rust, Python, apt-get (the image's base packages).
 #
 # Two registries run as containers on the kind network and are published on
 # the host: olareg (referrers API) as sigil-olareg:5000 / 127.0.0.1:5001 and
@@ -13,13 +14,15 @@
 # host pushes and signs through 127.0.0.1; pods and the webhook pull through
 # the container names, which SIGIL_E2E_REGISTRY_ALIAS tells the suite.
 #
-# Environment: SIGIL_KIND_CLUSTER (default sigil-e2e), SIGIL_KIND_IMAGE
-# (default sigil:e2e), SIGIL_E2E_KEEP=1 leaves the cluster and registries up.
+# sigil's image goes to olareg too: pushed as 127.0.0.1:5001/sigil, pulled by
+# the node as sigil-olareg:5000/sigil@<digest> (containerd hosts.toml: plain HTTP).
+#
+# Environment: SIGIL_KIND_CLUSTER (default sigil-e2e), SIGIL_E2E_KEEP=1 leaves
+# the cluster and registries up.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 CLUSTER=${SIGIL_KIND_CLUSTER:-sigil-e2e}
-IMAGE=${SIGIL_KIND_IMAGE:-sigil:e2e}
 NS=sigil-system
 OLAREG_IMAGE=ghcr.io/olareg/olareg:v0.2.2
 DOCKREG_IMAGE=registry:2.8.3
@@ -45,8 +48,18 @@ trap cleanup EXIT
 
 start=$SECONDS
 if ! kind get clusters 2>/dev/null | grep -qx "$CLUSTER"; then
-  kind create cluster --name "$CLUSTER" --wait 120s
+  # containerd reads registry hosts from certs.d (written below, per node).
+  printf '%s\n' 'kind: Cluster' 'apiVersion: kind.x-k8s.io/v1alpha4' 'containerdConfigPatches:' \
+    '- |-' '  [plugins."io.containerd.grpc.v1.cri".registry]' \
+    '    config_path = "/etc/containerd/certs.d"' >"${TMPDIR:-/tmp}/sigil-kind.yaml"
+  kind create cluster --name "$CLUSTER" --config "${TMPDIR:-/tmp}/sigil-kind.yaml" --wait 120s
 fi
+for node in $(kind get nodes --name "$CLUSTER"); do
+  docker exec "$node" mkdir -p /etc/containerd/certs.d/sigil-olareg:5000
+  printf '%s\n' 'server = "http://sigil-olareg:5000"' '[host."http://sigil-olareg:5000"]' \
+    '  capabilities = ["pull", "resolve"]' |
+    docker exec -i "$node" tee /etc/containerd/certs.d/sigil-olareg:5000/hosts.toml >/dev/null
+done
 KUBECONFIG_FILE=$(mktemp "${TMPDIR:-/tmp}/sigil-kind-kubeconfig.XXXXXX")
 kind get kubeconfig --name "$CLUSTER" >"$KUBECONFIG_FILE"
 export KUBECONFIG=$KUBECONFIG_FILE
@@ -58,14 +71,17 @@ docker run -d --name sigil-olareg --network kind -p 127.0.0.1:5001:5000 \
 docker run -d --name sigil-dockreg --network kind -p 127.0.0.1:5002:5000 \
   -e REGISTRY_STORAGE_DELETE_ENABLED=true "$DOCKREG_IMAGE" >/dev/null
 
-log "image $IMAGE"
-docker build -t "$IMAGE" .
-kind load docker-image "$IMAGE" --name "$CLUSTER"
+log "image (scripts/image.sh, as make image)"
+for ((i = 0; i < 50; i++)); do
+  curl -fsS -o /dev/null http://127.0.0.1:5001/v2/ && break
+  sleep 0.2
+done
+pushed=$(scripts/image.sh --push 127.0.0.1:5001/sigil:e2e)
+digest=${pushed#*@}
 
 log "chart"
 helm upgrade --install sigil charts/sigil --namespace "$NS" --create-namespace \
-  --set image.repository="${IMAGE%%:*}" --set image.tag="${IMAGE##*:}" \
-  --set image.pullPolicy=Never \
+  --set image.repository=sigil-olareg:5000/sigil --set image.digest="$digest" \
   --set 'insecureRegistries={sigil-olareg:5000,sigil-dockreg:5000}' \
   --set webhook.timeoutSeconds=5 \
   --wait --timeout 5m

@@ -1,17 +1,22 @@
 #!/usr/bin/env bash
 # Runs a real Kubernetes control plane (etcd, kube-apiserver,
 # kube-controller-manager) as plain host processes on 127.0.0.1, for sigil's
-# e2e tests and demo. There is no scheduler and no kubelet: Pods stay Pending,
-# but every object goes through the real admission chain, webhooks included.
+# e2e tests and demo. Without a node, Pods stay Pending, but every object goes
+# through the real admission chain, webhooks included. With --node (root):
+# kube-scheduler, containerd, kubelet and kube-proxy too, on a bridge network
+# of their own, so Pods run (e2e/node/README.md).
 #
-# Usage: e2e/local-cluster.sh up|down|env|status
-#   up      build the binaries if needed (e2e/cluster/build.sh), start, wait until ready
-#   down    stop every process (TERM, then KILL) and remove the state directory
-#   env     print shell exports for the running cluster: eval "$(e2e/local-cluster.sh env)"
-#   status  say what runs; exit 0 only when the API server is ready
+# Usage: e2e/local-cluster.sh up [--node]|down|env|status|footprint|expose PORT...
+#   up         build the binaries if needed (e2e/cluster/build.sh), start, wait until ready
+#   down       stop every process (TERM, then KILL), undo the node's changes, remove the state
+#   env        print shell exports for the running cluster: eval "$(e2e/local-cluster.sh env)"
+#   status     say what runs; exit 0 only when the API server is ready
+#   footprint  what a node may leave on this machine (links, routes, iptables, mounts, ...),
+#              to compare before `up --node` and after `down`
+#   expose PORT...  with a node: 127.0.0.1:PORT reachable from pods at the node address
 # State: ${SIGIL_E2E_STATE:-<repo>/.cache/e2e/cluster} (certificates, kubeconfig, logs, pids).
 # Binaries: $SIGIL_CLUSTER_BIN if set, else whatever e2e/cluster/build.sh prints.
-# Ready timeout: ${SIGIL_E2E_TIMEOUT:-120} seconds.
+# Ready timeout: ${SIGIL_E2E_TIMEOUT:-120} seconds (the node's first start: pause image, kubelet).
 set -euo pipefail
 
 REPO=$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")/.." && pwd)
@@ -19,7 +24,11 @@ STATE=${SIGIL_E2E_STATE:-$REPO/.cache/e2e/cluster}
 TIMEOUT=${SIGIL_E2E_TIMEOUT:-120}
 
 # Started in this order.
-COMPONENTS=(etcd kube-apiserver kube-controller-manager)
+CONTROL_PLANE=(etcd kube-apiserver kube-controller-manager)
+COMPONENTS=("${CONTROL_PLANE[@]}")
+# With --node, after those.
+NODE_COMPONENTS=(kube-scheduler node-registry containerd kubelet kube-proxy)
+NODE_CONTROLLERS=(node-lifecycle-controller taint-eviction-controller)
 # Virtual addresses only: nothing routes them, the API server just allocates
 # Service IPs from the range.
 SERVICE_CIDR=10.96.0.0/16
@@ -45,12 +54,19 @@ LOGS=$STATE/logs
 KUBECONFIG_FILE=$STATE/kubeconfig
 # Ports and binary dir of the running cluster, written by `up`, sourced by the rest.
 CLUSTER_ENV=$STATE/cluster.env
+# Whether this cluster has a node (set by `up --node`, or read from CLUSTER_ENV).
+NODE=0
+# The API server's address: loopback, or the node's address with a node (pods
+# reach it there through the `kubernetes` Service).
+API_ADDR=127.0.0.1
+# shellcheck source=e2e/node/node.sh
+. "$REPO/e2e/node/node.sh"
 
 log() { printf 'local-cluster: %s\n' "$*" >&2; }
 die() { log "error: $*"; exit 1; }
 
 usage() {
-    sed -n '7,15s/^# \{0,1\}//p' "${BASH_SOURCE[0]}" >&2
+    sed -n '9,20s/^# \{0,1\}//p' "${BASH_SOURCE[0]}" >&2
 }
 
 need() {
@@ -100,8 +116,9 @@ tail_log() {
 }
 
 # The Kubernetes components drain at the same time; etcd goes last, because
-# the API server's shutdown waits on it.
+# the API server's shutdown waits on it. A node goes first (node_down).
 stop_all() {
+    if ((NODE)); then node_down; fi
     stop kube-controller-manager kube-apiserver
     stop etcd
 }
@@ -174,7 +191,7 @@ extendedKeyUsage=clientAuth"
     sign apiserver "/CN=kube-apiserver" "basicConstraints=CA:FALSE
 keyUsage=critical,digitalSignature,keyEncipherment
 extendedKeyUsage=serverAuth
-subjectAltName=IP:127.0.0.1,IP:$KUBERNETES_SERVICE_IP,DNS:localhost,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc,DNS:kubernetes.default.svc.cluster.local"
+subjectAltName=IP:127.0.0.1,IP:$NODE_IP,IP:$KUBERNETES_SERVICE_IP,DNS:localhost,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc,DNS:kubernetes.default.svc.cluster.local"
     # system:masters bypasses RBAC: the e2e suite installs CRDs, RBAC and webhooks.
     sign admin "/O=system:masters/CN=sigil-e2e-admin" "$client"
     # The identity the bootstrap RBAC policy grants the controller manager.
@@ -210,12 +227,12 @@ EOF
 
 # --- up ----------------------------------------------------------------------------
 
-# Four distinct ports the kernel has just said are free on 127.0.0.1.
+# N distinct ports the kernel has just said are free on 127.0.0.1.
 free_ports() {
-    python3 - <<'EOF'
-import socket
+    python3 - "$1" <<'EOF'
+import socket, sys
 socks = []
-for _ in range(4):
+for _ in range(int(sys.argv[1])):
     s = socket.socket()
     s.bind(("127.0.0.1", 0))
     socks.append(s)
@@ -268,7 +285,18 @@ wait_for() {
     done
 }
 
+# A state dir left by an earlier run: its mode decides how to stop it.
+load_mode() {
+    if [[ -f $CLUSTER_ENV ]]; then
+        # shellcheck source=/dev/null
+        source "$CLUSTER_ENV"
+    elif [[ -f $NODE_OWNER && $(<"$NODE_OWNER") == "$STATE" ]]; then
+        NODE=1
+    fi
+}
+
 cmd_up() {
+    local want_node=$1
     need openssl "install OpenSSL (Debian: openssl)"
     need python3 "install Python 3 (used to find free ports)"
     BIN=$(bin_dir)
@@ -278,13 +306,25 @@ cmd_up() {
     done
 
     if [[ -d $STATE ]]; then
-        if all_running && apiserver_ready; then
+        load_mode
+        if ((NODE)); then COMPONENTS+=("${NODE_COMPONENTS[@]}"); fi
+        if ((NODE == want_node)) && all_running && apiserver_ready; then
             log "already up; KUBECONFIG=$KUBECONFIG_FILE"
             return
         fi
-        log "removing the stale state of a cluster that is not running: $STATE"
+        log "removing the state of a cluster that is not running or of the other mode: $STATE"
         stop_all
         rm -rf -- "$STATE"
+        COMPONENTS=("${CONTROL_PLANE[@]}")
+    fi
+    NODE=$want_node
+    if ((NODE)); then
+        node_preflight
+        COMPONENTS+=("${NODE_COMPONENTS[@]}")
+        API_ADDR=$NODE_IP
+        for c in kube-scheduler kubelet kube-proxy cri-reset; do
+            [[ -x $BIN/$c ]] || die "$BIN/$c is missing; run e2e/cluster/build.sh"
+        done
     fi
 
     local t0=$SECONDS
@@ -293,19 +333,47 @@ cmd_up() {
     chmod 700 -- "$STATE" "$STATE/etcd"
     make_pki
 
-    local ports etcd_port peer_port api_port kcm_port
-    ports=$(free_ports)
-    read -r etcd_port peer_port api_port kcm_port <<<"$ports"
-    local server=https://127.0.0.1:$api_port
+    local ports etcd_port peer_port api_port kcm_port sched_port kubelet_port kubelet_healthz
+    local proxy_healthz proxy_metrics registry_port
+    ports=$(free_ports 10)
+    read -r etcd_port peer_port api_port kcm_port sched_port kubelet_port kubelet_healthz \
+        proxy_healthz proxy_metrics registry_port <<<"$ports"
+    local server=https://$API_ADDR:$api_port
     cat >"$CLUSTER_ENV" <<EOF
 BIN=$(printf '%q' "$BIN")
+NODE=$NODE
+API_ADDR=$API_ADDR
 ETCD_PORT=$etcd_port
 ETCD_PEER_PORT=$peer_port
 APISERVER_PORT=$api_port
 CONTROLLER_MANAGER_PORT=$kcm_port
+NODE_REGISTRY=$NODE_IP:$registry_port
+KUBE_PROXY_HEALTHZ=$proxy_healthz
 EOF
+    KUBE_PROXY_HEALTHZ=$proxy_healthz
     write_kubeconfig "$KUBECONFIG_FILE" admin "$server"
     write_kubeconfig "$STATE/controller-manager.kubeconfig" controller-manager "$server"
+    if ((NODE)); then
+        node_kubeconfigs "$server"
+        node_network_up
+    fi
+    local controllers=("${CONTROLLERS[@]}") node_flags=()
+    if ((NODE)); then
+        # The node lifecycle controller lifts the not-ready taint kubelet
+        # registers with; the API server publishes itself as the `kubernetes`
+        # Service's endpoint (the node address; loopback is refused) and
+        # calls kubelets with the admin identity (logs, exec).
+        controllers+=("${NODE_CONTROLLERS[@]}")
+        # It reaches the kubelet by the node's InternalIP: its hostname would be
+        # looked up with this machine's resolver, which is off limits.
+        node_flags=(--endpoint-reconciler-type=lease
+            --kubelet-client-certificate="$PKI/admin.crt" --kubelet-client-key="$PKI/admin.key"
+            --kubelet-preferred-address-types=InternalIP)
+    else
+        # --endpoint-reconciler-type=none: the reconciler would publish 127.0.0.1
+        # as the `kubernetes` Service's endpoint, which validation refuses (loopback).
+        node_flags=(--endpoint-reconciler-type=none)
+    fi
 
     # Plain HTTP, but only on loopback; the data is throwaway, so skipping
     # fsync costs nothing and makes a slow disk bearable.
@@ -320,11 +388,9 @@ EOF
         --unsafe-no-fsync \
         --log-level=warn
 
-    # --endpoint-reconciler-type=none: the reconciler would publish 127.0.0.1
-    # as the `kubernetes` Service's endpoint, which validation refuses (loopback).
     start kube-apiserver "$BIN/kube-apiserver" \
-        --bind-address=127.0.0.1 \
-        --advertise-address=127.0.0.1 \
+        --bind-address="$API_ADDR" \
+        --advertise-address="$API_ADDR" \
         --secure-port="$api_port" \
         --cert-dir="$STATE/apiserver" \
         --tls-cert-file="$PKI/apiserver.crt" \
@@ -332,12 +398,12 @@ EOF
         --client-ca-file="$PKI/ca.crt" \
         --etcd-servers="http://127.0.0.1:$etcd_port" \
         --authorization-mode=Node,RBAC \
-        --enable-admission-plugins=NamespaceLifecycle,LimitRanger,ServiceAccount,DefaultStorageClass,ResourceQuota,MutatingAdmissionWebhook,ValidatingAdmissionWebhook \
+        --enable-admission-plugins=NamespaceLifecycle,LimitRanger,ServiceAccount,DefaultStorageClass,ResourceQuota,NodeRestriction,MutatingAdmissionWebhook,ValidatingAdmissionWebhook \
         --service-cluster-ip-range="$SERVICE_CIDR" \
         --service-account-issuer="$SA_ISSUER" \
         --service-account-key-file="$PKI/sa.pub" \
         --service-account-signing-key-file="$PKI/sa.key" \
-        --endpoint-reconciler-type=none \
+        "${node_flags[@]}" \
         --profiling=false
     wait_for "the API server's /readyz" apiserver_ready
 
@@ -358,9 +424,21 @@ EOF
         --use-service-account-credentials=true \
         --service-account-private-key-file="$PKI/sa.key" \
         --root-ca-file="$PKI/ca.crt" \
-        --controllers="$(IFS=,; printf '%s' "${CONTROLLERS[*]}")" \
+        --controllers="$(IFS=,; printf '%s' "${controllers[*]}")" \
         --profiling=false
     wait_for "the default ServiceAccount in namespace default" default_sa_exists
+    if ((NODE)); then
+        node_scheduler_up "$sched_port"
+        node_registry_up "$registry_port"
+        local pause
+        pause=$(node_push_pause "$NODE_IP:$registry_port")
+        log "pause image $pause"
+        node_containerd_up "$NODE_IP:$registry_port" "$pause"
+        node_kubelet_up "$kubelet_port" "$kubelet_healthz"
+        node_proxy_up "$proxy_healthz" "$proxy_metrics"
+        wait_for "node $NODE_NAME to be Ready" node_ready
+        wait_for "kube-proxy to sync its rules" proxy_ready
+    fi
     log "up in $((SECONDS - t0))s: $server; KUBECONFIG=$KUBECONFIG_FILE"
 }
 
@@ -371,6 +449,9 @@ cmd_down() {
         log "already down (no $STATE)"
         return
     fi
+    load_mode
+    BIN=${BIN:-$(bin_dir)}
+    if ((NODE)); then COMPONENTS+=("${NODE_COMPONENTS[@]}"); fi
     stop_all
     rm -rf -- "$STATE"
     log "down; removed $STATE"
@@ -386,11 +467,16 @@ cmd_env() {
     load_state
     is_running kube-apiserver || die "the API server is not running; run 'e2e/local-cluster.sh up'"
     printf 'export KUBECONFIG=%q\n' "$KUBECONFIG_FILE"
-    printf 'export SIGIL_E2E_APISERVER=%q\n' "https://127.0.0.1:$APISERVER_PORT"
+    printf 'export SIGIL_E2E_APISERVER=%q\n' "https://$API_ADDR:$APISERVER_PORT"
     printf 'export SIGIL_E2E_CA=%q\n' "$PKI/ca.crt"
     # For tests that want a serving certificate the API server already trusts.
     printf 'export SIGIL_E2E_CA_KEY=%q\n' "$PKI/ca.key"
     printf 'export SIGIL_CLUSTER_BIN=%q\n' "$BIN"
+    if ((NODE)); then
+        # Where pods and the host both reach the node's registry and API server.
+        printf 'export SIGIL_E2E_NODE_IP=%q\n' "$NODE_IP"
+        printf 'export SIGIL_E2E_NODE_REGISTRY=%q\n' "$NODE_REGISTRY"
+    fi
     # shellcheck disable=SC2016 # $PATH is for the shell that evals this.
     printf 'export PATH=%q:"$PATH"\n' "$BIN"
 }
@@ -401,6 +487,7 @@ cmd_status() {
         return 1
     fi
     load_state
+    if ((NODE)); then COMPONENTS+=("${NODE_COMPONENTS[@]}"); fi
     local name ok=0
     for name in "${COMPONENTS[@]}"; do
         if is_running "$name"; then
@@ -411,9 +498,9 @@ cmd_status() {
         fi
     done
     if is_running kube-apiserver && apiserver_ready; then
-        printf '%-24s https://127.0.0.1:%s/readyz ok\n' "api" "$APISERVER_PORT"
+        printf '%-24s https://%s:%s/readyz ok\n' "api" "$API_ADDR" "$APISERVER_PORT"
     else
-        printf '%-24s https://127.0.0.1:%s/readyz NOT ready\n' "api" "$APISERVER_PORT"
+        printf '%-24s https://%s:%s/readyz NOT ready\n' "api" "$API_ADDR" "$APISERVER_PORT"
         ok=1
     fi
     printf '%-24s %s\n' "kubeconfig" "$KUBECONFIG_FILE"
@@ -431,11 +518,25 @@ lock() {
 }
 
 main() {
-    (($# == 1)) || { usage; exit 2; }
+    local node=${SIGIL_E2E_NODE:-0}
+    if (($# == 2)) && [[ $1 == up && $2 == --node ]]; then
+        node=1
+    elif [[ ${1:-} == expose ]] && (($# >= 2)); then
+        load_state
+        ((NODE)) || die "expose needs a cluster with a node (up --node)"
+        shift
+        node_expose "$@"
+        return
+    elif (($# != 1)); then
+        usage
+        exit 2
+    fi
     case $1 in
-        up | down) lock; "cmd_$1" ;;
+        up) lock; cmd_up "$node" ;;
+        down) lock; cmd_down ;;
         env) cmd_env ;;
         status) cmd_status ;;
+        footprint) footprint ;;
         -h | --help | help) usage ;;
         *) usage; die "unknown command: $1" ;;
     esac

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Builds the local Kubernetes control plane that sigil's e2e suite runs against
-# (etcd, kube-apiserver, kube-controller-manager, kubectl) from the Go module
-# proxy into the tool cache, and prints that cache's bin/ directory on stdout.
+# Builds the local Kubernetes cluster that sigil's e2e suite runs against
+# (etcd, kube-apiserver, kube-controller-manager, kubectl, and for the node
+# kube-scheduler, kubelet, kube-proxy and cri-reset) from the Go module proxy
+# into the tool cache, and prints that cache's bin/ directory on stdout.
 # Everything else goes to stderr, so
 #   PATH="$(e2e/cluster/build.sh):$PATH"
 # works. Re-running is cheap: nothing is rebuilt while the version stamp (a hash
@@ -19,20 +20,24 @@ STAMPS=$TOOLS_DIR/stamps
 STAMP_NAME=k8s-cluster
 WORK=""   # the build's scratch directory, removed on exit
 
-BINARIES=(etcd kube-apiserver kube-controller-manager kubectl)
-# Built from the dependency graph of this module; etcd is the local wrapper.
+BINARIES=(etcd cri-reset kube-apiserver kube-controller-manager kubectl kube-scheduler kubelet kube-proxy)
+# Built from the dependency graph of this module; etcd and cri-reset are local.
 PACKAGES=(
     ./cmd/etcd
+    ./cmd/cri-reset
     k8s.io/kubernetes/cmd/kube-apiserver
     k8s.io/kubernetes/cmd/kube-controller-manager
     k8s.io/kubernetes/cmd/kubectl
+    k8s.io/kubernetes/cmd/kube-scheduler
+    k8s.io/kubernetes/cmd/kubelet
+    k8s.io/kubernetes/cmd/kube-proxy
 )
 
 log() { printf 'cluster-build: %s\n' "$*" >&2; }
 die() { log "error: $*"; exit 1; }
 
 usage() {
-    sed -n '10,11s/^# \{0,1\}//p' "${BASH_SOURCE[0]}" >&2
+    sed -n '11,12s/^# \{0,1\}//p' "${BASH_SOURCE[0]}" >&2
 }
 
 # Go as the repository pins it: never fetch another toolchain, never touch go.mod.

@@ -1,7 +1,8 @@
 //! HTTP: the axum routers (admission on HTTPS, metrics and health on a plain
 //! port), bounded request-body reading, the rustls accept loop with
 //! handshake timeouts and a connection bound, and graceful shutdown that
-//! stops accepting, answers in-flight reviews and gives up after a bound.
+//! answers in-flight reviews, closes keep-alive connections only where the
+//! client cannot race the close, and gives up after a bound.
 
 use std::future::Future;
 use std::sync::Arc;
@@ -10,8 +11,9 @@ use std::time::Duration;
 
 use axum::Router;
 use axum::body::{Body, Bytes};
-use axum::extract::State;
-use axum::http::{HeaderMap, StatusCode, header};
+use axum::extract::{Request, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, Version, header};
+use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use http_body_util::BodyExt as _;
@@ -42,6 +44,10 @@ pub struct ServeLimits {
     pub header_timeout: Duration,
     /// Time allowed for in-flight reviews after shutdown begins.
     pub drain: Duration,
+    /// The first part of `drain` in which HTTP/1.1 keep-alive connections
+    /// are closed only by the server's answer (`Connection: close`), not
+    /// while idle; the server keeps accepting meanwhile.
+    pub keep_alive_grace: Duration,
 }
 
 impl Default for ServeLimits {
@@ -51,6 +57,7 @@ impl Default for ServeLimits {
             handshake_timeout: Duration::from_secs(10),
             header_timeout: Duration::from_secs(10),
             drain: Duration::from_secs(20),
+            keep_alive_grace: Duration::from_secs(2),
         }
     }
 }
@@ -277,8 +284,32 @@ async fn admit<J: ImageJudge, S: PullSecretSource>(
     }
 }
 
+/// Marks HTTP/1.x answers `Connection: close` once shutdown has begun, so
+/// that the client stops reusing the connection. An HTTP/1.1 client (an API
+/// server with HTTP/2 turned off, or a proxy in front of the webhook) does
+/// not retry a POST that met a keep-alive connection the server closed while
+/// idle ("EOF"); HTTP/2 clients get a GOAWAY instead, after which they retry
+/// on a new connection what the server did not take.
+async fn close_when_draining(
+    State(closing): State<Arc<AtomicBool>>,
+    request: Request,
+    next: Next,
+) -> Response {
+    let http1 = request.version() < Version::HTTP_2;
+    let mut response = next.run(request).await;
+    if http1 && closing.load(Ordering::Relaxed) {
+        response
+            .headers_mut()
+            .insert(header::CONNECTION, HeaderValue::from_static("close"));
+    }
+    response
+}
+
 /// Serves `router` over TLS on `listener` until `shutdown` completes, then
-/// drains open connections for at most `limits.drain`.
+/// drains for at most `limits.drain`: for the first `limits.keep_alive_grace`
+/// of it (or until no connection is left) it still serves and accepts, each
+/// HTTP/1.1 answer closing its connection; then it stops accepting, closes
+/// idle connections (HTTP/2: GOAWAY) and waits for the reviews in flight.
 pub async fn serve_tls(
     listener: TcpListener,
     tls: Arc<ServerConfig>,
@@ -288,7 +319,17 @@ pub async fn serve_tls(
 ) {
     let acceptor = TlsAcceptor::from(tls);
     let graceful = GracefulShutdown::new();
-    let connections = Arc::new(Semaphore::new(limits.max_connections.max(1)));
+    let max_connections = limits.max_connections.max(1);
+    let connections = Arc::new(Semaphore::new(max_connections));
+    let closing = Arc::new(AtomicBool::new(false));
+    let router = router.layer(middleware::from_fn_with_state(
+        closing.clone(),
+        close_when_draining,
+    ));
+    let grace = limits.keep_alive_grace.min(limits.drain);
+    // Set when shutdown begins: the end of the keep-alive grace.
+    let mut grace_end: Option<Instant> = None;
+    let mut check = tokio::time::interval(Duration::from_millis(50));
     let mut builder = auto::Builder::new(TokioExecutor::new());
     builder
         .http1()
@@ -296,16 +337,38 @@ pub async fn serve_tls(
         .header_read_timeout(limits.header_timeout);
     let builder = Arc::new(builder);
     tokio::pin!(shutdown);
+    let begin_grace = |end: &mut Option<Instant>| {
+        closing.store(true, Ordering::Relaxed);
+        *end = Some(Instant::now() + grace);
+    };
     loop {
+        let grace_over = tokio::time::sleep_until(grace_end.unwrap_or_else(Instant::now));
         let permit = tokio::select! {
-            () = &mut shutdown => break,
+            () = &mut shutdown, if grace_end.is_none() => {
+                begin_grace(&mut grace_end);
+                continue;
+            }
+            () = grace_over, if grace_end.is_some() => break,
             p = connections.clone().acquire_owned() => match p {
                 Ok(p) => p,
                 Err(_) => break,
             },
         };
+        let grace_over = tokio::time::sleep_until(grace_end.unwrap_or_else(Instant::now));
         let (stream, peer) = tokio::select! {
-            () = &mut shutdown => break,
+            () = &mut shutdown, if grace_end.is_none() => {
+                begin_grace(&mut grace_end);
+                continue;
+            }
+            () = grace_over, if grace_end.is_some() => break,
+            // The grace ends early once no connection is left (this loop
+            // holds one permit itself).
+            _ = check.tick(), if grace_end.is_some() => {
+                if connections.available_permits() + 1 >= max_connections {
+                    break;
+                }
+                continue;
+            }
             accepted = listener.accept() => match accepted {
                 Ok(a) => a,
                 Err(e) => {
@@ -344,7 +407,12 @@ pub async fn serve_tls(
         });
     }
     drop(listener);
-    if tokio::time::timeout(limits.drain, graceful.shutdown())
+    let left = limits
+        .drain
+        .saturating_sub(grace_end.map_or(Duration::ZERO, |end| {
+            grace.saturating_sub(end.saturating_duration_since(Instant::now()))
+        }));
+    if tokio::time::timeout(left, graceful.shutdown())
         .await
         .is_err()
     {

@@ -267,6 +267,119 @@ async fn a_review_over_tls_is_answered_and_shutdown_drains_it() {
     assert!(TcpStream::connect(addr).await.is_err());
 }
 
+type Tls = tokio_rustls::client::TlsStream<TcpStream>;
+
+async fn open_tls(addr: SocketAddr) -> Tls {
+    let tcp = TcpStream::connect(addr).await.unwrap();
+    connector()
+        .connect(ServerName::try_from("127.0.0.1").unwrap(), tcp)
+        .await
+        .unwrap()
+}
+
+/// One keep-alive request on `tls` and its answer: the status line, the
+/// lower-cased headers and the body (read by its Content-Length).
+async fn exchange(tls: &mut Tls, path: &str, body: &[u8]) -> (String, Vec<String>, String) {
+    let head = format!(
+        "POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n",
+        body.len()
+    );
+    tls.write_all(head.as_bytes()).await.unwrap();
+    tls.write_all(body).await.unwrap();
+    let mut buf = Vec::new();
+    let mut byte = [0u8; 1];
+    while !buf.ends_with(b"\r\n\r\n") {
+        let n = tokio::time::timeout(Duration::from_secs(10), tls.read(&mut byte))
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(n, 1, "the connection ended inside the answer's head");
+        buf.push(byte[0]);
+    }
+    let text = String::from_utf8(buf).unwrap();
+    let mut lines = text.lines();
+    let status = lines.next().unwrap().to_string();
+    let headers: Vec<String> = lines
+        .filter(|l| !l.is_empty())
+        .map(str::to_ascii_lowercase)
+        .collect();
+    let length: usize = headers
+        .iter()
+        .find_map(|h| h.strip_prefix("content-length:"))
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    let mut body = vec![0u8; length];
+    tls.read_exact(&mut body).await.unwrap();
+    (status, headers, String::from_utf8(body).unwrap())
+}
+
+fn closes(headers: &[String]) -> bool {
+    headers.iter().any(|h| h == "connection: close")
+}
+
+/// An HTTP/1.1 caller (an API server with HTTP/2 off) does not retry a POST
+/// sent on a keep-alive connection the server has just closed: a drain must
+/// not close a connection while it is idle, but close it after an answer.
+#[tokio::test]
+async fn a_drain_answers_a_kept_alive_connection_and_closes_it_after_the_answer() {
+    let pair = new_pair();
+    let volume = SecretVolume::new(&pair);
+    let running = serve(FakeJudge::new(), volume.files()).await;
+    let addr = running.addr;
+    let review = fixture("pod_good.json");
+    let mut kept = open_tls(addr).await;
+    let (status, headers, _) = exchange(&mut kept, "/validate", &review).await;
+    assert_eq!(status, "HTTP/1.1 200 OK");
+    assert!(!closes(&headers), "{headers:?}");
+    // Idle from here on, through the start of the drain.
+    let mut idle = open_tls(addr).await;
+
+    let stopping = tokio::spawn(running.shutdown());
+    // The drain has begun once a new keep-alive exchange is told to close.
+    let mut began = false;
+    for _ in 0..100 {
+        let mut probe = open_tls(addr).await;
+        if closes(&exchange(&mut probe, "/validate", &review).await.1) {
+            began = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(
+        began,
+        "no answer said Connection: close after shutdown began"
+    );
+
+    // The connection that was idle when the drain began still gets its
+    // answer, which closes it.
+    let (status, headers, body) = exchange(&mut kept, "/validate", &review).await;
+    assert_eq!(status, "HTTP/1.1 200 OK");
+    assert!(closes(&headers), "{headers:?}");
+    let answer: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(answer["response"]["allowed"], true, "{answer}");
+    let mut rest = Vec::new();
+    let n = tokio::time::timeout(Duration::from_secs(5), kept.read_to_end(&mut rest))
+        .await
+        .unwrap()
+        .unwrap_or(0);
+    assert_eq!(n, 0, "bytes after a Connection: close answer");
+
+    // A connection that stays idle through the grace is closed after it,
+    // and the drain ends within its bound.
+    tokio::time::timeout(Duration::from_secs(5), stopping)
+        .await
+        .unwrap()
+        .unwrap();
+    let n = tokio::time::timeout(Duration::from_secs(5), idle.read_to_end(&mut rest))
+        .await
+        .unwrap()
+        .unwrap_or(0);
+    assert_eq!(n, 0, "the idle connection was not closed");
+    assert!(TcpStream::connect(addr).await.is_err());
+}
+
 #[tokio::test]
 async fn the_metrics_port_serves_plain_http() {
     let pair = new_pair();

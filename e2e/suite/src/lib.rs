@@ -17,10 +17,15 @@
 //! - `SIGIL_E2E_NAMESPACE` (default `sigil-system`): sigil's namespace.
 //! - `SIGIL_E2E_WEBHOOK_BIN` (local runs): the `sigil-webhook` binary, for the
 //!   scenario that stops a webhook of its own under load.
+//! - `SIGIL_E2E_CONTAINERD_SOCK` (node runs): the node's containerd socket
+//!   ([`node`]).
 
 // Reading a `serde_json::Value` by index never panics (a missing key reads
 // as `Null`); the one write goes through `labelled`, which checks the shape.
 #![allow(clippy::indexing_slicing)]
+
+pub mod load;
+pub mod node;
 
 use std::collections::{BTreeMap, HashMap};
 use std::time::{Duration, Instant};

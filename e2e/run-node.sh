@@ -1,0 +1,168 @@
+#!/usr/bin/env bash
+# make e2e-node: sigil as it ships, on a real node of this machine.
+#
+# 1. sigil's image (scripts/image.sh: release binaries on a Debian base, no
+#    container engine), the e2e suite's test binaries, and a snapshot of what
+#    this machine looks like (e2e/local-cluster.sh footprint).
+# 2. The local cluster with a node (e2e/local-cluster.sh up --node: control
+#    plane, kube-scheduler, containerd + runc + CNI, kubelet, kube-proxy, a
+#    registry on the node's address), the image pushed there, and the
+#    registry fixtures (olareg, docker-registry, cosign signatures) on
+#    127.0.0.1, exposed to pods at the node's address (the suite names them
+#    there through SIGIL_E2E_REGISTRY_ALIAS, as on kind).
+# 3. A busybox-static workload image, signed by cosign and not signed.
+# 4. `helm install` of charts/sigil with the image pinned by digest, as a
+#    user installs it, waiting for every Pod to be ready.
+# 5. The e2e suite (e2e/suite/tests/e2e.rs) against the in-cluster sigil,
+#    then the node's own scenarios (e2e/suite/tests/node.rs): the chart's
+#    Pods as the runtime runs them, a signed workload running, an unsigned
+#    one never getting a Pod, and failure and change under load.
+# 6. `down`, and the footprint again: anything left on the machine fails.
+#
+# Needs root. Arguments go to both test binaries (a test name filters).
+# SIGIL_E2E_KEEP=1 leaves the cluster up (e2e/local-cluster.sh down with
+# SIGIL_E2E_STATE=.cache/e2e/node removes it).
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+REPO_ROOT=$PWD
+# shellcheck source=e2e/lib.sh
+. e2e/lib.sh
+export SIGIL_E2E_STATE=${SIGIL_E2E_STATE:-$REPO_ROOT/.cache/e2e/node}
+
+timed() { # NAME COMMAND...: runs COMMAND, says how long it took
+  local name=$1 t=$SECONDS
+  shift
+  "$@"
+  e2e_log "e2e-node: $name took $((SECONDS - t)) s"
+}
+
+if [ "${1:-}" != "--inner" ]; then
+  [ "$(id -u)" = 0 ] || { e2e_log "e2e-node: needs root (the node runs containers)"; exit 1; }
+  start=$SECONDS
+  TOOLS=$(scripts/install-tools.sh helm cosign crane)
+  export PATH="$TOOLS:$PATH"
+  timed "the cluster's binaries" e2e/cluster/build.sh >/dev/null
+  timed "sigil's image" scripts/image.sh >/dev/null
+  timed "the test binaries" cargo test -q -p sigil-e2e --no-run
+  WORK=$(mktemp -d "${TMPDIR:-/tmp}/sigil-e2e-node.XXXXXX")
+  # A cluster of an interrupted run goes first, so the snapshot is of a clean machine.
+  e2e/local-cluster.sh down
+  e2e/local-cluster.sh footprint >"$WORK/footprint.before"
+  # shellcheck disable=SC2317 # run by the EXIT trap
+  finish() {
+    local status=$?
+    if [ "${SIGIL_E2E_KEEP:-}" = 1 ]; then
+      e2e_log "e2e-node: SIGIL_E2E_KEEP=1: the cluster stays up (state $SIGIL_E2E_STATE)"
+      exit "$status"
+    fi
+    local t=$SECONDS
+    e2e/local-cluster.sh down || status=1
+    e2e_log "e2e-node: down took $((SECONDS - t)) s"
+    e2e/local-cluster.sh footprint >"$WORK/footprint.after"
+    if diff -u "$WORK/footprint.before" "$WORK/footprint.after" >"$WORK/footprint.diff"; then
+      e2e_log "e2e-node: down left nothing behind (processes, mounts, interfaces, routes, iptables rules, netns, cgroups, sysctls: $(wc -l <"$WORK/footprint.after") items compared)"
+    else
+      e2e_log "e2e-node: FAIL: down left this behind (- before up, + after down):"
+      grep '^[-+][^-+]' "$WORK/footprint.diff" >&2 || true
+      status=1
+    fi
+    rm -rf "$WORK"
+    e2e_log "e2e-node: finished in $((SECONDS - start)) s (status $status)"
+    exit "$status"
+  }
+  trap finish EXIT
+  timed "up --node" e2e/local-cluster.sh up --node
+  eval "$(e2e/local-cluster.sh env)"
+  SIGIL_IMAGE=$(scripts/image.sh --no-build --insecure --push "$SIGIL_E2E_NODE_REGISTRY/sigil")
+  # The same binaries built a second later: another digest, for `helm upgrade`.
+  epoch=$(git log -1 --format=%ct 2>/dev/null || echo 0)
+  SIGIL_IMAGE_NEXT=$(SOURCE_DATE_EPOCH=$((epoch + 1)) scripts/image.sh --no-build --insecure \
+    --out target/oci/sigil-next --push "$SIGIL_E2E_NODE_REGISTRY/sigil:next")
+  export SIGIL_IMAGE SIGIL_IMAGE_NEXT
+  e2e_log "e2e-node: cluster and image ready after $((SECONDS - start)) s: $SIGIL_IMAGE"
+  e2e/registry-fixtures.sh -- "$0" --inner "$@"
+  exit 0
+fi
+
+# Inside e2e/registry-fixtures.sh: registries on 127.0.0.1, fixture file
+# SIGIL_REGISTRY_FIXTURES.
+shift
+eval "$(e2e/local-cluster.sh env)"
+# shellcheck disable=SC1090
+. "$SIGIL_REGISTRY_FIXTURES"
+e2e/local-cluster.sh expose "${OLAREG##*:}" "${DOCKREG##*:}"
+POD_OLAREG=$SIGIL_E2E_NODE_IP:${OLAREG##*:}
+POD_DOCKREG=$SIGIL_E2E_NODE_IP:${DOCKREG##*:}
+export SIGIL_E2E_REGISTRY_ALIAS=$OLAREG=$POD_OLAREG,$DOCKREG=$POD_DOCKREG
+WORK=$(mktemp -d "${TMPDIR:-/tmp}/sigil-e2e-node-inner.XXXXXX")
+status=1
+# shellcheck disable=SC2317 # run by the EXIT trap
+inner_cleanup() {
+  if [ "$status" != 0 ]; then
+    e2e_log "---- sigil's pods ----"
+    kubectl -n "$SIGIL_NS" get pods -o wide >&2 || true
+    kubectl -n "$SIGIL_NS" logs -l app.kubernetes.io/name=sigil --all-containers --prefix --tail=40 >&2 || true
+  fi
+  rm -rf "$WORK"
+}
+trap inner_cleanup EXIT
+
+# The workload: busybox-static, one image signed with the fixtures' key1,
+# one (another digest) unsigned.
+KEY1_PRIVATE=${KEY1%.pub}.key
+[ -f "$KEY1_PRIVATE" ] || { e2e_log "e2e-node: no private key beside $KEY1"; exit 1; }
+workload() { # tag label
+  e2e/node/image.sh busybox "$WORK/busybox-$1" "$SIGIL_E2E_NODE_REGISTRY/sigil-e2e/busybox:$1" \
+    --label "dev.sigil.e2e.variant=$1"
+}
+SIGNED=$(workload signed)
+UNSIGNED=$(workload unsigned)
+(cd "$WORK" && HOME=$WORK TUF_ROOT=$WORK/tuf COSIGN_PASSWORD='' cosign sign --key "$KEY1_PRIVATE" \
+  --use-signing-config=false --tlog-upload=false --allow-insecure-registry --yes "$SIGNED" >/dev/null 2>&1) ||
+  { e2e_log "e2e-node: cosign sign $SIGNED failed"; exit 1; }
+{
+  echo "NODE_REGISTRY=$SIGIL_E2E_NODE_REGISTRY"
+  echo "NODE_WORKLOAD_SIGNED=$SIGNED"
+  echo "NODE_WORKLOAD_UNSIGNED=$UNSIGNED"
+  echo "NODE_WORKLOAD_TAG_SIGNED=$SIGIL_E2E_NODE_REGISTRY/sigil-e2e/busybox:signed"
+  echo "NODE_WORKLOAD_TAG_UNSIGNED=$SIGIL_E2E_NODE_REGISTRY/sigil-e2e/busybox:unsigned"
+  echo "SIGIL_IMAGE=$SIGIL_IMAGE"
+  echo "SIGIL_IMAGE_NEXT=$SIGIL_IMAGE_NEXT"
+} >>"$SIGIL_REGISTRY_FIXTURES"
+
+# The chart as a user installs it: image pinned by digest, in-cluster webhook
+# and controller (two, for the leader scenario), plain HTTP to the test
+# registries, a short webhook timeout (the hanging-registry scenario), and
+# the built-in trust root used as embedded (trustRoot.offline): nothing may
+# leave this machine, so the controller must not try the public TUF mirror.
+t=$SECONDS
+if ! helm upgrade --install sigil charts/sigil --namespace "$SIGIL_NS" --create-namespace \
+  --set image.repository="${SIGIL_IMAGE%@*}" --set image.digest="${SIGIL_IMAGE#*@}" \
+  --set "insecureRegistries={$POD_OLAREG,$POD_DOCKREG,$SIGIL_E2E_NODE_REGISTRY}" \
+  --set trustRoot.offline=true \
+  --set webhook.timeoutSeconds=5 --set controller.replicas=2 \
+  --wait --timeout 5m >"$WORK/helm.log" 2>&1; then
+  cat "$WORK/helm.log" >&2
+  e2e_log "e2e-node: helm install did not get every sigil Pod ready within 5 min"
+  exit 1
+fi
+e2e_log "e2e-node: helm install (pods ready) took $((SECONDS - t)) s"
+kubectl -n "$SIGIL_NS" get pods -o wide >&2
+
+status=0
+export SIGIL_E2E_NAMESPACE=$SIGIL_NS
+export SIGIL_E2E_CONTAINERD_SOCK=$SIGIL_E2E_STATE/run/containerd.sock
+t=$SECONDS
+cargo test -q -p sigil-e2e --test e2e -- --ignored --test-threads 1 --show-output "$@" || status=$?
+e2e_log "e2e-node: the e2e suite against in-cluster sigil took $((SECONDS - t)) s"
+t=$SECONDS
+cargo test -q -p sigil-e2e --test node -- --ignored --test-threads 1 --show-output "$@" || status=$?
+e2e_log "e2e-node: the node scenarios took $((SECONDS - t)) s"
+# sigil ran as its ServiceAccounts: an RBAC refusal in its logs means the
+# chart grants too little, even if no scenario noticed.
+kubectl -n "$SIGIL_NS" logs -l app.kubernetes.io/name=sigil --all-containers --prefix --tail=-1 >"$WORK/sigil.log" 2>&1 || true
+if grep -i "forbidden" "$WORK/sigil.log" | head -n 5 >&2; then
+  e2e_log "e2e-node: sigil was refused by RBAC (above)"
+  status=1
+fi
+exit "$status"

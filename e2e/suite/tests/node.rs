@@ -1,0 +1,939 @@
+//! sigil on a real node (`make e2e-node`, `e2e/run-node.sh`): the chart's
+//! Pods as the container runtime runs them, signed and unsigned workloads,
+//! and the failures and changes users fear, each under a bounded admission
+//! load that counts every answer (`sigil_e2e::load`).
+//!
+//! Every load scenario prints `<name>: N admissions, F failed, D wrong
+//! verdicts` and fails unless F and D are 0.
+//!
+//! Needs, besides what `tests/e2e.rs` needs: sigil installed in-cluster by
+//! its chart with two webhook and two controller replicas, the node's
+//! containerd socket (`SIGIL_E2E_CONTAINERD_SOCK`), and the fixture entries
+//! `run-node.sh` adds (`NODE_REGISTRY`, `NODE_WORKLOAD_*`, `SIGIL_IMAGE`,
+//! `SIGIL_IMAGE_NEXT`); `helm`, `openssl` and `ctr` on PATH; root.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing,
+    missing_docs
+)]
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use serde_json::json;
+use sigil_e2e::load::{Load, LoadSpec, Tally};
+use sigil_e2e::node::{self, ContainerRef};
+use sigil_e2e::{
+    Cluster, Fixtures, Reply, example_policy, key_authority, policy, testkit_trust_root, wait_for,
+};
+use sigil_testkit::cosign;
+use sigil_testkit::registry::Pusher;
+use sigil_testkit::{BundleSpec, Testkit};
+
+const SETTLE: Duration = Duration::from_secs(30);
+const WEBHOOK: &str = "app.kubernetes.io%2Fcomponent%3Dwebhook";
+const CONTROLLER: &str = "app.kubernetes.io%2Fcomponent%3Dcontroller";
+
+static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+struct Node {
+    cluster: Cluster,
+    fx: Fixtures,
+    ns: String,
+    _serial: tokio::sync::MutexGuard<'static, ()>,
+}
+
+impl Node {
+    /// A fresh opted-in namespace `e2e-node-<name>`, the suite's earlier
+    /// policies removed, and two policies in force: the fixtures' key1 over
+    /// the test registry's images, and over the node registry's workloads.
+    async fn start(name: &str) -> Node {
+        let serial = SERIAL.lock().await;
+        let cluster = Cluster::connect().await.unwrap();
+        let fx = Fixtures::from_env().unwrap();
+        let ns = format!("e2e-node-{name}");
+        cluster.namespace(&ns, true).await.unwrap();
+        cluster.clear_policies().await.unwrap();
+        let n = Node {
+            cluster,
+            fx,
+            ns,
+            _serial: serial,
+        };
+        let key = n.fx.key_pem("KEY1").unwrap();
+        let olareg = n.fx.get("OLAREG").unwrap();
+        n.cluster
+            .apply_policy(&policy(
+                "node-test-images",
+                &format!("{olareg}/test/**"),
+                json!([key_authority("harness-key1", &key)]),
+            ))
+            .await
+            .unwrap();
+        n.cluster
+            .apply_policy(&policy(
+                "node-workloads",
+                &format!("{}/sigil-e2e/**", n.raw("NODE_REGISTRY")),
+                json!([key_authority("harness-key1", &key)]),
+            ))
+            .await
+            .unwrap();
+        n.eventually(&n.fx.get("OLAREG_NEW").unwrap(), true).await;
+        n.eventually(&n.raw("NODE_WORKLOAD_SIGNED"), true).await;
+        n
+    }
+
+    fn raw(&self, key: &str) -> String {
+        self.fx.raw(key).unwrap()
+    }
+
+    fn pods_path(&self) -> String {
+        format!("/api/v1/namespaces/{}/pods", self.ns)
+    }
+
+    /// Waits until a dry-run pod running `image` is admitted (or denied).
+    async fn eventually(&self, image: &str, allowed: bool) -> Duration {
+        let start = Instant::now();
+        wait_for(
+            &format!(
+                "{image} to be {}",
+                if allowed { "admitted" } else { "denied" }
+            ),
+            SETTLE,
+            async || {
+                let r = self.cluster.try_pod(&self.ns, &[image]).await?;
+                Ok(if r.ok() == allowed {
+                    Ok(())
+                } else {
+                    Err(r.describe())
+                })
+            },
+        )
+        .await
+        .unwrap();
+        start.elapsed()
+    }
+
+    fn load_spec(&self) -> LoadSpec {
+        LoadSpec {
+            namespace: self.ns.clone(),
+            signed: self.fx.get("OLAREG_NEW").unwrap(),
+            unsigned: self.fx.get("OLAREG_UNSIGNED").unwrap(),
+            real_signed: self.raw("NODE_WORKLOAD_SIGNED"),
+            real_unsigned: self.raw("NODE_WORKLOAD_UNSIGNED"),
+            workers: 4,
+            real_every: 25,
+            limit: Duration::from_secs(600),
+        }
+    }
+
+    async fn start_load(&self) -> Load {
+        let load = Load::start(&self.cluster, &self.load_spec());
+        // Some answers before the disruption, so it happens under load.
+        wait_for("the load to get answers", SETTLE, async || {
+            Ok(if load.sent() >= 20 {
+                Ok(())
+            } else {
+                Err(format!("{} answers", load.sent()))
+            })
+        })
+        .await
+        .unwrap();
+        load
+    }
+
+    async fn sigil(&self, selector: &str) -> Vec<ContainerRef> {
+        node::containers(&self.cluster, &self.cluster.sigil_namespace, selector)
+            .await
+            .unwrap()
+    }
+
+    /// Waits until `count` containers of `selector` are ready, none of them
+    /// in a pod named in `not`, and returns them.
+    async fn ready(&self, selector: &str, count: usize, not: &[String]) -> Vec<ContainerRef> {
+        wait_for(
+            &format!("{count} ready {selector} pods, none of {not:?}"),
+            Duration::from_secs(240),
+            async || {
+                let all = node::containers(&self.cluster, &self.cluster.sigil_namespace, selector)
+                    .await?;
+                let ready: Vec<ContainerRef> = all
+                    .iter()
+                    .filter(|c| c.ready && !not.contains(&c.pod))
+                    .cloned()
+                    .collect();
+                Ok(if ready.len() == count && all.len() == count {
+                    Ok(ready)
+                } else {
+                    Err(format!(
+                        "{:?}",
+                        all.iter().map(|c| (&c.pod, c.ready)).collect::<Vec<_>>()
+                    ))
+                })
+            },
+        )
+        .await
+        .unwrap()
+    }
+
+    async fn finish(&self, load: Load, name: &str) -> Tally {
+        let took = load.elapsed();
+        let tally = load.finish().await.unwrap();
+        println!("{} (over {took:.0?})", tally.line(name));
+        assert!(
+            tally.failed == 0 && tally.wrong == 0,
+            "{}; first problems: {:#?}",
+            tally.line(name),
+            tally.examples
+        );
+        assert!(tally.admissions > 0, "{name}: the load got no answer");
+        tally
+    }
+}
+
+fn digest_of(reference: &str) -> &str {
+    reference.rsplit_once('@').map_or("", |(_, d)| d)
+}
+
+// ---- the chart, installed as a user installs it ---------------------------------
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+#[ignore = "needs sigil installed on a node: e2e/run-node.sh"]
+async fn the_chart_runs_sigil_as_pods_that_the_runtime_confines() {
+    let n = Node::start("chart").await;
+    let ns = n.cluster.sigil_namespace.clone();
+    let webhooks = n.ready(WEBHOOK, 2, &[]).await;
+    let controllers = n.ready(CONTROLLER, 2, &[]).await;
+    // The image installed, or the one the upgrade scenario moved to.
+    let image = webhooks[0].image.clone();
+    assert!(
+        [n.raw("SIGIL_IMAGE"), n.raw("SIGIL_IMAGE_NEXT")].contains(&image),
+        "sigil runs {image}, not an image this run built"
+    );
+    for c in webhooks.iter().chain(&controllers) {
+        // Pinned by digest, pulled by digest; ready means the probes pass.
+        assert_eq!(c.image, image, "{} runs {}", c.pod, c.image);
+        assert!(
+            c.image_id.ends_with(digest_of(&image)),
+            "{}: the runtime ran {}, not {image}",
+            c.pod,
+            c.image_id
+        );
+        assert_eq!(c.restarts, 0, "{} restarted", c.pod);
+        // What the runtime enforces, read from the kernel.
+        let pid = node::container_pid(&c.id).await.unwrap();
+        let confined = node::confinement(pid).unwrap();
+        assert_eq!(confined.uids, vec![65532; 4], "{}: {confined:?}", c.pod);
+        assert!(confined.root_read_only, "{}: / is writable", c.pod);
+        assert_eq!(
+            confined.cap_eff, "0000000000000000",
+            "{}: {confined:?}",
+            c.pod
+        );
+        assert!(confined.no_new_privs, "{}: {confined:?}", c.pod);
+        assert_eq!(confined.seccomp, 2, "{}: no seccomp filter", c.pod);
+    }
+    println!(
+        "chart: {} webhook and {} controller pods run {image} as 65532, read-only /, no capabilities, seccomp",
+        webhooks.len(),
+        controllers.len()
+    );
+
+    // The controller issued the serving certificate into its Secret, and
+    // each webhook pod serves that certificate from the mounted volume.
+    let secret = n
+        .cluster
+        .get(&format!(
+            "/api/v1/namespaces/{ns}/secrets/sigil-webhook-tls"
+        ))
+        .await
+        .unwrap()
+        .expect_ok("the webhook TLS Secret")
+        .unwrap();
+    let data = |k: &str| secret_text(&secret, k);
+    let issued = node::first_certificate(&data("tls.crt")).expect("tls.crt in the Secret");
+    for c in &webhooks {
+        let served = served(c, &ns).await;
+        assert_eq!(served, issued, "{} serves another certificate", c.pod);
+    }
+    // The API server calls the webhook through its Service, trusting the
+    // controller's CA.
+    for kind in [
+        "validatingwebhookconfigurations",
+        "mutatingwebhookconfigurations",
+    ] {
+        let config = n
+            .cluster
+            .get(&format!(
+                "/apis/admissionregistration.k8s.io/v1/{kind}/sigil-webhook"
+            ))
+            .await
+            .unwrap()
+            .expect_ok(kind)
+            .unwrap();
+        let hook = &config.body["webhooks"][0]["clientConfig"];
+        assert_eq!(hook["service"]["name"], "sigil-webhook", "{kind}: {hook}");
+        assert!(hook["url"].is_null(), "{kind}: {hook}");
+        let bundle = hook["caBundle"].as_str().unwrap_or("");
+        assert_eq!(
+            base64_decode(bundle),
+            data("ca.crt").into_bytes(),
+            "{kind}: caBundle is not the Secret's ca.crt"
+        );
+    }
+    // And it does: a pod admitted through the Service.
+    n.eventually(&n.fx.get("OLAREG_NEW").unwrap(), true).await;
+}
+
+fn secret_text(secret: &Reply, key: &str) -> String {
+    let b64 = secret.body["data"][key].as_str().unwrap_or("");
+    String::from_utf8(base64_decode(b64)).unwrap()
+}
+
+fn base64_decode(s: &str) -> Vec<u8> {
+    use base64::Engine as _;
+    base64::engine::general_purpose::STANDARD
+        .decode(s)
+        .unwrap_or_default()
+}
+
+async fn served(c: &ContainerRef, ns: &str) -> Vec<u8> {
+    node::served_certificate(&c.pod_ip, 8443, &format!("sigil-webhook.{ns}.svc"))
+        .await
+        .unwrap()
+}
+
+// ---- workloads ---------------------------------------------------------------------
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+#[ignore = "needs sigil installed on a node: e2e/run-node.sh"]
+async fn a_signed_workload_created_by_tag_is_pinned_pulled_by_digest_and_runs() {
+    let n = Node::start("signed").await;
+    let tagged = n.raw("NODE_WORKLOAD_TAG_SIGNED");
+    let digest = digest_of(&n.raw("NODE_WORKLOAD_SIGNED")).to_string();
+    let name = "signed-busybox";
+    let created = n
+        .cluster
+        .create(&n.pods_path(), &sigil_e2e::pod(name, &[&tagged]), false)
+        .await
+        .unwrap()
+        .expect_ok("creating the signed workload by tag")
+        .unwrap();
+    let pinned = format!("{tagged}@{digest}");
+    assert_eq!(
+        created.body["spec"]["containers"][0]["image"],
+        json!(pinned)
+    );
+    let start = Instant::now();
+    let status = wait_for(
+        "the signed workload to run",
+        Duration::from_secs(120),
+        async || {
+            let pod = n
+                .cluster
+                .get(&format!("{}/{name}", n.pods_path()))
+                .await?
+                .expect_ok("the pod")?;
+            let s = &pod.body["status"];
+            Ok(if s["phase"] == "Running" {
+                Ok(s.clone())
+            } else {
+                Err(format!("phase {} {}", s["phase"], s["containerStatuses"]))
+            })
+        },
+    )
+    .await
+    .unwrap();
+    let image_id = status["containerStatuses"][0]["imageID"].as_str().unwrap();
+    assert!(
+        image_id.ends_with(&digest),
+        "the kubelet ran {image_id}, not {digest}"
+    );
+    println!(
+        "signed workload: created by tag, pinned to {digest}, pulled by digest and Running in {:.1?}",
+        start.elapsed()
+    );
+    n.cluster
+        .delete(&format!("{}/{name}", n.pods_path()))
+        .await
+        .unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+#[ignore = "needs sigil installed on a node: e2e/run-node.sh"]
+async fn an_unsigned_workload_never_gets_a_pod() {
+    let n = Node::start("unsigned").await;
+    let tagged = n.raw("NODE_WORKLOAD_TAG_UNSIGNED");
+    let reply = n
+        .cluster
+        .create(
+            &n.pods_path(),
+            &sigil_e2e::pod("unsigned", &[&tagged]),
+            false,
+        )
+        .await
+        .unwrap();
+    assert!(
+        reply.status == 403 && reply.message().contains("sigil denied"),
+        "{}",
+        reply.describe()
+    );
+    // Through a Deployment: the ReplicaSet's creates are denied, no Pod exists.
+    let name = "unsigned-app";
+    let deployment = json!({
+        "apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": name, "labels": {"sigil-e2e": "true"}},
+        "spec": {
+            "replicas": 1,
+            "selector": {"matchLabels": {"app": name}},
+            "template": {
+                "metadata": {"labels": {"app": name}},
+                "spec": {"containers": [{"name": "app", "image": n.raw("NODE_WORKLOAD_UNSIGNED")}]},
+            },
+        },
+    });
+    let path = format!("/apis/apps/v1/namespaces/{}/deployments", n.ns);
+    // The Deployment itself is checked too: it is denied before any ReplicaSet.
+    let reply = n.cluster.create(&path, &deployment, false).await.unwrap();
+    assert!(
+        reply.status == 403 && reply.message().contains("sigil denied"),
+        "{}",
+        reply.describe()
+    );
+    // Denied means never stored: no Deployment, so no controller can make a
+    // ReplicaSet or a Pod from it later.
+    let stored = n.cluster.get(&format!("{path}/{name}")).await.unwrap();
+    assert_eq!(stored.status, 404, "{}", stored.describe());
+    let pods = n
+        .cluster
+        .get(&n.pods_path())
+        .await
+        .unwrap()
+        .expect_ok("listing pods")
+        .unwrap();
+    let items = pods.body["items"].as_array().unwrap();
+    assert!(
+        items.is_empty(),
+        "pods exist: {:?}",
+        items
+            .iter()
+            .map(|p| p["metadata"]["name"].clone())
+            .collect::<Vec<_>>()
+    );
+    println!(
+        "unsigned workload: denied by tag and as a Deployment; no Pod in {}",
+        n.ns
+    );
+}
+
+// ---- failure and change under load --------------------------------------------------
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+#[ignore = "needs sigil installed on a node: e2e/run-node.sh"]
+async fn a_webhook_pod_deleted_under_load_costs_no_admission() {
+    let n = Node::start("webhook-deleted").await;
+    let before = n.ready(WEBHOOK, 2, &[]).await;
+    let load = n.start_load().await;
+    let victim = before[0].pod.clone();
+    n.cluster
+        .delete(&format!(
+            "/api/v1/namespaces/{}/pods/{victim}",
+            n.cluster.sigil_namespace
+        ))
+        .await
+        .unwrap();
+    let start = Instant::now();
+    n.ready(WEBHOOK, 2, std::slice::from_ref(&victim)).await;
+    println!(
+        "webhook pod deleted: {victim} replaced, two webhook pods ready again after {:.1?}",
+        start.elapsed()
+    );
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    n.finish(load, "webhook pod deleted").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+#[ignore = "needs sigil installed on a node: e2e/run-node.sh"]
+async fn a_helm_upgrade_to_a_new_image_digest_costs_no_admission() {
+    let n = Node::start("upgrade").await;
+    let next = n.raw("SIGIL_IMAGE_NEXT");
+    assert_ne!(
+        next,
+        n.raw("SIGIL_IMAGE"),
+        "the upgrade needs another digest"
+    );
+    n.ready(WEBHOOK, 2, &[]).await;
+    let load = n.start_load().await;
+    let chart = concat!(env!("CARGO_MANIFEST_DIR"), "/../../charts/sigil");
+    let digest = format!("image.digest={}", digest_of(&next));
+    let start = Instant::now();
+    node::run(
+        "helm",
+        &[
+            "upgrade",
+            "sigil",
+            chart,
+            "--namespace",
+            &n.cluster.sigil_namespace,
+            "--reuse-values",
+            "--set",
+            &digest,
+            "--wait",
+            "--timeout",
+            "5m",
+        ],
+    )
+    .await
+    .unwrap();
+    let upgraded = wait_for(
+        "every sigil pod to run the new digest",
+        Duration::from_secs(240),
+        async || {
+            let mut all = n.sigil(WEBHOOK).await;
+            all.extend(n.sigil(CONTROLLER).await);
+            let old: Vec<&str> = all
+                .iter()
+                .filter(|c| c.image != next || !c.ready)
+                .map(|c| c.pod.as_str())
+                .collect();
+            Ok(if old.is_empty() && all.len() == 4 {
+                Ok(all)
+            } else {
+                Err(format!("not yet: {old:?} of {}", all.len()))
+            })
+        },
+    )
+    .await
+    .unwrap();
+    println!(
+        "helm upgrade: {} pods on {} after {:.1?}",
+        upgraded.len(),
+        digest_of(&next),
+        start.elapsed()
+    );
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    n.finish(load, "helm upgrade to a new image digest").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+#[ignore = "needs sigil installed on a node: e2e/run-node.sh"]
+async fn the_controller_leader_deleted_under_load_hands_over_and_a_later_policy_change_is_enforced()
+{
+    let n = Node::start("leader").await;
+    n.ready(CONTROLLER, 2, &[]).await;
+    let lease_path = format!(
+        "/apis/coordination.k8s.io/v1/namespaces/{}/leases/sigil-controller",
+        n.cluster.sigil_namespace
+    );
+    let holder = |lease: &Reply| {
+        lease.body["spec"]["holderIdentity"]
+            .as_str()
+            .unwrap_or("")
+            .to_string()
+    };
+    let leader = holder(&n.cluster.get(&lease_path).await.unwrap());
+    assert!(!leader.is_empty(), "no controller holds the Lease");
+    // A marker image whose verdict only a policy change can flip: a static
+    // authority, no registry involved.
+    let marker = format!(
+        "{}/marker/app@sha256:{}",
+        n.raw("NODE_REGISTRY"),
+        "a".repeat(64)
+    );
+    let marker_policy = |action: &str| {
+        policy(
+            "node-marker",
+            &format!("{}/marker/**", n.raw("NODE_REGISTRY")),
+            json!([{"name": "marker", "static": {"action": action}}]),
+        )
+    };
+    n.cluster
+        .apply_policy(&marker_policy("pass"))
+        .await
+        .unwrap();
+    n.eventually(&marker, true).await;
+
+    let load = n.start_load().await;
+    let start = Instant::now();
+    n.cluster
+        .delete(&format!(
+            "/api/v1/namespaces/{}/pods/{leader}",
+            n.cluster.sigil_namespace
+        ))
+        .await
+        .unwrap();
+    let standby = wait_for(
+        "another controller to take the Lease",
+        Duration::from_secs(60),
+        async || {
+            let now = holder(&n.cluster.get(&lease_path).await?);
+            Ok(if !now.is_empty() && now != leader {
+                Ok(now)
+            } else {
+                Err(format!("holder {now:?}"))
+            })
+        },
+    )
+    .await
+    .unwrap();
+    let takeover = start.elapsed();
+    let changed = Instant::now();
+    n.cluster
+        .apply_policy(&marker_policy("fail"))
+        .await
+        .unwrap();
+    let enforced = n.eventually(&marker, false).await;
+    println!(
+        "controller leader deleted: {standby} took over from {leader} {takeover:.1?} after the delete; \
+         a policy change made after the takeover was enforced {enforced:.1?} later ({:.1?} from the delete)",
+        takeover + changed.elapsed()
+    );
+    n.ready(CONTROLLER, 2, std::slice::from_ref(&leader)).await;
+    n.finish(load, "controller leader deleted").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+#[ignore = "needs sigil installed on a node: e2e/run-node.sh"]
+async fn the_serving_certificate_rotates_under_load_without_restarting_the_webhook() {
+    let n = Node::start("rotation").await;
+    let ns = n.cluster.sigil_namespace.clone();
+    let secret_path = format!("/api/v1/namespaces/{ns}/secrets/sigil-webhook-tls");
+    let secret = n
+        .cluster
+        .get(&secret_path)
+        .await
+        .unwrap()
+        .expect_ok("the TLS Secret")
+        .unwrap();
+    let original = secret_text(&secret, "tls.crt");
+    let pods = n.ready(WEBHOOK, 2, &[]).await;
+    for c in &pods {
+        assert_eq!(
+            Some(served(c, &ns).await),
+            node::first_certificate(&original),
+            "{} does not serve the Secret's certificate before the rotation",
+            c.pod
+        );
+    }
+
+    // A serving certificate of the same CA valid for one day: far inside the
+    // controller's renewal window (120 days), so it must be replaced at once.
+    let dir = std::env::temp_dir().join(format!("sigil-e2e-rotation-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = |f: &str| dir.join(f).to_string_lossy().into_owned();
+    std::fs::write(path("ca.crt"), secret_text(&secret, "ca.crt")).unwrap();
+    std::fs::write(path("ca.key"), secret_text(&secret, "ca.key")).unwrap();
+    let svc = format!("sigil-webhook.{ns}.svc");
+    std::fs::write(
+        path("ext.cnf"),
+        format!(
+            "subjectAltName=DNS:sigil-webhook,DNS:sigil-webhook.{ns},DNS:{svc},DNS:{svc}.cluster.local\nextendedKeyUsage=serverAuth\n"
+        ),
+    )
+    .unwrap();
+    let subject = format!("/CN={svc}");
+    let (key, csr, crt) = (path("tls.key"), path("tls.csr"), path("tls.crt"));
+    node::run(
+        "openssl",
+        &[
+            "req",
+            "-new",
+            "-newkey",
+            "ec",
+            "-pkeyopt",
+            "ec_paramgen_curve:P-256",
+            "-nodes",
+            "-keyout",
+            &key,
+            "-subj",
+            &subject,
+            "-out",
+            &csr,
+        ],
+    )
+    .await
+    .unwrap();
+    let (ca, ca_key, ext) = (path("ca.crt"), path("ca.key"), path("ext.cnf"));
+    node::run(
+        "openssl",
+        &[
+            "x509",
+            "-req",
+            "-in",
+            &csr,
+            "-CA",
+            &ca,
+            "-CAkey",
+            &ca_key,
+            "-CAcreateserial",
+            "-days",
+            "1",
+            "-extfile",
+            &ext,
+            "-out",
+            &crt,
+        ],
+    )
+    .await
+    .unwrap();
+    let short_lived = std::fs::read_to_string(&crt).unwrap();
+    let short_key = std::fs::read_to_string(&key).unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+
+    let load = n.start_load().await;
+    let start = Instant::now();
+    let b64 = |s: &str| {
+        use base64::Engine as _;
+        base64::engine::general_purpose::STANDARD.encode(s)
+    };
+    n.cluster
+        .raw(
+            http::Method::PATCH,
+            &secret_path,
+            "application/merge-patch+json",
+            Some(&json!({"data": {"tls.crt": b64(&short_lived), "tls.key": b64(&short_key)}})),
+        )
+        .await
+        .unwrap()
+        .expect_ok("writing the short-lived certificate")
+        .unwrap();
+    let renewed = wait_for(
+        "the controller to replace the short-lived certificate",
+        Duration::from_secs(60),
+        async || {
+            let s = n
+                .cluster
+                .get(&secret_path)
+                .await?
+                .expect_ok("the TLS Secret")?;
+            let now = secret_text(&s, "tls.crt");
+            Ok(if now != short_lived && now != original {
+                Ok(now)
+            } else {
+                Err("not renewed yet".to_string())
+            })
+        },
+    )
+    .await
+    .unwrap();
+    let renewed_after = start.elapsed();
+    let want = node::first_certificate(&renewed).unwrap();
+    wait_for(
+        "every webhook pod to serve the renewed certificate",
+        Duration::from_secs(180),
+        async || {
+            let mut stale = Vec::new();
+            for c in &pods {
+                if node::served_certificate(&c.pod_ip, 8443, &svc).await? != want {
+                    stale.push(c.pod.clone());
+                }
+            }
+            Ok(if stale.is_empty() {
+                Ok(())
+            } else {
+                Err(format!("still the old certificate: {stale:?}"))
+            })
+        },
+    )
+    .await
+    .unwrap();
+    let served_after = start.elapsed();
+    let after = n.sigil(WEBHOOK).await;
+    for c in &pods {
+        let same = after
+            .iter()
+            .find(|a| a.pod_uid == c.pod_uid)
+            .unwrap_or_else(|| panic!("webhook pod {} was replaced", c.pod));
+        assert_eq!(same.restarts, c.restarts, "{} restarted", c.pod);
+    }
+    println!(
+        "certificate rotation: a 1-day certificate written at 0 s, renewed by the controller after {renewed_after:.1?}, \
+         served by both webhook pods (same pods, no restart) after {served_after:.1?}"
+    );
+    n.finish(load, "serving certificate rotation").await;
+}
+
+// ---- memory --------------------------------------------------------------------------
+
+const IMAGES: usize = 10_000;
+const PER_POD: usize = 10;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+#[ignore = "needs sigil installed on a node: e2e/run-node.sh"]
+async fn webhook_memory_idle_and_after_ten_thousand_distinct_images() {
+    let n = Node::start("memory").await;
+    let ns = n.cluster.sigil_namespace.clone();
+    // Fresh webhook pods: idle means nothing cached yet.
+    let old: Vec<String> = n
+        .ready(WEBHOOK, 2, &[])
+        .await
+        .into_iter()
+        .map(|c| c.pod)
+        .collect();
+    let restart = json!({"spec": {"template": {"metadata": {"annotations": {
+        "sigil.dev/e2e-restart": format!("{}", std::process::id())}}}}});
+    n.cluster
+        .raw(
+            http::Method::PATCH,
+            &format!("/apis/apps/v1/namespaces/{ns}/deployments/sigil-webhook"),
+            "application/merge-patch+json",
+            Some(&restart),
+        )
+        .await
+        .unwrap()
+        .expect_ok("restarting the webhook")
+        .unwrap();
+    let pods = n.ready(WEBHOOK, 2, &old).await;
+
+    // 10,000 images signed keyless by the testkit's Sigstore, new format,
+    // in 100 repositories (a registry lists a repository's referrers by
+    // scanning it: one repository of 10,000 would measure the registry).
+    let kit = Arc::new(Testkit::new(0x6e0d_e2e1));
+    let registry = n.raw("OLAREG");
+    let run = std::process::id();
+    let started = Instant::now();
+    let mut minting = Vec::new();
+    for t in 0..4 {
+        let kit = kit.clone();
+        minting.push(tokio::task::spawn_blocking(move || {
+            (t..IMAGES)
+                .step_by(4)
+                .map(|i| {
+                    let image = cosign::image(&format!("memory-{run}-{i}"));
+                    let bundle = cosign::image_signature_bundle(
+                        &kit,
+                        &BundleSpec::default(),
+                        &image.sha256(),
+                    )
+                    .unwrap();
+                    let referrer = cosign::bundle_referrer(
+                        bundle.json.as_bytes(),
+                        cosign::COSIGN_SIGN_PREDICATE,
+                        image.descriptor(),
+                    );
+                    (format!("mem/r{}", i % 100), image, referrer)
+                })
+                .collect::<Vec<_>>()
+        }));
+    }
+    let mut signed = Vec::new();
+    for m in minting {
+        signed.extend(m.await.unwrap());
+    }
+    let minted = started.elapsed();
+    let queue = Arc::new(tokio::sync::Mutex::new(signed));
+    let mut pushers = Vec::new();
+    for _ in 0..16 {
+        let queue = queue.clone();
+        let registry = registry.clone();
+        pushers.push(tokio::spawn(async move {
+            let mut pushed = Vec::new();
+            loop {
+                let Some((repo, image, referrer)) = queue.lock().await.pop() else {
+                    break pushed;
+                };
+                let push = Pusher::new(&registry, &repo).unwrap();
+                push.manifest(&image, &image.digest()).await.unwrap();
+                push.referrer(&referrer, &image.digest()).await.unwrap();
+                pushed.push(format!("{registry}/{repo}@{}", image.digest()));
+            }
+        }));
+    }
+    let mut images = Vec::new();
+    for p in pushers {
+        images.extend(p.await.unwrap().iter().map(|r| n.fx.in_cluster(r)));
+    }
+    images.sort();
+    println!(
+        "memory: {} images signed keyless in {minted:.1?}, pushed to 100 repositories in {:.1?}",
+        images.len(),
+        started.elapsed() - minted
+    );
+    n.cluster
+        .apply_trust_root(&testkit_trust_root("corp-sigstore", &kit).unwrap())
+        .await
+        .unwrap();
+    let mut cip = example_policy(
+        "keyless-custom-trustroot.yaml",
+        &format!("{}/mem/**", n.fx.get("OLAREG").unwrap()),
+    )
+    .unwrap();
+    cip["metadata"]["name"] = json!("node-memory");
+    cip["spec"]["authorities"][0]["keyless"]["identities"] = json!([{
+        "issuer": "https://token.actions.githubusercontent.com",
+        "subjectRegExp": "^https://github\\.com/sigil-dev/example/",
+    }]);
+    n.cluster.apply_policy(&cip).await.unwrap();
+    n.eventually(&images[0], true).await;
+
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let mut idle = Vec::new();
+    for c in &pods {
+        idle.push(node::memory(node::container_pid(&c.id).await.unwrap()).unwrap());
+    }
+
+    // Pods of 10 images each, every image new to the webhook.
+    let started = Instant::now();
+    let chunks: Vec<Vec<String>> = images.chunks(PER_POD).map(<[String]>::to_vec).collect();
+    let chunks = Arc::new(tokio::sync::Mutex::new(chunks));
+    let mut workers = Vec::new();
+    for _ in 0..4 {
+        let chunks = chunks.clone();
+        let cluster = n.cluster.clone();
+        let ns = n.ns.clone();
+        workers.push(tokio::spawn(async move {
+            let mut tally = Tally::default();
+            while let Some(chunk) = chunks.lock().await.pop() {
+                let refs: Vec<&str> = chunk.iter().map(String::as_str).collect();
+                let answer = cluster.try_pod(&ns, &refs).await;
+                tally.admissions += 1;
+                match sigil_e2e::load::judge(true, &answer) {
+                    sigil_e2e::load::Outcome::Correct => {}
+                    sigil_e2e::load::Outcome::Wrong(w) => {
+                        tally.wrong += 1;
+                        tally.examples.push(w);
+                    }
+                    sigil_e2e::load::Outcome::Failed(f) => {
+                        tally.failed += 1;
+                        tally.examples.push(f);
+                    }
+                }
+            }
+            tally
+        }));
+    }
+    let mut tally = Tally::default();
+    for w in workers {
+        let t = w.await.unwrap();
+        tally.admissions += t.admissions;
+        tally.failed += t.failed;
+        tally.wrong += t.wrong;
+        tally.examples.extend(t.examples.into_iter().take(5));
+    }
+    let took = started.elapsed();
+    println!(
+        "{} ({IMAGES} distinct images, {PER_POD} a pod, in {took:.1?})",
+        tally.line("10,000 distinct images verified")
+    );
+    let mib = |b: u64| b as f64 / 1_048_576.0;
+    for (c, before) in pods.iter().zip(&idle) {
+        let after = node::memory(node::container_pid(&c.id).await.unwrap()).unwrap();
+        println!(
+            "webhook memory (cgroup) {}: idle {:.1} MiB (rss {:.1} MiB); after {IMAGES} distinct images {:.1} MiB (rss {:.1} MiB)",
+            c.pod,
+            mib(before.usage),
+            mib(before.rss),
+            mib(after.usage),
+            mib(after.rss)
+        );
+    }
+    assert!(
+        tally.failed == 0 && tally.wrong == 0,
+        "{}: {:#?}",
+        tally.line("10,000 distinct images verified"),
+        tally.examples
+    );
+    assert_eq!(tally.admissions as usize, IMAGES / PER_POD);
+}

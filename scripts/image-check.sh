@@ -1,0 +1,139 @@
+#!/usr/bin/env bash
+# make image-check: sigil's image (scripts/image.sh) is reproducible, agrees
+# with the Dockerfile, and its binaries run on its base.
+#
+# 1. Builds the image, then again from copies of the binaries and packages
+#    in other directories, with another layout path: the digests must match.
+# 2. Reads the Dockerfile (USER, ENTRYPOINT, LABEL, the binaries its build
+#    stage installs and where COPY puts them) and the chart's `command:`
+#    paths, and compares them with the image's config and files.
+# 3. The SBOM the release workflow attaches (scripts/sbom.py): the same
+#    twice, listing the base packages and the linked crates, no host paths.
+# 4. Unpacks the image and runs each binary in it (chroot, as 65532):
+#    `--version` must answer, so the base has every library they link.
+# Prints the image's size. Needs root (chroot) and the release binaries,
+# which it builds.
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+REPO=$PWD
+TARGET=${CARGO_TARGET_DIR:-$REPO/target}
+
+log() { printf 'image-check: %s\n' "$*" >&2; }
+die() { log "FAIL: $*"; exit 1; }
+
+[[ $(id -u) == 0 ]] || die "needs root, to run the image's binaries in a chroot"
+WORK=$(mktemp -d "${TMPDIR:-/tmp}/sigil-image-check.XXXXXX")
+trap 'rm -rf -- "$WORK"' EXIT
+
+start=$SECONDS
+first=$(scripts/image.sh)
+log "first build: $first ($((SECONDS - start)) s)"
+
+# The same inputs from elsewhere: binaries, packages and output all moved.
+mkdir -p "$WORK/target/release" "$WORK/debs"
+cp -- "$TARGET"/release/{sigil-webhook,sigil-controller,sigil} "$WORK/target/release/"
+cp -- "${SIGIL_DEB_CACHE:-$REPO/.cache/debs}"/*.deb "$WORK/debs/"
+second=$(CARGO_TARGET_DIR=$WORK/target SIGIL_DEB_CACHE=$WORK/debs \
+    scripts/image.sh --no-build --out "$WORK/elsewhere/layout")
+[[ $first == "$second" ]] || die "two builds of the same inputs differ: $first vs $second (diff the layouts target/oci/sigil and a rebuild)"
+log "reproducible: both builds are $first"
+
+python3 - "$TARGET/oci/sigil" Dockerfile charts/sigil/templates "$WORK/rootfs" <<'PY'
+import gzip, io, json, os, re, shlex, sys, tarfile
+layout, dockerfile, templates, rootfs = sys.argv[1:5]
+
+def blob(digest):
+    with open(os.path.join(layout, "blobs", *digest.split(":")), "rb") as f:
+        return f.read()
+
+index = json.load(open(os.path.join(layout, "index.json")))
+manifest = json.loads(blob(index["manifests"][0]["digest"]))
+config = json.loads(blob(manifest["config"]["digest"]))["config"]
+files = {}
+os.makedirs(rootfs)
+size = 0
+for layer in manifest["layers"]:
+    data = blob(layer["digest"])
+    size += len(data)
+    with tarfile.open(fileobj=io.BytesIO(gzip.decompress(data))) as tar:
+        for m in tar.getmembers():
+            files["/" + m.name] = m
+        tar.extractall(rootfs, filter="tar")
+
+# The Dockerfile, instruction by instruction (continuation lines joined).
+text = re.sub(r"\\\n", " ", open(dockerfile).read())
+instructions = [l.strip() for l in text.splitlines() if l.strip() and not l.lstrip().startswith("#")]
+def final_stage(keyword):
+    found = [l for l in instructions if l.split(None, 1)[0].upper() == keyword]
+    return found
+problems = []
+user = final_stage("USER")[-1].split(None, 1)[1]
+if config.get("User") != user:
+    problems.append(f"user: Dockerfile {user!r}, image {config.get('User')!r}")
+entrypoint = json.loads(final_stage("ENTRYPOINT")[-1].split(None, 1)[1])
+if config.get("Entrypoint") != entrypoint:
+    problems.append(f"entrypoint: Dockerfile {entrypoint}, image {config.get('Entrypoint')}")
+labels = {}
+for line in final_stage("LABEL"):
+    for pair in shlex.split(line.split(None, 1)[1]):
+        k, v = pair.split("=", 1)
+        labels[k] = v
+if config.get("Labels") != labels:
+    problems.append(f"labels: Dockerfile {labels}, image {config.get('Labels')}")
+# Binaries: what the build stage installs into /out, and where COPY puts /out.
+run = next(l for l in instructions if "install -D" in l)
+binaries = sorted(os.path.basename(w) for w in run.split() if w.startswith("target/release/"))
+copy = next(l for l in final_stage("COPY") if "--from=build" in l).split()
+dest = copy[-1].rstrip("/")
+want = {f"{dest}/{b}" for b in binaries}
+have = {p for p, m in files.items() if m.isfile() and p.startswith(dest + "/")}
+if not binaries or want != have:
+    problems.append(f"binaries: Dockerfile puts {sorted(want)}, image has {sorted(have)}")
+for p in sorted(want & have):
+    if files[p].mode & 0o111 != 0o111:
+        problems.append(f"{p} is not executable for everyone (mode {oct(files[p].mode)})")
+# The chart starts the binaries by path.
+for name in sorted(os.listdir(templates)):
+    for cmd in re.findall(r'command:\s*\["([^"]+)"', open(os.path.join(templates, name)).read()):
+        if cmd not in have:
+            problems.append(f"chart {name} runs {cmd}, which the image does not have")
+# Debian 12, as the Dockerfile's build and runtime stages.
+os_release = open(os.path.join(rootfs, "usr/lib/os-release")).read()
+if 'VERSION_ID="12"' not in os_release:
+    problems.append("the base is not Debian 12 (usr/lib/os-release)")
+if any(p in files for p in ("/bin/sh", "/usr/bin/sh", "/bin/bash")):
+    problems.append("the image has a shell")
+if problems:
+    print("image-check: FAIL: the image and the Dockerfile disagree:", *problems, sep="\n  ", file=sys.stderr)
+    sys.exit(1)
+print(f"image-check: agrees with the Dockerfile: user {user}, entrypoint {entrypoint}, "
+      f"{', '.join(sorted(want))}, {len(labels)} labels", file=sys.stderr)
+print(f"image-check: image size {size} bytes compressed ({size / 1048576:.1f} MiB), "
+      f"{sum(m.size for m in files.values()) / 1048576:.1f} MiB unpacked", file=sys.stderr)
+PY
+
+# The release workflow's SBOM of this image: deterministic, exact (every
+# base package and the crates cargo links), naming the image's digest.
+cargo tree --locked -e normal,no-proc-macro --prefix none -f '{p}' \
+    -p sigil-webhook -p sigil-controller -p sigil-cli >"$WORK/crates.txt"
+python3 scripts/sbom.py --layout "$TARGET/oci/sigil" --crates "$WORK/crates.txt" >"$WORK/sbom1.json"
+python3 scripts/sbom.py --layout "$TARGET/oci/sigil" --crates "$WORK/crates.txt" >"$WORK/sbom2.json"
+cmp -s "$WORK/sbom1.json" "$WORK/sbom2.json" || die "two SBOMs of the same image differ"
+python3 - "$WORK/sbom1.json" "$first" <<'PY' || die "the SBOM (scripts/sbom.py) misses what the image holds"
+import json, sys
+doc = json.load(open(sys.argv[1]))
+names = {p["name"] for p in doc["packages"]}
+missing = {"libc6", "libgcc-s1", "ca-certificates", "tokio", "rustls", "sigil-webhook"} - names
+image = doc["packages"][0]
+assert not missing, f"missing packages: {missing}"
+assert image["checksums"][0]["checksumValue"] == sys.argv[2].split(":")[1], "the SBOM names another image digest"
+assert not any("/work/" in json.dumps(p) or "/root/" in json.dumps(p) for p in doc["packages"]), "a host path"
+print(f"image-check: SBOM: {len(doc['packages'])} packages (Debian and crates), deterministic", file=sys.stderr)
+PY
+
+for b in sigil-webhook sigil-controller sigil; do
+    out=$(chroot --userspec=65532:65532 "$WORK/rootfs" "/usr/local/bin/$b" --version 2>&1) ||
+        die "/usr/local/bin/$b --version failed inside the image: $out"
+    log "in the image, as 65532: $b --version: $out"
+done
+log "passed in $((SECONDS - start)) s"
