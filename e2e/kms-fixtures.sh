@@ -64,7 +64,9 @@ export COSIGN_YES=true
 ORIG_HOME=$HOME
 export TUF_ROOT=$WORK/tuf HOME=$WORK
 VAULT_URI=hashivault://sigil-release
-AWS_URI=awskms:///alias/sigil-release
+# A ClusterImagePolicy names AWS keys by ARN (as policy-controller requires);
+# 123456789012 is moto's account.
+AWS_URI=awskms:///arn:aws:kms:us-east-1:123456789012:alias/sigil-release
 cosign generate-key-pair --kms "$VAULT_URI" >/dev/null 2>&1
 mv cosign.pub vault.pub
 cosign generate-key-pair --kms "$AWS_URI" >/dev/null 2>&1

@@ -156,7 +156,7 @@ pub struct KeyRef {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub secret_ref: Option<SecretReference>,
     /// A KMS-held key, as cosign names it: `hashivault://NAME`,
-    /// `openbao://NAME`, `awskms://[ENDPOINT]/ID|ARN|alias/NAME`,
+    /// `openbao://NAME`, `awskms://[ENDPOINT]/ARN` (a key or alias ARN),
     /// `gcpkms://projects/P/locations/L/keyRings/R/cryptoKeys/K[/cryptoKeyVersions/V]`
     /// or `azurekms://VAULT_HOST/KEY[/VERSION]`. The controller fetches the
     /// public key (credentials from its KMS settings), refreshes it and keeps

@@ -501,9 +501,27 @@ fn key_source(path: &str, key: &KeyRef, errs: &mut Errors) -> Option<Pem> {
             errs.add(path, "set only one of data, secretRef and kms");
             return None;
         }
-        if let Err(e) = sigil_kms::KmsRef::parse(uri) {
-            errs.add(format!("{path}.kms"), e.to_string());
-            return None;
+        match sigil_kms::KmsRef::parse(uri) {
+            Err(e) => {
+                errs.add(format!("{path}.kms"), e.to_string());
+                return None;
+            }
+            // As policy-controller: a policy names an AWS key by its ARN, so
+            // the region is in the policy, not in the controller's
+            // environment. Key IDs and alias names stay valid for the CLI.
+            Ok(sigil_kms::KmsRef::Aws { key_id, .. }) if !key_id.starts_with("arn:") => {
+                errs.add(
+                    format!("{path}.kms"),
+                    format!(
+                        "`{uri}` names an AWS key by `{key_id}`; a ClusterImagePolicy names it by \
+                         its ARN, which carries the region: \
+                         awskms://[ENDPOINT]/arn:aws:kms:REGION:ACCOUNT:key/ID or \
+                         awskms://[ENDPOINT]/arn:aws:kms:REGION:ACCOUNT:alias/NAME"
+                    ),
+                );
+                return None;
+            }
+            Ok(_) => {}
         }
         return Some(Pem::Kms(uri.clone()));
     }

@@ -158,7 +158,7 @@ fn kms_keys_lint_clean_with_a_note_and_bad_uris_are_errors() {
     };
     for uri in [
         "hashivault://release",
-        "awskms:///alias/release",
+        "awskms:///arn:aws:kms:us-east-1:111122223333:alias/release",
         "gcpkms://projects/p/locations/global/keyRings/r/cryptoKeys/k",
         "azurekms://v.vault.azure.net/release",
     ] {

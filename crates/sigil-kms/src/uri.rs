@@ -115,7 +115,8 @@ pub enum UriError {
 }
 
 const VAULT_FORM: &str = "hashivault://KEY_NAME (or openbao://KEY_NAME): letters, digits, `_`, \
-                          `-` and `.`, starting and ending with a letter, digit or `_`";
+                          `-` and `.`, starting and ending with a letter, digit or `_` (`/` may \
+                          separate such names)";
 const AWS_FORM: &str = "awskms://[ENDPOINT]/KEY where KEY is a key ID \
                         (1234abcd-12ab-34cd-56ef-1234567890ab), a key ARN \
                         (arn:aws:kms:REGION:ACCOUNT:key/ID), alias/NAME or an alias ARN \
@@ -168,11 +169,16 @@ fn is_word(c: char) -> bool {
     c.is_ascii_alphanumeric() || c == '_'
 }
 
-/// `\w(([\w-.]+)?\w)?`, as sigstore's hashivault provider requires.
+/// `\w(([\w-.]+)?\w)?`, as sigstore's hashivault provider requires, or
+/// several such names joined by `/`: policy-controller accepts those
+/// (its examples use `hashivault://key/path`), so a policy naming one is
+/// admitted and the transit engine's answer, not the syntax, decides.
 fn vault_name(name: &str) -> bool {
-    let first_last =
-        name.chars().next().is_some_and(is_word) && name.chars().next_back().is_some_and(is_word);
-    first_last && name.chars().all(|c| is_word(c) || c == '-' || c == '.')
+    name.split('/').all(|segment| {
+        let first_last = segment.chars().next().is_some_and(is_word)
+            && segment.chars().next_back().is_some_and(is_word);
+        first_last && segment.chars().all(|c| is_word(c) || c == '-' || c == '.')
+    })
 }
 
 fn parse_aws(rest: &str) -> Option<KmsRef> {
@@ -288,6 +294,7 @@ mod tests {
             "hashivault://cosign",
             "hashivault://my-key.v2",
             "openbao://k_1",
+            "hashivault://key/path",
             "awskms:///1234abcd-12ab-34cd-56ef-1234567890ab",
             "awskms://localhost:4566/1234abcd-12ab-34cd-56ef-1234567890ab",
             "awskms:///mrk-1234abcd12ab34cd56ef1234567890ab",
@@ -350,7 +357,8 @@ mod tests {
         let bad = [
             ("hashivault://", "hashivault://KEY_NAME"),
             ("hashivault://-lead", "hashivault://KEY_NAME"),
-            ("hashivault://a/b", "hashivault://KEY_NAME"),
+            ("hashivault://a//b", "hashivault://KEY_NAME"),
+            ("hashivault://a/", "hashivault://KEY_NAME"),
             (
                 "awskms://1234abcd-12ab-34cd-56ef-1234567890ab",
                 "awskms://[ENDPOINT]/KEY",
