@@ -114,7 +114,7 @@ fn key_authority(name: &str, attestations: Vec<CompiledAttestation>) -> Compiled
                 namespace: String::new(),
                 name: "unused".into(),
             }),
-            hash: HashAlgorithm::Sha256,
+            hash: Some(HashAlgorithm::Sha256),
         }),
         sources: vec![],
         tlog: TlogPolicy::Disabled,
