@@ -4,6 +4,7 @@
 //! `/validate` never allows an image the judge did not approve, `/mutate`
 //! only pins images in place, and nothing panics. Inputs the fuzzer fails on
 //! are to be kept next to the fixtures and replayed the same way.
+#![allow(clippy::panic)]
 
 #[path = "fuzz/admission.rs"]
 mod admission;
