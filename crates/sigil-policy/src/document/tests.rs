@@ -190,6 +190,7 @@ fn passed(name: &str, kind: &'static str, m: AuthorityMatch) -> AuthorityResult 
         name: name.into(),
         kind,
         outcome: Ok(m),
+        inconclusive: false,
     }
 }
 
@@ -226,6 +227,7 @@ fn the_cip_document_omits_what_policy_controller_omits() {
             name: "failed".into(),
             kind: "key",
             outcome: Err("no signature".into()),
+            inconclusive: false,
         },
     ];
     let doc = policy_document(&authorities, &cip(false), &ResourceInfo::default());
