@@ -42,6 +42,18 @@ use serde::{Deserialize, Serialize};
         description = "enforce (deny on failure) or warn"
     ),
     printcolumn(
+        name = "Pass",
+        type_ = "integer",
+        json_path = ".status.audit.pass",
+        description = "Running containers the audit found passing this policy"
+    ),
+    printcolumn(
+        name = "Fail",
+        type_ = "integer",
+        json_path = ".status.audit.fail",
+        description = "Running containers whose images this policy would deny today"
+    ),
+    printcolumn(
         name = "Age",
         type_ = "date",
         json_path = ".metadata.creationTimestamp"
@@ -435,4 +447,30 @@ pub struct ClusterImagePolicyStatus {
     /// reason (`Invalid`, `UnresolvedReference`, …) and message otherwise.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub conditions: Vec<Condition>,
+    /// What the audit (the chart's `audit.enabled`) last found for this
+    /// policy over what runs in the audited namespaces. Written by the
+    /// audit, not the controller; absent while no audit runs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub audit: Option<PolicyAuditSummary>,
+}
+
+/// The audit's results for one policy: one per running (workload,
+/// container) whose image the policy selects, by outcome.
+#[derive(Serialize, Deserialize, Debug, Clone, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct PolicyAuditSummary {
+    /// Results whose running image satisfies the policy.
+    #[serde(default)]
+    pub pass: i64,
+    /// Results whose running image the policy would deny at admission
+    /// today (or warn about, for a policy in warn mode).
+    #[serde(default)]
+    pub fail: i64,
+    /// Results that pass with warnings.
+    #[serde(default)]
+    pub warn: i64,
+    /// Results that could not be judged (a registry failed, no running
+    /// digest): never counted as passing.
+    #[serde(default)]
+    pub error: i64,
 }

@@ -197,6 +197,14 @@ impl<J: ImageJudge, S: PullSecretSource> Auditor<J, S> {
         self.engine.evaluate(&selecting).await
     }
 
+    /// The names of the policies in force (none before a snapshot).
+    pub fn policy_names(&self) -> Vec<String> {
+        self.in_force
+            .as_ref()
+            .map(|f| f.policies.keys().cloned().collect())
+            .unwrap_or_default()
+    }
+
     /// Namespaces whose results may have changed since the last call.
     pub fn take_dirty(&mut self) -> BTreeSet<String> {
         self.engine.take_dirty()

@@ -24,4 +24,6 @@ pub mod scope;
 pub mod workload;
 
 #[cfg(test)]
+mod runtime_tests;
+#[cfg(test)]
 mod tests;

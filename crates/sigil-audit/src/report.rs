@@ -14,7 +14,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams};
+use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams};
 use kube::core::{ApiResource, GroupVersionKind};
 use serde_json::{Value, json};
 use sha2::{Digest as _, Sha256};
@@ -41,8 +41,10 @@ pub const MAX_PARTS: usize = 20;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum Flavor {
     /// `openreports.io/v1alpha1` Report and ClusterReport.
+    #[value(name = "openreports")]
     OpenReports,
     /// `wgpolicyk8s.io/v1alpha2` PolicyReport and ClusterPolicyReport.
+    #[value(name = "wgpolicyk8s")]
     PolicyReport,
 }
 
@@ -82,6 +84,21 @@ pub fn part_name(index: usize) -> String {
     } else {
         format!("{REPORT_NAME}-{index}")
     }
+}
+
+/// The index of the part called `name`, `None` when sigil gives no part
+/// that name (another tool's report carrying sigil's label by mistake).
+pub fn part_index(name: &str) -> Option<usize> {
+    if name == REPORT_NAME {
+        return Some(0);
+    }
+    let index: usize = name
+        .strip_prefix(REPORT_NAME)?
+        .strip_prefix('-')?
+        .parse()
+        .ok()?;
+    // "sigil-audit-01" is not a name part_name gives.
+    (index > 0 && index < MAX_PARTS && part_name(index) == name).then_some(index)
 }
 
 fn summary<'a>(outcomes: impl Iterator<Item = &'a Outcome>) -> Value {
@@ -182,7 +199,7 @@ pub fn namespace_parts(namespace: &str, findings: &[Finding], max_results: usize
                     "scored": false,
                     "message": format!("{left} more results of namespace {namespace} are not \
                         reported: the report is at its limit of {MAX_PARTS} parts; narrow the \
-                        audit's namespaces or raise --report-max-results"),
+                        audit's namespaces or raise --audit-report-max-results"),
                 }));
                 outcomes.push(Outcome::Error);
                 break;
@@ -251,6 +268,49 @@ pub fn cluster_part(findings: &[Finding]) -> Part {
     part(REPORT_NAME.to_string(), None, results, &outcomes)
 }
 
+/// One policy's results by outcome, as the audit writes them into the
+/// ClusterImagePolicy's `status.audit` (its Pass and Fail columns).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+pub struct PolicyCounts {
+    /// Results passing.
+    pub pass: i64,
+    /// Results failing.
+    pub fail: i64,
+    /// Results passing with warnings.
+    pub warn: i64,
+    /// Results that could not be judged.
+    pub error: i64,
+}
+
+/// Per policy of `policies`, its results among `findings` by outcome
+/// (zero for a policy that selects nothing running).
+pub fn policy_counts(findings: &[Finding], policies: &[String]) -> BTreeMap<String, PolicyCounts> {
+    let mut counts: BTreeMap<String, PolicyCounts> = policies
+        .iter()
+        .map(|p| (p.clone(), PolicyCounts::default()))
+        .collect();
+    for f in findings {
+        if let Some(c) = counts.get_mut(&f.policy) {
+            match f.outcome {
+                Outcome::Pass => c.pass += 1,
+                Outcome::Fail => c.fail += 1,
+                Outcome::Warn => c.warn += 1,
+                Outcome::Error => c.error += 1,
+                Outcome::Skip => {}
+            }
+        }
+    }
+    counts
+}
+
+/// The ClusterImagePolicy resource (`policy.sigil.dev/v1alpha1`).
+fn policy_resource() -> ApiResource {
+    ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk("policy.sigil.dev", "v1alpha1", "ClusterImagePolicy"),
+        "clusterimagepolicies",
+    )
+}
+
 /// The object to apply for `part`, stamped with `now` (RFC 3339 seconds).
 fn object(flavor: Flavor, part: &Part, now_seconds: i64) -> DynamicObject {
     let resource = if part.namespace.is_some() {
@@ -293,6 +353,17 @@ pub struct WriteStats {
 /// Why a report could not be written.
 #[derive(Debug, thiserror::Error)]
 pub enum WriteError {
+    /// The reports written before could not be listed.
+    #[error(
+        "cannot list the {kind} objects sigil wrote before: {source}; check that the report \
+             CRDs are installed and that sigil's service account may list them"
+    )]
+    List {
+        /// The report kind.
+        kind: String,
+        /// The client's error.
+        source: kube::Error,
+    },
     /// The API server refused or failed a write.
     #[error(
         "cannot write report {kind} {name} (namespace {namespace}): {source}; check that the \
@@ -319,6 +390,8 @@ pub struct Writer {
     written: HashMap<(String, String), String>,
     /// Per namespace, how many parts it has.
     counts: HashMap<String, usize>,
+    /// Per policy, the counts last written into its status.
+    policy_status: BTreeMap<String, PolicyCounts>,
 }
 
 impl Writer {
@@ -329,6 +402,7 @@ impl Writer {
             flavor,
             written: HashMap::new(),
             counts: HashMap::new(),
+            policy_status: BTreeMap::new(),
         }
     }
 
@@ -395,12 +469,109 @@ impl Writer {
         Ok(stats)
     }
 
+    /// Whether `policies` are the ones whose status was last written: when
+    /// not, the next [`Writer::write_policy_status`] has news.
+    pub fn policy_status_covers(&self, policies: &[String]) -> bool {
+        self.policy_status.len() == policies.len()
+            && policies.iter().all(|p| self.policy_status.contains_key(p))
+    }
+
+    /// Writes each policy's counts into its `status.audit` (server-side
+    /// apply of that field only, so the controller's conditions stay its
+    /// own), skipping counts already written. A policy deleted meanwhile is
+    /// skipped. Returns how many statuses were written.
+    pub async fn write_policy_status(
+        &mut self,
+        counts: &BTreeMap<String, PolicyCounts>,
+    ) -> Result<usize, WriteError> {
+        let resource = policy_resource();
+        let api: Api<DynamicObject> = Api::all_with(self.client.clone(), &resource);
+        let params = PatchParams::apply(FIELD_MANAGER).force();
+        self.policy_status.retain(|p, _| counts.contains_key(p));
+        let mut written = 0;
+        for (policy, c) in counts {
+            if self.policy_status.get(policy) == Some(c) {
+                continue;
+            }
+            let body = json!({
+                "apiVersion": resource.api_version,
+                "kind": resource.kind,
+                "metadata": {"name": policy},
+                "status": {"audit": c},
+            });
+            match api
+                .patch_status(policy, &params, &Patch::Apply(&body))
+                .await
+            {
+                Ok(_) => written += 1,
+                Err(kube::Error::Api(s)) if s.code == 404 => {}
+                Err(source) => {
+                    // Not covered any more: the next pass writes it again.
+                    self.policy_status.remove(policy);
+                    return Err(WriteError::Api {
+                        kind: resource.kind.clone(),
+                        name: format!("{policy} (status)"),
+                        namespace: String::new(),
+                        source,
+                    });
+                }
+            }
+            self.policy_status.insert(policy.clone(), *c);
+        }
+        Ok(written)
+    }
+
     /// Learns the parts that already exist (from a list at start), so a
     /// restarted audit deletes parts it no longer needs.
     pub fn adopt(&mut self, namespace: Option<&str>, parts: usize) {
         let key = namespace.unwrap_or_default().to_string();
         let held = self.counts.entry(key).or_default();
         *held = (*held).max(parts);
+    }
+
+    /// Lists the namespaced reports an earlier run wrote (by sigil's
+    /// label) and adopts them, so that the first passes rewrite or delete
+    /// them instead of leaving stale results behind. Returns their
+    /// namespaces, which the caller marks to be written again.
+    pub async fn adopt_written(&mut self) -> Result<Vec<String>, WriteError> {
+        let resource = self.flavor.namespaced();
+        let api: Api<DynamicObject> = Api::all_with(self.client.clone(), &resource);
+        let selector = format!("{}={}", MANAGED_BY.0, MANAGED_BY.1);
+        let mut params = ListParams::default().labels(&selector).limit(500);
+        let mut found: BTreeMap<String, usize> = BTreeMap::new();
+        let mut listed = 0usize;
+        loop {
+            let page = api
+                .list_metadata(&params)
+                .await
+                .map_err(|source| WriteError::List {
+                    kind: resource.kind.clone(),
+                    source,
+                })?;
+            for item in &page.items {
+                let (Some(ns), Some(index)) = (
+                    item.metadata.namespace.as_deref(),
+                    item.metadata.name.as_deref().and_then(part_index),
+                ) else {
+                    continue;
+                };
+                let parts = found.entry(ns.to_string()).or_default();
+                *parts = (*parts).max(index + 1);
+            }
+            listed += page.items.len();
+            match page.metadata.continue_.filter(|c| !c.is_empty()) {
+                // Bounded like every other list: a label selector over
+                // reports cannot grow past namespaces times parts.
+                Some(token) if listed < crate::cluster::MAX_OBJECTS => {
+                    params = params.continue_token(&token);
+                }
+                _ => break,
+            }
+        }
+        for (ns, parts) in &found {
+            self.adopt(Some(ns), *parts);
+        }
+        Ok(found.into_keys().collect())
     }
 }
 

@@ -3,17 +3,19 @@
 //! interval, and after each burst of changes settles judges what changed
 //! and writes the reports of the namespaces whose results moved.
 //!
-//! Where it is meant to run (not wired yet: no binary starts [`run`] and
-//! the chart has no audit Deployment): its own single-replica Deployment
-//! with the Recreate strategy, so exactly one writer owns the reports and
-//! admission's replicas stay free of background work. It builds the
-//! webhook's judge from the same snapshot Secret. Least privilege: get,
+//! Where it runs: `sigil-webhook --audit`, the chart's audit Deployment
+//! (`audit.enabled`), a single replica with the Recreate strategy, so
+//! exactly one writer owns the reports and admission's replicas stay free
+//! of background work. It builds the webhook's judge from the same
+//! snapshot Secret with the same flags. Least privilege: get,
 //! list, watch on pods, namespaces, replicasets and jobs; get, list, watch
-//! on the one snapshot Secret (by name) and, for pull secrets, on Secrets
-//! and ServiceAccounts of the namespaces admission may read them in;
-//! create (an apply that creates), patch, delete on its report kinds
+//! on the one snapshot Secret (by name) and, for pull secrets, get on
+//! Secrets and ServiceAccounts of the namespaces admission may read them in;
+//! list (to adopt an earlier run's reports), create (an apply that
+//! creates), patch, delete on its report kinds
 //! (`reports`/`clusterreports` or `policyreports`/`clusterpolicyreports`);
-//! nothing else.
+//! patch on `clusterimagepolicies/status` (each policy's audit counts, the
+//! Pass and Fail columns of `kubectl get cip`); nothing else.
 
 use std::collections::BTreeSet;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -71,6 +73,8 @@ pub struct PassStats {
     pub applied: usize,
     /// Report parts deleted.
     pub deleted: usize,
+    /// ClusterImagePolicy statuses written (their audit counts changed).
+    pub policy_statuses: usize,
 }
 
 fn now() -> (i64, f64) {
@@ -123,6 +127,16 @@ pub async fn pass<J: ImageJudge, S: PullSecretSource>(
             .await
         {
             Ok(w) => stats.applied += w.applied,
+            Err(e) => {
+                failed.get_or_insert(e);
+            }
+        }
+    }
+    let policies = auditor.policy_names();
+    if !dirty.is_empty() || !writer.policy_status_covers(&policies) {
+        let counts = report::policy_counts(&auditor.findings(None), &policies);
+        match writer.write_policy_status(&counts).await {
+            Ok(n) => stats.policy_statuses = n,
             Err(e) => {
                 failed.get_or_insert(e);
             }
@@ -222,6 +236,20 @@ pub async fn run<J: ImageJudge, S: PullSecretSource>(
         jobs.boxed(),
     ]);
     let mut writer = Writer::new(client, settings.flavor);
+    // A restarted audit owns what the previous one wrote: namespaces whose
+    // pods went away meanwhile get their reports deleted by the first pass.
+    match writer.adopt_written().await {
+        Ok(namespaces) => {
+            for ns in &namespaces {
+                auditor.mark_dirty(ns);
+            }
+            tracing::info!(
+                namespaces = namespaces.len(),
+                "adopted the reports of an earlier run"
+            );
+        }
+        Err(e) => tracing::warn!(error = %e, "stale reports of an earlier run may remain"),
+    }
     let mut interval = tokio::time::interval(settings.interval.max(Duration::from_secs(60)));
     interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut due: Option<tokio::time::Instant> = None;
@@ -267,6 +295,7 @@ pub async fn run<J: ImageJudge, S: PullSecretSource>(
                         containers = s.eval.containers,
                         applied = s.applied,
                         deleted = s.deleted,
+                        policy_statuses = s.policy_statuses,
                         "audit pass done"
                     ),
                     Err(e) => {

@@ -29,7 +29,7 @@ use crate::scope::{INCLUDE_LABEL, Scope};
 /// images its glob matches, and its outcome for an image is scripted by
 /// repository (pass when unscripted).
 #[derive(Default)]
-struct Scripted {
+pub(crate) struct Scripted {
     policies: Mutex<Vec<(String, String)>>,
     outcomes: Mutex<HashMap<String, PolicyOutcome>>,
     revision: AtomicUsize,
@@ -50,7 +50,7 @@ impl Scripted {
             .collect()
     }
 
-    fn set_outcome(&self, repository: &str, outcome: PolicyOutcome) {
+    pub(crate) fn set_outcome(&self, repository: &str, outcome: PolicyOutcome) {
         self.outcomes
             .lock()
             .unwrap()
@@ -59,7 +59,7 @@ impl Scripted {
 
     /// The policies in force as the real judge publishes them; `prints`
     /// stand for everything a policy's verdicts depend on.
-    fn in_force(&self, prints: &[(&str, &str)]) -> InForce {
+    pub(crate) fn in_force(&self, prints: &[(&str, &str)]) -> InForce {
         let policies = self
             .policies
             .lock()
@@ -175,7 +175,7 @@ impl ImageJudge for Scripted {
     }
 }
 
-fn digest(n: usize) -> String {
+pub(crate) fn digest(n: usize) -> String {
     format!("sha256:{n:064x}")
 }
 
@@ -194,16 +194,18 @@ fn pod(namespace: &str, name: &str, image: &str, d: usize) -> Pod {
     .unwrap()
 }
 
-fn included() -> BTreeMap<String, String> {
+pub(crate) fn included() -> BTreeMap<String, String> {
     BTreeMap::from([(INCLUDE_LABEL.to_string(), "true".to_string())])
 }
 
-struct Fixture {
-    judge: Arc<Scripted>,
-    auditor: Auditor<Scripted, NoPullSecrets>,
+pub(crate) struct Fixture {
+    pub(crate) judge: Arc<Scripted>,
+    pub(crate) auditor: Auditor<Scripted, NoPullSecrets>,
 }
 
-fn fixture(policies: &[(&str, &str)]) -> Fixture {
+/// An auditor over `policies` that has seen nothing yet: no namespace,
+/// no policy snapshot.
+pub(crate) fn bare_fixture(policies: &[(&str, &str)]) -> Fixture {
     let judge = Arc::new(Scripted::default());
     *judge.policies.lock().unwrap() = policies
         .iter()
@@ -214,16 +216,21 @@ fn fixture(policies: &[(&str, &str)]) -> Fixture {
         &CacheConfig::default(),
         Arc::new(NoObserver),
     ));
-    let mut auditor = Auditor::new(
+    let auditor = Auditor::new(
         cache,
         Arc::new(NoPullSecrets),
         EngineSettings::default(),
         Scope::default(),
     );
-    auditor.namespace_applied("shop", included());
-    let first = judge.in_force(&[]);
-    auditor.snapshot_applied(first);
     Fixture { judge, auditor }
+}
+
+fn fixture(policies: &[(&str, &str)]) -> Fixture {
+    let mut f = bare_fixture(policies);
+    f.auditor.namespace_applied("shop", included());
+    let first = f.judge.in_force(&[]);
+    f.auditor.snapshot_applied(first);
+    f
 }
 
 fn outcomes(f: &Fixture) -> Vec<(String, String, Outcome)> {
@@ -717,12 +724,14 @@ async fn a_pass_writes_the_reports_of_changed_namespaces_and_the_metrics() {
         .await
         .unwrap();
     assert_eq!((stats.eval.judged, stats.applied, stats.deleted), (2, 3, 0));
+    assert_eq!(stats.policy_statuses, 1);
     assert_eq!(
         *seen.lock().unwrap(),
         [
             "PATCH /apis/openreports.io/v1alpha1/namespaces/shop/reports/sigil-audit",
             "PATCH /apis/openreports.io/v1alpha1/namespaces/web/reports/sigil-audit",
             "PATCH /apis/openreports.io/v1alpha1/clusterreports/sigil-audit",
+            "PATCH /apis/policy.sigil.dev/v1alpha1/clusterimagepolicies/signed/status",
         ]
     );
     assert_eq!(metrics.violations(), 1);
@@ -752,6 +761,7 @@ async fn a_pass_writes_the_reports_of_changed_namespaces_and_the_metrics() {
         (1, 1),
         "cluster report, web deleted"
     );
+    assert_eq!(stats.policy_statuses, 1, "signed's counts lost their fail");
     assert_eq!(metrics.violations(), 0);
 }
 
