@@ -64,11 +64,12 @@ pub struct Args {
     #[arg(long, default_value = "0.0.0.0:9090")]
     pub metrics_listen: SocketAddr,
     /// PEM serving certificate chain (reloaded when the file changes).
-    #[arg(long, value_name = "PEM")]
-    pub tls_cert: PathBuf,
-    /// PEM private key of the serving certificate.
-    #[arg(long, value_name = "PEM")]
-    pub tls_key: PathBuf,
+    /// Required unless --audit.
+    #[arg(long, value_name = "PEM", required_unless_present = "audit")]
+    pub tls_cert: Option<PathBuf>,
+    /// PEM private key of the serving certificate. Required unless --audit.
+    #[arg(long, value_name = "PEM", required_unless_present = "audit")]
+    pub tls_key: Option<PathBuf>,
     /// How often the certificate files are checked for changes, in seconds.
     #[arg(long, default_value_t = 5)]
     pub cert_poll_seconds: u64,
@@ -231,6 +232,9 @@ pub struct Args {
     /// (the deterministic bound) follows from it.
     #[arg(long, default_value_t = 5000, value_parser = clap::value_parser!(u64).range(100..=60000))]
     pub cue_time_limit_ms: u64,
+    /// The audit mode.
+    #[command(flatten)]
+    pub audit: crate::audit::AuditArgs,
 }
 
 fn matcher(

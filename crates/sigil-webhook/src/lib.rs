@@ -10,9 +10,12 @@
 //! re-exported here under its old paths: [`judge`] (the seam), [`cache`]
 //! (moka caches and single flight), [`policy_judge`] (the controller's policy
 //! snapshot, read by [`snapshot_source`]) and [`secrets`] (pull secrets).
+//! [`audit`] runs the same binary and judge as the in-cluster audit
+//! (`--audit`, `sigil-audit`'s loop) instead of the admission server.
 #![forbid(unsafe_code)]
 
 pub mod admit;
+pub mod audit;
 pub mod config;
 pub mod error;
 pub mod images;
@@ -219,22 +222,12 @@ impl KubeClient {
 }
 
 /// Runs the webhook until SIGTERM: with the policy snapshot judge when a
-/// snapshot source is given, else with the static judge from `args`.
+/// snapshot source is given, else with the static judge from `args`; with
+/// `--audit`, the in-cluster audit over that same snapshot judge instead.
 pub async fn run(args: Args) -> Result<(), Error> {
     // Before any policy compiles; the module itself is read only when a
     // policy uses CUE.
     sigil_cue::configure_shared(args.cue_config()).map_err(|e| Error::Config(e.to_string()))?;
-    let settings = ServerSettings {
-        listen: args.listen,
-        metrics_listen: args.metrics_listen,
-        cert: CertFiles {
-            cert: args.tls_cert.clone(),
-            key: args.tls_key.clone(),
-        },
-        cert_poll: Duration::from_secs(args.cert_poll_seconds.max(1)),
-        admission: args.admission(),
-        limits: args.serve_limits(),
-    };
     let metrics = Arc::new(Metrics::new());
     let mut client_config = args.client_config()?;
     client_config.observer = Some(metrics.clone());
@@ -254,10 +247,18 @@ pub async fn run(args: Args) -> Result<(), Error> {
         }
     };
     let (root, root_id) = args.trust_root()?;
-    let Some(from) = args.snapshot_from()? else {
+    let from = args.snapshot_from()?;
+    if args.audit.audit && from.is_none() {
+        return Err(Error::Config(
+            "--audit judges with the policy snapshot admission enforces: give \
+             --policy-snapshot-secret NAMESPACE/NAME (or --policy-snapshot-file)"
+                .into(),
+        ));
+    }
+    let Some(from) = from else {
         let judge =
             static_judge::StaticJudge::new(args.static_policy()?, root, &root_id, client_config)?;
-        return serve(Arc::new(judge), secrets, settings, metrics).await;
+        return serve(Arc::new(judge), secrets, server_settings(&args)?, metrics).await;
     };
     let mut judge =
         policy_judge::PolicyJudge::new(client_config, root, &root_id, args.no_match_policy())?
@@ -281,9 +282,37 @@ pub async fn run(args: Args) -> Result<(), Error> {
             tokio::spawn(snapshot_source::secret_source(judge.clone(), api, name))
         }
     };
-    let served = serve(judge, secrets, settings, metrics).await;
+    let outcome = if args.audit.audit {
+        let client = kube.get("--audit").await?;
+        audit::run(&args, client, judge, secrets, metrics, args.metrics_listen).await
+    } else {
+        match server_settings(&args) {
+            Ok(settings) => serve(judge, secrets, settings, metrics).await,
+            Err(e) => Err(e),
+        }
+    };
     source.abort();
-    served
+    outcome
+}
+
+/// The admission server's settings (it needs a serving certificate).
+fn server_settings(args: &Args) -> Result<ServerSettings, Error> {
+    let (Some(cert), Some(key)) = (&args.tls_cert, &args.tls_key) else {
+        return Err(Error::Config(
+            "the admission server needs --tls-cert and --tls-key (or run --audit)".into(),
+        ));
+    };
+    Ok(ServerSettings {
+        listen: args.listen,
+        metrics_listen: args.metrics_listen,
+        cert: CertFiles {
+            cert: cert.clone(),
+            key: key.clone(),
+        },
+        cert_poll: Duration::from_secs(args.cert_poll_seconds.max(1)),
+        admission: args.admission(),
+        limits: args.serve_limits(),
+    })
 }
 
 /// Bytes of signature material the material cache keeps: a few KiB per
