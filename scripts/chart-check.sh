@@ -92,6 +92,14 @@ else
     failed=1
 fi
 
+if python3 "$REPO/scripts/chart_check.py" self-test "$WORK/audit.yaml" \
+        "$CHART/ci/audit-values.yaml" "$NS" "${help_args[@]}"; then
+    log "ok   self-test audit (every deliberate breakage was caught)"
+else
+    log "FAIL self-test audit"
+    failed=1
+fi
+
 # Contradictory or invalid values are refused, not rendered.
 refused() {
     local why=$1
@@ -116,5 +124,7 @@ refused "a registry address that is not a CIDR" --set 'registryAccess.allowAddre
 refused "a pull-secret namespace that is not a name" --set 'webhook.pullSecretNamespaces={Shop_1}'
 refused "a default TrustRoot without a spec" --set trustRoot.default.name=corp
 refused "an unknown Sigstore instance" --set trustRoot.sigstoreInstance=private
+refused "an unknown report format" --set audit.enabled=true --set audit.reportFormat=json
+refused "an audit interval under a minute" --set audit.enabled=true --set audit.intervalSeconds=5
 
 exit "$failed"

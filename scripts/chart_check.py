@@ -129,8 +129,9 @@ def check_namespaces(docs, ns, errors):
         if d["kind"] in CLUSTER_SCOPED:
             if "namespace" in meta:
                 errors.append(f"{d['kind']} {meta['name']} is cluster-scoped but has a namespace")
-        elif (d["kind"], meta["name"]) == ("RoleBinding", "sigil-webhook-pull-secrets"):
-            continue  # one per pullSecretNamespaces entry: check_pull_secrets
+        elif (d["kind"], meta["name"]) in (("RoleBinding", "sigil-webhook-pull-secrets"),
+                                           ("RoleBinding", "sigil-audit-pull-secrets")):
+            continue  # one per pullSecretNamespaces entry: check_pull_secrets, check_audit
         elif meta.get("namespace") != ns:
             errors.append(f"{d['kind']} {meta['name']} is in {meta.get('namespace')!r}, not {ns!r}")
 
@@ -421,10 +422,111 @@ def check_controller_deployment(docs, external, errors):
         errors.append(f"controller --webhook-tls is {args.get('--webhook-tls')}, want {want}")
 
 
+REPORT_APIS = {
+    "openreports": ("openreports.io", "reports", "clusterreports"),
+    "wgpolicyk8s": ("wgpolicyk8s.io", "policyreports", "clusterpolicyreports"),
+}
+
+
+def check_audit(docs, values, ns, errors):
+    """The audit: one replica that never overlaps, admission's namespace
+    selection and judge flags, least-privilege RBAC, its report CRDs."""
+    a = values["audit"]
+    deploy = find(docs, "Deployment", "sigil-audit")
+    if not a["enabled"]:
+        for kind in ("Deployment", "ServiceAccount", "ClusterRole", "PrometheusRule"):
+            if find(docs, kind, "sigil-audit"):
+                errors.append(f"audit.enabled=false still renders {kind} sigil-audit")
+        return
+    if len(deploy) != 1:
+        errors.append("audit.enabled but no sigil-audit Deployment")
+        return
+    d = deploy[0]
+    if d["spec"]["replicas"] != 1 or d["spec"].get("strategy", {}).get("type") != "Recreate":
+        errors.append("the audit must run exactly one replica with the Recreate strategy (one report writer)")
+    if pod_spec(d).get("serviceAccountName") != "sigil-audit":
+        errors.append("the audit does not run as ServiceAccount sigil-audit")
+    args = args_of(d)
+    want = {
+        "--audit": [""],
+        "--policy-snapshot-secret": [f"{ns}/sigil-policy-snapshot"],
+        "--audit-namespace-selection": [values["namespaceSelection"]],
+        "--audit-report-format": [a["reportFormat"]],
+        "--audit-interval-seconds": [str(a["intervalSeconds"])],
+        "--timeout-seconds": [str(values["webhook"]["timeoutSeconds"])],
+        "--no-match": [values["noMatchPolicy"]],
+    }
+    for flag, value in want.items():
+        if args.get(flag) != value:
+            errors.append(f"audit {flag} is {args.get(flag)}, want {value}")
+    if ("--audit-unenforced-namespaces" in args) != a["unenforcedNamespaces"]:
+        errors.append("audit --audit-unenforced-namespaces does not follow audit.unenforcedNamespaces")
+    webhook = find(docs, "Deployment", "sigil-webhook")
+    if webhook and sorted(args.get("--exclude-namespace", [])) != sorted(args_of(webhook[0]).get("--exclude-namespace", [])):
+        errors.append("the audit excludes other namespaces than admission")
+    group, plural, cluster_plural = REPORT_APIS[a["reportFormat"]]
+    role = one(docs, "ClusterRole", "sigil-audit", errors)
+    if role:
+        allowed = {
+            ("", "pods"): {"list", "watch"}, ("", "namespaces"): {"list", "watch"},
+            ("apps", "replicasets"): {"list", "watch"}, ("batch", "jobs"): {"list", "watch"},
+            (group, plural): {"list", "create", "patch", "delete"},
+            (group, cluster_plural): {"list", "create", "patch", "delete"},
+            ("policy.sigil.dev", "clusterimagepolicies/status"): {"patch"},
+        }
+        granted = {}
+        for r in role["rules"]:
+            for g in r.get("apiGroups", []):
+                for res in r.get("resources", []):
+                    granted.setdefault((g, res), set()).update(r.get("verbs", []))
+        if granted != allowed:
+            errors.append(f"ClusterRole sigil-audit grants {sorted((k, sorted(v)) for k, v in granted.items())}, want exactly {sorted((k, sorted(v)) for k, v in allowed.items())}")
+    subject = [{"kind": "ServiceAccount", "name": "sigil-audit", "namespace": ns}]
+    for kind in ("ClusterRoleBinding", "RoleBinding"):
+        b = one(docs, kind, "sigil-audit", errors)
+        if b and b["subjects"] != subject:
+            errors.append(f"{kind} sigil-audit binds {b['subjects']}")
+    secrets = one(docs, "Role", "sigil-audit", errors)
+    if secrets and any(r.get("resourceNames") != ["sigil-policy-snapshot"] for r in secrets["rules"]):
+        errors.append("Role sigil-audit must name the snapshot Secret only")
+    pulls = find(docs, "ClusterRoleBinding", "sigil-audit-pull-secrets") + \
+        find(docs, "RoleBinding", "sigil-audit-pull-secrets")
+    if values["webhook"]["pullSecrets"]:
+        if args.get("--pull-secrets") != ["kube"]:
+            errors.append("the audit does not read pull secrets as the webhook does")
+        for b in pulls:
+            if b["roleRef"]["name"] != "sigil-webhook-pull-secrets" or b["subjects"] != subject:
+                errors.append(f"{b['kind']} sigil-audit-pull-secrets binds {b['roleRef']} to {b['subjects']}")
+        listed = values["webhook"]["pullSecretNamespaces"]
+        got = sorted(b["metadata"].get("namespace", "*") for b in pulls)
+        if got != (sorted(set(listed) | {ns}) if listed else ["*"]):
+            errors.append(f"audit pull-secret bindings in {got} do not match the webhook's")
+    elif pulls or "--pull-secrets" in args:
+        errors.append("webhook.pullSecrets=false still lets the audit read pull secrets")
+    rule = find(docs, "PrometheusRule", "sigil-audit")
+    if bool(rule) != a["prometheusRule"]["enabled"]:
+        errors.append("PrometheusRule sigil-audit does not follow audit.prometheusRule.enabled")
+
+
+def report_crds(values):
+    a = values.get("audit", {})
+    if not (a.get("enabled") and a.get("installReportCRDs")):
+        return set()
+    group, plural, cluster_plural = REPORT_APIS[a["reportFormat"]]
+    return {f"{plural}.{group}", f"{cluster_plural}.{group}"}
+
+
 def check_extras(docs, values, ns, errors):
     crds = {d["metadata"]["name"] for d in find(docs, "CustomResourceDefinition")}
-    if crds != {"clusterimagepolicies.policy.sigil.dev", "trustroots.policy.sigil.dev"}:
+    if crds != {"clusterimagepolicies.policy.sigil.dev", "trustroots.policy.sigil.dev"} | report_crds(values):
         errors.append(f"CRDs rendered: {sorted(crds)}")
+    for crd in find(docs, "CustomResourceDefinition"):
+        if crd["metadata"]["name"] in report_crds(values):
+            columns = {c["name"] for c in crd["spec"]["versions"][0].get("additionalPrinterColumns", [])}
+            if not {"Pass", "Fail"} <= columns:
+                errors.append(f"CRD {crd['metadata']['name']} lacks Pass/Fail printer columns")
+            if crd["metadata"].get("annotations", {}).get("helm.sh/resource-policy") != "keep":
+                errors.append(f"CRD {crd['metadata']['name']} would be deleted with the release")
     sm = find(docs, "ServiceMonitor")
     if values["serviceMonitor"]["enabled"]:
         if len(sm) != 1:
@@ -435,7 +537,8 @@ def check_extras(docs, values, ns, errors):
                    if all(s["metadata"]["labels"].get(k) == v for k, v in sel.items())
                    and any(p["name"] == "metrics" for p in s["spec"]["ports"])]
             want = ({"sigil-controller-metrics"} if values["controller"]["deploy"] else set()) | (
-                {"sigil-webhook-metrics"} if values["webhook"]["deploy"] else set())
+                {"sigil-webhook-metrics"} if values["webhook"]["deploy"] else set()) | (
+                {"sigil-audit-metrics"} if values["audit"]["enabled"] else set())
             if set(hit) != want:
                 errors.append(f"ServiceMonitor selects {sorted(hit)}, want {sorted(want)}")
     elif sm:
@@ -451,7 +554,8 @@ def check_extras(docs, values, ns, errors):
 
 def check_flags(docs, help_dir, errors, warnings):
     pending = set(os.environ.get("SIGIL_PENDING_FLAGS", "").split())
-    for name, binary in (("sigil-webhook", "sigil-webhook"), ("sigil-controller", "sigil-controller")):
+    for name, binary in (("sigil-webhook", "sigil-webhook"), ("sigil-controller", "sigil-controller"),
+                         ("sigil-audit", "sigil-webhook")):
         path = os.path.join(help_dir, f"{binary}.help")
         with open(path, encoding="utf-8") as f:
             known = set(re.findall(r"(?m)^\s+(?:-\w, )?(--[a-z][a-z0-9-]*)", f.read()))
@@ -475,6 +579,7 @@ def check(docs, values, ns, help_dir=None):
     check_webhook_configs(docs, values, ns, errors)
     check_webhook(docs, values, ns, errors)
     check_controller(docs, values, ns, errors)
+    check_audit(docs, values, ns, errors)
     check_extras(docs, values, ns, errors)
     if help_dir:
         check_flags(docs, help_dir, errors, warnings)
@@ -548,11 +653,32 @@ def breakages():
     def go_offline(docs):
         container(docs, "sigil-controller")["args"].append("--tuf-offline")
 
+    def audit_two_replicas(docs):
+        find(docs, "Deployment", "sigil-audit")[0]["spec"]["replicas"] = 2
+
+    def audit_rolling_update(docs):
+        find(docs, "Deployment", "sigil-audit")[0]["spec"]["strategy"] = {"type": "RollingUpdate"}
+
+    def audit_reads_secrets(docs):
+        find(docs, "ClusterRole", "sigil-audit")[0]["rules"].append(
+            {"apiGroups": [""], "resources": ["secrets"], "verbs": ["list"]})
+
+    def audit_other_selection(docs):
+        c = container(docs, "sigil-audit")
+        c["args"] = [a for a in c["args"] if not a.startswith("--audit-namespace-selection")]
+
+    def audit_without_value(docs):
+        d = copy.deepcopy(find(docs, "Deployment", "sigil-webhook")[0])
+        d["metadata"]["name"] = "sigil-audit"
+        docs.append(d)
+
     return [drop_ro_root, allow_escalation, include_kube_system, timeout_mismatch,
             ignore_failures, forget_cronjobs, wider_webhook_role, no_probe,
             wrong_namespace, unknown_flag, path_swap, allow_loopback_registries,
             allow_unpinned_by_default, list_pull_secrets, forget_ephemeral_containers,
-            no_reinvocation, forget_tuf_state, go_offline]
+            no_reinvocation, forget_tuf_state, go_offline, audit_two_replicas,
+            audit_rolling_update, audit_reads_secrets, audit_other_selection,
+            audit_without_value]
 
 
 def main(argv):
@@ -577,6 +703,10 @@ def main(argv):
     for breakage in breakages():
         if breakage.__name__ == "unknown_flag" and not help_dir:
             continue  # only the binaries' --help can catch it
+        audited = bool(find(docs, "Deployment", "sigil-audit"))
+        if breakage.__name__.startswith("audit_") and \
+                audited == (breakage.__name__ == "audit_without_value"):
+            continue  # each applies to a rendering with the audit, or without
         broken = copy.deepcopy(docs)
         breakage(broken)
         errors, _ = check(broken, values, ns, help_dir)

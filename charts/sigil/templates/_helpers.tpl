@@ -107,3 +107,29 @@ podAntiAffinity:
           matchLabels:
             {{- include "sigil.selectorLabels" . | nindent 12 }}
 {{- end -}}
+
+{{- define "sigil.auditName" -}}sigil-audit{{- end -}}
+
+{{/* The report API group and kinds of audit.reportFormat. */}}
+{{- define "sigil.reportAPI" -}}
+{{- if eq .Values.audit.reportFormat "wgpolicyk8s" -}}
+{{- toJson (dict "group" "wgpolicyk8s.io" "version" "v1alpha2" "kind" "PolicyReport" "plural" "policyreports" "short" "polr" "clusterKind" "ClusterPolicyReport" "clusterPlural" "clusterpolicyreports" "clusterShort" "cpolr") -}}
+{{- else -}}
+{{- toJson (dict "group" "openreports.io" "version" "v1alpha1" "kind" "Report" "plural" "reports" "short" "reps" "clusterKind" "ClusterReport" "clusterPlural" "clusterreports" "clusterShort" "creps") -}}
+{{- end -}}
+{{- end -}}
+
+{{/*
+Whether the chart installs the CRD named .name: not when the cluster has it
+from another owner (Kyverno, Policy Reporter, a manual apply), since taking
+it over would fight them; yes when it is absent or this release owns it.
+`lookup` sees nothing under `helm template` and dry runs: they render it.
+*/}}
+{{- define "sigil.ownsCRD" -}}
+{{- $crd := lookup "apiextensions.k8s.io/v1" "CustomResourceDefinition" "" .name -}}
+{{- if not $crd -}}true
+{{- else -}}
+{{- $ann := $crd.metadata.annotations | default dict -}}
+{{- if and (eq (index $ann "meta.helm.sh/release-name" | default "") .ctx.Release.Name) (eq (index $ann "meta.helm.sh/release-namespace" | default "") .ctx.Release.Namespace) -}}true{{- end -}}
+{{- end -}}
+{{- end -}}
