@@ -21,12 +21,16 @@ use sigil_audit::print;
 use sigil_audit::scope::{Scope, Selection};
 use sigil_judge::cache::{CacheConfig, CachedJudge, NoObserver};
 use sigil_judge::policy_judge::PolicyJudge;
-use sigil_judge::secrets::NoPullSecrets;
+use sigil_judge::secrets::{AnyPullSecrets, KubePullSecrets, NoPullSecrets};
 use sigil_policy::NoMatchPolicy;
 use sigil_registry::{ClientConfig, Limits};
 use sigil_verifier::trust::TrustedRoot;
 
 use crate::policy_cmd::Verdict;
+
+/// How long a pod's pull secrets, once read, serve other pods naming the
+/// same ones: the whole audit, which reads each set once.
+const PULL_SECRET_TTL: Duration = Duration::from_secs(300);
 
 /// How `sigil audit` prints.
 #[derive(Clone, Copy, ValueEnum)]
@@ -84,9 +88,15 @@ pub(crate) struct AuditArgs {
     #[arg(long, short = 'o', value_enum, default_value = "table")]
     output: Output,
     /// Docker config with registry credentials (default: $DOCKER_CONFIG or
-    /// ~/.docker). Pods' imagePullSecrets are not read.
+    /// ~/.docker), used besides each pod's pull secrets.
     #[arg(long, value_name = "FILE")]
     docker_config: Option<PathBuf>,
+    /// Do not read pods' imagePullSecrets (or their service accounts') and
+    /// policies' signaturePullSecrets: images are fetched with the docker
+    /// config only. By default they are read as the webhook reads them,
+    /// which needs `get` on secrets and serviceaccounts.
+    #[arg(long)]
+    no_pull_secrets: bool,
     /// Talk plain http to this registry host (repeatable).
     #[arg(long, value_name = "HOST")]
     insecure_registry: Vec<String>,
@@ -261,7 +271,16 @@ async fn audit(args: &AuditArgs, public_good: TrustedRoot) -> Result<Verdict> {
         deadline: Duration::from_secs(args.timeout.max(1)),
         ..EngineSettings::default()
     };
-    let mut auditor = Auditor::new(cache, Arc::new(NoPullSecrets), settings, scope);
+    let secrets = if args.no_pull_secrets {
+        AnyPullSecrets::None(NoPullSecrets)
+    } else {
+        AnyPullSecrets::Kube(Box::new(KubePullSecrets::new(
+            client.clone(),
+            &args.sigil_namespace,
+            PULL_SECRET_TTL,
+        )))
+    };
+    let mut auditor = Auditor::new(cache, Arc::new(secrets), settings, scope);
     auditor.snapshot_applied(in_force);
     sigil_audit::cluster::read_cluster(&client, &mut auditor).await?;
     auditor.run().await;

@@ -2,7 +2,8 @@
 //! kubeconfig pointing at it): the cluster is only read, the results are
 //! the webhook's (an unreachable registry is an error, an image no policy
 //! selects follows noMatchPolicy), excluded namespaces are skipped, and the
-//! exit status says whether enforcing would deny something.
+//! exit status says whether enforcing would deny something. Pods' pull
+//! secrets are read as the webhook reads them (get, by name).
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)]
 
 use std::io::{BufRead as _, BufReader, Read as _, Write as _};
@@ -25,6 +26,11 @@ fn pod(namespace: &str, name: &str, image: &str) -> Value {
     })
 }
 
+fn with_pull_secret(mut pod: Value, secret: &str) -> Value {
+    pod["spec"]["imagePullSecrets"] = json!([{"name": secret}]);
+    pod
+}
+
 fn answer(path: &str) -> Value {
     let list = |kind: &str, items: Vec<Value>| json!({"kind": kind, "apiVersion": "v1", "metadata": {}, "items": items});
     match path {
@@ -37,11 +43,19 @@ fn answer(path: &str) -> Value {
         ),
         "/apis/apps/v1/replicasets" => list("ReplicaSetList", vec![]),
         "/apis/batch/v1/jobs" => list("JobList", vec![]),
+        // {"auths":{"127.0.0.1:1":{"auth":"dXNlcjpwdw=="}}}, base64.
+        "/api/v1/namespaces/shop/secrets/regcred" => json!({
+            "kind": "Secret", "apiVersion": "v1",
+            "metadata": {"name": "regcred", "namespace": "shop"},
+            "type": "kubernetes.io/dockerconfigjson",
+            "data": {".dockerconfigjson":
+                "eyJhdXRocyI6eyIxMjcuMC4wLjE6MSI6eyJhdXRoIjoiZFhObGNqcHdkdz09In19fQ=="}
+        }),
         "/api/v1/pods" => list(
             "PodList",
             vec![
                 // The registry port is closed: the verification cannot answer.
-                pod("shop", "signed", "127.0.0.1:1/shop/app:1"),
+                with_pull_secret(pod("shop", "signed", "127.0.0.1:1/shop/app:1"), "regcred"),
                 pod("shop", "other", "127.0.0.1:1/elsewhere/tool:1"),
                 pod("kube-system", "dns", "127.0.0.1:1/shop/app:1"),
             ],
@@ -184,6 +198,42 @@ fn sigil_audit_judges_running_digests_by_local_policies_and_writes_nothing() {
     );
     assert!(
         requests.contains(&"GET /api/v1/pods".to_string()),
+        "{requests:?}"
+    );
+    assert!(
+        requests.contains(&"GET /api/v1/namespaces/shop/secrets/regcred".to_string()),
+        "the pod's imagePullSecrets are read as the webhook reads them: {requests:?}"
+    );
+}
+
+#[test]
+fn sigil_audit_without_pull_secrets_reads_no_secret() {
+    let (port, seen) = fake_api();
+    let dir = scratch("no-pull-secrets");
+    let kubeconfig = write_kubeconfig(&dir, port);
+    let policy = dir.join("policy.yaml");
+    std::fs::write(
+        &policy,
+        "apiVersion: policy.sigil.dev/v1alpha1\nkind: ClusterImagePolicy\nmetadata:\n  name: shop-signed\nspec:\n  images:\n  - glob: \"127.0.0.1:1/shop/**\"\n  authorities:\n  - name: ci\n    keyless:\n      identities:\n      - issuer: https://token.actions.githubusercontent.com\n        subject: https://github.com/example/shop/.github/workflows/release.yml@refs/heads/main\n",
+    )
+    .unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_sigil"))
+        .args(["audit", "--no-pull-secrets", "--policy"])
+        .arg(&policy)
+        .args(["--timeout", "5", "-o", "json"])
+        .env("KUBECONFIG", &kubeconfig)
+        .env("HOME", &dir)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    let requests = seen.lock().unwrap().clone();
+    assert!(
+        requests.contains(&"GET /api/v1/pods".to_string()),
+        "{requests:?}"
+    );
+    assert!(
+        !requests.iter().any(|r| r.contains("/secrets/")),
         "{requests:?}"
     );
 }
