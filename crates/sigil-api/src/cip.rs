@@ -54,6 +54,12 @@ use serde::{Deserialize, Serialize};
         description = "Running containers whose images this policy would deny today"
     ),
     printcolumn(
+        name = "Error",
+        type_ = "integer",
+        json_path = ".status.audit.error",
+        description = "Running containers the audit could not judge (a registry failed): never a pass"
+    ),
+    printcolumn(
         name = "Age",
         type_ = "date",
         json_path = ".metadata.creationTimestamp"
