@@ -446,3 +446,26 @@ fn convert_with_a_trust_root_adds_references_only_where_a_url_is_not_public_good
     let r = &lint_yaml(&c.yaml).unwrap()[0];
     assert!(r.errors.is_empty() && r.notes.is_empty(), "{r:?}");
 }
+
+#[test]
+fn conversion_drops_fetch_config_file_from_attestation_policies_where_policy_controller_ignores_it()
+{
+    let yaml = "apiVersion: policy.sigstore.dev/v1alpha1\nkind: ClusterImagePolicy\nmetadata: {name: att}\nspec:\n  images: [{glob: \"registry.example/**\"}]\n  authorities:\n  - name: a\n    keyless: {url: \"https://fulcio.sigstore.dev\", identities: [{issuer: \"https://accounts.google.com\", subject: \"dev@example.com\"}]}\n    ctlog: {url: \"https://rekor.sigstore.dev\"}\n    attestations:\n    - name: prov\n      predicateType: slsaprovenance\n      policy:\n        type: rego\n        fetchConfigFile: true\n        data: 'package sigstore\n\n          isCompliant := true'\n  policy:\n    type: rego\n    fetchConfigFile: true\n    data: 'package sigstore\n\n      isCompliant := true'\n";
+    let c = convert_yaml(yaml).unwrap();
+    let change = "spec.authorities[0].attestations[0].policy.fetchConfigFile: removed";
+    assert!(
+        c.changes.iter().any(|l| l.contains(change)),
+        "{:?}",
+        c.changes
+    );
+    let converted: Vec<serde_json::Value> = serde_saphyr::from_multiple(&c.yaml).unwrap();
+    let spec = &converted[0]["spec"];
+    assert!(
+        spec["authorities"][0]["attestations"][0]["policy"]
+            .get("fetchConfigFile")
+            .is_none()
+    );
+    assert_eq!(spec["policy"]["fetchConfigFile"], serde_json::json!(true));
+    let lint = lint_yaml(&c.yaml).unwrap();
+    assert!(lint[0].errors.is_empty(), "{:?}", lint[0].errors);
+}

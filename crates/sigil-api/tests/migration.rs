@@ -35,31 +35,12 @@ use sigil_api::convert::convert_yaml;
 use sigil_api::lint::lint_yaml;
 
 /// Valid files that still fail, each with the reason (as [`waits_for`]
-/// names it). `fetchConfigFile` (the image's config files in a
-/// ClusterImagePolicy-level policy's input) is not built yet; it appears in
-/// policy-controller's examples only together with CUE policies. A
-/// `keyless.ca-cert` from a KMS is refused on purpose: a KMS holds keys, not
-/// certificate chains, and policy-controller, which accepts the policy,
-/// admits nothing through such an authority (docs/migration.md).
+/// names it). A `keyless.ca-cert` from a KMS is refused on purpose: a KMS
+/// holds keys, not certificate chains, and policy-controller, which accepts
+/// the policy, admits nothing through such an authority (docs/migration.md).
 const WAITING: &[(&str, &str)] = &[
     ("valid/v1beta1-valid-keylessref-awskms.yaml", CA_CERT_KMS),
     ("valid/valid-keylessref-awskms.yaml", CA_CERT_KMS),
-    (
-        "e2e/cip-config-file-policy-fails.yaml",
-        "fetchConfigFile (not built yet)",
-    ),
-    (
-        "e2e/cip-config-file-policy-from-configmap.yaml",
-        "fetchConfigFile (not built yet)",
-    ),
-    (
-        "e2e/cip-config-file-policy.yaml",
-        "fetchConfigFile (not built yet)",
-    ),
-    (
-        "e2e/cip-policy-from-url.yaml",
-        "fetchConfigFile (not built yet)",
-    ),
 ];
 
 /// What policy-controller says about a file.
@@ -161,9 +142,7 @@ fn waits_for(errors: &[String]) -> Vec<&'static str> {
         .iter()
         .map(|e| {
             let path = error_path(e);
-            if path.ends_with(".fetchConfigFile") {
-                "fetchConfigFile (not built yet)"
-            } else if path.ends_with(".ca-cert.kms") {
+            if path.ends_with(".ca-cert.kms") {
                 CA_CERT_KMS
             } else if path.ends_with(".type") || path.contains(".policy") {
                 "a CUE or Rego policy"

@@ -248,6 +248,9 @@ pub struct CipPolicy {
     pub include_object_meta: bool,
     /// Whether its `apiVersion` and `kind` are.
     pub include_type_meta: bool,
+    /// Whether the image's config files are (`fetchConfigFile`), under
+    /// `config` by platform.
+    pub fetch_config_file: bool,
 }
 
 /// The admitted resource, as far as policies look at it.
