@@ -599,13 +599,13 @@ fn compile_keyless(path: &str, k: &KeylessRef, errs: &mut Errors) -> Option<Keyl
                 CaTrust::CaCert(parse_cert_chain(&format!("{p}.data"), &pem, errs)?)
             }
             Pem::Secret(secret) => CaTrust::CaCertSecret(secret),
-            Pem::Kms(_) => {
-                errs.add(
-                    format!("{p}.kms"),
-                    "a CA certificate chain cannot come from a KMS; set data or secretRef",
-                );
-                return None;
-            }
+            // Accepted as policy-controller accepts it, with its verdict:
+            // nothing passes this authority. `sigil policy lint` says so.
+            Pem::Kms(uri) => CaTrust::Unusable(format!(
+                "{p}.kms ({uri}): a KMS holds keys, not certificate chains, so no certificate \
+                 can chain to it and this authority admits nothing (as in policy-controller); \
+                 set ca-cert.data or ca-cert.secretRef to the CA's PEM chain"
+            )),
         }
     } else if let Some(name) = trust_root {
         CaTrust::TrustRoot(name)

@@ -238,7 +238,10 @@ fn keyless(
         return;
     };
     let trust_root = text(k, "trustRootRef").map(str::to_owned);
-    if is_object(k, "ca-cert") && text(k, "url").is_none() {
+    // A chain from a KMS cannot exist: sigil admits nothing through that
+    // authority either (`CaTrust::Unusable`), so the verdicts agree.
+    let ca_from_kms = k.get("ca-cert").is_some_and(|c| text(c, "kms").is_some());
+    if is_object(k, "ca-cert") && text(k, "url").is_none() && !ca_from_kms {
         notes.differs(
             &format!("{path}.keyless.ca-cert"),
             "policy-controller admits nothing through a keyless authority with ca-cert and no url \

@@ -469,3 +469,32 @@ fn conversion_drops_fetch_config_file_from_attestation_policies_where_policy_con
     let lint = lint_yaml(&c.yaml).unwrap();
     assert!(lint[0].errors.is_empty(), "{:?}", lint[0].errors);
 }
+
+#[test]
+fn a_keyless_ca_cert_from_a_kms_lints_clean_with_a_note_that_its_authority_admits_nothing() {
+    let yaml = "apiVersion: policy.sigil.dev/v1alpha1\nkind: ClusterImagePolicy\nmetadata: {name: kms-ca}\nspec:\n  images: [{glob: \"registry.example/**\"}]\n  authorities:\n  - name: ca\n    keyless:\n      identities: [{issuer: \"https://accounts.google.com\", subject: \"dev@example.com\"}]\n      ca-cert: {kms: \"awskms:///arn:aws:kms:us-east-2:111122223333:key/1234abcd-12ab-34cd-56ef-1234567890ab\"}\n";
+    let r = lint_yaml(yaml).unwrap();
+    assert!(r[0].errors.is_empty(), "{:?}", r[0].errors);
+    assert!(
+        r[0].notes
+            .iter()
+            .any(|n| n.starts_with(
+                "authority ca: spec.authorities[0].keyless.ca-cert.kms (awskms:///arn:aws:kms:"
+            ) && n.contains("this authority admits nothing (as in policy-controller)")),
+        "{:?}",
+        r[0].notes
+    );
+    let compiled = sigil_api::compile::compile_policy(
+        "kms-ca",
+        &serde_saphyr::from_str::<sigil_api::ClusterImagePolicy>(yaml)
+            .unwrap()
+            .spec,
+        &sigil_api::compile::Offline,
+    )
+    .unwrap();
+    assert!(matches!(
+        &compiled.authorities[0].kind,
+        sigil_policy::model::AuthorityKind::Keyless(k)
+            if matches!(&k.trust, sigil_policy::model::CaTrust::Unusable(_))
+    ));
+}

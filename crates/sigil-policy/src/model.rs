@@ -158,6 +158,11 @@ pub enum CaTrust {
     CaCert(Vec<Vec<u8>>),
     /// A PEM chain in a Secret, resolved by the controller.
     CaCertSecret(SecretRef),
+    /// No CA can be trusted, for this reason (`ca-cert.kms`: a KMS holds
+    /// keys, not certificate chains). The authority never passes, as in
+    /// policy-controller, which accepts such a policy and admits nothing
+    /// through it.
+    Unusable(String),
 }
 
 /// Transparency-log requirement of an authority.

@@ -80,6 +80,7 @@ impl RegistryVerifier {
                     }];
                     root
                 }
+                CaTrust::Unusable(reason) => return Err(reason.clone()),
                 CaTrust::CaCertSecret(secret) => {
                     return Err(format!("the ca-cert in {secret} is not resolved yet"));
                 }
