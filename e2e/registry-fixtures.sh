@@ -102,6 +102,26 @@ push_image() { # registry repo tag content -> digest
   crane digest --insecure "$1/$2:$3"
 }
 
+# An image for one platform running as one user (its config file says so).
+platform_image() { # registry repo tag content platform user -> digest
+  push_image "$1" "$2" "$3-base" "$4" >/dev/null
+  crane mutate --insecure --set-platform "$5" --user "$6" -t "$1/$2:$3" "$1/$2:$3-base" >/dev/null 2>&1
+  crane digest --insecure "$1/$2:$3"
+}
+
+# A multi-platform image: an index of linux/amd64 and linux/arm/v7 images
+# running as the given users, signed with key1.
+platform_index() { # registry repo tag amd64-user arm-user -> digest
+  local amd arm
+  amd=$(platform_image "$1" "$2" "$3-amd64" "$3-amd64" linux/amd64 "$4")
+  arm=$(platform_image "$1" "$2" "$3-arm" "$3-arm" linux/arm/v7 "$5")
+  crane index append --insecure -m "$1/$2@$amd" -m "$1/$2@$arm" -t "$1/$2:$3" >/dev/null 2>&1
+  local index
+  index=$(crane digest --insecure "$1/$2:$3")
+  cosign sign --key key1.key "${SIGN[@]}" "$1/$2@$index" >/dev/null 2>&1
+  echo "$index"
+}
+
 # Rewrites the new-format signature referrer of image FROM so its subject is
 # image TO, and publishes it (by digest; plus the fallback tag where the
 # registry has no referrers API): a signature "moved" onto another image.
@@ -218,6 +238,10 @@ for pair in "olareg:$OLAREG" "dockreg:$DOCKREG"; do
   cosign_accepts hk.pub sha224 sha256 "$R/test/app@$H224L"
   cosign_accepts hk.pub sha512 sha256 "$R/test/app@$H512L"
   cosign_accepts rsa.pub sha512 sha256 "$R/test/app@$R512L"
+  # fetchConfigFile: multi-platform images whose platforms run as 65532, or
+  # one of them as root.
+  CN=$(platform_index "$R" test/app config-nonroot 65532 65532)
+  CM=$(platform_index "$R" test/app config-mixed 65532 0)
   move_referrer "$R" test/app "$A" "$M"
   crane copy --insecure "$R/test/app:sha256-${L#sha256:}.sig" "$R/test/app:sha256-${M#sha256:}.sig" >/dev/null 2>&1
   {
@@ -238,6 +262,8 @@ for pair in "olareg:$OLAREG" "dockreg:$DOCKREG"; do
     echo "${name^^}_SHA224_LEGACY=$R/test/app@$H224L"
     echo "${name^^}_SHA512_LEGACY=$R/test/app@$H512L"
     echo "${name^^}_RSA_SHA512_LEGACY=$R/test/app@$R512L"
+    echo "${name^^}_CONFIG_NONROOT=$R/test/app@$CN"
+    echo "${name^^}_CONFIG_MIXED=$R/test/app@$CM"
   } >>"$FIX"
 done
 echo "fixtures: $FIX" >&2

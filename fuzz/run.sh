@@ -47,7 +47,11 @@ for t in "${targets[@]}"; do
     log="artifacts/$t.log"
     start=$(date +%s)
     set +e
-    nice "$bin/$t" "corpus/$t" \
+    # Earlier findings (fuzz/regressions/<target>/) are replayed first with
+    # the corpus, so a fixed finding that comes back fails the run at once.
+    regressions=()
+    if [ -d "regressions/$t" ]; then regressions=("regressions/$t"); fi
+    nice "$bin/$t" "corpus/$t" "${regressions[@]}" \
         -artifact_prefix="artifacts/$t/" \
         -max_total_time="$seconds" -timeout=30 -rss_limit_mb="$rss" \
         -max_len=262144 -print_final_stats=1 >"$log" 2>&1

@@ -46,8 +46,10 @@ pub enum Signed {
     /// The bundle's media type: may be relabelled to another version whose
     /// rules the bundle meets; only the reported media type may change.
     MediaType,
-    /// A signed note: the body and the log's signature line are signed;
-    /// other signature lines (cosigners, unknown keys) are ignored by design.
+    /// A signed note: the body and the log's signature are signed; other
+    /// signature lines (cosigners, unknown keys) are ignored by design, and
+    /// a Rekor v1 note's key names are not bound to the log (the server's
+    /// hostname, see `OriginRule::RekorV1`), so only their signatures count.
     Note,
 }
 
@@ -440,6 +442,21 @@ fn note_lines(note: &str) -> (&str, Vec<&str>) {
     }
 }
 
+/// The key hint and signature of a note's signature line, without the key
+/// name (`— <name> <base64>`).
+fn signature_of(line: &str) -> &str {
+    line.rsplit(' ').next().unwrap_or(line)
+}
+
+/// Whether a note body is a Rekor v1 checkpoint's: its origin is
+/// `<server hostname> - <decimal tree id>`.
+fn is_rekor_v1_note(body: &str) -> bool {
+    body.lines()
+        .next()
+        .and_then(|origin| origin.rsplit_once(" - "))
+        .is_some_and(|(_, tree)| !tree.is_empty() && tree.bytes().all(|b| b.is_ascii_digit()))
+}
+
 fn without_media_type(facts: &str) -> String {
     let key = "media_type: \"";
     match facts.find(key) {
@@ -507,7 +524,12 @@ pub fn check(edit: &Edit<'_>) {
         Signed::Note => {
             let (body, sigs) = note_lines(original);
             let (new_body, new_sigs) = note_lines(&new_text);
-            body == new_body && sigs.iter().all(|l| new_sigs.contains(l)) && facts == s.facts
+            let kept = |line: &&str| {
+                new_sigs.contains(line)
+                    || (is_rekor_v1_note(body)
+                        && new_sigs.iter().any(|n| signature_of(n) == signature_of(line)))
+            };
+            body == new_body && sigs.iter().all(kept) && facts == s.facts
         }
         Signed::Yes => same_number && facts == s.facts,
     };

@@ -356,7 +356,6 @@ pub struct Attestation {
 #[serde(rename_all = "camelCase")]
 #[x_kube(
     validation = Rule::new("self.type == 'rego' || self.type == 'cue'").message("type must be rego or cue"),
-    validation = Rule::new("!has(self.fetchConfigFile)").message("fetchConfigFile is not supported: sigil does not pass image config files to policies"),
     validation = Rule::new("[has(self.data), has(self.configMapRef), has(self.remote)].filter(x, x).size() == 1").message("set exactly one of data (the module), configMapRef (a ConfigMap in sigil's namespace holding it) and remote (a URL pinned by its sha256sum)")
 )]
 pub struct Policy {
@@ -378,7 +377,10 @@ pub struct Policy {
     /// controller reads it and reconciles again when it changes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub config_map_ref: Option<ConfigMapRef>,
-    /// Not supported by sigil (kept so it is rejected, not pruned).
+    /// CIP-level only: add the image's config files (OCI image
+    /// configuration: user, entrypoint, environment, labels), read from its
+    /// registry, to the input under `config`, keyed by platform
+    /// (`linux/amd64`, one entry per platform of a multi-platform image).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fetch_config_file: Option<bool>,
     /// CIP-level only: add the admitted object's `spec` to the input.

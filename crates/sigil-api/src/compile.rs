@@ -261,6 +261,7 @@ pub fn compile_policy(
             include_spec: p.include_spec.unwrap_or(false),
             include_object_meta: p.include_object_meta.unwrap_or(false),
             include_type_meta: p.include_type_meta.unwrap_or(false),
+            fetch_config_file: p.fetch_config_file.unwrap_or(false),
         });
 
     let mode = match spec.mode.as_deref() {
@@ -598,13 +599,13 @@ fn compile_keyless(path: &str, k: &KeylessRef, errs: &mut Errors) -> Option<Keyl
                 CaTrust::CaCert(parse_cert_chain(&format!("{p}.data"), &pem, errs)?)
             }
             Pem::Secret(secret) => CaTrust::CaCertSecret(secret),
-            Pem::Kms(_) => {
-                errs.add(
-                    format!("{p}.kms"),
-                    "a CA certificate chain cannot come from a KMS; set data or secretRef",
-                );
-                return None;
-            }
+            // Accepted as policy-controller accepts it, with its verdict:
+            // nothing passes this authority. `sigil policy lint` says so.
+            Pem::Kms(uri) => CaTrust::Unusable(format!(
+                "{p}.kms ({uri}): a KMS holds keys, not certificate chains, so no certificate \
+                 can chain to it and this authority admits nothing (as in policy-controller); \
+                 set ca-cert.data or ca-cert.secretRef to the CA's PEM chain"
+            )),
         }
     } else if let Some(name) = trust_root {
         CaTrust::TrustRoot(name)
@@ -857,25 +858,23 @@ fn compile_program<'p>(
             format!("unsupported policy type `{other}`; use `rego` or `cue`"),
         ),
     }
-    if p.fetch_config_file.is_some() {
-        errs.add(
-            format!("{path}.fetchConfigFile"),
-            "not supported by sigil: the policy's input holds no image config files; check the \
-             image's configuration with an attestation instead",
-        );
-    }
     if !cip_level {
-        for (field, set) in [
-            ("includeSpec", p.include_spec.is_some()),
-            ("includeObjectMeta", p.include_object_meta.is_some()),
-            ("includeTypeMeta", p.include_type_meta.is_some()),
+        let object = "only the ClusterImagePolicy-level policy (spec.policy) can include the \
+                      admitted object";
+        for (field, set, why) in [
+            (
+                "fetchConfigFile",
+                p.fetch_config_file.is_some(),
+                "only the ClusterImagePolicy-level policy (spec.policy) gets the image's config \
+                 files (policy-controller ignores the field here); move it to spec.policy or \
+                 remove it",
+            ),
+            ("includeSpec", p.include_spec.is_some(), object),
+            ("includeObjectMeta", p.include_object_meta.is_some(), object),
+            ("includeTypeMeta", p.include_type_meta.is_some(), object),
         ] {
             if set {
-                errs.add(
-                    format!("{path}.{field}"),
-                    "only the ClusterImagePolicy-level policy (spec.policy) can include the \
-                     admitted object",
-                );
+                errs.add(format!("{path}.{field}"), why);
             }
         }
     }

@@ -7,7 +7,7 @@
 //! warning wherever the two would judge it differently.
 
 use serde_json::Value;
-use sigil_policy::model::{AuthorityKind, CompiledPolicy, KeyMaterial};
+use sigil_policy::model::{AuthorityKind, CaTrust, CompiledPolicy, KeyMaterial};
 
 use crate::compile::{Offline, compile_policy, is_offline_only, validate_trust_root};
 use crate::default_root::{DEFAULT_ANNOTATION, instance_mismatches};
@@ -107,6 +107,7 @@ pub fn lint_document(index: usize, doc: &Value) -> DocumentReport {
                         report.notes.extend(unresolved_secrets(&compiled));
                         report.notes.extend(impossible_secret_names(&compiled));
                         report.notes.extend(default_root_notes(&cip.spec));
+                        report.notes.extend(unusable_authorities(&compiled));
                     }
                     // A ConfigMap-held module can only be checked in the
                     // cluster: that alone is worth a note, not a failure.
@@ -148,6 +149,21 @@ pub fn lint_document(index: usize, doc: &Value) -> DocumentReport {
 
 /// Lints a policy-controller object as its conversion, and warns where the
 /// two would judge it differently.
+/// Authorities that can never pass, each with why.
+fn unusable_authorities(policy: &CompiledPolicy) -> Vec<String> {
+    policy
+        .authorities
+        .iter()
+        .filter_map(|a| match &a.kind {
+            AuthorityKind::Keyless(k) => match &k.trust {
+                CaTrust::Unusable(reason) => Some(format!("authority {}: {reason}", a.name)),
+                _ => None,
+            },
+            _ => None,
+        })
+        .collect()
+}
+
 fn lint_as_converted(doc: &Value, report: &mut DocumentReport) {
     let mut converted = doc.clone();
     if let Value::Object(fields) = &mut converted {

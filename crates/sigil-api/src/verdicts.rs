@@ -57,6 +57,7 @@ pub fn keep_verdicts(spec: &mut Value) -> Vec<VerdictNote> {
     if let Some(Value::Array(authorities)) = spec.get_mut("authorities") {
         for (i, a) in authorities.iter_mut().enumerate() {
             authority(&format!("spec.authorities[{i}]"), a, &mut notes);
+            attestation_config_files(&format!("spec.authorities[{i}]"), a, &mut notes);
         }
     }
     if let Some(policy) = spec.get_mut("policy") {
@@ -83,6 +84,28 @@ impl Notes {
             message: message.into(),
             kept: false,
         });
+    }
+}
+
+/// policy-controller reads `fetchConfigFile` only on the CIP-level policy;
+/// on an attestation's policy it changes nothing, and sigil refuses it there
+/// rather than let it look effective.
+fn attestation_config_files(path: &str, a: &mut Value, notes: &mut Notes) {
+    let Some(Value::Array(attestations)) = a.get_mut("attestations") else {
+        return;
+    };
+    for (j, att) in attestations.iter_mut().enumerate() {
+        let Some(Value::Object(policy)) = att.get_mut("policy") else {
+            continue;
+        };
+        if policy.remove("fetchConfigFile").is_some() {
+            notes.kept(
+                &format!("{path}.attestations[{j}].policy.fetchConfigFile"),
+                "removed: policy-controller ignores it on an attestation's policy (only the \
+                 ClusterImagePolicy-level spec.policy gets the image's config files), and sigil \
+                 refuses it there",
+            );
+        }
     }
 }
 
@@ -215,7 +238,10 @@ fn keyless(
         return;
     };
     let trust_root = text(k, "trustRootRef").map(str::to_owned);
-    if is_object(k, "ca-cert") && text(k, "url").is_none() {
+    // A chain from a KMS cannot exist: sigil admits nothing through that
+    // authority either (`CaTrust::Unusable`), so the verdicts agree.
+    let ca_from_kms = k.get("ca-cert").is_some_and(|c| text(c, "kms").is_some());
+    if is_object(k, "ca-cert") && text(k, "url").is_none() && !ca_from_kms {
         notes.differs(
             &format!("{path}.keyless.ca-cert"),
             "policy-controller admits nothing through a keyless authority with ca-cert and no url \

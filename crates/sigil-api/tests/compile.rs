@@ -623,7 +623,7 @@ fn attestation_policies_compile_their_rego_once() {
         &attestation(
             "- name: n\n  predicateType: vuln\n  policy: {type: rego, fetchConfigFile: true, data: \"package sigstore\\nisCompliant := true\"}",
         ),
-        "spec.authorities[0].attestations[0].policy.fetchConfigFile: not supported by sigil",
+        "spec.authorities[0].attestations[0].policy.fetchConfigFile: only the ClusterImagePolicy-level policy (spec.policy) gets the image's config files",
     );
     assert_error(
         &attestation(
@@ -641,6 +641,11 @@ fn the_cip_level_policy_compiles_with_its_include_flags() {
     ));
     let cip = p.policy.unwrap();
     assert!(cip.include_spec && cip.include_object_meta && !cip.include_type_meta);
+    assert!(!cip.fetch_config_file);
+    let p = compile(
+        "images: [{glob: \"**\"}]\nauthorities: [{static: {action: pass}}]\npolicy: {type: rego, fetchConfigFile: true, data: \"package sigstore\\nisCompliant := input.config[\\\"linux/amd64\\\"].config.User == \\\"65532\\\"\"}",
+    );
+    assert!(p.policy.unwrap().fetch_config_file);
     assert_error(
         "images: [{glob: \"**\"}]\nauthorities: [{static: {action: pass}}]\npolicy: {type: rego, data: \"package other\\nisCompliant := true\"}",
         "spec.policy.data: the Rego module declares package data.other",
@@ -741,7 +746,10 @@ fn data_and_config_map_ref_together_are_rejected_by_compile_and_by_the_crd() {
         "rule: \"[has(self.data), has(self.configMapRef), has(self.remote)].filter(x, x).size() == 1\""
     ));
     assert!(crd.contains("set exactly one of data (the module), configMapRef"));
-    assert!(crd.contains("rule: \"!has(self.fetchConfigFile)\""));
+    assert!(
+        !crd.contains("fetchConfigFile is not supported"),
+        "fetchConfigFile is supported on spec.policy; the controller refuses it on attestations"
+    );
 }
 
 /// A well-formed SHA-256 that no test module has.

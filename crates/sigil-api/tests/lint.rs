@@ -446,3 +446,55 @@ fn convert_with_a_trust_root_adds_references_only_where_a_url_is_not_public_good
     let r = &lint_yaml(&c.yaml).unwrap()[0];
     assert!(r.errors.is_empty() && r.notes.is_empty(), "{r:?}");
 }
+
+#[test]
+fn conversion_drops_fetch_config_file_from_attestation_policies_where_policy_controller_ignores_it()
+{
+    let yaml = "apiVersion: policy.sigstore.dev/v1alpha1\nkind: ClusterImagePolicy\nmetadata: {name: att}\nspec:\n  images: [{glob: \"registry.example/**\"}]\n  authorities:\n  - name: a\n    keyless: {url: \"https://fulcio.sigstore.dev\", identities: [{issuer: \"https://accounts.google.com\", subject: \"dev@example.com\"}]}\n    ctlog: {url: \"https://rekor.sigstore.dev\"}\n    attestations:\n    - name: prov\n      predicateType: slsaprovenance\n      policy:\n        type: rego\n        fetchConfigFile: true\n        data: 'package sigstore\n\n          isCompliant := true'\n  policy:\n    type: rego\n    fetchConfigFile: true\n    data: 'package sigstore\n\n      isCompliant := true'\n";
+    let c = convert_yaml(yaml).unwrap();
+    let change = "spec.authorities[0].attestations[0].policy.fetchConfigFile: removed";
+    assert!(
+        c.changes.iter().any(|l| l.contains(change)),
+        "{:?}",
+        c.changes
+    );
+    let converted: Vec<serde_json::Value> = serde_saphyr::from_multiple(&c.yaml).unwrap();
+    let spec = &converted[0]["spec"];
+    assert!(
+        spec["authorities"][0]["attestations"][0]["policy"]
+            .get("fetchConfigFile")
+            .is_none()
+    );
+    assert_eq!(spec["policy"]["fetchConfigFile"], serde_json::json!(true));
+    let lint = lint_yaml(&c.yaml).unwrap();
+    assert!(lint[0].errors.is_empty(), "{:?}", lint[0].errors);
+}
+
+#[test]
+fn a_keyless_ca_cert_from_a_kms_lints_clean_with_a_note_that_its_authority_admits_nothing() {
+    let yaml = "apiVersion: policy.sigil.dev/v1alpha1\nkind: ClusterImagePolicy\nmetadata: {name: kms-ca}\nspec:\n  images: [{glob: \"registry.example/**\"}]\n  authorities:\n  - name: ca\n    keyless:\n      identities: [{issuer: \"https://accounts.google.com\", subject: \"dev@example.com\"}]\n      ca-cert: {kms: \"awskms:///arn:aws:kms:us-east-2:111122223333:key/1234abcd-12ab-34cd-56ef-1234567890ab\"}\n";
+    let r = lint_yaml(yaml).unwrap();
+    assert!(r[0].errors.is_empty(), "{:?}", r[0].errors);
+    assert!(
+        r[0].notes
+            .iter()
+            .any(|n| n.starts_with(
+                "authority ca: spec.authorities[0].keyless.ca-cert.kms (awskms:///arn:aws:kms:"
+            ) && n.contains("this authority admits nothing (as in policy-controller)")),
+        "{:?}",
+        r[0].notes
+    );
+    let compiled = sigil_api::compile::compile_policy(
+        "kms-ca",
+        &serde_saphyr::from_str::<sigil_api::ClusterImagePolicy>(yaml)
+            .unwrap()
+            .spec,
+        &sigil_api::compile::Offline,
+    )
+    .unwrap();
+    assert!(matches!(
+        &compiled.authorities[0].kind,
+        sigil_policy::model::AuthorityKind::Keyless(k)
+            if matches!(&k.trust, sigil_policy::model::CaTrust::Unusable(_))
+    ));
+}

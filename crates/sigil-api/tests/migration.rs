@@ -35,32 +35,8 @@ use sigil_api::convert::convert_yaml;
 use sigil_api::lint::lint_yaml;
 
 /// Valid files that still fail, each with the reason (as [`waits_for`]
-/// names it). `fetchConfigFile` (the image's config files in a
-/// ClusterImagePolicy-level policy's input) is not built yet; it appears in
-/// policy-controller's examples only together with CUE policies. A
-/// `keyless.ca-cert` from a KMS is refused on purpose: a KMS holds keys, not
-/// certificate chains, and policy-controller, which accepts the policy,
-/// admits nothing through such an authority (docs/migration.md).
-const WAITING: &[(&str, &str)] = &[
-    ("valid/v1beta1-valid-keylessref-awskms.yaml", CA_CERT_KMS),
-    ("valid/valid-keylessref-awskms.yaml", CA_CERT_KMS),
-    (
-        "e2e/cip-config-file-policy-fails.yaml",
-        "fetchConfigFile (not built yet)",
-    ),
-    (
-        "e2e/cip-config-file-policy-from-configmap.yaml",
-        "fetchConfigFile (not built yet)",
-    ),
-    (
-        "e2e/cip-config-file-policy.yaml",
-        "fetchConfigFile (not built yet)",
-    ),
-    (
-        "e2e/cip-policy-from-url.yaml",
-        "fetchConfigFile (not built yet)",
-    ),
-];
+/// names it): none today. Add a line here only with the feature it waits for.
+const WAITING: &[(&str, &str)] = &[];
 
 /// What policy-controller says about a file.
 #[derive(Debug)]
@@ -154,18 +130,12 @@ fn names(path: &str, field: &str) -> bool {
 }
 
 /// The feature a failing valid file waits for, from sigil's error paths.
-const CA_CERT_KMS: &str = "keyless.ca-cert.kms (refused on purpose)";
-
 fn waits_for(errors: &[String]) -> Vec<&'static str> {
     let mut out: Vec<&'static str> = errors
         .iter()
         .map(|e| {
             let path = error_path(e);
-            if path.ends_with(".fetchConfigFile") {
-                "fetchConfigFile (not built yet)"
-            } else if path.ends_with(".ca-cert.kms") {
-                CA_CERT_KMS
-            } else if path.ends_with(".type") || path.contains(".policy") {
+            if path.ends_with(".type") || path.contains(".policy") {
                 "a CUE or Rego policy"
             } else if path.ends_with(".kms") {
                 "a KMS key"

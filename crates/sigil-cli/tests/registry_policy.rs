@@ -584,6 +584,84 @@ fn a_converted_policy_controller_key_policy_keeps_its_verdict_on_signatures_with
     }
 }
 
+/// One of policy-controller's own example policies (its e2e test data, read
+/// at run time), with only `apiVersion` and the globs changed.
+fn policy_controller_example(file: &str, glob: &str) -> Value {
+    let dir = sigil_testdata::policy_controller_testdata().unwrap_or_else(|e| panic!("{e}"));
+    let text = std::fs::read_to_string(dir.join(file)).unwrap();
+    let mut doc: Value = serde_saphyr::from_str(&text).unwrap();
+    doc["apiVersion"] = json!("policy.sigil.dev/v1alpha1");
+    doc["spec"]["images"] = json!([{ "glob": glob }]);
+    doc
+}
+
+#[test]
+#[ignore = "needs e2e/registry-fixtures.sh"]
+fn policy_controllers_fetch_config_file_policies_judge_the_config_of_every_platform() {
+    let f = fixtures();
+    let dir = scratch("config-file");
+    for r in REGS {
+        let reg = &f[r];
+        let glob = format!("{reg}/test/**");
+        let doc = policy_controller_example("e2e/cip-config-file-policy.yaml", &glob);
+        let passes = write(&dir, &format!("{r}-passes.yaml"), &doc);
+        let doc = policy_controller_example("e2e/cip-config-file-policy-fails.yaml", &glob);
+        let fails = write(&dir, &format!("{r}-fails.yaml"), &doc);
+        let (nonroot, mixed) = (
+            &f[&format!("{r}_CONFIG_NONROOT")],
+            &f[&format!("{r}_CONFIG_MIXED")],
+        );
+        expect(
+            &policy_test(reg, &passes, &[], nonroot),
+            0,
+            &["allow:", "image-policy-config-file passed"],
+        );
+        expect(
+            &policy_test(reg, &passes, &[], mixed),
+            1,
+            &[
+                "policy image-policy-config-file failed",
+                "config.\"linux/arm/v7\".config.User: conflicting values",
+            ],
+        );
+        expect(
+            &policy_test(reg, &fails, &[], nonroot),
+            1,
+            &[
+                "policy image-policy-config-file-fail failed",
+                "config.\"linux/amd64\".config.User: conflicting values",
+            ],
+        );
+
+        // The same check behind a key: the signature and the config files
+        // are read from the same registry with the same client.
+        let mut keyed = policy_controller_example("e2e/cip-config-file-policy.yaml", &glob);
+        keyed["spec"]["authorities"] = json!([key_authority("platform-key", &key(&f, "KEY1"))]);
+        let keyed = write(&dir, &format!("{r}-keyed.yaml"), &keyed);
+        expect(
+            &verify_policy(reg, &keyed, &[], nonroot),
+            0,
+            &["allow:", "image-policy-config-file passed"],
+        );
+        expect(
+            &verify_policy(reg, &keyed, &[], mixed),
+            1,
+            &[
+                "deny: sigil denied image",
+                "config.\"linux/arm/v7\".config.User",
+            ],
+        );
+        expect(
+            &verify_policy(reg, &keyed, &[], &f[&format!("{r}_UNSIGNED")]),
+            1,
+            &[
+                "policy image-policy-config-file failed",
+                "authority platform-key",
+            ],
+        );
+    }
+}
+
 /// Serves `body` over HTTP on 127.0.0.1 to every request, on a thread that
 /// lives as long as the test process; returns the URL.
 fn serve(body: &'static str) -> String {

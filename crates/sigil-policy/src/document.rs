@@ -24,7 +24,7 @@ use serde_json::{Map, Number, Value};
 use sigil_verifier::dsse::Statement;
 use sigil_verifier::identity::FulcioIdentity;
 
-use crate::eval::{AuthorityResult, VerifiedAttestation};
+use crate::eval::{AuthorityResult, ConfigFiles, VerifiedAttestation};
 use crate::model::{CipPolicy, ResourceInfo};
 
 /// A value as Go's `encoding/json` writes it: objects keep their field
@@ -681,11 +681,13 @@ fn typed(predicate: &Value, ty: &Ty, name: &str) -> Result<GoValue, String> {
 }
 
 /// The ClusterImagePolicy-level document (policy-controller's
-/// `PolicyResult`), for the authorities that passed.
+/// `PolicyResult`), for the authorities that passed, with the image's
+/// config files by platform when the policy fetched them.
 pub fn policy_document(
     authorities: &[AuthorityResult],
     cip: &CipPolicy,
     resource: &ResourceInfo,
+    config: Option<&ConfigFiles>,
 ) -> Document {
     let mut matches = Vec::new();
     for a in authorities {
@@ -720,6 +722,15 @@ pub fn policy_document(
     }
     matches.sort_by(|a, b| a.0.cmp(&b.0));
     let mut doc = vec![("authorityMatches".into(), GoValue::Object(matches))];
+    // A map with omitempty: an image whose configs were read but came to
+    // nothing has no `config`.
+    if let Some(config) = config.filter(|c| !c.is_empty()) {
+        let by_platform = config
+            .iter()
+            .map(|(platform, file)| (platform.clone(), GoValue::from_json(file)))
+            .collect();
+        doc.push(("config".into(), GoValue::Object(by_platform)));
+    }
     if cip.include_spec && !resource.spec.is_null() {
         doc.push(("spec".into(), GoValue::from_json(&duck_spec(resource))));
     }

@@ -29,6 +29,7 @@ use crate::model::{
     PolicyProgram, ResourceInfo, StaticAction,
 };
 use crate::rego::RegoVerdict;
+pub use sigil_registry::config::ConfigFiles;
 use sigil_verifier::dsse::Statement;
 use sigil_verifier::identity::FulcioIdentity;
 
@@ -64,6 +65,25 @@ pub trait AuthorityVerifier: Sync {
         image: &ImageName,
         authority: &CompiledAuthority,
     ) -> impl Future<Output = AuthorityOutcome> + Send;
+
+    /// The config files of `image` (which carries a digest) by platform,
+    /// for a CIP-level policy with `fetchConfigFile`: read from the same
+    /// registry with the same credentials as its signatures, after at least
+    /// one authority passed.
+    fn config_files(
+        &self,
+        image: &ImageName,
+    ) -> impl Future<Output = Result<ConfigFiles, ConfigFilesError>> + Send;
+}
+
+/// Why an image's config files could not be read for a policy.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConfigFilesError {
+    /// What failed, for the denial message.
+    pub reason: String,
+    /// A registry did not answer: the policy's verdict is unknown (the
+    /// audit reports an error, admission still denies).
+    pub inconclusive: bool,
 }
 
 /// What the verifier established for one authority.
@@ -140,6 +160,9 @@ pub struct PolicyResult {
     pub authorities: Vec<AuthorityResult>,
     /// Why the CIP-level policy failed, when it did.
     pub policy_error: Option<String>,
+    /// The CIP-level policy could not run because the image's config files
+    /// could not be read from an unavailable registry.
+    pub policy_inconclusive: bool,
     /// Warnings raised by Rego policies (`warning` of `isCompliant`; CUE
     /// has none).
     pub warnings: Vec<String>,
@@ -151,7 +174,8 @@ impl PolicyResult {
     /// not answer (it might have passed). Such a failure still denies at
     /// admission; the audit reports it as an error, never as a pass.
     pub fn inconclusive(&self) -> bool {
-        !self.passed && self.authorities.iter().any(|a| a.inconclusive)
+        !self.passed
+            && (self.policy_inconclusive || self.authorities.iter().any(|a| a.inconclusive))
     }
 }
 
@@ -235,19 +259,43 @@ pub async fn evaluate_policy<V: AuthorityVerifier>(
     }
     let any_passed = authorities.iter().any(|a| a.outcome.is_ok());
     let mut policy_error = None;
+    let mut policy_inconclusive = false;
     if any_passed && let Some(cip) = &policy.policy {
-        let document = policy_document(&authorities, cip, resource);
-        match run(&cip.program, &document).await {
-            Ok(v) => {
-                warnings.extend(v.warning);
-                if !v.compliant {
-                    policy_error = Some(v.error.unwrap_or_else(|| {
-                        "the ClusterImagePolicy's policy is not compliant (isCompliant is false)"
-                            .into()
-                    }));
+        let config = if !cip.fetch_config_file {
+            Ok(None)
+        } else if image.digest.is_none() {
+            Err(ConfigFilesError {
+                reason: format!(
+                    "fetchConfigFile: image {} is not pinned to a digest, so its config files \
+                     cannot be read (its /mutate webhook pins tags, or write image@sha256:…)",
+                    image.original
+                ),
+                inconclusive: false,
+            })
+        } else {
+            verifier.config_files(image).await.map(Some)
+        };
+        match config {
+            Ok(config) => {
+                let document = policy_document(&authorities, cip, resource, config.as_ref());
+                match run(&cip.program, &document).await {
+                    Ok(v) => {
+                        warnings.extend(v.warning);
+                        if !v.compliant {
+                            policy_error = Some(v.error.unwrap_or_else(|| {
+                                "the ClusterImagePolicy's policy is not compliant (isCompliant \
+                                 is false)"
+                                    .into()
+                            }));
+                        }
+                    }
+                    Err(e) => policy_error = Some(e),
                 }
             }
-            Err(e) => policy_error = Some(e),
+            Err(e) => {
+                policy_error = Some(e.reason);
+                policy_inconclusive = e.inconclusive;
+            }
         }
     }
     PolicyResult {
@@ -256,6 +304,7 @@ pub async fn evaluate_policy<V: AuthorityVerifier>(
         passed: any_passed && policy_error.is_none(),
         authorities,
         policy_error,
+        policy_inconclusive,
         warnings,
     }
 }

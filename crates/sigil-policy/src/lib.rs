@@ -27,8 +27,8 @@ mod tests;
 
 pub use cue::CuePolicy;
 pub use eval::{
-    AuthorityOutcome, AuthorityResult, AuthorityVerifier, ImageResult, PolicyResult,
-    VerifiedAttestation, VerifiedSignature, evaluate_image,
+    AuthorityOutcome, AuthorityResult, AuthorityVerifier, ConfigFiles, ConfigFilesError,
+    ImageResult, PolicyResult, VerifiedAttestation, VerifiedSignature, evaluate_image,
 };
 pub use glob::{Glob, GlobError, ImageName};
 pub use model::{

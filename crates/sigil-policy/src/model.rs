@@ -158,6 +158,11 @@ pub enum CaTrust {
     CaCert(Vec<Vec<u8>>),
     /// A PEM chain in a Secret, resolved by the controller.
     CaCertSecret(SecretRef),
+    /// No CA can be trusted, for this reason (`ca-cert.kms`: a KMS holds
+    /// keys, not certificate chains). The authority never passes, as in
+    /// policy-controller, which accepts such a policy and admits nothing
+    /// through it.
+    Unusable(String),
 }
 
 /// Transparency-log requirement of an authority.
@@ -248,6 +253,9 @@ pub struct CipPolicy {
     pub include_object_meta: bool,
     /// Whether its `apiVersion` and `kind` are.
     pub include_type_meta: bool,
+    /// Whether the image's config files are (`fetchConfigFile`), under
+    /// `config` by platform.
+    pub fetch_config_file: bool,
 }
 
 /// The admitted resource, as far as policies look at it.

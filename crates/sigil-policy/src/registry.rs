@@ -3,11 +3,14 @@
 //! and its trust roots, so the webhook and `sigil policy test` evaluate
 //! policies through exactly the same code.
 
-use crate::eval::{AuthorityOutcome, AuthorityVerifier, VerifiedAttestation, VerifiedSignature};
+use crate::eval::{
+    AuthorityOutcome, AuthorityVerifier, ConfigFilesError, VerifiedAttestation, VerifiedSignature,
+};
 use crate::glob::ImageName;
 use crate::model::{AuthorityKind, CaTrust, CompiledAuthority, KeyMaterial, TlogPolicy};
+use sigil_registry::config::{ConfigFiles, config_files};
 use sigil_registry::image::{ImagePolicy, VerifyImageOptions, verify_image};
-use sigil_registry::{DiscoveryOptions, MaterialScope, RegistryClient, Repository, Want};
+use sigil_registry::{DiscoveryOptions, ImageRef, MaterialScope, RegistryClient, Repository, Want};
 use sigil_verifier::trust::{CertificateAuthority, TrustedRoot, ValidFor};
 use sigil_verifier::verify::{SignedContent, SignerPolicy, VerificationPolicy};
 use sigil_verifier::x509::Certificate;
@@ -77,6 +80,7 @@ impl RegistryVerifier {
                     }];
                     root
                 }
+                CaTrust::Unusable(reason) => return Err(reason.clone()),
                 CaTrust::CaCertSecret(secret) => {
                     return Err(format!("the ca-cert in {secret} is not resolved yet"));
                 }
@@ -212,5 +216,26 @@ impl AuthorityVerifier for RegistryVerifier {
         self.verify_authority(image, authority)
             .await
             .unwrap_or_else(AuthorityOutcome::Failed)
+    }
+
+    async fn config_files(&self, image: &ImageName) -> Result<ConfigFiles, ConfigFilesError> {
+        let unusable = |reason: String| ConfigFilesError {
+            reason,
+            inconclusive: false,
+        };
+        let reference = image
+            .pinned()
+            .ok_or_else(|| unusable(format!("image {} has no digest", image.original)))?;
+        let parsed = ImageRef::parse(&reference).map_err(|e| unusable(e.to_string()))?;
+        let digest = parsed
+            .digest
+            .ok_or_else(|| unusable(format!("image {reference} has no digest")))?;
+        let session = self.client.session();
+        config_files(&session, &parsed.repository, &digest)
+            .await
+            .map_err(|e| ConfigFilesError {
+                reason: e.to_string(),
+                inconclusive: e.is_inconclusive(),
+            })
     }
 }

@@ -12,7 +12,8 @@ use std::pin::pin;
 use std::task::{Context, Poll, Waker};
 
 use crate::eval::{
-    AuthorityOutcome, AuthorityVerifier, VerifiedAttestation, VerifiedSignature, evaluate_image,
+    AuthorityOutcome, AuthorityVerifier, ConfigFiles, ConfigFilesError, VerifiedAttestation,
+    VerifiedSignature, evaluate_image,
 };
 use crate::glob::{Glob, ImageName};
 use crate::model::{
@@ -41,10 +42,13 @@ fn block_on<F: Future>(f: F) -> F::Output {
     }
 }
 
-/// Answers by authority name.
+/// Answers by authority name; serves `configs` as the image's config files
+/// (and counts how often they were asked for).
 #[derive(Default)]
 struct FakeVerifier {
     outcomes: HashMap<String, AuthorityOutcome>,
+    configs: Option<Result<ConfigFiles, ConfigFilesError>>,
+    config_reads: std::sync::atomic::AtomicUsize,
 }
 
 impl FakeVerifier {
@@ -67,6 +71,21 @@ impl AuthorityVerifier for FakeVerifier {
             .cloned()
             .unwrap_or_else(|| AuthorityOutcome::Failed("no signature found".into()));
         std::future::ready(outcome)
+    }
+
+    fn config_files(
+        &self,
+        image: &ImageName,
+    ) -> impl Future<Output = Result<ConfigFiles, ConfigFilesError>> + Send {
+        assert!(image.digest.is_some(), "only digests reach the verifier");
+        self.config_reads
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        std::future::ready(self.configs.clone().unwrap_or_else(|| {
+            Err(ConfigFilesError {
+                reason: "this fake serves no config files".into(),
+                inconclusive: false,
+            })
+        }))
     }
 }
 
@@ -555,6 +574,7 @@ fn two_signature_policy() -> CompiledPolicy {
         include_spec: false,
         include_object_meta: false,
         include_type_meta: false,
+        fetch_config_file: false,
     });
     p
 }
@@ -607,6 +627,7 @@ fn the_cip_policy_document_includes_object_fields_on_request() {
         include_spec: true,
         include_object_meta: true,
         include_type_meta: true,
+        fetch_config_file: false,
     });
     let resource = ResourceInfo {
         group: "apps".into(),
@@ -629,6 +650,119 @@ fn the_cip_policy_document_includes_object_fields_on_request() {
     assert!(r.allowed(), "{r:?}");
 }
 
+/// A CIP-level Rego policy over the image's config files (`fetchConfigFile`).
+fn config_policy(fetch: bool) -> CompiledPolicy {
+    let mut p = policy(
+        "nonroot",
+        "ghcr.io/**",
+        vec![
+            keyless("signed"),
+            static_authority("never", StaticAction::Fail { message: None }),
+        ],
+    );
+    p.policy = Some(CipPolicy {
+        program: PolicyProgram::Rego(rego(
+            "package sigstore\nimport rego.v1\ndefault isCompliant := false\nisCompliant if {\n count(input.config) == 2\n every _, c in input.config { c.config.User == \"65532\" }\n}\n",
+        )),
+        include_spec: false,
+        include_object_meta: false,
+        include_type_meta: false,
+        fetch_config_file: fetch,
+    });
+    p
+}
+
+fn configs(users: &[(&str, &str)]) -> ConfigFiles {
+    users
+        .iter()
+        .map(|(platform, user)| {
+            (
+                (*platform).to_owned(),
+                serde_json::json!({"os": "linux", "config": {"User": user}}),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn a_cip_level_policy_with_fetch_config_file_reads_the_config_of_every_platform() {
+    let signed = || signed_by("https://github.com/sigil-dev/demo");
+    let nonroot = FakeVerifier {
+        configs: Some(Ok(configs(&[
+            ("linux/amd64", "65532"),
+            ("linux/arm64", "65532"),
+        ]))),
+        ..FakeVerifier::default()
+    }
+    .with("signed", signed());
+    assert!(eval(&nonroot, &[config_policy(true)], NoMatchPolicy::Deny).allowed());
+    assert_eq!(
+        nonroot
+            .config_reads
+            .load(std::sync::atomic::Ordering::Relaxed),
+        1
+    );
+
+    let one_root = FakeVerifier {
+        configs: Some(Ok(configs(&[
+            ("linux/amd64", "65532"),
+            ("linux/arm64", "0"),
+        ]))),
+        ..FakeVerifier::default()
+    }
+    .with("signed", signed());
+    let r = eval(&one_root, &[config_policy(true)], NoMatchPolicy::Deny);
+    assert!(!r.allowed());
+    assert!(!r.policies[0].inconclusive());
+
+    // Without the flag the document has no `config` (and nothing is read).
+    let r = eval(&nonroot, &[config_policy(false)], NoMatchPolicy::Deny);
+    assert!(!r.allowed());
+    assert_eq!(
+        nonroot
+            .config_reads
+            .load(std::sync::atomic::Ordering::Relaxed),
+        1
+    );
+}
+
+#[test]
+fn config_files_are_read_only_after_an_authority_passed_and_their_failure_denies() {
+    let unsigned = FakeVerifier {
+        configs: Some(Ok(configs(&[
+            ("linux/amd64", "65532"),
+            ("linux/arm64", "65532"),
+        ]))),
+        ..FakeVerifier::default()
+    };
+    assert!(!eval(&unsigned, &[config_policy(true)], NoMatchPolicy::Deny).allowed());
+    assert_eq!(
+        unsigned
+            .config_reads
+            .load(std::sync::atomic::Ordering::Relaxed),
+        0
+    );
+
+    let outage = FakeVerifier {
+        configs: Some(Err(ConfigFilesError {
+            reason: "reading the config files of ghcr.io/sigil-dev/demo: registry timed out".into(),
+            inconclusive: true,
+        })),
+        ..FakeVerifier::default()
+    }
+    .with("signed", signed_by("https://github.com/sigil-dev/demo"));
+    let r = eval(&outage, &[config_policy(true)], NoMatchPolicy::Deny);
+    assert!(!r.allowed());
+    let policy = &r.policies[0];
+    assert!(policy.inconclusive(), "{policy:?}");
+    assert_eq!(
+        policy.policy_error.as_deref(),
+        Some("reading the config files of ghcr.io/sigil-dev/demo: registry timed out")
+    );
+    let message = render("pod default/web", &[r]).message.unwrap_or_default();
+    assert!(message.contains("registry timed out"), "{message}");
+}
+
 #[test]
 fn rego_warnings_surface_as_admission_warnings() {
     let mut p = policy(
@@ -643,6 +777,7 @@ fn rego_warnings_surface_as_admission_warnings() {
         include_spec: false,
         include_object_meta: false,
         include_type_meta: false,
+        fetch_config_file: false,
     });
     let verdict = render(
         "pod default/web",

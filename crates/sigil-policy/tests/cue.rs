@@ -10,7 +10,9 @@ use std::future::Future;
 
 use serde_json::Value;
 use sigil_cue::{CueEngine, testing};
-use sigil_policy::eval::{AuthorityOutcome, AuthorityVerifier, VerifiedAttestation};
+use sigil_policy::eval::{
+    AuthorityOutcome, AuthorityVerifier, ConfigFiles, ConfigFilesError, VerifiedAttestation,
+};
 use sigil_policy::glob::{Glob, ImageName};
 use sigil_policy::model::{
     AuthorityKind, CipPolicy, CompiledAttestation, CompiledAuthority, CompiledPolicy, KeyAuthority,
@@ -40,9 +42,9 @@ fn example_policy(file: &str, pointer: &str) -> String {
         .to_owned()
 }
 
-/// Answers by authority name.
+/// Answers by authority name; serves the image's config files when given.
 #[derive(Default)]
-struct Fake(HashMap<String, AuthorityOutcome>);
+struct Fake(HashMap<String, AuthorityOutcome>, Option<ConfigFiles>);
 
 impl Fake {
     fn with(mut self, authority: &str, outcome: AuthorityOutcome) -> Self {
@@ -63,6 +65,16 @@ impl AuthorityVerifier for Fake {
             .cloned()
             .unwrap_or_else(|| AuthorityOutcome::Failed("no signature found".into()));
         std::future::ready(outcome)
+    }
+
+    fn config_files(
+        &self,
+        _image: &ImageName,
+    ) -> impl Future<Output = Result<ConfigFiles, ConfigFilesError>> + Send {
+        std::future::ready(self.1.clone().ok_or_else(|| ConfigFilesError {
+            reason: "this fake serves no config files".into(),
+            inconclusive: false,
+        }))
     }
 }
 
@@ -289,6 +301,7 @@ fn two_signatures_policy() -> CompiledPolicy {
             include_spec: false,
             include_object_meta: false,
             include_type_meta: false,
+            fetch_config_file: false,
         }),
     )
 }
@@ -353,6 +366,7 @@ async fn include_type_meta_shows_a_job_but_nothing_for_a_pod() {
             include_spec: false,
             include_object_meta: false,
             include_type_meta: true,
+            fetch_config_file: false,
         }),
     );
     assert!(judge(&Fake::default(), &p, &pod()).await.allowed());
@@ -366,6 +380,78 @@ async fn include_type_meta_shows_a_job_but_nothing_for_a_pod() {
     let message = denial(judge(&Fake::default(), &p, &job).await);
     assert!(
         message.contains("typemeta.kind: conflicting values \"Job\" and \"Pod\""),
+        "{message}"
+    );
+}
+
+/// The config files of a two-platform image as go-containerregistry leaves
+/// them, each run as `user`.
+fn two_platforms(user: &str) -> ConfigFiles {
+    [("amd64", None), ("arm", Some("v7"))]
+        .into_iter()
+        .map(|(arch, variant)| {
+            let mut raw = serde_json::json!({
+                "architecture": arch,
+                "os": "linux",
+                "config": {"User": user, "Env": ["PATH=/usr/local/bin:/usr/bin"]},
+                "rootfs": {"type": "layers", "diff_ids": []}
+            })
+            .as_object()
+            .cloned()
+            .unwrap_or_default();
+            if let Some(v) = variant {
+                raw.insert("variant".into(), Value::from(v));
+            }
+            (
+                sigil_registry::config::platform_key(&raw),
+                sigil_registry::config::config_file(raw),
+            )
+        })
+        .collect()
+}
+
+fn config_file_policy(file: &str) -> CompiledPolicy {
+    let text = example_policy(file, "/spec/policy/data");
+    policy(
+        vec![CompiledAuthority {
+            kind: AuthorityKind::Static(StaticAction::Pass),
+            ..key_authority("authority-0", vec![])
+        }],
+        Some(CipPolicy {
+            program: cue("ClusterImagePolicy", "spec.policy.data", &text),
+            include_spec: false,
+            include_object_meta: false,
+            include_type_meta: false,
+            fetch_config_file: true,
+        }),
+    )
+}
+
+#[tokio::test]
+async fn policy_controllers_config_file_policies_judge_the_user_of_every_platform() {
+    let nonroot = Fake(HashMap::new(), Some(two_platforms("65532")));
+    let passes = config_file_policy("e2e/cip-config-file-policy.yaml");
+    assert!(judge(&nonroot, &passes, &pod()).await.allowed());
+
+    let fails = config_file_policy("e2e/cip-config-file-policy-fails.yaml");
+    let message = denial(judge(&nonroot, &fails, &pod()).await);
+    assert!(
+        message.contains("config.\"linux/amd64\".config.User: conflicting values"),
+        "{message}"
+    );
+
+    let root = Fake(HashMap::new(), Some(two_platforms("0")));
+    let message = denial(judge(&root, &passes, &pod()).await);
+    assert!(
+        message.contains("config.\"linux/arm/v7\".config.User: conflicting values")
+            || message.contains("config.\"linux/amd64\".config.User: conflicting values"),
+        "{message}"
+    );
+
+    let unreadable = Fake::default();
+    let message = denial(judge(&unreadable, &passes, &pod()).await);
+    assert!(
+        message.contains("this fake serves no config files"),
         "{message}"
     );
 }

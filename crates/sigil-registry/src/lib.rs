@@ -15,6 +15,7 @@
 
 pub mod auth;
 pub mod client;
+pub mod config;
 pub mod discover;
 pub mod egress;
 pub mod image;

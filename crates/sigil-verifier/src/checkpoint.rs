@@ -515,6 +515,43 @@ pub(crate) mod tests {
         ));
     }
 
+    /// Fuzz finding (`bundle_tamper`, input kept in
+    /// `fuzz/regressions/bundle_tamper/`): the key name of a Rekor v1
+    /// checkpoint's signature line is not signed and not part of the log's
+    /// identity (the server's hostname, often a pod name), so a renamed line
+    /// still verifies; under the C2SP rule the name is bound and a renamed
+    /// line is not the log's.
+    #[test]
+    fn only_rekor_v2_binds_the_key_name_of_the_signature_line() {
+        let renamed = |case: &str, from: &str| {
+            let text = case_checkpoint(case);
+            assert!(text.contains(&format!("\n\u{2014} {from} ")), "{text}");
+            text.replacen(
+                &format!("\n\u{2014} {from} "),
+                "\n\u{2014} rkor.example ",
+                1,
+            )
+        };
+        let case = "managed-key-and-trusted-root";
+        let v1 = case_root(case);
+        let entry_log = case_bundle(case).tlog_entries[0].log_id.clone();
+        let v1_log = v1.tlogs.iter().find(|l| l.log_id == entry_log).unwrap();
+        let text = renamed(case, "rekor.sigstage.dev");
+        assert!(verify_checkpoint(&text, v1_log, OriginRule::RekorV1).is_ok());
+
+        let v2 = case_root("rekor2-happy-path");
+        let v2_log = v2
+            .tlogs
+            .iter()
+            .find(|l| l.origin == "log2025-alpha1.rekor.sigstage.dev")
+            .unwrap();
+        let text = renamed("rekor2-happy-path", "log2025-alpha1.rekor.sigstage.dev");
+        assert!(matches!(
+            verify_checkpoint(&text, v2_log, OriginRule::Host),
+            Err(CheckpointError::NoLogSignature { .. })
+        ));
+    }
+
     #[test]
     fn v2_trust_roots_carry_c2sp_key_ids() {
         let root = case_root("rekor2-happy-path");

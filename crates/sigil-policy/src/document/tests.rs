@@ -170,6 +170,7 @@ fn cip(include: bool) -> CipPolicy {
         include_spec: include,
         include_object_meta: include,
         include_type_meta: include,
+        fetch_config_file: false,
     }
 }
 
@@ -230,7 +231,7 @@ fn the_cip_document_omits_what_policy_controller_omits() {
             inconclusive: false,
         },
     ];
-    let doc = policy_document(&authorities, &cip(false), &ResourceInfo::default());
+    let doc = policy_document(&authorities, &cip(false), &ResourceInfo::default(), None);
     assert_eq!(
         doc.bytes,
         r#"{"authorityMatches":{"allow":{"static":true},"key-att":{"attestations":{"custom-att":[{"id":"sha256:cd","predicateType":"custom","digest":"sha256:cd"}]}},"keyless":{"signatures":[{"id":"sha256:ab","subject":"https://github.com/o/r/.github/workflows/w.yml@refs/heads/main","issuer":"https://token.actions.githubusercontent.com","githubWorkflowRepo":"o/r"}]}}}"#
@@ -251,7 +252,7 @@ fn workload(kind: &str, group: &str) -> ResourceInfo {
 #[test]
 fn the_cip_document_carries_the_objects_duck_typed_spec_metadata_and_typemeta() {
     let allow = vec![passed("allow", "static", AuthorityMatch::default())];
-    let doc = policy_document(&allow, &cip(true), &workload("Deployment", "apps"));
+    let doc = policy_document(&allow, &cip(true), &workload("Deployment", "apps"), None);
     assert_eq!(
         doc.json,
         json!({
@@ -266,7 +267,7 @@ fn the_cip_document_carries_the_objects_duck_typed_spec_metadata_and_typemeta() 
             .contains(r#""typemeta":{"kind":"Deployment","apiVersion":"apps/v1"}"#)
     );
 
-    let job = policy_document(&allow, &cip(true), &workload("Job", "batch"));
+    let job = policy_document(&allow, &cip(true), &workload("Job", "batch"), None);
     assert_eq!(
         job.json["spec"],
         json!({"template": {"spec": {"serviceAccountName": "web"}}})
@@ -274,18 +275,48 @@ fn the_cip_document_carries_the_objects_duck_typed_spec_metadata_and_typemeta() 
 
     let mut pod = workload("Pod", "");
     pod.spec = json!({"serviceAccountName": "web"});
-    let pod = policy_document(&allow, &cip(true), &pod);
+    let pod = policy_document(&allow, &cip(true), &pod, None);
     assert_eq!(pod.json["spec"], json!({"serviceAccountName": "web"}));
     assert!(
         pod.json.get("typemeta").is_none(),
         "policy-controller has no TypeMeta for Pods"
     );
 
-    let none = policy_document(&allow, &cip(false), &workload("Deployment", "apps"));
+    let none = policy_document(&allow, &cip(false), &workload("Deployment", "apps"), None);
     assert_eq!(
         none.json,
         json!({"authorityMatches": {"allow": {"static": true}}})
     );
+}
+
+#[test]
+fn the_cip_document_carries_config_files_by_platform_after_the_authority_matches() {
+    let allow = vec![passed("allow", "static", AuthorityMatch::default())];
+    let config: crate::eval::ConfigFiles = [
+        (
+            "linux/amd64".to_owned(),
+            json!({"os": "linux", "config": {"User": "65532"}}),
+        ),
+        (
+            "linux/arm/v7".to_owned(),
+            json!({"os": "linux", "config": {"User": "0"}}),
+        ),
+    ]
+    .into_iter()
+    .collect();
+    let doc = policy_document(&allow, &cip(false), &ResourceInfo::default(), Some(&config));
+    assert_eq!(
+        doc.bytes,
+        r#"{"authorityMatches":{"allow":{"static":true}},"config":{"linux/amd64":{"config":{"User":"65532"},"os":"linux"},"linux/arm/v7":{"config":{"User":"0"},"os":"linux"}}}"#
+    );
+    // An empty map is omitted, as Go's omitempty omits it.
+    let empty = policy_document(
+        &allow,
+        &cip(false),
+        &ResourceInfo::default(),
+        Some(&Default::default()),
+    );
+    assert!(empty.json.get("config").is_none(), "{}", empty.bytes);
 }
 
 #[test]
