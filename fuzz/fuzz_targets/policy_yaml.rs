@@ -35,7 +35,7 @@ fuzz_target!(|data: &[u8]| {
                     Some("ClusterImagePolicy" | "TrustRoot")
                 )
         })
-        .map(convert_document)
+        .map(|d| convert_document(d).0)
         .collect();
     let back: Vec<Value> = serde_saphyr::from_multiple(&conversion.yaml).unwrap_or_else(|e| {
         panic!("convert wrote YAML that does not parse ({e}):\n{}", conversion.yaml)
