@@ -21,11 +21,12 @@ release:
 ## manifests), unit/integration/property tests, real registries with real
 ## cosign signatures, the differential test against sigstore-python and
 ## cosign, KMS-held keys (OpenBao, moto), the end-to-end suite on a local
-## control plane, and the container image (reproducible, as the Dockerfile).
-## Installs the tools it needs itself. `make e2e-node` (sigil installed
-## in-cluster on a real node) is not part of it yet: it has not passed since
-## the trust and security changes were merged (see e2e/node/README.md).
-TEST_TARGETS := fmt-check lint lint-shell test-scripts unit chart-lint deploy-check test-registry test-kms differential e2e-local image-check
+## control plane, the container image (reproducible, as the Dockerfile), and
+## sigil installed by its chart from that image on a real node (root).
+## Installs the tools it needs itself. e2e-node comes after e2e-local and
+## image-check, which build the cluster's binaries and the release binaries it
+## reuses.
+TEST_TARGETS := fmt-check lint lint-shell test-scripts unit chart-lint deploy-check test-registry test-kms differential e2e-local image-check e2e-node
 test: $(TEST_TARGETS)
 
 ## The parts of `make test`, in order (.ci/run times each).

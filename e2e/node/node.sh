@@ -28,7 +28,9 @@ NODE_SYSCTLS=(
     vm.overcommit_memory vm.panic_on_oom kernel.panic kernel.panic_on_oops
     kernel.keys.root_maxkeys kernel.keys.root_maxbytes
 )
-NODE_PACKAGES=(containerd runc containernetworking-plugins iptables)
+# openssl: the node scenarios (e2e/suite/tests/node.rs) mint a short-lived
+# serving certificate and read the one each webhook pod serves with it.
+NODE_PACKAGES=(containerd runc containernetworking-plugins iptables openssl)
 CNI_BIN=/usr/lib/cni
 CONTAINERD_SOCK=$RUN/containerd.sock
 NODE_DIR=$STATE/node
@@ -60,7 +62,7 @@ node_preflight() {
     [[ -d /sys/fs/cgroup/memory ]] || die "the node expects cgroup v1 with a memory hierarchy at /sys/fs/cgroup/memory"
     node_packages
     local b
-    for b in containerd containerd-shim-runc-v2 runc iptables iptables-save ip6tables-save; do
+    for b in containerd containerd-shim-runc-v2 ctr runc iptables iptables-save ip6tables-save openssl; do
         command -v "$b" >/dev/null 2>&1 || die "'$b' is missing after installing ${NODE_PACKAGES[*]}"
     done
     for b in bridge host-local loopback portmap; do
