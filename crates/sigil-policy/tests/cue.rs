@@ -353,22 +353,32 @@ async fn a_cip_level_cue_policy_counts_signatures_and_attestations_per_authority
     );
 }
 
-#[tokio::test]
-async fn include_type_meta_shows_a_job_but_nothing_for_a_pod() {
-    let text = example_policy("e2e/cip-include-typemeta.yaml", "/spec/policy/data");
-    let p = policy(
+/// A static `pass` authority under the CIP-level CUE policy of an example
+/// file, its include flags set by `flags`.
+fn static_pass_with(file: &str, flags: impl FnOnce(&mut CipPolicy)) -> CompiledPolicy {
+    let text = example_policy(file, "/spec/policy/data");
+    let mut cip = CipPolicy {
+        program: cue("ClusterImagePolicy", "spec.policy.data", &text),
+        include_spec: false,
+        include_object_meta: false,
+        include_type_meta: false,
+        fetch_config_file: false,
+    };
+    flags(&mut cip);
+    policy(
         vec![CompiledAuthority {
             kind: AuthorityKind::Static(StaticAction::Pass),
             ..key_authority("authority-0", vec![])
         }],
-        Some(CipPolicy {
-            program: cue("ClusterImagePolicy", "spec.policy.data", &text),
-            include_spec: false,
-            include_object_meta: false,
-            include_type_meta: true,
-            fetch_config_file: false,
-        }),
-    );
+        Some(cip),
+    )
+}
+
+#[tokio::test]
+async fn include_type_meta_shows_a_job_but_nothing_for_a_pod() {
+    let p = static_pass_with("e2e/cip-include-typemeta.yaml", |cip| {
+        cip.include_type_meta = true;
+    });
     assert!(judge(&Fake::default(), &p, &pod()).await.allowed());
     let job = ResourceInfo {
         group: "batch".into(),
@@ -411,20 +421,7 @@ fn two_platforms(user: &str) -> ConfigFiles {
 }
 
 fn config_file_policy(file: &str) -> CompiledPolicy {
-    let text = example_policy(file, "/spec/policy/data");
-    policy(
-        vec![CompiledAuthority {
-            kind: AuthorityKind::Static(StaticAction::Pass),
-            ..key_authority("authority-0", vec![])
-        }],
-        Some(CipPolicy {
-            program: cue("ClusterImagePolicy", "spec.policy.data", &text),
-            include_spec: false,
-            include_object_meta: false,
-            include_type_meta: false,
-            fetch_config_file: true,
-        }),
-    )
+    static_pass_with(file, |cip| cip.fetch_config_file = true)
 }
 
 #[tokio::test]
