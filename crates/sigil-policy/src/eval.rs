@@ -25,8 +25,8 @@ use futures_util::future::join_all;
 use crate::document::{Document, StatementShape, attestation_document, policy_document};
 use crate::glob::ImageName;
 use crate::model::{
-    AuthorityKind, CompiledAttestation, CompiledAuthority, CompiledPolicy, Mode, NoMatchPolicy,
-    PolicyProgram, ResourceInfo, StaticAction,
+    AuthorityKind, CipPolicy, CompiledAttestation, CompiledAuthority, CompiledPolicy, Mode,
+    NoMatchPolicy, PolicyProgram, ResourceInfo, StaticAction,
 };
 use crate::rego::RegoVerdict;
 pub use sigil_registry::config::ConfigFiles;
@@ -261,41 +261,27 @@ pub async fn evaluate_policy<V: AuthorityVerifier>(
     let mut policy_error = None;
     let mut policy_inconclusive = false;
     if any_passed && let Some(cip) = &policy.policy {
-        let config = if !cip.fetch_config_file {
-            Ok(None)
-        } else if image.digest.is_none() {
-            Err(ConfigFilesError {
-                reason: format!(
-                    "fetchConfigFile: image {} is not pinned to a digest, so its config files \
-                     cannot be read (its /mutate webhook pins tags, or write image@sha256:…)",
-                    image.original
-                ),
-                inconclusive: false,
-            })
-        } else {
-            verifier.config_files(image).await.map(Some)
-        };
-        match config {
+        let verdict = match cip_config(verifier, cip, image).await {
             Ok(config) => {
                 let document = policy_document(&authorities, cip, resource, config.as_ref());
-                match run(&cip.program, &document).await {
-                    Ok(v) => {
-                        warnings.extend(v.warning);
-                        if !v.compliant {
-                            policy_error = Some(v.error.unwrap_or_else(|| {
-                                "the ClusterImagePolicy's policy is not compliant (isCompliant \
-                                 is false)"
-                                    .into()
-                            }));
-                        }
-                    }
-                    Err(e) => policy_error = Some(e),
-                }
+                run(&cip.program, &document).await
             }
             Err(e) => {
-                policy_error = Some(e.reason);
                 policy_inconclusive = e.inconclusive;
+                Err(e.reason)
             }
+        };
+        match verdict {
+            Ok(v) => {
+                warnings.extend(v.warning);
+                if !v.compliant {
+                    policy_error = Some(v.error.unwrap_or_else(|| {
+                        "the ClusterImagePolicy's policy is not compliant (isCompliant is false)"
+                            .into()
+                    }));
+                }
+            }
+            Err(e) => policy_error = Some(e),
         }
     }
     PolicyResult {
@@ -307,6 +293,34 @@ pub async fn evaluate_policy<V: AuthorityVerifier>(
         policy_inconclusive,
         warnings,
     }
+}
+
+/// The image's config files when the CIP-level policy asks for them
+/// (`fetchConfigFile`), else `None`.
+async fn cip_config<V: AuthorityVerifier>(
+    verifier: &V,
+    cip: &CipPolicy,
+    image: &ImageName,
+) -> Result<Option<ConfigFiles>, ConfigFilesError> {
+    if !cip.fetch_config_file {
+        return Ok(None);
+    }
+    if image.digest.is_none() {
+        return Err(ConfigFilesError {
+            reason: format!("fetchConfigFile: {}", unpinned(image)),
+            inconclusive: false,
+        });
+    }
+    verifier.config_files(image).await.map(Some)
+}
+
+/// Why an image without a digest cannot be verified.
+fn unpinned(image: &ImageName) -> String {
+    format!(
+        "image {} is not pinned to a digest; sigil verifies digests only (its /mutate webhook \
+         pins tags, or write image@sha256:…)",
+        image.original
+    )
 }
 
 /// Evaluates one authority; returns its result and Rego warnings.
@@ -334,12 +348,7 @@ async fn evaluate_authority<V: AuthorityVerifier>(
                 "keyless"
             };
             if image.digest.is_none() {
-                let reason = format!(
-                    "image {} is not pinned to a digest; sigil verifies digests only \
-                     (its /mutate webhook pins tags, or write image@sha256:…)",
-                    image.original
-                );
-                (kind, Err(reason), Vec::new())
+                (kind, Err(unpinned(image)), Vec::new())
             } else {
                 let (outcome, warnings) = match verifier.verify(image, authority).await {
                     AuthorityOutcome::Failed(reason) => (Err(reason), Vec::new()),
