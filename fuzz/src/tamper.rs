@@ -14,6 +14,7 @@ use sigil_testkit::{
     BundleSpec, BundleVersion, ChainSpec, Content, TimestampSpec, TlogSpec, V1Kind, V2Kind,
 };
 use sigil_verifier::bundle::Bundle;
+use sigil_verifier::checkpoint::is_rekor_v1_origin;
 use sigil_verifier::crypto::PublicKey;
 use sigil_verifier::identity::{IdentityMatcher, IdentityPolicy};
 use sigil_verifier::trust::TrustedRoot;
@@ -448,13 +449,9 @@ fn signature_of(line: &str) -> &str {
     line.rsplit(' ').next().unwrap_or(line)
 }
 
-/// Whether a note body is a Rekor v1 checkpoint's: its origin is
-/// `<server hostname> - <decimal tree id>`.
+/// Whether a note body is a Rekor v1 checkpoint's (by its origin line).
 fn is_rekor_v1_note(body: &str) -> bool {
-    body.lines()
-        .next()
-        .and_then(|origin| origin.rsplit_once(" - "))
-        .is_some_and(|(_, tree)| !tree.is_empty() && tree.bytes().all(|b| b.is_ascii_digit()))
+    body.lines().next().is_some_and(is_rekor_v1_origin)
 }
 
 fn without_media_type(facts: &str) -> String {

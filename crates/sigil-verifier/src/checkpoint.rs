@@ -278,14 +278,20 @@ pub enum OriginRule {
     RekorV1,
 }
 
+/// Whether `origin` has the form of a Rekor v1 checkpoint's origin:
+/// `<server hostname> - <decimal tree id>`.
+pub fn is_rekor_v1_origin(origin: &str) -> bool {
+    origin.rsplit_once(" - ").is_some_and(|(host, tree)| {
+        !host.is_empty() && !tree.is_empty() && tree.bytes().all(|b| b.is_ascii_digit())
+    })
+}
+
 impl OriginRule {
     /// Whether `origin` is acceptable for `log` under this rule.
     pub fn accepts(self, origin: &str, log: &TransparencyLog) -> bool {
         match self {
             Self::Host => origin == log.origin,
-            Self::RekorV1 => origin.rsplit_once(" - ").is_some_and(|(host, tree)| {
-                !host.is_empty() && !tree.is_empty() && tree.bytes().all(|b| b.is_ascii_digit())
-            }),
+            Self::RekorV1 => is_rekor_v1_origin(origin),
         }
     }
 
