@@ -127,9 +127,11 @@ e2e-node:
 	e2e/run-node.sh
 
 ## sigil's OCI image without a container engine (target/oci/sigil); with
-## PUSH=host:port/repo[:tag] also pushed (INSECURE=1: plain HTTP).
+## PUSH=host:port/repo[:tag] also pushed (INSECURE=1: plain HTTP). FIPS=1:
+## the FIPS variant (release-fips binaries; target/oci/sigil-fips, tag
+## <appVersion>-fips).
 image:
-	scripts/image.sh $(if $(PUSH),--push $(PUSH)) $(if $(INSECURE),--insecure)
+	scripts/image.sh $(if $(FIPS),--fips) $(if $(PUSH),--push $(PUSH)) $(if $(INSECURE),--insecure)
 
 ## The image builds reproducibly and agrees with the Dockerfile (root).
 image-check:

@@ -6,8 +6,10 @@
 # works. Re-running is cheap: when the stamp (guest sources and Go version)
 # matches, nothing is built.
 #
-# Usage: scripts/build-cue-wasm.sh [--check]
-#   --check  only report; exit 1 when the module is missing or stale
+# Usage: scripts/build-cue-wasm.sh [--check | --modules]
+#   --check    only report; exit 1 when the module is missing or stale
+#   --modules  print the Go modules linked into it, `MODULE VERSION` per line
+#              (for the image's SBOM, scripts/sbom.py --go-modules)
 # Output: ${SIGIL_CUE_DIR:-<repo>/.cache/cue}/sigil-cue.wasm, its .sha256 and a stamp.
 # The container image ships the same file as /usr/local/lib/sigil/cue.wasm.
 set -euo pipefail
@@ -25,7 +27,15 @@ check_only=false
 case ${1:-} in
     "") ;;
     --check) check_only=true ;;
-    *) sed -n '9,11s/^# \{0,1\}//p' "${BASH_SOURCE[0]}" >&2; exit 2 ;;
+    --modules)
+        # What the linker takes, not the whole module graph: the packages of
+        # the wasip1 build and the modules they come from.
+        cd "$GUEST"
+        GOOS=wasip1 GOARCH=wasm GOTOOLCHAIN=local GOFLAGS=-mod=readonly \
+            go list -deps -f '{{with .Module}}{{if .Version}}{{.Path}} {{.Version}}{{end}}{{end}}' . | sort -u
+        exit 0
+        ;;
+    *) sed -n '9,13s/^# \{0,1\}//p' "${BASH_SOURCE[0]}" >&2; exit 2 ;;
 esac
 
 command -v go >/dev/null 2>&1 ||

@@ -8,9 +8,12 @@
 #    stage installs and where COPY puts them) and the chart's `command:`
 #    paths, and compares them with the image's config and files.
 # 3. The SBOM the release workflow attaches (scripts/sbom.py): the same
-#    twice, listing the base packages and the linked crates, no host paths.
+#    twice, listing the base packages, the linked crates and the CUE
+#    module's Go modules, no host paths.
 # 4. Unpacks the image and runs each binary in it (chroot, as 65532):
-#    `--version` must answer, so the base has every library they link.
+#    `--version` must answer, so the base has every library they link; and
+#    `sigil policy lint` must compile CUE policies with the image's own
+#    CUE module (a broken one refused, a good one accepted).
 # Prints the image's size. Needs root (chroot) and the release binaries,
 # which it builds.
 set -euo pipefail
@@ -30,10 +33,11 @@ first=$(scripts/image.sh)
 log "first build: $first ($((SECONDS - start)) s)"
 
 # The same inputs from elsewhere: binaries, packages and output all moved.
-mkdir -p "$WORK/target/release" "$WORK/debs"
+mkdir -p "$WORK/target/release" "$WORK/debs" "$WORK/cue"
 cp -- "$TARGET"/release/{sigil-webhook,sigil-controller,sigil} "$WORK/target/release/"
 cp -- "${SIGIL_DEB_CACHE:-$REPO/.cache/debs}"/*.deb "$WORK/debs/"
-second=$(CARGO_TARGET_DIR=$WORK/target SIGIL_DEB_CACHE=$WORK/debs \
+cp -- "$(scripts/build-cue-wasm.sh 2>/dev/null)" "$WORK/cue/cue.wasm"
+second=$(CARGO_TARGET_DIR=$WORK/target SIGIL_DEB_CACHE=$WORK/debs SIGIL_CUE_MODULE=$WORK/cue/cue.wasm \
     scripts/image.sh --no-build --out "$WORK/elsewhere/layout")
 [[ $first == "$second" ]] || die "two builds of the same inputs differ: $first vs $second (diff the layouts target/oci/sigil and a rebuild)"
 log "reproducible: both builds are $first"
@@ -89,6 +93,16 @@ want = {f"{dest}/{b}" for b in binaries}
 have = {p for p, m in files.items() if m.isfile() and p.startswith(dest + "/")}
 if not binaries or want != have:
     problems.append(f"binaries: Dockerfile puts {sorted(want)}, image has {sorted(have)}")
+# The CUE module: where the Dockerfile's cue stage puts it, and where the
+# binaries look (../lib/sigil/cue.wasm beside them).
+cue_copies = [l.split()[-1] for l in final_stage("COPY") if "--from=cue" in l]
+beside = os.path.normpath(os.path.join(dest, "../lib/sigil/cue.wasm"))
+if cue_copies != [beside]:
+    problems.append(f"CUE module: Dockerfile copies it to {cue_copies}, the binaries look in {beside}")
+elif beside not in files or not files[beside].isfile():
+    problems.append(f"CUE module: the image has no {beside}")
+elif files[beside].mode & 0o444 != 0o444:
+    problems.append(f"{beside} is not readable for everyone (mode {oct(files[beside].mode)})")
 for p in sorted(want & have):
     if files[p].mode & 0o111 != 0o111:
         problems.append(f"{p} is not executable for everyone (mode {oct(files[p].mode)})")
@@ -107,7 +121,7 @@ if problems:
     print("image-check: FAIL: the image and the Dockerfile disagree:", *problems, sep="\n  ", file=sys.stderr)
     sys.exit(1)
 print(f"image-check: agrees with the Dockerfile: user {user}, entrypoint {entrypoint}, "
-      f"{', '.join(sorted(want))}, {len(labels)} labels", file=sys.stderr)
+      f"{', '.join(sorted(want))}, {beside}, {len(labels)} labels", file=sys.stderr)
 print(f"image-check: image size {size} bytes compressed ({size / 1048576:.1f} MiB), "
       f"{sum(m.size for m in files.values()) / 1048576:.1f} MiB unpacked", file=sys.stderr)
 PY
@@ -116,19 +130,22 @@ PY
 # base package and the crates cargo links), naming the image's digest.
 cargo tree --locked -e normal,no-proc-macro --prefix none -f '{p}' \
     -p sigil-webhook -p sigil-controller -p sigil-cli >"$WORK/crates.txt"
-python3 scripts/sbom.py --layout "$TARGET/oci/sigil" --crates "$WORK/crates.txt" >"$WORK/sbom1.json"
-python3 scripts/sbom.py --layout "$TARGET/oci/sigil" --crates "$WORK/crates.txt" >"$WORK/sbom2.json"
+scripts/build-cue-wasm.sh --modules >"$WORK/go-modules.txt"
+python3 scripts/sbom.py --layout "$TARGET/oci/sigil" --crates "$WORK/crates.txt" \
+    --go-modules "$WORK/go-modules.txt" >"$WORK/sbom1.json"
+python3 scripts/sbom.py --layout "$TARGET/oci/sigil" --crates "$WORK/crates.txt" \
+    --go-modules "$WORK/go-modules.txt" >"$WORK/sbom2.json"
 cmp -s "$WORK/sbom1.json" "$WORK/sbom2.json" || die "two SBOMs of the same image differ"
 python3 - "$WORK/sbom1.json" "$first" <<'PY' || die "the SBOM (scripts/sbom.py) misses what the image holds"
 import json, sys
 doc = json.load(open(sys.argv[1]))
 names = {p["name"] for p in doc["packages"]}
-missing = {"libc6", "libgcc-s1", "ca-certificates", "tokio", "rustls", "sigil-webhook"} - names
+missing = {"libc6", "libgcc-s1", "ca-certificates", "tokio", "rustls", "sigil-webhook", "cuelang.org/go"} - names
 image = doc["packages"][0]
 assert not missing, f"missing packages: {missing}"
 assert image["checksums"][0]["checksumValue"] == sys.argv[2].split(":")[1], "the SBOM names another image digest"
 assert not any("/work/" in json.dumps(p) or "/root/" in json.dumps(p) for p in doc["packages"]), "a host path"
-print(f"image-check: SBOM: {len(doc['packages'])} packages (Debian and crates), deterministic", file=sys.stderr)
+print(f"image-check: SBOM: {len(doc['packages'])} packages (Debian, crates, the CUE module's Go modules), deterministic", file=sys.stderr)
 PY
 
 for b in sigil-webhook sigil-controller sigil; do
@@ -136,4 +153,25 @@ for b in sigil-webhook sigil-controller sigil; do
         die "/usr/local/bin/$b --version failed inside the image: $out"
     log "in the image, as 65532: $b --version: $out"
 done
+
+# CUE policies in the image: its module compiles them (no --cue-module, no
+# SIGIL_CUE_MODULE: the path the binaries find on their own).
+cip() { # NAME CUE-SOURCE
+    printf 'apiVersion: policy.sigil.dev/v1alpha1\nkind: ClusterImagePolicy\nmetadata:\n  name: %s\n' "$1"
+    printf 'spec:\n  images:\n  - glob: "registry.example/**"\n  authorities:\n  - static:\n      action: pass\n'
+    printf '  policy:\n    type: cue\n    data: |\n      %s\n' "$2"
+}
+mkdir -p "$WORK/rootfs/tmp/cue"
+cip cue-good 'predicateType: "https://cosign.sigstore.dev/attestation/v1"' >"$WORK/rootfs/tmp/cue/good.yaml"
+cip cue-broken 'predicateType: "https://cosign.sigstore.dev/attestation/v1" &' >"$WORK/rootfs/tmp/cue/broken.yaml"
+out=$(env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin chroot --userspec=65532:65532 "$WORK/rootfs" /usr/local/bin/sigil policy lint /tmp/cue/good.yaml 2>&1) ||
+    die "sigil policy lint of a valid CUE policy failed inside the image: $out"
+[[ $out == *"cue-good: ok"* && $out != *"no CUE module"* ]] ||
+    die "inside the image, a valid CUE policy was not checked by the CUE module: $out"
+if out=$(env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin chroot --userspec=65532:65532 "$WORK/rootfs" /usr/local/bin/sigil policy lint /tmp/cue/broken.yaml 2>&1); then
+    die "inside the image, sigil policy lint accepted a CUE policy that does not compile: $out"
+fi
+[[ $out == *"failed to compile the cue policy"* ]] ||
+    die "inside the image, a broken CUE policy was refused for another reason than CUE's: $out"
+log "in the image, as 65532: the CUE module compiles policies (a valid one ok, a broken one refused by CUE)"
 log "passed in $((SECONDS - start)) s"

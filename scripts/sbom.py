@@ -2,15 +2,18 @@
 """An SPDX 2.3 SBOM of sigil's image, from what built it.
 
 The image is made of Debian packages (their dpkg entries are in the image,
-var/lib/dpkg/status.d/, written by scripts/oci-image.py) and sigil's three
-binaries, whose Rust crates `cargo tree` lists. Both sources are exact: no
-scanner guesses. Deterministic: the same inputs give the same bytes (the
-creation time is SOURCE_DATE_EPOCH).
+var/lib/dpkg/status.d/, written by scripts/oci-image.py), sigil's three
+binaries, whose Rust crates `cargo tree` lists, and the CUE module, whose Go
+modules `go list -deps` lists. The sources are exact: no scanner guesses.
+Deterministic: the same inputs give the same bytes (the creation time is
+SOURCE_DATE_EPOCH).
 
 Usage:
   cargo tree -e normal,no-proc-macro --prefix none -f '{p}' \\
       -p sigil-webhook -p sigil-controller -p sigil-cli > crates.txt
+  scripts/build-cue-wasm.sh --modules > go-modules.txt
   scripts/sbom.py --layout target/oci/sigil --crates crates.txt \\
+      --go-modules go-modules.txt \\
       --name ghcr.io/sigil-dev/sigil --version 1.2.3 > sbom.spdx.json
 
 The release workflow attaches the output as a cosign attestation
@@ -83,6 +86,27 @@ def crates(text: str) -> list[tuple[str, str, bool]]:
     return sorted((n, v, registry) for (n, v), registry in found.items())
 
 
+def go_modules(path: str | None) -> list[tuple[str, str]]:
+    """(module path, version) of each module `go list -deps` names for the CUE
+    module; sigil's own guest module (no version) is part of sigil."""
+    if path is None:
+        return []
+    out = set()
+    with open(path) as f:
+        for line in f:
+            fields = line.split()
+            if len(fields) == 2:
+                out.add((fields[0], fields[1]))
+            elif len(fields) > 2:
+                raise SystemExit(f"sbom.py: {path}: not `MODULE VERSION`: {line.strip()!r}")
+    return sorted(out)
+
+
+def go_escape(path: str) -> str:
+    """The module proxy's case encoding: an upper-case letter is `!` and its lower case."""
+    return re.sub(r"[A-Z]", lambda m: "!" + m.group(0).lower(), path)
+
+
 def spdx_id(kind: str, name: str, version: str) -> str:
     return "SPDXRef-" + re.sub(r"[^A-Za-z0-9.-]", "-", f"{kind}-{name}-{version}")
 
@@ -124,6 +148,20 @@ def build(args: argparse.Namespace) -> dict:
             }],
         })
         relationships.append({"spdxElementId": image_id, "relationshipType": "CONTAINS", "relatedSpdxElement": pid})
+    for path, version in go_modules(args.go_modules):
+        pid = spdx_id("go", path, version)
+        packages.append({
+            "SPDXID": pid,
+            "name": path,
+            "versionInfo": version,
+            "downloadLocation": f"https://proxy.golang.org/{go_escape(path)}/@v/{version}.zip",
+            "externalRefs": [{
+                "referenceCategory": "PACKAGE-MANAGER",
+                "referenceType": "purl",
+                "referenceLocator": f"pkg:golang/{path}@{version}",
+            }],
+        })
+        relationships.append({"spdxElementId": image_id, "relationshipType": "CONTAINS", "relatedSpdxElement": pid})
     for name, version, registry in rust:
         pid = spdx_id("crate", name, version)
         entry = {
@@ -156,6 +194,8 @@ def main(argv: list[str]) -> int:
     p = argparse.ArgumentParser(prog="sbom.py", description=__doc__.splitlines()[0])
     p.add_argument("--layout", required=True, help="the image's OCI layout (scripts/image.sh)")
     p.add_argument("--crates", required=True, help="`cargo tree -f '{p}' --prefix none` output")
+    p.add_argument("--go-modules", help="the CUE module's Go modules, `MODULE VERSION` per line "
+                   "(scripts/build-cue-wasm.sh --modules)")
     p.add_argument("--name", default="ghcr.io/sigil-dev/sigil")
     p.add_argument("--version", default="dev")
     args = p.parse_args(argv)
