@@ -9,6 +9,8 @@
 # proxy), python3 with PyYAML, helm (scripts/install-tools.sh).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
+# Importing bench/admission-load.py must not leave bench/__pycache__ behind.
+export PYTHONDONTWRITEBYTECODE=1
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/sigil-bench-test.XXXXXX")
 trap 'rm -rf -- "$WORK"' EXIT
 fails=0
@@ -18,7 +20,9 @@ fail() { printf 'bench-test: FAIL: %s\n' "$*" >&2; fails=$((fails + 1)); }
 for f in bench/*.sh bench/peers/*.sh; do
     bash -n "$f" || fail "$f does not parse"
 done
-python3 -m py_compile bench/*.py 2>"$WORK/py.err" || { cat "$WORK/py.err" >&2; fail "a bench/*.py does not compile"; }
+python3 -c 'import sys
+for f in sys.argv[1:]:
+    compile(open(f).read(), f, "exec")' bench/*.py 2>"$WORK/py.err" || { cat "$WORK/py.err" >&2; fail "a bench/*.py does not compile"; }
 ok "the scripts parse"
 
 DIGEST=sha256:$(printf '%064d' 7)
