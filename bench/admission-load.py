@@ -54,6 +54,9 @@ class Result:
     latency_ms: float
     verdict: str  # "correct", "wrong" or "failed"
     detail: str = ""
+    started: float = 0.0  # unix time the request was sent
+    status: int = 0  # the API server's HTTP status, 0 for no answer
+    message: str = ""
 
 
 @dataclass
@@ -93,12 +96,15 @@ def pod(image: str, n: int) -> bytes:
     }).encode()
 
 
-def judge(target: Target, status: int, body: bytes, denied_by: re.Pattern[str]) -> tuple[str, str]:
-    message = ""
+def message_of(body: bytes) -> str:
     try:
-        message = str(json.loads(body).get("message", ""))
+        return str(json.loads(body).get("message", ""))
     except (ValueError, AttributeError):
-        message = body[:300].decode(errors="replace")
+        return body[:300].decode(errors="replace")
+
+
+def judge(target: Target, status: int, body: bytes, denied_by: re.Pattern[str]) -> tuple[str, str]:
+    message = message_of(body)
     allowed = status == 201
     # The API server words a webhook's denial as
     #   admission webhook "NAME" denied the request: REASON
@@ -114,15 +120,25 @@ def judge(target: Target, status: int, body: bytes, denied_by: re.Pattern[str]) 
 
 
 def one(client: Client, target: Target, n: int, denied_by: re.Pattern[str]) -> Result:
+    started = time.time()
     start = time.monotonic()
     try:
         status, body = client.post(pod(target.image, n))
     except (OSError, http.client.HTTPException) as e:
         return Result(target.expect_allowed, (time.monotonic() - start) * 1000, "failed",
-                      f"{target.image}: no answer: {e}")
+                      f"{target.image}: no answer: {e}", started, 0, str(e))
     ms = (time.monotonic() - start) * 1000
     verdict, detail = judge(target, status, body, denied_by)
-    return Result(target.expect_allowed, ms, verdict, detail)
+    return Result(target.expect_allowed, ms, verdict, detail, started, status, message_of(body)[:300])
+
+
+def write_trace(path: str, results: list[Result]) -> None:
+    """One JSON object a line per request, in the order they were sent."""
+    with open(path, "w") as f:
+        for r in sorted(results, key=lambda r: r.started):
+            f.write(json.dumps({"started": round(r.started, 3), "signed": r.expect_allowed,
+                                "ms": round(r.latency_ms, 2), "verdict": r.verdict,
+                                "status": r.status, "message": r.message}) + "\n")
 
 
 def percentile(sorted_values: list[float], p: float) -> float | None:
@@ -199,11 +215,16 @@ def main() -> None:
                    help="regex matching the webhook name(s) whose denials are the policy's verdict")
     p.add_argument("--concurrency", type=int, default=8)
     p.add_argument("--duration", type=float, default=20.0)
+    p.add_argument("--pace", type=float, default=0.0,
+                   help="sequence: start a request at most every PACE milliseconds")
+    p.add_argument("--trace", help="also write every request (time, expectation, answer) to this file")
     args = p.parse_args()
     if not 1 <= args.concurrency <= 256:
         sys.exit("admission-load: --concurrency must be 1..256")
     if not 0 < args.duration <= 3600:
         sys.exit("admission-load: --duration must be in (0, 3600] seconds")
+    if not 0 <= args.pace <= 60000:
+        sys.exit("admission-load: --pace must be 0..60000 ms")
 
     denied_by = re.compile(r'admission webhook "(?:' + args.denied_by + r')" denied the request')
     host, port, ctx, path = kubeconfig_client(args.kubeconfig, args.namespace)
@@ -212,7 +233,14 @@ def main() -> None:
     if args.mode == "sequence":
         client = Client(host, port, ctx, path)
         start = time.monotonic()
-        results = [one(client, t, n, denied_by) for n, t in enumerate(targets)]
+        results = []
+        for n, t in enumerate(targets):
+            if args.pace:
+                # Paced: the n-th request starts no earlier than n * pace.
+                time.sleep(max(0.0, start + n * args.pace / 1000 - time.monotonic()))
+            results.append(one(client, t, n, denied_by))
+        if args.trace:
+            write_trace(args.trace, results)
         print(json.dumps(summary(results, time.monotonic() - start)))
         return
 
@@ -238,6 +266,8 @@ def main() -> None:
         t.start()
     for t in threads:
         t.join()
+    if args.trace:
+        write_trace(args.trace, results)
     print(json.dumps(summary(results, time.monotonic() - start)))
 
 

@@ -45,6 +45,8 @@ PEERS=${SIGIL_BENCH_PEERS:-sigil policy-controller kyverno}
 OUT=${SIGIL_BENCH_OUT:-$REPO_ROOT/docs/benchmarks.md}
 RESULTS=$REPO_ROOT/.cache/bench/results
 BUNDLE_IMAGES=5
+# The outage load sends one request every 100 ms for about 22 s.
+OUTAGE_PAIRS=110
 NS=bench
 
 log() { printf 'bench-cluster: %s\n' "$*" >&2; }
@@ -121,26 +123,26 @@ load() { # MODE TARGETS PEER [args]
         --targets "$targets" --denied-by "$(peer_denied_by "$peer")" "$@"
 }
 
-# Seconds until the probe pair (a signed image admitted, an unsigned one
-# denied by the peer) is judged correctly, polling; fails after 180 s.
-wait_enforced() {
-    local peer=$1 start=$2 out
+# Seconds from START until both probes of TARGETS are judged as they say
+# (polling); fails after 180 s.
+wait_probes() { # PEER TARGETS START
+    local peer=$1 targets=$2 start=$3 out
     while true; do
-        out=$(load sequence "$WORK/probe.targets" "$peer") || die "the load generator failed"
+        out=$(load sequence "$targets" "$peer") || die "the load generator failed"
         if [[ $(jq -r '.correct' <<<"$out") == 2 ]]; then
             elapsed "$start" "$(now)"
             return 0
         fi
         if (($(printf '%.0f' "$(elapsed "$start" "$(now)")") > 180)); then
-            log "$peer did not enforce the policy within 180 s; last answers: $(jq -c '.examples' <<<"$out")"
+            log "$peer: the probes of $targets were not judged as expected within 180 s; last answers: $(jq -c '.examples' <<<"$out")"
             return 1
         fi
         sleep 0.5
     done
 }
 
-render_policy() { # PEER -> YAML
-    python3 bench/render-policy.py "bench/policies/$1.yaml" "$PROXY_REGISTRY" "$WORK/cosign.pub"
+render_policy() { # PEER [KEY] -> YAML
+    python3 bench/render-policy.py "bench/policies/$1.yaml" "$PROXY_REGISTRY" "${2:-$WORK/cosign.pub}"
 }
 
 # --- installing and removing the peers -------------------------------------------
@@ -169,9 +171,9 @@ install_peer() {
 }
 
 # A policy is applied as soon as its CRD and validating webhook take it.
-apply_policy() {
+apply_policy() { # PEER [KEY]
     local peer=$1 i
-    render_policy "$peer" >"$WORK/policy-$peer.yaml"
+    render_policy "$peer" "${2:-}" >"$WORK/policy-$peer.yaml"
     for ((i = 0; i < 60; i++)); do
         kubectl apply -f "$WORK/policy-$peer.yaml" >/dev/null 2>"$WORK/apply.err" && return 0
         sleep 1
@@ -208,7 +210,7 @@ remove_peer() {
 # --- one peer, measured -------------------------------------------------------------
 
 bench_peer() {
-    local peer=$1 ns dir start t ready enforced cpu0 cpu1 reg0 reg1 mem_idle mem_after
+    local peer=$1 ns dir start ready enforced changed cpu0 cpu1 reg0 reg1 mem_idle mem_after
     ns=$(peer_namespace "$peer")
     dir=$RESULTS/$peer
     rm -rf -- "$dir"
@@ -220,7 +222,7 @@ bench_peer() {
     log "$peer: every Pod ready ${ready} s after the apply"
     start=$(now)
     apply_policy "$peer" || die "$peer did not take its policy (above)"
-    enforced=$(wait_enforced "$peer" "$start") || die "$peer never enforced its policy"
+    enforced=$(wait_probes "$peer" "$WORK/probe.targets" "$start") || die "$peer never enforced its policy"
     log "$peer: policy enforced ${enforced} s after the apply"
     jq -n --argjson ready "$ready" --argjson enforced "$enforced" --argjson pods \
         "$(kubectl -n "$ns" get pods -o json | jq '[.items[] | {name: .metadata.name, image: .spec.containers[0].image}]')" \
@@ -257,6 +259,32 @@ bench_peer() {
     load sequence "$WORK/bundle.targets" "$peer" >"$dir/bundle.json"
     mem_after=$(memory_json "$ns")
     jq -n --argjson idle "$mem_idle" --argjson after "$mem_after" '{idle: $idle, after: $after}' >"$dir/memory.json"
+
+    # New digests, one request every 100 ms, the registry answering 503 for
+    # 10 s in the middle: what the peer says meanwhile, and when it admits again.
+    log "$peer: registry outage (10 s) under a paced load of new images"
+    local lp o0 o1
+    rm -f -- "$WORK/registry-outage"
+    load sequence "$WORK/outage.targets" "$peer" --pace 100 --trace "$dir/outage.trace" >"$dir/outage-load.json" &
+    lp=$!
+    sleep 4
+    o0=$(now)
+    touch -- "$WORK/registry-outage"
+    sleep 10
+    rm -f -- "$WORK/registry-outage"
+    o1=$(now)
+    wait "$lp" || die "the outage load failed"
+    python3 bench/outage.py "$dir/outage.trace" "$o0" "$o1" >"$dir/outage.json"
+    log "$peer: outage: $(jq -c '{requests_during, signed_admitted, signed_denied, signed_failed, unsigned_admitted, unsigned_denied, unsigned_failed, recovery_s}' "$dir/outage.json")"
+
+    # The policy changes to another key: the (cached) probe images must now both be denied.
+    log "$peer: policy change (another key)"
+    start=$(now)
+    apply_policy "$peer" "$WORK/other/cosign.pub" || die "$peer did not take the changed policy"
+    changed=$(wait_probes "$peer" "$WORK/changed.targets" "$start") || changed=null
+    jq --argjson changed "$changed" '. + {policy_change_enforced_s: $changed}' "$dir/install.json" >"$dir/install.json.tmp"
+    mv -f -- "$dir/install.json.tmp" "$dir/install.json"
+    log "$peer: changed policy enforced ${changed} s after the apply"
     local pod
     for pod in $(kubectl -n "$ns" get pods -o name); do
         kubectl -n "$ns" logs "$pod" --all-containers --prefix --tail=200 || true
@@ -338,7 +366,7 @@ LOCAL=127.0.0.1:$OLAREG_PORT
 # The images: N + 1 signed (the first is the policy probe), N + 1 unsigned,
 # and a few signed in cosign's bundle format; distinct digests from one base
 # by a label each.
-log "images: $((N + 1)) signed, $((N + 1)) unsigned, $BUNDLE_IMAGES bundle-signed"
+log "images: $((N + 1)) signed, $((N + 1)) unsigned, $BUNDLE_IMAGES bundle-signed, $OUTAGE_PAIRS + $OUTAGE_PAIRS for the outage"
 t=$SECONDS
 printf 'sigil benchmark image\n' >"$WORK/payload"
 python3 scripts/oci-image.py --out "$WORK/base" --file "$WORK/payload:/payload:0644" >/dev/null
@@ -353,11 +381,18 @@ make_images() { # REPO COUNT -> digests, one a line
 mapfile -t SIGNED < <(make_images signed $((N + 1)))
 mapfile -t UNSIGNED < <(make_images unsigned $((N + 1)))
 mapfile -t BUNDLED < <(make_images bundled "$BUNDLE_IMAGES")
-((${#SIGNED[@]} == N + 1 && ${#UNSIGNED[@]} == N + 1 && ${#BUNDLED[@]} == BUNDLE_IMAGES)) || die "making the images failed"
+mapfile -t OSIGNED < <(make_images outage-signed "$OUTAGE_PAIRS")
+mapfile -t OUNSIGNED < <(make_images outage-unsigned "$OUTAGE_PAIRS")
+((${#SIGNED[@]} == N + 1 && ${#UNSIGNED[@]} == N + 1 && ${#BUNDLED[@]} == BUNDLE_IMAGES &&
+    ${#OSIGNED[@]} == OUTAGE_PAIRS && ${#OUNSIGNED[@]} == OUTAGE_PAIRS)) || die "making the images failed"
 (cd "$WORK" && COSIGN_PASSWORD='' cosign generate-key-pair >/dev/null 2>&1) || die "cosign generate-key-pair failed"
+# The key the changed policy names; nothing is signed with it.
+mkdir -p -- "$WORK/other"
+(cd "$WORK/other" && COSIGN_PASSWORD='' cosign generate-key-pair >/dev/null 2>&1) || die "cosign generate-key-pair failed"
 SIGN=(--key "$WORK/cosign.key" --use-signing-config=false --tlog-upload=false --allow-insecure-registry --yes)
 refs=()
 for d in "${SIGNED[@]}"; do refs+=("$LOCAL/bench/signed@$d"); done
+for d in "${OSIGNED[@]}"; do refs+=("$LOCAL/bench/outage-signed@$d"); done
 (cd "$WORK" && HOME=$WORK COSIGN_PASSWORD='' cosign sign "${SIGN[@]}" --new-bundle-format=false "${refs[@]}" >/dev/null 2>"$WORK/cosign.log") ||
     { tail -5 "$WORK/cosign.log" >&2; die "cosign sign (legacy format) failed"; }
 refs=()
@@ -373,6 +408,14 @@ for ((i = 1; i <= N; i++)); do
     echo "unsigned $PROXY_REGISTRY/bench/unsigned@${UNSIGNED[i]}"
 done >"$WORK/cold.targets"
 for d in "${BUNDLED[@]}"; do echo "signed $PROXY_REGISTRY/bench/bundled@$d"; done >"$WORK/bundle.targets"
+for ((i = 0; i < OUTAGE_PAIRS; i++)); do
+    echo "signed $PROXY_REGISTRY/bench/outage-signed@${OSIGNED[i]}"
+    echo "unsigned $PROXY_REGISTRY/bench/outage-unsigned@${OUNSIGNED[i]}"
+done >"$WORK/outage.targets"
+{
+    echo "unsigned $PROXY_REGISTRY/bench/signed@${SIGNED[0]}"
+    echo "unsigned $PROXY_REGISTRY/bench/unsigned@${UNSIGNED[0]}"
+} >"$WORK/changed.targets"
 log "images signed and pushed in $((SECONDS - t)) s"
 
 # The peers' images on the node registry, where the kubelet pulls them.

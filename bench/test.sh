@@ -135,6 +135,31 @@ assert s["latency_ms_unsigned"]["p50"] == 30.0 and s["examples"] == ["x"], s
 PY
 ((fails > before)) || ok "the load generator judges answers"
 
+# The outage analysis, on a trace: before, during (100..110) and after.
+before=$fails
+cat >"$WORK/outage.trace" <<'TRACE'
+{"started": 99.0, "signed": true, "ms": 10, "verdict": "correct", "status": 201, "message": ""}
+{"started": 101.0, "signed": true, "ms": 10, "verdict": "wrong", "status": 403, "message": "admission webhook \"w\" denied the request: registry 503"}
+{"started": 102.0, "signed": false, "ms": 10, "verdict": "failed", "status": 500, "message": "failed calling webhook"}
+{"started": 103.0, "signed": false, "ms": 10, "verdict": "wrong", "status": 201, "message": ""}
+{"started": 110.5, "signed": true, "ms": 10, "verdict": "wrong", "status": 403, "message": "still down"}
+{"started": 111.0, "signed": true, "ms": 500, "verdict": "correct", "status": 201, "message": ""}
+TRACE
+if python3 bench/outage.py "$WORK/outage.trace" 100 110 >"$WORK/outage.json"; then
+    python3 - "$WORK/outage.json" <<'PY' || fail "bench/outage.py analyses the trace wrongly"
+import json, sys
+o = json.load(open(sys.argv[1]))
+assert o["requests_during"] == 3, o
+assert (o["signed_admitted"], o["signed_denied"], o["signed_failed"]) == (0, 1, 0), o
+assert (o["unsigned_admitted"], o["unsigned_denied"], o["unsigned_failed"]) == (1, 0, 1), o
+assert o["unsigned_admitted_total"] == 1 and o["recovery_s"] == 1.5, o
+assert len(o["answers_during"]) == 2, o
+PY
+else
+    fail "bench/outage.py failed"
+fi
+((fails > before)) || ok "the outage analysis"
+
 # The report, from a results directory with one peer measured and one missing.
 before=$fails
 mkdir -p "$WORK/results/sigil"
