@@ -306,7 +306,9 @@ if [[ ${1:-} != --inner ]]; then
     export PATH="$TOOLS:$PATH"
     e2e/cluster/build.sh >/dev/null
     PEERS_BIN=$(bench/peers/build.sh)
-    if [[ ${SIGIL_BENCH_NO_BUILD:-} == 1 ]]; then
+    if [[ " $PEERS " != *" sigil "* ]]; then
+        log "sigil is not among SIGIL_BENCH_PEERS: its image is not built"
+    elif [[ ${SIGIL_BENCH_NO_BUILD:-} == 1 ]]; then
         scripts/image.sh --no-build >/dev/null
     else
         scripts/image.sh >/dev/null
@@ -419,7 +421,10 @@ done >"$WORK/outage.targets"
 log "images signed and pushed in $((SECONDS - t)) s"
 
 # The peers' images on the node registry, where the kubelet pulls them.
-SIGIL_IMAGE=$(scripts/image.sh --no-build --insecure --push "$SIGIL_E2E_NODE_REGISTRY/sigil")
+SIGIL_IMAGE=""
+if [[ " $PEERS " == *" sigil "* ]]; then
+    SIGIL_IMAGE=$(scripts/image.sh --no-build --insecure --push "$SIGIL_E2E_NODE_REGISTRY/sigil")
+fi
 PC_IMAGE=$(bench/peers/image.sh policy-controller "$WORK/oci/policy-controller" --push "$SIGIL_E2E_NODE_REGISTRY/peers/policy-controller:bench")
 KYVERNO_IMAGE=$(bench/peers/image.sh kyverno "$WORK/oci/kyverno" --push "$SIGIL_E2E_NODE_REGISTRY/peers/kyverno:bench")
 KYVERNOPRE_IMAGE=$(bench/peers/image.sh kyvernopre "$WORK/oci/kyvernopre" --push "$SIGIL_E2E_NODE_REGISTRY/peers/kyvernopre:bench")
@@ -434,7 +439,7 @@ for name, layout in [("sigil", sigil)] + [(n, os.path.join(oci, n)) for n in ("p
         sizes[name] = {"compressed": int(c), "unpacked": int(u)}
 print(json.dumps(sizes))
 PY
-if [[ ! -f $REPO_ROOT/target/oci/sigil.size ]]; then
+if [[ -n $SIGIL_IMAGE && ! -f $REPO_ROOT/target/oci/sigil.size ]]; then
     # sigil's layout has no .size file (scripts/image.sh does not write one): measure it the same way.
     python3 - "$REPO_ROOT/target/oci/sigil" "$RESULTS/images.json" <<'PY'
 import gzip, io, json, os, sys, tarfile
