@@ -120,6 +120,9 @@ if sorted(dropped) != ["kyverno-api", "openreports", "reports-server"]:
     sys.exit(f"unexpected remote dependencies {dropped}")
 open(path, "w").write(head + sep + "".join(kept))
 PY
+    # helm template does not make the namespace that `helm install
+    # --create-namespace` would; first, so that everything in it applies.
+    printf -- 'apiVersion: v1\nkind: Namespace\nmetadata:\n  name: kyverno\n'
     # --kube-version: the local cluster's (helm template has no cluster to ask).
     "$helm" template kyverno "$CHART_COPY/kyverno" --namespace kyverno --no-hooks --skip-tests \
         --kube-version "${SIGIL_PEERS_KUBE_VERSION:-v1.37.2}" \
@@ -138,8 +141,6 @@ PY
         printf -- '---\n'
         cat -- "$crd"
     done
-    # helm template does not make the namespace that `helm install --create-namespace` would.
-    printf -- '---\napiVersion: v1\nkind: Namespace\nmetadata:\n  name: kyverno\n'
 }
 
 (($# >= 1)) || usage
