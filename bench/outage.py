@@ -33,6 +33,7 @@ def analyse(rows: list[dict], start: float, end: float) -> dict:
     return {
         "outage_s": round(end - start, 2),
         "requests_during": len(during),
+        "slowest_ms_during": max((r["ms"] for r in during), default=None),
         **counts,
         "answers_during": answers,
         "unsigned_admitted_total": sum(1 for r in rows if not r["signed"] and r["status"] == 201),

@@ -52,6 +52,11 @@ def ratio(value, best) -> str:
     return f" ({value / best:.1f}x)"
 
 
+def cell(text: str, limit: int = 300) -> str:
+    """Free text (an API server message) as one table cell: one line, no pipes."""
+    return " ".join(str(text).split()).replace("|", "/")[:limit]
+
+
 def table(header: list[str], rows: list[list[str]]) -> str:
     lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
     lines += ["| " + " | ".join(r) + " |" for r in rows]
@@ -192,19 +197,20 @@ def main() -> None:
         return "/".join(str(o[f"{kind}_{x}"]) for x in ("admitted", "denied", "failed"))
 
     row_set("Registry outage (503 for 10 s) under a paced load of new images (one request every 100 ms)",
-            ["requests during", "signed admitted/denied/failed", "unsigned admitted/denied/failed",
+            ["requests during", "slowest answer during", "signed admitted/denied/failed", "unsigned admitted/denied/failed",
              "unsigned admitted at any time", "admits again after recovery", "an answer during the outage"],
-            lambda p: [num(get(data[p]["outage"], "requests_during")), outage_counts(p, "signed"),
+            lambda p: [num(get(data[p]["outage"], "requests_during")),
+                       num(get(data[p]["outage"], "slowest_ms_during"), " ms", 0), outage_counts(p, "signed"),
                        outage_counts(p, "unsigned"), num(get(data[p]["outage"], "unsigned_admitted_total")),
                        num(get(data[p]["outage"], "recovery_s"), " s", 2),
-                       ((get(data[p]["outage"], "answers_during") or [MISSING])[0]).replace("|", "/")[:200]])
+                       cell((get(data[p]["outage"], "answers_during") or [MISSING])[0])])
 
     row_set("cosign bundle format (v0.3 bundle as an OCI referrer), signed by the same key",
             ["admitted", "denied or failed", "example answer"],
             lambda p: [num(get(data[p]["bundle"], "correct")),
                        num(None if get(data[p]["bundle"], "admissions") is None
                            else get(data[p]["bundle"], "admissions") - get(data[p]["bundle"], "correct")),
-                       (get(data[p]["bundle"], "examples") or ["-"])[0].replace("|", "/")[:160]])
+                       cell((get(data[p]["bundle"], "examples") or ["-"])[0])])
 
     wrong = sum((get(data[p][k], "wrong") or 0) for p in peers for k in ("cold", "warm", "saturate"))
     out.append("## Verdicts\n")
@@ -214,7 +220,7 @@ def main() -> None:
         for k in ("cold", "warm", "saturate"):
             ex = get(data[p][k], "examples") or []
             if ex:
-                out.append(f"- {p} {k}: " + "; ".join(e.replace("|", "/")[:200] for e in ex[:3]))
+                out.append(f"- {p} {k}: " + "; ".join(cell(e, 200) for e in ex[:3]))
     out.append("")
     out.append("## Not measured in this run\n")
     out.append("- Profiles of sigil where it misses a goal.\n"
