@@ -468,8 +468,15 @@ for ((i = 0; i < 100; i++)); do
     sleep 0.2
 done
 
+# A peer that fails leaves its measures missing (the report says so) and
+# the run goes on with the next; the run's status says it failed.
+failed_peers=()
 for peer in $PEERS; do
-    bench_peer "$peer"
+    if ! (bench_peer "$peer"); then
+        log "$peer: FAILED; its missing measures stay missing in the report"
+        remove_peer "$peer" || true
+        failed_peers+=("$peer")
+    fi
 done
 
 jq -n --arg n "$N" --arg c "$CONCURRENCY" --arg d "$DURATION" --arg peers "$PEERS" \
@@ -486,3 +493,4 @@ jq -n --arg n "$N" --arg c "$CONCURRENCY" --arg d "$DURATION" --arg peers "$PEER
 cp -f -- "$WORK/registry-requests.log" "$RESULTS/registry-requests.log"
 python3 bench/report.py "$RESULTS" >"$OUT"
 log "wrote $OUT"
+((${#failed_peers[@]} == 0)) || die "failed: ${failed_peers[*]}"
