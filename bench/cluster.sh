@@ -474,7 +474,7 @@ failed_peers=()
 for peer in $PEERS; do
     if ! (bench_peer "$peer"); then
         log "$peer: FAILED; its missing measures stay missing in the report"
-        remove_peer "$peer" || true
+        (remove_peer "$peer") || log "$peer: could not be removed completely"
         failed_peers+=("$peer")
     fi
 done
