@@ -472,7 +472,15 @@ done
 # the run goes on with the next; the run's status says it failed.
 failed_peers=()
 for peer in $PEERS; do
-    if ! (bench_peer "$peer"); then
+    # Not `if ! (...)`: errexit would be off inside the subshell.
+    set +e
+    (
+        set -e
+        bench_peer "$peer"
+    )
+    rc=$?
+    set -e
+    if ((rc != 0)); then
         log "$peer: FAILED; its missing measures stay missing in the report"
         (remove_peer "$peer") || log "$peer: could not be removed completely"
         failed_peers+=("$peer")
