@@ -96,6 +96,12 @@ test-registry: cue-module
 test-kms:
 	e2e/kms-fixtures.sh
 
+## sigil, policy-controller and Kyverno side by side on the local node (root;
+## run by hand under the node lock, not part of `make test`): docs/benchmarks.md.
+.PHONY: bench-cluster
+bench-cluster:
+	bench/cluster.sh
+
 ## `sigil verify` vs `cosign verify`, key-based, both formats, on a local registry.
 bench-image: release
 	e2e/bench-verify-image.sh
@@ -182,6 +188,7 @@ fuzz:
 ## Tests of the project's own scripts that need no cluster or registry.
 test-scripts:
 	scripts/test-fetch-testdata.sh
+	bench/test.sh
 
 ## shellcheck over every script and the workflows' run steps.
 lint-shell:

@@ -1,0 +1,186 @@
+#!/usr/bin/env bash
+# The benchmark's unit-level check, part of `make test-scripts` (no cluster,
+# no registry, no peer build): the scripts parse, the peers' manifests render
+# from their module sources with the images replaced and the offline
+# settings in place, the policies render for all three, the load generator
+# judges answers as it should, and the report renders from results, missing
+# measures shown as missing.
+# Needs: go (the peers' module sources, from the module cache or the Go module
+# proxy), python3 with PyYAML, helm (scripts/install-tools.sh).
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+# Importing bench/admission-load.py must not leave bench/__pycache__ behind.
+export PYTHONDONTWRITEBYTECODE=1
+WORK=$(mktemp -d "${TMPDIR:-/tmp}/sigil-bench-test.XXXXXX")
+trap 'rm -rf -- "$WORK"' EXIT
+fails=0
+ok() { printf 'bench-test: ok: %s\n' "$*" >&2; }
+fail() { printf 'bench-test: FAIL: %s\n' "$*" >&2; fails=$((fails + 1)); }
+
+for f in bench/*.sh bench/peers/*.sh; do
+    bash -n "$f" || fail "$f does not parse"
+done
+python3 -c 'import sys
+for f in sys.argv[1:]:
+    compile(open(f).read(), f, "exec")' bench/*.py 2>"$WORK/py.err" || { cat "$WORK/py.err" >&2; fail "a bench/*.py does not compile"; }
+ok "the scripts parse"
+
+DIGEST=sha256:$(printf '%064d' 7)
+REG=10.244.0.1:5000
+
+# policy-controller's config/, rendered and parsed.
+if bench/peers/manifests.sh policy-controller "$REG/peers/policy-controller@$DIGEST" >"$WORK/pc.yaml"; then
+    python3 - "$WORK/pc.yaml" "$REG/peers/policy-controller@$DIGEST" <<'PY' || fail "policy-controller's manifests are not as expected"
+import sys, yaml
+docs = [d for d in yaml.safe_load_all(open(sys.argv[1])) if d]
+kinds = sorted({d["kind"] for d in docs})
+deps = [d for d in docs if d["kind"] == "Deployment"]
+assert len(deps) == 1, f"want one Deployment, got {len(deps)}"
+c = deps[0]["spec"]["template"]["spec"]["containers"][0]
+assert c["image"] == sys.argv[2], c["image"]
+assert "--disable-tuf" in c["args"], c["args"]
+crds = {d["metadata"]["name"] for d in docs if d["kind"] == "CustomResourceDefinition"}
+assert "clusterimagepolicies.policy.sigstore.dev" in crds, crds
+hooks = [d for d in docs if d["kind"] == "ValidatingWebhookConfiguration"]
+assert hooks, "no ValidatingWebhookConfiguration"
+assert "ko://" not in open(sys.argv[1]).read()
+print(f"bench-test: policy-controller: {len(docs)} objects ({', '.join(kinds)})", file=sys.stderr)
+PY
+    ok "policy-controller's manifests render"
+else
+    fail "bench/peers/manifests.sh policy-controller failed"
+fi
+
+# Kyverno's chart, rendered and parsed.
+if bench/peers/manifests.sh kyverno "$REG/peers/kyverno@$DIGEST" "$REG/peers/kyvernopre@$DIGEST" >"$WORK/ky.yaml" 2>"$WORK/ky.err"; then
+    python3 - "$WORK/ky.yaml" "$REG" "$DIGEST" <<'PY' || fail "Kyverno's manifests are not as expected"
+import sys, yaml
+path, reg, digest = sys.argv[1:4]
+docs = [d for d in yaml.safe_load_all(open(path)) if d]
+deps = {d["metadata"]["name"]: d for d in docs if d["kind"] == "Deployment"}
+assert list(deps) == ["kyverno-admission-controller"], list(deps)
+spec = deps["kyverno-admission-controller"]["spec"]["template"]["spec"]
+images = [c["image"] for c in spec["initContainers"] + spec["containers"]]
+assert images == [f"{reg}/peers/kyvernopre:v1.19.1@{digest}", f"{reg}/peers/kyverno:v1.19.1@{digest}"], images
+args = spec["containers"][0]["args"]
+assert "--allowInsecureRegistry=true" in args and "--registryCredentialHelpers=default" in args, args
+crds = {d["metadata"]["name"] for d in docs if d["kind"] == "CustomResourceDefinition"}
+for want in ("clusterpolicies.kyverno.io", "imagevalidatingpolicies.policies.kyverno.io"):
+    assert want in crds, f"no CRD {want}"
+assert not [d for d in docs if "helm.sh/hook" in (d.get("metadata", {}).get("annotations") or {})], "a helm hook was rendered"
+print(f"bench-test: kyverno: {len(docs)} objects, {len(crds)} CRDs", file=sys.stderr)
+PY
+    ok "Kyverno's chart renders"
+else
+    cat "$WORK/ky.err" >&2
+    fail "bench/peers/manifests.sh kyverno failed"
+fi
+bench/peers/manifests.sh policy-controller "not-a-digest" >/dev/null 2>&1 &&
+    fail "manifests.sh took an image that is not pinned by digest"
+
+# The policies, for a generated key.
+before=$fails
+openssl ecparam -name prime256v1 -genkey -noout 2>/dev/null | openssl ec -pubout -out "$WORK/key.pub" 2>/dev/null
+for peer in sigil policy-controller kyverno; do
+    if python3 bench/render-policy.py "bench/policies/$peer.yaml" "$REG" "$WORK/key.pub" >"$WORK/policy-$peer.yaml"; then
+        python3 - "$WORK/policy-$peer.yaml" "$WORK/key.pub" "$REG" "$peer" <<'PY' || fail "the $peer policy is not as expected"
+import sys, yaml
+path, key, reg, peer = sys.argv[1:5]
+doc = yaml.safe_load(open(path))
+pem = open(key).read().strip()
+if peer == "kyverno":
+    verify = doc["spec"]["rules"][0]["verifyImages"][0]
+    assert verify["imageReferences"] == [f"{reg}/bench/*"], verify["imageReferences"]
+    assert verify["attestors"][0]["entries"][0]["keys"]["publicKeys"].strip() == pem
+else:
+    assert doc["spec"]["images"] == [{"glob": f"{reg}/bench/**"}], doc["spec"]["images"]
+    assert doc["spec"]["authorities"][0]["key"]["data"].strip() == pem
+PY
+    else
+        fail "bench/render-policy.py bench/policies/$peer.yaml failed"
+    fi
+done
+((fails > before)) || ok "the policies render"
+
+# The load generator's judgement of API server answers.
+before=$fails
+python3 - <<'PY' || fail "admission-load.py judges answers wrongly"
+import importlib.util, json, re, sys
+spec = importlib.util.spec_from_file_location("admission_load", "bench/admission-load.py")
+m = importlib.util.module_from_spec(spec)
+sys.modules["admission_load"] = m  # dataclasses look their module up
+spec.loader.exec_module(m)
+by = re.compile(r'admission webhook "(?:policy\.sigstore\.dev)" denied the request')
+def body(msg):
+    return json.dumps({"kind": "Status", "message": msg}).encode()
+signed, unsigned = m.Target("r/s@x", True), m.Target("r/u@y", False)
+denial = body('admission webhook "policy.sigstore.dev" denied the request: validation failed: no signatures')
+failure = body('Internal error occurred: failed calling webhook "policy.sigstore.dev": context deadline exceeded')
+other = body('admission webhook "someone.else" denied the request: no')
+cases = [
+    (signed, 201, b"{}", "correct"), (unsigned, 403, denial, "correct"),
+    (signed, 403, denial, "wrong"), (unsigned, 201, b"{}", "wrong"),
+    (signed, 500, failure, "failed"), (unsigned, 500, failure, "failed"),
+    (unsigned, 403, other, "failed"), (unsigned, 403, b"not json", "failed"),
+]
+for target, status, b, want in cases:
+    got, _ = m.judge(target, status, b, by)
+    assert got == want, (target, status, b, got, want)
+assert m.percentile([], 50) is None
+values = sorted(float(v) for v in range(1, 101))
+assert (m.percentile(values, 50), m.percentile(values, 99), m.percentile(values, 100)) == (50.0, 99.0, 100.0)
+s = m.summary([m.Result(True, 10.0, "correct"), m.Result(False, 30.0, "wrong", "x")], 2.0)
+assert (s["admissions"], s["correct"], s["wrong"], s["per_second"]) == (2, 1, 1, 1.0), s
+assert s["latency_ms_unsigned"]["p50"] == 30.0 and s["examples"] == ["x"], s
+PY
+((fails > before)) || ok "the load generator judges answers"
+
+# The outage analysis, on a trace: before, during (100..110) and after.
+before=$fails
+cat >"$WORK/outage.trace" <<'TRACE'
+{"started": 99.0, "signed": true, "ms": 10, "verdict": "correct", "status": 201, "message": ""}
+{"started": 101.0, "signed": true, "ms": 10, "verdict": "wrong", "status": 403, "message": "admission webhook \"w\" denied the request: registry 503"}
+{"started": 102.0, "signed": false, "ms": 10, "verdict": "failed", "status": 500, "message": "failed calling webhook"}
+{"started": 103.0, "signed": false, "ms": 10, "verdict": "wrong", "status": 201, "message": ""}
+{"started": 110.5, "signed": true, "ms": 10, "verdict": "wrong", "status": 403, "message": "still down"}
+{"started": 111.0, "signed": true, "ms": 500, "verdict": "correct", "status": 201, "message": ""}
+TRACE
+if python3 bench/outage.py "$WORK/outage.trace" 100 110 >"$WORK/outage.json"; then
+    python3 - "$WORK/outage.json" <<'PY' || fail "bench/outage.py analyses the trace wrongly"
+import json, sys
+o = json.load(open(sys.argv[1]))
+assert o["requests_during"] == 3, o
+assert (o["signed_admitted"], o["signed_denied"], o["signed_failed"]) == (0, 1, 0), o
+assert (o["unsigned_admitted"], o["unsigned_denied"], o["unsigned_failed"]) == (1, 0, 1), o
+assert o["unsigned_admitted_total"] == 1 and o["recovery_s"] == 1.5, o
+assert len(o["answers_during"]) == 2, o
+PY
+else
+    fail "bench/outage.py failed"
+fi
+((fails > before)) || ok "the outage analysis"
+
+# The report, from a results directory with one peer measured and one missing.
+before=$fails
+mkdir -p "$WORK/results/sigil"
+cat >"$WORK/results/run.json" <<'EOF'
+{"images": 2, "concurrency": 1, "duration_s": 1, "peers": ["sigil", "kyverno"], "kernel": "k", "cpus": 2,
+ "cpu_model": "cpu", "memory_bytes": 1048576, "loadavg_at_end": "1 1 1", "sigil_commit": "abc",
+ "kubernetes": "v1.37.2", "date": "2026-01-01T00:00:00Z"}
+EOF
+echo '{"sigil": {"compressed": 2097152, "unpacked": 4194304}}' >"$WORK/results/images.json"
+echo '{"admissions": 4, "correct": 4, "wrong": 0, "failed": 0, "registry_requests": 12, "cpu_ns": 2000000000,
+  "latency_ms_all": {"n": 4, "p50": 12.5, "p99": 40.0}, "examples": []}' >"$WORK/results/sigil/cold.json"
+if SIGIL_PEERS_DIR=$WORK/none python3 bench/report.py "$WORK/results" >"$WORK/report.md"; then
+    grep -q '| sigil | 12.5 (1.0x) | 40.0 (1.0x) |' "$WORK/report.md" || fail "the report lacks sigil's cold latency row"
+    grep -q '| sigil | 500.00 s | not measured |' "$WORK/report.md" || fail "the report's CPU per 1,000 admissions is wrong"
+    grep -q '| sigil | 3.00 | not measured |' "$WORK/report.md" || fail "the report's registry requests per image are wrong"
+    grep -q '| Kyverno v1.19.1 | not measured | not measured |' "$WORK/report.md" || fail "the report does not say a missing peer is not measured"
+    grep -q '2,097,152 bytes (2.0 MiB)' "$WORK/report.md" || fail "the report lacks sigil's image size"
+else
+    fail "bench/report.py failed"
+fi
+((fails > before)) || ok "the report renders"
+
+((fails == 0)) || { printf 'bench-test: %d failed\n' "$fails" >&2; exit 1; }
+printf 'bench-test: all passed\n' >&2
