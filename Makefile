@@ -97,7 +97,7 @@ test-kms:
 	e2e/kms-fixtures.sh
 
 ## sigil, policy-controller and Kyverno side by side on the local node (root;
-## run by hand under the node lock, not part of `make test`): docs/benchmarks.md.
+## run by hand, not part of `make test`): docs/benchmarks.md.
 .PHONY: bench-cluster
 bench-cluster:
 	bench/cluster.sh

@@ -26,8 +26,8 @@
 # 4. `down`, and the footprint check (nothing left on the machine).
 # 5. docs/benchmarks.md from the results (bench/report.py).
 #
-# Needs root (the node). Holds /work/scratch/node.lock style locking to the
-# caller: run it as `flock <lock> make bench-cluster` on a shared machine.
+# Needs root (the node). Only one local cluster can run on a machine: where
+# others may start one too, run it under a lock (`flock LOCKFILE make bench-cluster`).
 # Environment: SIGIL_BENCH_IMAGES (N, default 100), SIGIL_BENCH_CONCURRENCY
 # (default 8), SIGIL_BENCH_DURATION (seconds, default 30), SIGIL_BENCH_PEERS
 # (default "sigil policy-controller kyverno"), SIGIL_BENCH_NO_BUILD=1 (use

@@ -90,7 +90,7 @@ def main() -> None:
     out.append("## Run\n")
     out.append(table(["", ""], [
         ["date", run["date"]],
-        ["command", f"`flock /work/scratch/node.lock make bench-cluster` (SIGIL_BENCH_IMAGES={run['images']}, "
+        ["command", f"`make bench-cluster` (SIGIL_BENCH_IMAGES={run['images']}, "
                     f"SIGIL_BENCH_CONCURRENCY={run['concurrency']}, SIGIL_BENCH_DURATION={run['duration_s']})"],
         ["machine", f"{run['cpus']} CPUs ({run['cpu_model']}), {mib(run['memory_bytes'])}, kernel {run['kernel']}, "
                     f"load average at the end {run['loadavg_at_end']} (shared with other builds)"],
