@@ -129,35 +129,42 @@ UNSIGNED=$(workload unsigned)
 (cd "$WORK" && HOME=$WORK TUF_ROOT=$WORK/tuf COSIGN_PASSWORD='' cosign sign --key "$KEY1_PRIVATE" \
   --use-signing-config=false --tlog-upload=false --allow-insecure-registry --yes "$SIGNED" >/dev/null 2>&1) ||
   { e2e_log "e2e-node: cosign sign $SIGNED failed"; exit 1; }
-# The audit scenarios (e2e/suite/tests/node_audit.rs). A variant that the
-# test signs keyless with the testkit's Sigstore, so that rotating a key out
-# of a TrustRoot turns its pods to fail. And a variant served by a registry
-# of its own (not the node registry, which sigil's own pods restart from),
-# signed with key1, which the outage scenario freezes. containerd pulls over
-# plain HTTP only from the node registry (its one mirror entry), so that
-# image is put into the node's image store here with ctr, as on a node that
-# already has it: the kubelet runs a digest reference it has without pulling.
-AUDIT_KEYLESS=$(e2e/node/image.sh busybox "$WORK/busybox-audit-keyless" \
-  "$SIGIL_E2E_NODE_REGISTRY/sigil-audit/keyless:old" --label "dev.sigil.e2e.variant=audit-keyless")
+# The audit scenarios (e2e/suite/tests/node_audit.rs) run images from a
+# registry of their own (not the node registry, which sigil's own pods
+# restart from), which the outage scenario freezes: one signed with key1,
+# and one that the test signs keyless with the testkit's Sigstore, so that
+# rotating a key out of a TrustRoot turns its pods to fail. containerd pulls
+# over plain HTTP only from the node registry (its one mirror entry), so
+# both are put into the node's image store here with ctr, as on a node that
+# already has them: the kubelet runs a digest reference it has without
+# pulling. The fixtures name them host side (127.0.0.1, where the test
+# pushes); SIGIL_E2E_REGISTRY_ALIAS gives their name in the cluster.
 AUDITREG_PORT=$(free_port)
 olareg serve --addr 127.0.0.1 --port "$AUDITREG_PORT" --store-type mem >"$WORK/auditreg.log" 2>&1 &
 AUDITREG_PID=$!
 wait_url "http://127.0.0.1:$AUDITREG_PORT/v2/" 10 || { e2e_log "e2e-node: the audit's registry did not come up"; exit 1; }
 e2e/local-cluster.sh expose "$AUDITREG_PORT"
 POD_AUDITREG=$SIGIL_E2E_NODE_IP:$AUDITREG_PORT
-OUTAGE=$(e2e/node/image.sh busybox "$WORK/busybox-audit-outage" "127.0.0.1:$AUDITREG_PORT/sigil-audit/outage:signed" \
-  --label "dev.sigil.e2e.variant=audit-outage")
+SIGIL_E2E_REGISTRY_ALIAS=$SIGIL_E2E_REGISTRY_ALIAS,127.0.0.1:$AUDITREG_PORT=$POD_AUDITREG
+audit_image() { # repo tag: pushed host side, pulled into the node by its name in the cluster
+  local ref
+  ref=$(e2e/node/image.sh busybox "$WORK/busybox-audit-$1" "127.0.0.1:$AUDITREG_PORT/sigil-audit/$1:$2" \
+    --label "dev.sigil.e2e.variant=audit-$1") || return 1
+  ctr --address "$SIGIL_E2E_STATE/run/containerd.sock" --namespace k8s.io images pull --plain-http \
+    "$POD_AUDITREG/${ref#*/}" >"$WORK/ctr-pull.log" 2>&1 ||
+    { cat "$WORK/ctr-pull.log" >&2; e2e_log "e2e-node: ctr pull $POD_AUDITREG/${ref#*/} failed"; return 1; }
+  printf '%s\n' "$ref"
+}
+AUDIT_OUTAGE=$(audit_image outage signed)
+AUDIT_KEYLESS=$(audit_image keyless old)
 (cd "$WORK" && HOME=$WORK TUF_ROOT=$WORK/tuf COSIGN_PASSWORD='' cosign sign --key "$KEY1_PRIVATE" \
-  --use-signing-config=false --tlog-upload=false --allow-insecure-registry --yes "$OUTAGE" >/dev/null 2>&1) ||
-  { e2e_log "e2e-node: cosign sign $OUTAGE failed"; exit 1; }
-POD_OUTAGE=$POD_AUDITREG/${OUTAGE#*/}
-ctr --address "$SIGIL_E2E_STATE/run/containerd.sock" --namespace k8s.io images pull --plain-http "$POD_OUTAGE" \
-  >"$WORK/ctr-pull.log" 2>&1 || { cat "$WORK/ctr-pull.log" >&2; e2e_log "e2e-node: ctr pull $POD_OUTAGE failed"; exit 1; }
+  --use-signing-config=false --tlog-upload=false --allow-insecure-registry --yes "$AUDIT_OUTAGE" >/dev/null 2>&1) ||
+  { e2e_log "e2e-node: cosign sign $AUDIT_OUTAGE failed"; exit 1; }
 {
-  echo "NODE_AUDIT_KEYLESS=$AUDIT_KEYLESS"
-  echo "NODE_AUDIT_OUTAGE=$POD_OUTAGE"
-  echo "NODE_AUDIT_REGISTRY=$POD_AUDITREG"
+  echo "NODE_AUDIT_REGISTRY=127.0.0.1:$AUDITREG_PORT"
   echo "NODE_AUDIT_REGISTRY_PID=$AUDITREG_PID"
+  echo "NODE_AUDIT_OUTAGE=$AUDIT_OUTAGE"
+  echo "NODE_AUDIT_KEYLESS=$AUDIT_KEYLESS"
 } >>"$SIGIL_REGISTRY_FIXTURES"
 {
   echo "NODE_REGISTRY=$SIGIL_E2E_NODE_REGISTRY"

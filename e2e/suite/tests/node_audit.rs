@@ -10,7 +10,8 @@
 //! Needs, besides what `tests/node.rs` needs: the chart's audit enabled
 //! with a 60 s interval and a verdict TTL below it, and the fixture entries
 //! `run-node.sh` adds for it (`NODE_AUDIT_KEYLESS`, `NODE_AUDIT_OUTAGE`,
-//! `NODE_AUDIT_REGISTRY`, `NODE_AUDIT_REGISTRY_PID`); `kubectl` on PATH.
+//! `NODE_AUDIT_REGISTRY`, `NODE_AUDIT_REGISTRY_PID`, host side, with their
+//! registry in `SIGIL_E2E_REGISTRY_ALIAS`); `kubectl` on PATH.
 #![allow(
     clippy::unwrap_used,
     clippy::expect_used,
@@ -363,8 +364,9 @@ fn find<'a>(seen: &'a [Outcome], workload: &str, policy: &str) -> Option<&'a Out
         .find(|o| o.workload == workload && o.policy == policy)
 }
 
-/// Signs the image `registry/repo@digest` keyless with `kit`'s Sigstore
-/// (new bundle format, an OCI referrer), as cosign v3 does.
+/// Signs the image `registry/repo@digest` (host side: the suite pushes only
+/// to 127.0.0.1) keyless with `kit`'s Sigstore (new bundle format, an OCI
+/// referrer), as cosign v3 does.
 async fn sign_keyless(kit: &Testkit, reference: &str) {
     let (name, digest) = reference.rsplit_once('@').unwrap();
     let (registry, repo) = name.split_once('/').unwrap();
@@ -445,11 +447,11 @@ async fn the_audit_reports_running_pods_follows_a_key_rotated_out_of_a_trust_roo
     let key = a.fx.key_pem("KEY1").unwrap();
     let signed = a.raw("NODE_WORKLOAD_SIGNED");
     let unsigned = a.raw("NODE_WORKLOAD_UNSIGNED");
-    let keyless = a.raw("NODE_AUDIT_KEYLESS");
+    let keyless = a.fx.get("NODE_AUDIT_KEYLESS").unwrap();
     // The key that signs `keyless` at first, and the one that replaces it.
     let old_kit = Testkit::new(0xa0d1_0001);
     let new_kit = Testkit::new(0xa0d1_0002);
-    sign_keyless(&old_kit, &keyless).await;
+    sign_keyless(&old_kit, &a.raw("NODE_AUDIT_KEYLESS")).await;
     a.cluster
         .apply_trust_root(&testkit_trust_root(TRUST_ROOT, &old_kit).unwrap())
         .await
@@ -464,7 +466,10 @@ async fn the_audit_reports_running_pods_follows_a_key_rotated_out_of_a_trust_roo
     .await;
     a.policy(
         "audit-keyless",
-        &format!("{registry}/sigil-audit/**"),
+        &format!(
+            "{}/sigil-audit/**",
+            a.fx.get("NODE_AUDIT_REGISTRY").unwrap()
+        ),
         "enforce",
         keyless_authority(),
     )
@@ -533,8 +538,11 @@ async fn the_audit_reports_running_pods_follows_a_key_rotated_out_of_a_trust_roo
     let turned = find(&seen, "keyless", "audit-keyless").unwrap();
     assert_eq!(turned.pods, 3, "{turned}");
     assert!(
-        turned.message.contains("authority corp-ci (keyless)"),
-        "the cause should name the authority: {turned}"
+        turned.message.contains("authority corp-ci (keyless)")
+            && turned
+                .message
+                .contains("which the trusted root does not contain"),
+        "the cause should name the authority and the log key the TrustRoot no longer holds: {turned}"
     );
     // Only the policy naming the TrustRoot changed.
     for w in ["signed", "lone"] {
@@ -608,10 +616,10 @@ impl Drop for Frozen {
 async fn a_frozen_workload_registry_turns_the_audit_results_to_error_never_pass() {
     let a = Audit::start("outage").await;
     let key = a.fx.key_pem("KEY1").unwrap();
-    let image = a.raw("NODE_AUDIT_OUTAGE");
+    let image = a.fx.get("NODE_AUDIT_OUTAGE").unwrap();
     a.policy(
         "audit-outage",
-        &format!("{}/**", a.raw("NODE_AUDIT_REGISTRY")),
+        &format!("{}/**", a.fx.get("NODE_AUDIT_REGISTRY").unwrap()),
         "enforce",
         json!([key_authority("harness-key1", &key)]),
     )
@@ -652,7 +660,12 @@ async fn a_frozen_workload_registry_turns_the_audit_results_to_error_never_pass(
     let took = start.elapsed();
     let error = find(&seen, "outage", "audit-outage").unwrap();
     assert_eq!(error.pods, 2, "{error}");
-    assert!(!error.message.is_empty(), "{error}");
+    assert!(
+        error
+            .message
+            .contains("did not answer before the admission deadline"),
+        "the cause should say the registry did not answer: {error}"
+    );
     println!(
         "audit: workload registry frozen: {} pods turned to error after {took:.1?} (interval {INTERVAL:?}): {}",
         error.pods, error.message
