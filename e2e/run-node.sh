@@ -17,6 +17,9 @@
 #    then the node's own scenarios (e2e/suite/tests/node.rs): the chart's
 #    Pods as the runtime runs them, a signed workload running, an unsigned
 #    one never getting a Pod, and failure and change under load.
+#    Then `helm upgrade --set audit.enabled=true` and the audit's scenarios
+#    (e2e/suite/tests/node_audit.rs): reports of running pods, a key rotated
+#    out of a TrustRoot, a pod deleted, a workload registry frozen.
 # 6. `down`, and the footprint again: anything left on the machine fails.
 #
 # Needs root. Arguments go to both test binaries (a test name filters).
@@ -103,6 +106,12 @@ inner_cleanup() {
     kubectl -n "$SIGIL_NS" get pods -o wide >&2 || true
     kubectl -n "$SIGIL_NS" logs -l app.kubernetes.io/name=sigil --all-containers --prefix --tail=40 >&2 || true
   fi
+  if [ -n "${AUDITREG_PID:-}" ]; then
+    # A frozen registry (the outage scenario) takes no TERM until continued.
+    kill -CONT "$AUDITREG_PID" 2>/dev/null || true
+    kill "$AUDITREG_PID" 2>/dev/null || true
+    wait "$AUDITREG_PID" 2>/dev/null || true
+  fi
   rm -rf "$WORK"
 }
 trap inner_cleanup EXIT
@@ -120,6 +129,43 @@ UNSIGNED=$(workload unsigned)
 (cd "$WORK" && HOME=$WORK TUF_ROOT=$WORK/tuf COSIGN_PASSWORD='' cosign sign --key "$KEY1_PRIVATE" \
   --use-signing-config=false --tlog-upload=false --allow-insecure-registry --yes "$SIGNED" >/dev/null 2>&1) ||
   { e2e_log "e2e-node: cosign sign $SIGNED failed"; exit 1; }
+# The audit scenarios (e2e/suite/tests/node_audit.rs) run images from a
+# registry of their own (not the node registry, which sigil's own pods
+# restart from), which the outage scenario freezes: one signed with key1,
+# and one that the test signs keyless with the testkit's Sigstore, so that
+# rotating a key out of a TrustRoot turns its pods to fail. containerd pulls
+# over plain HTTP only from the node registry (its one mirror entry), so
+# both are put into the node's image store here with ctr, as on a node that
+# already has them: the kubelet runs a digest reference it has without
+# pulling. The fixtures name them host side (127.0.0.1, where the test
+# pushes); SIGIL_E2E_REGISTRY_ALIAS gives their name in the cluster.
+AUDITREG_PORT=$(free_port)
+olareg serve --addr 127.0.0.1 --port "$AUDITREG_PORT" --store-type mem >"$WORK/auditreg.log" 2>&1 &
+AUDITREG_PID=$!
+wait_url "http://127.0.0.1:$AUDITREG_PORT/v2/" 10 || { e2e_log "e2e-node: the audit's registry did not come up"; exit 1; }
+e2e/local-cluster.sh expose "$AUDITREG_PORT"
+POD_AUDITREG=$SIGIL_E2E_NODE_IP:$AUDITREG_PORT
+SIGIL_E2E_REGISTRY_ALIAS=$SIGIL_E2E_REGISTRY_ALIAS,127.0.0.1:$AUDITREG_PORT=$POD_AUDITREG
+audit_image() { # repo tag: pushed host side, pulled into the node by its name in the cluster
+  local ref
+  ref=$(e2e/node/image.sh busybox "$WORK/busybox-audit-$1" "127.0.0.1:$AUDITREG_PORT/sigil-audit/$1:$2" \
+    --label "dev.sigil.e2e.variant=audit-$1") || return 1
+  ctr --address "$SIGIL_E2E_STATE/run/containerd.sock" --namespace k8s.io images pull --plain-http \
+    "$POD_AUDITREG/${ref#*/}" >"$WORK/ctr-pull.log" 2>&1 ||
+    { cat "$WORK/ctr-pull.log" >&2; e2e_log "e2e-node: ctr pull $POD_AUDITREG/${ref#*/} failed"; return 1; }
+  printf '%s\n' "$ref"
+}
+AUDIT_OUTAGE=$(audit_image outage signed)
+AUDIT_KEYLESS=$(audit_image keyless old)
+(cd "$WORK" && HOME=$WORK TUF_ROOT=$WORK/tuf COSIGN_PASSWORD='' cosign sign --key "$KEY1_PRIVATE" \
+  --use-signing-config=false --tlog-upload=false --allow-insecure-registry --yes "$AUDIT_OUTAGE" >/dev/null 2>&1) ||
+  { e2e_log "e2e-node: cosign sign $AUDIT_OUTAGE failed"; exit 1; }
+{
+  echo "NODE_AUDIT_REGISTRY=127.0.0.1:$AUDITREG_PORT"
+  echo "NODE_AUDIT_REGISTRY_PID=$AUDITREG_PID"
+  echo "NODE_AUDIT_OUTAGE=$AUDIT_OUTAGE"
+  echo "NODE_AUDIT_KEYLESS=$AUDIT_KEYLESS"
+} >>"$SIGIL_REGISTRY_FIXTURES"
 {
   echo "NODE_REGISTRY=$SIGIL_E2E_NODE_REGISTRY"
   echo "NODE_WORKLOAD_SIGNED=$SIGNED"
@@ -138,7 +184,7 @@ UNSIGNED=$(workload unsigned)
 t=$SECONDS
 if ! helm upgrade --install sigil charts/sigil --namespace "$SIGIL_NS" --create-namespace \
   --set image.repository="${SIGIL_IMAGE%@*}" --set image.digest="${SIGIL_IMAGE#*@}" \
-  --set "insecureRegistries={$POD_OLAREG,$POD_DOCKREG,$SIGIL_E2E_NODE_REGISTRY}" \
+  --set "insecureRegistries={$POD_OLAREG,$POD_DOCKREG,$POD_AUDITREG,$SIGIL_E2E_NODE_REGISTRY}" \
   --set trustRoot.offline=true \
   --set webhook.timeoutSeconds=5 --set controller.replicas=2 \
   --wait --timeout 5m >"$WORK/helm.log" 2>&1; then
@@ -158,6 +204,23 @@ e2e_log "e2e-node: the e2e suite against in-cluster sigil took $((SECONDS - t)) 
 t=$SECONDS
 cargo test -q -p sigil-e2e --test node -- --ignored --test-threads 1 --show-output "$@" || status=$?
 e2e_log "e2e-node: the node scenarios took $((SECONDS - t)) s"
+# The audit, switched on as a user switches it on. A short interval, and a
+# verdict TTL below it: the audit judges through admission's verdict cache,
+# so a re-verification within the TTL would be answered by the cached
+# verdict and the outage scenario would wait for the default 600 s.
+t=$SECONDS
+if helm upgrade sigil charts/sigil --namespace "$SIGIL_NS" --reuse-values \
+  --set audit.enabled=true --set audit.intervalSeconds=60 --set webhook.cache.verdictTTLSeconds=20 \
+  --wait --timeout 5m >"$WORK/helm-audit.log" 2>&1; then
+  e2e_log "e2e-node: helm upgrade --set audit.enabled=true (pods ready) took $((SECONDS - t)) s"
+  t=$SECONDS
+  cargo test -q -p sigil-e2e --test node_audit -- --ignored --test-threads 1 --show-output "$@" || status=$?
+  e2e_log "e2e-node: the audit scenarios took $((SECONDS - t)) s"
+else
+  cat "$WORK/helm-audit.log" >&2
+  e2e_log "e2e-node: helm upgrade with audit.enabled=true did not get every sigil Pod ready within 5 min"
+  status=1
+fi
 # sigil ran as its ServiceAccounts: an RBAC refusal in its logs means the
 # chart grants too little, even if no scenario noticed.
 kubectl -n "$SIGIL_NS" logs -l app.kubernetes.io/name=sigil --all-containers --prefix --tail=-1 >"$WORK/sigil.log" 2>&1 || true
