@@ -48,9 +48,10 @@ pub enum Signed {
     /// rules the bundle meets; only the reported media type may change.
     MediaType,
     /// A signed note: the body and the log's signature are signed; other
-    /// signature lines (cosigners, unknown keys) are ignored by design, and
-    /// a Rekor v1 note's key names are not bound to the log (the server's
-    /// hostname, see `OriginRule::RekorV1`), so only their signatures count.
+    /// signature lines (witnesses' cosignatures, unknown keys) are ignored
+    /// by design, and a Rekor v1 note's key names are not bound to the log
+    /// (the server's hostname, see `OriginRule::RekorV1`), so only their
+    /// signatures count.
     Note,
 }
 
@@ -311,7 +312,6 @@ fn testkit_subjects() -> Vec<Subject> {
         .collect()
 }
 
-
 fn conformance_subjects() -> Vec<Subject> {
     let Some(cases) = conformance_dir() else {
         return Vec::new();
@@ -449,6 +449,13 @@ fn signature_of(line: &str) -> &str {
     line.rsplit(' ').next().unwrap_or(line)
 }
 
+/// The key name of a note's signature line (`— <name> <base64>`).
+fn key_name_of(line: &str) -> Option<&str> {
+    line.strip_prefix("— ")
+        .and_then(|rest| rest.rsplit_once(' '))
+        .map(|(name, _)| name)
+}
+
 /// Whether a note body is a Rekor v1 checkpoint's (by its origin line).
 fn is_rekor_v1_note(body: &str) -> bool {
     body.lines().next().is_some_and(is_rekor_v1_origin)
@@ -521,10 +528,22 @@ pub fn check(edit: &Edit<'_>) {
         Signed::Note => {
             let (body, sigs) = note_lines(original);
             let (new_body, new_sigs) = note_lines(&new_text);
+            // The log's own line must survive. A Rekor v1 log signs under
+            // its hostname, which is not bound, so its line is any line and
+            // only the signature counts; a C2SP log (Rekor v2) signs under
+            // its origin, so lines of other names are witnesses' cosignatures,
+            // which the verifier does not check (no witness policy), and may
+            // change as long as the facts do not.
+            let rekor_v1 = is_rekor_v1_note(body);
+            let origin = body.lines().next();
             let kept = |line: &&str| {
-                new_sigs.contains(line)
-                    || (is_rekor_v1_note(body)
-                        && new_sigs.iter().any(|n| signature_of(n) == signature_of(line)))
+                if rekor_v1 {
+                    new_sigs
+                        .iter()
+                        .any(|n| signature_of(n) == signature_of(line))
+                } else {
+                    key_name_of(line) != origin || new_sigs.contains(line)
+                }
             };
             body == new_body && sigs.iter().all(kept) && facts == s.facts
         }

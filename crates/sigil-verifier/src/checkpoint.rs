@@ -558,6 +558,40 @@ pub(crate) mod tests {
         ));
     }
 
+    /// Fuzz finding 2 (`bundle_tamper`): a byte changed in a witness's
+    /// cosignature still verifies, as sigil checks only the log's signature
+    /// (it carries no witness keys); the same change in the log's own line
+    /// fails.
+    #[test]
+    fn a_witness_cosignature_is_not_checked_but_the_logs_signature_is() {
+        let case = "rekor2-dsse-happy-path";
+        let text = case_checkpoint(case);
+        let root = case_root(case);
+        let entry_log = case_bundle(case).tlog_entries[0].log_id.clone();
+        let log = root.tlogs.iter().find(|l| l.log_id == entry_log).unwrap();
+        let flip_in_line = |name: &str| {
+            let start = text.find(&format!("\n\u{2014} {name} ")).unwrap() + 1;
+            let line_end = start + text[start..].find('\n').unwrap();
+            let sig_start = start + text[start..line_end].rfind(' ').unwrap() + 1;
+            let sig = B64.decode(&text[sig_start..line_end]).unwrap();
+            let mut tampered = sig.clone();
+            // Past the 4-byte key hint: the signature itself.
+            tampered[10] ^= 0x01;
+            format!(
+                "{}{}{}",
+                &text[..sig_start],
+                B64.encode(&tampered),
+                &text[line_end..]
+            )
+        };
+        assert!(verify_checkpoint(&text, log, OriginRule::Host).is_ok());
+        let witness = flip_in_line("witness.stagemole.eu");
+        assert_ne!(witness, text);
+        assert!(verify_checkpoint(&witness, log, OriginRule::Host).is_ok());
+        let own = flip_in_line(&log.origin);
+        assert!(verify_checkpoint(&own, log, OriginRule::Host).is_err());
+    }
+
     #[test]
     fn v2_trust_roots_carry_c2sp_key_ids() {
         let root = case_root("rekor2-happy-path");
