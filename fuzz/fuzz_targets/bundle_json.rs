@@ -11,9 +11,9 @@ use sigil_verifier::verify::{Artifact, verify_bundle};
 
 fn claimed_digest(bundle: &Bundle) -> [u8; 32] {
     let found = match &bundle.content {
-        Content::MessageSignature { digest, .. } => {
-            digest.as_ref().and_then(|(_, d)| <[u8; 32]>::try_from(d.as_slice()).ok())
-        }
+        Content::MessageSignature { digest, .. } => digest
+            .as_ref()
+            .and_then(|(_, d)| <[u8; 32]>::try_from(d.as_slice()).ok()),
         Content::Dsse(env) => Statement::from_payload(&env.payload_type, &env.payload)
             .ok()
             .and_then(|s| {

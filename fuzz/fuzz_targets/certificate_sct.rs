@@ -23,8 +23,9 @@ fuzz_target!(|data: &[u8]| {
         }
     };
     let f = fixture();
-    let signing_time = time::OffsetDateTime::from_unix_timestamp(sigil_testkit::DEFAULT_SIGNING_TIME)
-        .unwrap_or(f.now);
+    let signing_time =
+        time::OffsetDateTime::from_unix_timestamp(sigil_testkit::DEFAULT_SIGNING_TIME)
+            .unwrap_or(f.now);
     for cert in certs.iter().take(4) {
         let _ = fulcio_identity(cert);
         let _ = (cert.is_self_signed(), cert.is_valid_at(f.now));
@@ -38,6 +39,11 @@ fuzz_target!(|data: &[u8]| {
                 let _ = verify_embedded_scts(cert, issuer, &f.root);
             }
         }
-        let _ = verify_fulcio_chain(cert, certs.get(1..).unwrap_or_default(), &f.root, signing_time);
+        let _ = verify_fulcio_chain(
+            cert,
+            certs.get(1..).unwrap_or_default(),
+            &f.root,
+            signing_time,
+        );
     }
 });

@@ -41,7 +41,9 @@ fuzz_target!(|data: &[u8]| {
     let f = fixture();
     let image = Digest::of(ARTIFACT);
     for policy in [&f.keyless, &f.key] {
-        if let Err(e) = verify_legacy_attestation(envelope, &annotations, &image, policy, &f.root, f.now) {
+        if let Err(e) =
+            verify_legacy_attestation(envelope, &annotations, &image, policy, &f.root, f.now)
+        {
             let _ = (e.reason(), e.to_string());
         }
     }

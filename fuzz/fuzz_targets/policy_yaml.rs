@@ -13,8 +13,8 @@ use sigil_api::snapshot::PolicySnapshot;
 fuzz_target!(|data: &[u8]| {
     if let Ok(s) = PolicySnapshot::from_slice(data) {
         let json = s.to_json();
-        let again = PolicySnapshot::from_slice(json.as_bytes())
-            .expect("a snapshot's own JSON parses");
+        let again =
+            PolicySnapshot::from_slice(json.as_bytes()).expect("a snapshot's own JSON parses");
         assert_eq!(again.to_json(), json, "snapshot JSON is not stable");
         let _ = s.validate();
     }
@@ -38,7 +38,10 @@ fuzz_target!(|data: &[u8]| {
         .map(|d| convert_document(d).0)
         .collect();
     let back: Vec<Value> = serde_saphyr::from_multiple(&conversion.yaml).unwrap_or_else(|e| {
-        panic!("convert wrote YAML that does not parse ({e}):\n{}", conversion.yaml)
+        panic!(
+            "convert wrote YAML that does not parse ({e}):\n{}",
+            conversion.yaml
+        )
     });
     assert_eq!(
         back, expected,

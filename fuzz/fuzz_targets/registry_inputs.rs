@@ -13,17 +13,23 @@ fuzz_target!(|data: &[u8]| {
     if let Ok(text) = std::str::from_utf8(data) {
         if let Ok(r) = ImageRef::parse(text) {
             let rendered = r.to_string();
-            let again = ImageRef::parse(&rendered)
-                .unwrap_or_else(|e| panic!("{text:?} parsed, but its rendering {rendered:?} does not: {e}"));
-            assert_eq!(again.to_string(), rendered, "rendering is not stable for {text:?}");
+            let again = ImageRef::parse(&rendered).unwrap_or_else(|e| {
+                panic!("{text:?} parsed, but its rendering {rendered:?} does not: {e}")
+            });
+            assert_eq!(
+                again.to_string(),
+                rendered,
+                "rendering is not stable for {text:?}"
+            );
         }
         if let Ok(d) = Digest::parse(text) {
             assert_eq!(Digest::parse(&d.to_string()).ok(), Some(d));
         }
         if let Ok(r) = Repository::parse(text) {
             let rendered = r.to_string();
-            let again = Repository::parse(&rendered)
-                .unwrap_or_else(|e| panic!("{text:?} parsed, but its rendering {rendered:?} does not: {e}"));
+            let again = Repository::parse(&rendered).unwrap_or_else(|e| {
+                panic!("{text:?} parsed, but its rendering {rendered:?} does not: {e}")
+            });
             assert_eq!(again.to_string(), rendered);
         }
         let _ = parse_challenge(text);

@@ -94,8 +94,8 @@ pub fn fixture() -> &'static Fixture {
         let key = VerificationPolicy::key(
             PublicKey::from_pem(&kit.managed_public_key_pem()).expect("managed key"),
         );
-        let now = OffsetDateTime::from_unix_timestamp(DEFAULT_SIGNING_TIME + 86_400)
-            .expect("fixed time");
+        let now =
+            OffsetDateTime::from_unix_timestamp(DEFAULT_SIGNING_TIME + 86_400).expect("fixed time");
         let mut conformance_roots = Vec::new();
         let mut seen = std::collections::BTreeSet::new();
         if let Some(cases) = conformance_dir() {

@@ -255,7 +255,11 @@ pub fn check(data: &[u8]) {
     *r.content.lock().unwrap_or_else(|e| e.into_inner()) = c;
     let f = fixture();
     let policy = ImagePolicy {
-        verification: if managed { f.key.clone() } else { f.keyless.clone() },
+        verification: if managed {
+            f.key.clone()
+        } else {
+            f.keyless.clone()
+        },
         want,
     };
     let reference = format!("{}/{REPOSITORY}@{image}", r.addr);
@@ -264,11 +268,7 @@ pub fn check(data: &[u8]) {
         ..VerifyImageOptions::default()
     };
     let outcome = r.runtime.block_on(verify_image(
-        &reference,
-        &policy,
-        &f.root,
-        &r.client,
-        &options,
+        &reference, &policy, &f.root, &r.client, &options,
     ));
     match outcome {
         Ok(verdict) => {
@@ -277,7 +277,10 @@ pub fn check(data: &[u8]) {
                 image,
                 "a verdict for another digest than the image's"
             );
-            assert!(!verdict.verified.is_empty(), "Ok without a verified candidate");
+            assert!(
+                !verdict.verified.is_empty(),
+                "Ok without a verified candidate"
+            );
         }
         Err(e) => {
             // Every failure renders (messages are built from fuzzed text).

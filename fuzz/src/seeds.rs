@@ -6,11 +6,11 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
+use crate::tamper::{subjects, testkit_content, testkit_specs};
+use crate::{ARTIFACT, case_dirs, conformance_dir, fixture, join};
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as B64;
 use serde_json::{Value, json};
-use crate::tamper::{subjects, testkit_content, testkit_specs};
-use crate::{ARTIFACT, case_dirs, conformance_dir, fixture, join};
 use sigil_testkit::cosign;
 use sigil_testkit::tsa::TimestampRequest;
 use sigil_testkit::{
@@ -29,7 +29,13 @@ impl Corpus {
         std::fs::create_dir_all(&dir).expect("corpus directory");
         let safe: String = name
             .chars()
-            .map(|c| if c.is_ascii_alphanumeric() || c == '-' || c == '.' { c } else { '_' })
+            .map(|c| {
+                if c.is_ascii_alphanumeric() || c == '-' || c == '.' {
+                    c
+                } else {
+                    '_'
+                }
+            })
             .collect();
         std::fs::write(dir.join(format!("seed-{safe}")), bytes).expect("write seed");
         *self.count.entry(target).or_default() += 1;
@@ -122,16 +128,32 @@ fn verifier_seeds(c: &mut Corpus) {
     ));
     for (name, spec, dsse) in &specs {
         let minted = f.mint(spec, testkit_content(*dsse));
-        c.add("bundle_json", &format!("testkit-{name}"), minted.json.as_bytes());
+        c.add(
+            "bundle_json",
+            &format!("testkit-{name}"),
+            minted.json.as_bytes(),
+        );
         if let Some(leaf) = &minted.leaf {
-            c.add("certificate_sct", &format!("testkit-leaf-{name}"), &leaf.cert_der);
-            c.add("der_rfc3161", &format!("testkit-leaf-{name}"), &leaf.cert_der);
+            c.add(
+                "certificate_sct",
+                &format!("testkit-leaf-{name}"),
+                &leaf.cert_der,
+            );
+            c.add(
+                "der_rfc3161",
+                &format!("testkit-leaf-{name}"),
+                &leaf.cert_der,
+            );
             let pem = format!(
                 "{}{}",
                 leaf.cert_pem(),
                 pem("CERTIFICATE", &kit.fulcio.intermediate.cert_der)
             );
-            c.add("certificate_sct", &format!("testkit-pem-{name}"), pem.as_bytes());
+            c.add(
+                "certificate_sct",
+                &format!("testkit-pem-{name}"),
+                pem.as_bytes(),
+            );
         }
         if let Some(ts) = &minted.timestamp {
             c.add(
@@ -145,7 +167,12 @@ fn verifier_seeds(c: &mut Corpus) {
             dsse_seed(c, name, &minted.value(), &minted, entry);
         }
     }
-    for der in kit.fulcio.chain_der().iter().chain(kit.tsa.chain_der().iter()) {
+    for der in kit
+        .fulcio
+        .chain_der()
+        .iter()
+        .chain(kit.tsa.chain_der().iter())
+    {
         c.add("certificate_sct", &format!("testkit-ca-{}", der.len()), der);
     }
     for embed in [true, false] {
@@ -192,10 +219,17 @@ fn verifier_seeds(c: &mut Corpus) {
         let mut sigs = Vec::new();
         strings_at(v, "signature", &mut sigs);
         strings_at(v, "sig", &mut sigs);
-        let signature = sigs.first().and_then(|s| B64.decode(s).ok()).unwrap_or_default();
+        let signature = sigs
+            .first()
+            .and_then(|s| B64.decode(s).ok())
+            .unwrap_or_default();
         for (i, t) in tokens.iter().enumerate() {
             if let Ok(der) = B64.decode(t) {
-                c.add("der_rfc3161", &format!("{name}-{i}"), &join(&[&signature, &der]));
+                c.add(
+                    "der_rfc3161",
+                    &format!("{name}-{i}"),
+                    &join(&[&signature, &der]),
+                );
             }
         }
         if let Some(env) = v.get("dsseEnvelope") {
@@ -204,7 +238,11 @@ fn verifier_seeds(c: &mut Corpus) {
                 &format!("{name}-envelope"),
                 env.to_string().as_bytes(),
             );
-            if let Some(p) = env.get("payload").and_then(Value::as_str).and_then(|p| B64.decode(p).ok()) {
+            if let Some(p) = env
+                .get("payload")
+                .and_then(Value::as_str)
+                .and_then(|p| B64.decode(p).ok())
+            {
                 c.add("dsse_statement", &format!("{name}-statement"), &p);
             }
         }
@@ -276,7 +314,11 @@ fn index(entries: &[(usize, &str)]) -> Vec<u8> {
         .into_bytes()
 }
 
-fn legacy_manifest(layers: &[(usize, &BTreeMap<String, String>)], media: &str, config: usize) -> Vec<u8> {
+fn legacy_manifest(
+    layers: &[(usize, &BTreeMap<String, String>)],
+    media: &str,
+    config: usize,
+) -> Vec<u8> {
     let layers: Vec<Value> = layers
         .iter()
         .map(|(doc, ann)| json!({"mediaType": media, "digest": format!("@doc:{doc}"), "size": 1, "annotations": ann}))
@@ -306,21 +348,42 @@ fn oci_seeds(c: &mut Corpus) {
         let sig = cosign::image_signature_bundle(&f.kit, &spec, &sha).expect("mints");
         let manifest = referrer_manifest(cosign::COSIGN_SIGN_PREDICATE, 1, 2, BUNDLE);
         let list = index(&[(0, BUNDLE)]);
-        for mode in [control.to_string(), format!("{control} fallback"), format!("{control} pages")] {
+        for mode in [
+            control.to_string(),
+            format!("{control} fallback"),
+            format!("{control} pages"),
+        ] {
             c.add(
                 "oci_registry",
                 &format!("new-sig-{label}-{}", mode.trim().replace(' ', "-")),
-                &join(&[mode.as_bytes(), &list, b"", &manifest, empty, sig.json.as_bytes()]),
+                &join(&[
+                    mode.as_bytes(),
+                    &list,
+                    b"",
+                    &manifest,
+                    empty,
+                    sig.json.as_bytes(),
+                ]),
             );
         }
         // Legacy `.sig` layers, and cosign v2's OCI 1.1 referrer of them.
         let legacy = cosign::legacy_signature(&f.kit, &spec, "127.0.0.1/fuzz/app", &image.digest())
             .expect("mints");
-        let m = legacy_manifest(&[(0, &legacy.annotations)], "application/vnd.dev.cosign.simplesigning.v1+json", 1);
+        let m = legacy_manifest(
+            &[(0, &legacy.annotations)],
+            "application/vnd.dev.cosign.simplesigning.v1+json",
+            1,
+        );
         c.add(
             "oci_registry",
             &format!("legacy-sig-{label}"),
-            &join(&[control.as_bytes(), br#"{"manifests":[]}"#, &m, &legacy.payload, empty]),
+            &join(&[
+                control.as_bytes(),
+                br#"{"manifests":[]}"#,
+                &m,
+                &legacy.payload,
+                empty,
+            ]),
         );
         let exp = {
             let mut v: Value = serde_json::from_slice(&legacy_manifest(
@@ -350,29 +413,57 @@ fn oci_seeds(c: &mut Corpus) {
             &spec,
             Content::Dsse {
                 payload_type: IN_TOTO_PAYLOAD_TYPE.into(),
-                payload: in_toto_statement(&sha, ATTESTATION_PREDICATE, json!({"buildDefinition": {}})),
+                payload: in_toto_statement(
+                    &sha,
+                    ATTESTATION_PREDICATE,
+                    json!({"buildDefinition": {}}),
+                ),
             },
         );
         let manifest = referrer_manifest(ATTESTATION_PREDICATE, 1, 2, BUNDLE);
         c.add(
             "oci_registry",
             &format!("new-att-{label}"),
-            &join(&[format!("att {control}").as_bytes(), &index(&[(0, BUNDLE)]), b"", &manifest, empty, att.json.as_bytes()]),
+            &join(&[
+                format!("att {control}").as_bytes(),
+                &index(&[(0, BUNDLE)]),
+                b"",
+                &manifest,
+                empty,
+                att.json.as_bytes(),
+            ]),
         );
-        let env = att.value().get("dsseEnvelope").map(Value::to_string).unwrap_or_default();
+        let env = att
+            .value()
+            .get("dsseEnvelope")
+            .map(Value::to_string)
+            .unwrap_or_default();
         let mut ann = BTreeMap::new();
-        ann.insert("predicateType".to_string(), ATTESTATION_PREDICATE.to_string());
+        ann.insert(
+            "predicateType".to_string(),
+            ATTESTATION_PREDICATE.to_string(),
+        );
         if let Some(leaf) = &att.leaf {
             ann.insert(cosign::CERTIFICATE_ANNOTATION.to_string(), leaf.cert_pem());
         }
-        if let Some(a) = att.tlog_entry.as_ref().and_then(cosign::rekor_bundle_annotation) {
+        if let Some(a) = att
+            .tlog_entry
+            .as_ref()
+            .and_then(cosign::rekor_bundle_annotation)
+        {
             ann.insert(cosign::REKOR_BUNDLE_ANNOTATION.to_string(), a);
         }
         let m = legacy_manifest(&[(0, &ann)], "application/vnd.dsse.envelope.v1+json", 1);
         c.add(
             "oci_registry",
             &format!("legacy-att-{label}"),
-            &join(&[format!("att {control}").as_bytes(), br#"{"manifests":[]}"#, &m, env.as_bytes(), empty]),
+            &join(&[
+                format!("att {control}").as_bytes(),
+                br#"{"manifests":[]}"#,
+                &m,
+                env.as_bytes(),
+                empty,
+            ]),
         );
     }
     // Real cosign output, as the registry fixtures recorded it.
@@ -386,10 +477,22 @@ fn oci_seeds(c: &mut Corpus) {
         let legacy = std::fs::read(dir.join("legacy-sig.manifest.json")).unwrap_or_default();
         let mut parts: Vec<&[u8]> = vec![b"", &referrers, &legacy];
         parts.extend(docs.iter().map(Vec::as_slice));
-        c.add("oci_registry", &format!("samples-{registry}"), &join(&parts));
+        c.add(
+            "oci_registry",
+            &format!("samples-{registry}"),
+            &join(&parts),
+        );
         for doc in &docs {
-            c.add("dsse_statement", &format!("samples-{registry}-{}", doc.len()), doc);
-            c.add("bundle_json", &format!("samples-{registry}-{}", doc.len()), doc);
+            c.add(
+                "dsse_statement",
+                &format!("samples-{registry}-{}", doc.len()),
+                doc,
+            );
+            c.add(
+                "bundle_json",
+                &format!("samples-{registry}-{}", doc.len()),
+                doc,
+            );
         }
     }
 }
@@ -399,8 +502,16 @@ fn tamper_seeds(c: &mut Corpus) {
         for l in 0..subject.leaves.len() {
             let (s8, l8) = (u8::try_from(s).unwrap_or(0), u8::try_from(l).unwrap_or(0));
             // Flip the first byte; insert a byte in the middle.
-            c.add("bundle_tamper", &format!("{s}-{l}-flip"), &[s8, l8, 0, 0, 0, 0, 1]);
-            c.add("bundle_tamper", &format!("{s}-{l}-insert"), &[s8, l8, 0, 2, 0, 16, b'0']);
+            c.add(
+                "bundle_tamper",
+                &format!("{s}-{l}-flip"),
+                &[s8, l8, 0, 0, 0, 0, 1],
+            );
+            c.add(
+                "bundle_tamper",
+                &format!("{s}-{l}-insert"),
+                &[s8, l8, 0, 2, 0, 16, b'0'],
+            );
         }
     }
 }
@@ -431,7 +542,11 @@ fn registry_input_seeds(c: &mut Corpus) {
 fn admission_seeds(c: &mut Corpus) {
     let dir = repo_root().join("crates/sigil-webhook/tests/data");
     for p in files(&dir, "json") {
-        c.add("admission_review", &name_of(&p), &std::fs::read(&p).unwrap());
+        c.add(
+            "admission_review",
+            &name_of(&p),
+            &std::fs::read(&p).unwrap(),
+        );
     }
     let spec = json!({
         "initContainers": [{"name": "init", "image": "registry.example.com/init:1"}],
@@ -444,17 +559,69 @@ fn admission_seeds(c: &mut Corpus) {
     });
     let template = json!({"metadata": {"labels": {"app": "x"}}, "spec": spec});
     let kinds: [(&str, &str, &str, &str, Value); 8] = [
-        ("", "v1", "Pod", "pods", json!({"metadata": {"name": "p"}, "spec": spec})),
-        ("", "v1", "ReplicationController", "replicationcontrollers", json!({"spec": {"template": template}})),
-        ("apps", "v1", "Deployment", "deployments", json!({"spec": {"selector": {}, "template": template}})),
-        ("apps", "v1", "ReplicaSet", "replicasets", json!({"spec": {"selector": {}, "template": template}})),
-        ("apps", "v1", "StatefulSet", "statefulsets", json!({"spec": {"selector": {}, "serviceName": "s", "template": template}})),
-        ("apps", "v1", "DaemonSet", "daemonsets", json!({"spec": {"selector": {}, "template": template}})),
-        ("batch", "v1", "Job", "jobs", json!({"spec": {"template": template}})),
-        ("batch", "v1", "CronJob", "cronjobs", json!({"spec": {"schedule": "* * * * *", "jobTemplate": {"spec": {"template": template}}}})),
+        (
+            "",
+            "v1",
+            "Pod",
+            "pods",
+            json!({"metadata": {"name": "p"}, "spec": spec}),
+        ),
+        (
+            "",
+            "v1",
+            "ReplicationController",
+            "replicationcontrollers",
+            json!({"spec": {"template": template}}),
+        ),
+        (
+            "apps",
+            "v1",
+            "Deployment",
+            "deployments",
+            json!({"spec": {"selector": {}, "template": template}}),
+        ),
+        (
+            "apps",
+            "v1",
+            "ReplicaSet",
+            "replicasets",
+            json!({"spec": {"selector": {}, "template": template}}),
+        ),
+        (
+            "apps",
+            "v1",
+            "StatefulSet",
+            "statefulsets",
+            json!({"spec": {"selector": {}, "serviceName": "s", "template": template}}),
+        ),
+        (
+            "apps",
+            "v1",
+            "DaemonSet",
+            "daemonsets",
+            json!({"spec": {"selector": {}, "template": template}}),
+        ),
+        (
+            "batch",
+            "v1",
+            "Job",
+            "jobs",
+            json!({"spec": {"template": template}}),
+        ),
+        (
+            "batch",
+            "v1",
+            "CronJob",
+            "cronjobs",
+            json!({"spec": {"schedule": "* * * * *", "jobTemplate": {"spec": {"template": template}}}}),
+        ),
     ];
     for (group, version, kind, resource, object) in kinds {
-        for (op, sub) in [("CREATE", ""), ("UPDATE", ""), ("UPDATE", "ephemeralcontainers")] {
+        for (op, sub) in [
+            ("CREATE", ""),
+            ("UPDATE", ""),
+            ("UPDATE", "ephemeralcontainers"),
+        ] {
             let mut request = json!({
                 "uid": "0000-fuzz",
                 "kind": {"group": group, "version": version, "kind": kind},
@@ -488,7 +655,10 @@ fn admission_seeds(c: &mut Corpus) {
 
 fn policy_seeds(c: &mut Corpus) {
     let root = repo_root();
-    for dir in [root.join("deploy/examples"), root.join("crates/sigil-api/tests/data")] {
+    for dir in [
+        root.join("deploy/examples"),
+        root.join("crates/sigil-api/tests/data"),
+    ] {
         for p in files(&dir, "yaml") {
             c.add("policy_yaml", &name_of(&p), &std::fs::read(&p).unwrap());
         }
@@ -498,13 +668,22 @@ fn policy_seeds(c: &mut Corpus) {
         stack.push(pc);
     }
     while let Some(d) = stack.pop() {
-        let Ok(rd) = std::fs::read_dir(&d) else { continue };
+        let Ok(rd) = std::fs::read_dir(&d) else {
+            continue;
+        };
         for e in rd.filter_map(Result::ok) {
             let p = e.path();
             if p.is_dir() {
                 stack.push(p);
-            } else if p.extension().is_some_and(|e| e == "yaml" || e == "yml" || e == "rego") {
-                let rel = p.strip_prefix(&root).unwrap_or(&p).to_string_lossy().into_owned();
+            } else if p
+                .extension()
+                .is_some_and(|e| e == "yaml" || e == "yml" || e == "rego")
+            {
+                let rel = p
+                    .strip_prefix(&root)
+                    .unwrap_or(&p)
+                    .to_string_lossy()
+                    .into_owned();
                 c.add("policy_yaml", &rel, &std::fs::read(&p).unwrap());
             }
         }
@@ -512,7 +691,9 @@ fn policy_seeds(c: &mut Corpus) {
     c.add(
         "policy_yaml",
         "empty-snapshot",
-        sigil_api::snapshot::PolicySnapshot::empty().to_json().as_bytes(),
+        sigil_api::snapshot::PolicySnapshot::empty()
+            .to_json()
+            .as_bytes(),
     );
 }
 
