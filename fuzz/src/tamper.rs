@@ -449,13 +449,6 @@ fn signature_of(line: &str) -> &str {
     line.rsplit(' ').next().unwrap_or(line)
 }
 
-/// The key name of a note's signature line (`— <name> <base64>`).
-fn key_name_of(line: &str) -> Option<&str> {
-    line.strip_prefix("— ")
-        .and_then(|rest| rest.rsplit_once(' '))
-        .map(|(name, _)| name)
-}
-
 /// Whether a note body is a Rekor v1 checkpoint's (by its origin line).
 fn is_rekor_v1_note(body: &str) -> bool {
     body.lines().next().is_some_and(is_rekor_v1_origin)
@@ -528,21 +521,31 @@ pub fn check(edit: &Edit<'_>) {
         Signed::Note => {
             let (body, sigs) = note_lines(original);
             let (new_body, new_sigs) = note_lines(&new_text);
-            // The log's own line must survive. A Rekor v1 log signs under
-            // its hostname, which is not bound, so its line is any line and
-            // only the signature counts; a C2SP log (Rekor v2) signs under
-            // its origin, so lines of other names are witnesses' cosignatures,
-            // which the verifier does not check (no witness policy), and may
-            // change as long as the facts do not.
+            // The log's own lines must survive: those whose key hint is a
+            // trusted log's (the first four bytes of its log ID). Other lines
+            // (witnesses' cosignatures, unknown keys, whatever their name)
+            // are not checked by the verifier, and may change as long as the
+            // facts do not. A Rekor v1 log signs under its hostname, which is
+            // not bound, so only its line's signature counts; a C2SP log
+            // (Rekor v2) signs under its origin, so its whole line is bound.
+            let log_hint = |line: &str| {
+                B64.decode(signature_of(line)).ok().is_some_and(|sig| {
+                    s.root
+                        .tlogs
+                        .iter()
+                        .any(|l| l.log_id.len() >= 4 && sig.get(..4) == l.log_id.get(..4))
+                })
+            };
             let rekor_v1 = is_rekor_v1_note(body);
-            let origin = body.lines().next();
             let kept = |line: &&str| {
-                if rekor_v1 {
+                if !log_hint(line) {
+                    true
+                } else if rekor_v1 {
                     new_sigs
                         .iter()
                         .any(|n| signature_of(n) == signature_of(line))
                 } else {
-                    key_name_of(line) != origin || new_sigs.contains(line)
+                    new_sigs.contains(line)
                 }
             };
             body == new_body && sigs.iter().all(kept) && facts == s.facts
