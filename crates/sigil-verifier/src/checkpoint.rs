@@ -559,9 +559,9 @@ pub(crate) mod tests {
     }
 
     /// Fuzz finding 2 (`bundle_tamper`): a byte changed in a witness's
-    /// cosignature still verifies, as sigil checks only the log's signature
-    /// (it carries no witness keys); the same change in the log's own line
-    /// fails.
+    /// cosignature, or an unknown key's line renamed, still verifies, as
+    /// sigil checks only the log's signature (found by its key hint; it
+    /// carries no witness keys); the same change in the log's own line fails.
     #[test]
     fn a_witness_cosignature_is_not_checked_but_the_logs_signature_is() {
         let case = "rekor2-dsse-happy-path";
@@ -590,6 +590,24 @@ pub(crate) mod tests {
         assert!(verify_checkpoint(&witness, log, OriginRule::Host).is_ok());
         let own = flip_in_line(&log.origin);
         assert!(verify_checkpoint(&own, log, OriginRule::Host).is_err());
+
+        // A line under the origin's name but with another key's hint is not
+        // the log's either: renaming it changes nothing.
+        let case = "rekor2-checkpoint-two-sigs-from-origin";
+        let text = case_checkpoint(case);
+        let root = case_root(case);
+        let entry_log = case_bundle(case).tlog_entries[0].log_id.clone();
+        let log = root.tlogs.iter().find(|l| l.log_id == entry_log).unwrap();
+        let hint = B64.encode(log.log_id.get(..3).unwrap());
+        let foreign = text
+            .lines()
+            .find(|l| {
+                l.starts_with('\u{2014}') && !l.rsplit(' ').next().unwrap().starts_with(&hint)
+            })
+            .unwrap();
+        let renamed = text.replacen(foreign, &foreign.replacen("sigstage", "sigstaWe", 1), 1);
+        assert_ne!(renamed, text);
+        assert!(verify_checkpoint(&renamed, log, OriginRule::Host).is_ok());
     }
 
     #[test]
