@@ -429,36 +429,18 @@ PC_IMAGE=$(bench/peers/image.sh policy-controller "$WORK/oci/policy-controller" 
 KYVERNO_IMAGE=$(bench/peers/image.sh kyverno "$WORK/oci/kyverno" --push "$SIGIL_E2E_NODE_REGISTRY/peers/kyverno:bench")
 KYVERNOPRE_IMAGE=$(bench/peers/image.sh kyvernopre "$WORK/oci/kyvernopre" --push "$SIGIL_E2E_NODE_REGISTRY/peers/kyvernopre:bench")
 mkdir -p -- "$RESULTS"
-python3 - "$WORK/oci" "$REPO_ROOT/target/oci/sigil" >"$RESULTS/images.json" <<'PY'
+# sigil's size only when this run built its image (scripts/image.sh writes
+# LAYOUT.size as bench/peers/image.sh does).
+python3 - "$WORK/oci" "${SIGIL_IMAGE:+$REPO_ROOT/target/oci/sigil}" >"$RESULTS/images.json" <<'PY'
 import json, os, sys
 oci, sigil = sys.argv[1:3]
 sizes = {}
-for name, layout in [("sigil", sigil)] + [(n, os.path.join(oci, n)) for n in ("policy-controller", "kyverno", "kyvernopre")]:
+for name, layout in [("sigil", sigil)] * bool(sigil) + [(n, os.path.join(oci, n)) for n in ("policy-controller", "kyverno", "kyvernopre")]:
     if os.path.exists(layout + ".size"):
         c, u = open(layout + ".size").read().split()
         sizes[name] = {"compressed": int(c), "unpacked": int(u)}
 print(json.dumps(sizes))
 PY
-if [[ -n $SIGIL_IMAGE && ! -f $REPO_ROOT/target/oci/sigil.size ]]; then
-    # sigil's layout has no .size file (scripts/image.sh does not write one): measure it the same way.
-    python3 - "$REPO_ROOT/target/oci/sigil" "$RESULTS/images.json" <<'PY'
-import gzip, io, json, os, sys, tarfile
-layout, path = sys.argv[1:3]
-def blob(d):
-    return open(os.path.join(layout, "blobs", *d.split(":")), "rb").read()
-index = json.load(open(os.path.join(layout, "index.json")))
-manifest = json.loads(blob(index["manifests"][0]["digest"]))
-c = u = 0
-for layer in manifest["layers"]:
-    data = blob(layer["digest"])
-    c += len(data)
-    with tarfile.open(fileobj=io.BytesIO(gzip.decompress(data))) as tar:
-        u += sum(m.size for m in tar.getmembers() if m.isfile())
-sizes = json.load(open(path))
-sizes["sigil"] = {"compressed": c, "unpacked": u}
-json.dump(sizes, open(path, "w"))
-PY
-fi
 
 kubectl create namespace "$NS" >/dev/null
 kubectl label namespace "$NS" policy.sigil.dev/include=true policy.sigstore.dev/include=true >/dev/null

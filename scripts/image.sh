@@ -20,7 +20,7 @@
 #   --out        layout directory (default target/oci/sigil)
 #   --no-build   use the release binaries already built
 # Prints REPOSITORY@DIGEST when pushing, else the manifest digest; writes
-# the digest to DIR.digest too.
+# the digest to DIR.digest too, and the size to DIR.size (scripts/oci-size.py).
 # Environment: SOURCE_DATE_EPOCH (default: the last commit's time, else 0);
 # CARGO_TARGET_DIR; FIPS_TARGET_DIR (default $CARGO_TARGET_DIR/fips);
 # SIGIL_CUE_MODULE (a built cue.wasm; default: scripts/build-cue-wasm.sh's).
@@ -127,6 +127,7 @@ digest=$(python3 scripts/oci-image.py --out "$out" --tag "$version$tag_suffix" \
     --env SSL_CERT_FILE=/etc/ssl/certs/ca-certificates.crt \
     "${label_args[@]}")
 printf '%s\n' "$digest" >"$out.digest"
+python3 scripts/oci-size.py "$out" >"$out.size" || die "measuring $out failed"
 log "built $out ($digest) in $((SECONDS - start)) s"
 
 if [[ -z $push ]]; then

@@ -12,7 +12,7 @@
 #   IMAGE: policy-controller (cmd/webhook), kyverno, kyvernopre (cmd/kyverno-init)
 # Prints REPOSITORY@DIGEST when pushing (plain HTTP: a local registry), else
 # the digest. Writes LAYOUT-DIR.size: "<compressed bytes> <unpacked bytes>"
-# (the layers' blobs, and the files in them), as scripts/image-check.sh counts.
+# (the layers' blobs, and the files in them; scripts/oci-size.py), as for sigil's image.
 set -euo pipefail
 HERE=$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")" && pwd)
 REPO=$(cd -- "$HERE/../.." && pwd)
@@ -78,22 +78,7 @@ digest=$(python3 "$REPO/scripts/oci-image.py" --out "$out" --tag "$version" \
     --label "org.opencontainers.image.version=$version" \
     --label "org.opencontainers.image.source=https://$module") || die "building the $image image failed"
 
-python3 - "$out" >"$out.size" <<'PY' || die "measuring $out failed"
-import gzip, io, json, os, sys, tarfile
-layout = sys.argv[1]
-def blob(digest):
-    with open(os.path.join(layout, "blobs", *digest.split(":")), "rb") as f:
-        return f.read()
-index = json.load(open(os.path.join(layout, "index.json")))
-manifest = json.loads(blob(index["manifests"][0]["digest"]))
-compressed = unpacked = 0
-for layer in manifest["layers"]:
-    data = blob(layer["digest"])
-    compressed += len(data)
-    with tarfile.open(fileobj=io.BytesIO(gzip.decompress(data))) as tar:
-        unpacked += sum(m.size for m in tar.getmembers() if m.isfile())
-print(compressed, unpacked)
-PY
+python3 "$REPO/scripts/oci-size.py" "$out" >"$out.size" || die "measuring $out failed"
 read -r compressed unpacked <"$out.size"
 log "$image $version: $digest, $compressed bytes compressed, $unpacked bytes unpacked"
 
