@@ -188,6 +188,16 @@ pub struct Cluster {
 }
 
 impl Cluster {
+    /// What every scenario starts from: a connection, the fixtures, the
+    /// opted-in namespace `ns`, and no policies left by earlier scenarios.
+    pub async fn fresh_scenario(ns: &str) -> anyhow::Result<(Self, Fixtures)> {
+        let cluster = Self::connect().await?;
+        let fx = Fixtures::from_env()?;
+        cluster.namespace(ns, true).await?;
+        cluster.clear_policies().await?;
+        Ok((cluster, fx))
+    }
+
     /// Connects with `KUBECONFIG` (or the in-cluster configuration).
     pub async fn connect() -> anyhow::Result<Self> {
         let _ = rustls::crypto::aws_lc_rs::default_provider().install_default();

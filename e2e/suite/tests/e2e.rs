@@ -74,11 +74,8 @@ impl Scenario {
     /// fresh namespace `e2e-<name>` in.
     async fn start(name: &str) -> Scenario {
         let serial = SERIAL.lock().await;
-        let cluster = Cluster::connect().await.unwrap();
-        let fx = Fixtures::from_env().unwrap();
         let ns = format!("e2e-{name}");
-        cluster.namespace(&ns, true).await.unwrap();
-        cluster.clear_policies().await.unwrap();
+        let (cluster, fx) = Cluster::fresh_scenario(&ns).await.unwrap();
         let s = Scenario {
             cluster,
             fx,

@@ -51,11 +51,8 @@ impl Node {
     /// the test registry's images, and over the node registry's workloads.
     async fn start(name: &str) -> Node {
         let serial = SERIAL.lock().await;
-        let cluster = Cluster::connect().await.unwrap();
-        let fx = Fixtures::from_env().unwrap();
         let ns = format!("e2e-node-{name}");
-        cluster.namespace(&ns, true).await.unwrap();
-        cluster.clear_policies().await.unwrap();
+        let (cluster, fx) = Cluster::fresh_scenario(&ns).await.unwrap();
         let n = Node {
             cluster,
             fx,

@@ -104,11 +104,8 @@ impl Audit {
     /// earlier policies removed.
     async fn start(name: &str) -> Audit {
         let serial = SERIAL.lock().await;
-        let cluster = Cluster::connect().await.unwrap();
-        let fx = Fixtures::from_env().unwrap();
         let ns = format!("e2e-audit-{name}");
-        cluster.namespace(&ns, true).await.unwrap();
-        cluster.clear_policies().await.unwrap();
+        let (cluster, fx) = Cluster::fresh_scenario(&ns).await.unwrap();
         Audit {
             cluster,
             fx,
