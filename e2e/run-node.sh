@@ -39,6 +39,17 @@ timed() { # NAME COMMAND...: runs COMMAND, says how long it took
   e2e_log "e2e-node: $name took $((SECONDS - t)) s"
 }
 
+# The failing tests' panics (test name, place, first lines of the message)
+# and the pod and event lines the inner part recorded, each line cut short.
+# shellcheck disable=SC2317 # run by the EXIT trap
+summarize_outcome() {
+  awk '
+    /^thread .* panicked at / { n = 3 }
+    n > 0 { print "  " substr($0, 1, 400); n--; next }
+    /^(pod|event) / { print "  " substr($0, 1, 300) }
+  ' "$1" | head -n 60
+}
+
 if [ "${1:-}" != "--inner" ]; then
   [ "$(id -u)" = 0 ] || { e2e_log "e2e-node: needs root (the node runs containers)"; exit 1; }
   start=$SECONDS
@@ -69,11 +80,19 @@ if [ "${1:-}" != "--inner" ]; then
       grep '^[-+][^-+]' "$WORK/footprint.diff" >&2 || true
       status=1
     fi
+    if [ "$status" != 0 ] && [ -s "$WORK/outcome" ]; then
+      e2e_log "e2e-node: what failed (details above):"
+      summarize_outcome "$WORK/outcome" >&2 || true
+    fi
     rm -rf "$WORK"
     e2e_log "e2e-node: finished in $((SECONDS - start)) s (status $status)"
     exit "$status"
   }
   trap finish EXIT
+  # What the inner part saw when it failed (test panics, sigil's pods and
+  # events), summed up last, after `down`: a CI log's tail shows it.
+  export SIGIL_E2E_NODE_OUTCOME=$WORK/outcome
+  : >"$SIGIL_E2E_NODE_OUTCOME"
   timed "up --node" e2e/local-cluster.sh up --node
   eval "$(e2e/local-cluster.sh env)"
   SIGIL_IMAGE=$(scripts/image.sh --no-build --insecure --push "$SIGIL_E2E_NODE_REGISTRY/sigil")
@@ -104,6 +123,14 @@ inner_cleanup() {
   if [ "$status" != 0 ]; then
     e2e_log "---- sigil's pods ----"
     kubectl -n "$SIGIL_NS" get pods -o wide >&2 || true
+    if [ -n "${SIGIL_E2E_NODE_OUTCOME:-}" ]; then
+      kubectl -n "$SIGIL_NS" get pods --no-headers \
+        -o custom-columns='N:.metadata.name,READY:.status.containerStatuses[*].ready,RESTARTS:.status.containerStatuses[*].restartCount,PHASE:.status.phase,REASON:.status.containerStatuses[*].lastState.terminated.reason' \
+        2>&1 | sed 's/^/pod /' >>"$SIGIL_E2E_NODE_OUTCOME" || true
+      kubectl get events -A --sort-by=.lastTimestamp --field-selector type=Warning --no-headers \
+        -o custom-columns='NS:.metadata.namespace,OBJ:.involvedObject.name,REASON:.reason,MSG:.message' \
+        2>&1 | tail -n 15 | sed 's/^/event /' >>"$SIGIL_E2E_NODE_OUTCOME" || true
+    fi
     kubectl -n "$SIGIL_NS" logs -l app.kubernetes.io/name=sigil --all-containers --prefix --tail=40 >&2 || true
   fi
   if [ -n "${AUDITREG_PID:-}" ]; then
@@ -196,13 +223,20 @@ e2e_log "e2e-node: helm install (pods ready) took $((SECONDS - t)) s"
 kubectl -n "$SIGIL_NS" get pods -o wide >&2
 
 status=0
+# One test binary of the suite; its output also goes to the outcome file.
+run_suite() {
+  local name=$1
+  shift
+  cargo test -q -p sigil-e2e --test "$name" -- --ignored --test-threads 1 --show-output "$@" 2>&1 |
+    tee -a "${SIGIL_E2E_NODE_OUTCOME:-/dev/null}"
+}
 export SIGIL_E2E_NAMESPACE=$SIGIL_NS
 export SIGIL_E2E_CONTAINERD_SOCK=$SIGIL_E2E_STATE/run/containerd.sock
 t=$SECONDS
-cargo test -q -p sigil-e2e --test e2e -- --ignored --test-threads 1 --show-output "$@" || status=$?
+run_suite e2e "$@" || status=$?
 e2e_log "e2e-node: the e2e suite against in-cluster sigil took $((SECONDS - t)) s"
 t=$SECONDS
-cargo test -q -p sigil-e2e --test node -- --ignored --test-threads 1 --show-output "$@" || status=$?
+run_suite node "$@" || status=$?
 e2e_log "e2e-node: the node scenarios took $((SECONDS - t)) s"
 # The audit, switched on as a user switches it on. A short interval, and a
 # verdict TTL below it: the audit judges through admission's verdict cache,
@@ -214,7 +248,7 @@ if helm upgrade sigil charts/sigil --namespace "$SIGIL_NS" --reuse-values \
   --wait --timeout 5m >"$WORK/helm-audit.log" 2>&1; then
   e2e_log "e2e-node: helm upgrade --set audit.enabled=true (pods ready) took $((SECONDS - t)) s"
   t=$SECONDS
-  cargo test -q -p sigil-e2e --test node_audit -- --ignored --test-threads 1 --show-output "$@" || status=$?
+  run_suite node_audit "$@" || status=$?
   e2e_log "e2e-node: the audit scenarios took $((SECONDS - t)) s"
 else
   cat "$WORK/helm-audit.log" >&2
