@@ -189,6 +189,7 @@ fuzz:
 test-scripts:
 	scripts/test-fetch-testdata.sh
 	bench/test.sh
+	scripts/check-cargo-selections.sh
 
 ## shellcheck over every script and the workflows' run steps.
 lint-shell:
@@ -206,8 +207,11 @@ CHART_PENDING_FLAGS ?=
 
 ## helm lint --strict + helm template for every charts/sigil/ci/*-values.yaml,
 ## with assertions on each rendering (and flags against the built binaries' --help).
+## The binaries come from the workspace build `make unit` makes: another
+## package selection resolves other features and rebuilds most of the tree
+## (scripts/check-cargo-selections.sh keeps every script to the two selections).
 chart-lint:
-	$(CARGO) build -q -p sigil-webhook -p sigil-controller
+	$(CARGO) build -q --workspace --all-targets
 	SIGIL_REQUIRE_BINARIES=1 SIGIL_PENDING_FLAGS="$(CHART_PENDING_FLAGS)" scripts/chart-check.sh
 
 ## Fails with a diff when deploy/sigil.yaml is not what the chart renders.

@@ -87,11 +87,11 @@ helm upgrade --install sigil charts/sigil --namespace "$NS" --create-namespace \
   --wait --timeout 5m
 
 log "suite"
-cargo build -q -p sigil-e2e --tests
+cargo build -q --workspace --all-targets
 export SIGIL_FIXTURE_OLAREG=127.0.0.1:5001 SIGIL_FIXTURE_DOCKREG=127.0.0.1:5002
 export SIGIL_E2E_REGISTRY_ALIAS=127.0.0.1:5001=sigil-olareg:5000,127.0.0.1:5002=sigil-dockreg:5000
 export SIGIL_E2E_NAMESPACE=$NS
 e2e/registry-fixtures.sh -- \
-  cargo test -q -p sigil-e2e --test e2e -- --ignored --test-threads 1
+  cargo test -q --workspace --test e2e -- --ignored --test-threads 1
 log "passed in $((SECONDS - start)) s"
 rm -f "$KUBECONFIG_FILE"

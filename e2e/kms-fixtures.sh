@@ -123,5 +123,6 @@ if [ "${1:-}" = "--" ]; then
   exit $?
 fi
 
-cargo test -q -p sigil-cli --test kms_policy -- --ignored --test-threads 2
-cargo test -q -p sigil-controller --lib kms::tests -- --ignored --test-threads 2
+cargo test -q --workspace --test kms_policy -- --ignored --test-threads 2
+# The controller's KMS tests are the only ignored unit tests of the workspace.
+cargo test -q --workspace --lib -- --ignored --test-threads 2 kms::tests

@@ -280,9 +280,9 @@ fi
 # Default: the library tests against the fixtures, the policy scenarios
 # (deploy/examples through `sigil policy test` / `sigil verify --policy`),
 # then the CLI itself.
-cargo test -q -p sigil-registry --test registry_real -- --ignored --test-threads 2
-cargo test -q -p sigil-cli --test registry_policy -- --ignored --test-threads 4
-cargo build -q -p sigil-cli
+cargo test -q --workspace --test registry_real -- --ignored --test-threads 2
+cargo test -q --workspace --test registry_policy -- --ignored --test-threads 4
+cargo build -q --workspace --all-targets
 SIGIL=${CARGO_TARGET_DIR:-target}/debug/sigil
 # shellcheck disable=SC1090
 . "$FIX"

@@ -57,7 +57,7 @@ if [ "${1:-}" != "--inner" ]; then
   export PATH="$TOOLS:$PATH"
   timed "the cluster's binaries" e2e/cluster/build.sh >/dev/null
   timed "sigil's image" scripts/image.sh >/dev/null
-  timed "the test binaries" cargo test -q -p sigil-e2e --no-run
+  timed "the test binaries" cargo build -q --workspace --all-targets
   WORK=$(mktemp -d "${TMPDIR:-/tmp}/sigil-e2e-node.XXXXXX")
   # A cluster of an interrupted run goes first, so the snapshot is of a clean machine.
   e2e/local-cluster.sh down
@@ -227,7 +227,7 @@ status=0
 run_suite() {
   local name=$1
   shift
-  cargo test -q -p sigil-e2e --test "$name" -- --ignored --test-threads 1 --show-output "$@" 2>&1 |
+  cargo test -q --workspace --test "$name" -- --ignored --test-threads 1 --show-output "$@" 2>&1 |
     tee -a "${SIGIL_E2E_NODE_OUTCOME:-/dev/null}"
 }
 export SIGIL_E2E_NAMESPACE=$SIGIL_NS

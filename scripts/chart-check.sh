@@ -50,7 +50,7 @@ if [[ -n $bin_dir ]]; then
     help_args=(--help-dir "$WORK")
     log "flags checked against $bin_dir/sigil-{webhook,controller} --help"
 elif [[ ${SIGIL_REQUIRE_BINARIES:-0} == 1 ]]; then
-    die "no built sigil-webhook and sigil-controller (cargo build -p sigil-webhook -p sigil-controller)"
+    die "no built sigil-webhook and sigil-controller (cargo build --workspace --all-targets)"
 else
     log "warning: binaries not built; flags are not checked against --help"
 fi

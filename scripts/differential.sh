@@ -30,11 +30,11 @@ bin="$(scripts/install-tools.sh sigstore-python cosign)" || {
 cosign="$bin/cosign"
 sigstore="$bin/sigstore"
 
-cargo build -q --release -p sigil-cli || exit 1
+cargo build -q --release --locked -p sigil-webhook -p sigil-controller -p sigil-cli || exit 1
 sigil="$repo/target/release/sigil"
 
 mkdir -p "$out"
-SIGIL_DIFFERENTIAL_DIR="$out" cargo test -q -p sigil-verifier --test differential -- \
+SIGIL_DIFFERENTIAL_DIR="$out" cargo test -q --workspace --test differential -- \
   --ignored --exact write_the_differential_scenarios_for_the_script >"$out/mint.log" 2>&1 || {
   cat "$out/mint.log" >&2
   exit 1
