@@ -268,6 +268,15 @@ def report(corpus, reasons, results, meta):
     stale = [f"{k[0]} × {k[1]}" for k in reasons
              if not any((r["id"], r["image_name"]) == k and not same for r, _, _, same, _ in rows)]
     n = len(rows)
+    proxied = [str(i) for i, (r, *_) in enumerate(rows, 1) if "proxyconnect" in r["pc_message"]]
+    tuf = [str(i) for i, (r, *_) in enumerate(rows, 1) if "tuf" in r["pc_message"].lower()]
+    if not proxied:
+        proxy_what = "-"
+    elif all("searching log query" in rows[int(i) - 1][0]["pc_message"] for i in proxied):
+        proxy_what = ("each a Rekor entry search, `searching log query`, for a key authority with a `ctlog` URL and a"
+                      " signature without a log entry")
+    else:
+        proxy_what = "see their messages below"
     lines += [
         "# Verdict differential: sigil and policy-controller's `policy-tester`",
         "",
@@ -281,11 +290,14 @@ def report(corpus, reasons, results, meta):
         "`sigil policy convert` (the documented migration path, docs/migration.md).",
         "",
         f"- Command: `{meta['command']}`",
-        f"- Date: {meta['date']}; sigil {meta['sigil_version']} (commit {meta['sigil_commit']});"
+        f"- Date: {meta['date']}; {meta['sigil_version']} (commit {meta['sigil_commit']});"
         f" policy-tester {meta['pc_version']}; cosign {meta['cosign_version']}",
-        f"- Registries: olareg and docker-registry on 127.0.0.1; policy-tester ran with"
-        f" `HTTPS_PROXY={meta['proxy']}` (anything it tried to reach off this machine would fail at once;"
-        f" {meta['proxy_hits']} of its answers name that proxy, `proxyconnect`) and `TUF_ROOT` in an empty directory.",
+        f"- Registries: olareg and docker-registry on 127.0.0.1. policy-tester ran with every keyless authority and"
+        f" every `ctlog` URL given the run's TrustRoot (`--trustroot`), `TUF_ROOT` in an empty directory and"
+        f" `HTTPS_PROXY`/`HTTP_PROXY={meta['proxy']}`, where nothing listens, so that anything it tried to reach"
+        f" off this machine failed at once. It tried in {len(proxied)} pair(s) ({', '.join(proxied) or 'none'}:"
+        f" {proxy_what});"
+        f" {len(tuf)} answer(s) mention TUF.",
         "",
         f"**{n} pairs: {agree} agree, {n - agree} disagree.**",
         "",
@@ -314,9 +326,14 @@ def report(corpus, reasons, results, meta):
     for i, (r, _, _, _, _) in enumerate(rows, 1):
         lines.append(f"| {i} | {r['pc_exit']}: {cell(r['pc_message'] or '-')} | "
                      f"{r['sigil_exit']}: {cell(r['sigil_message'] or '-')} |")
-    lines += ["", "## The pair sets", "", "| policy | source | changed for this run |", "|---|---|---|"]
+    convert = {r["id"]: r.get("convert", "") for r in results}
+    lines += ["", "## The pair sets", "",
+              "`sigil policy convert` warns where it knows sigil will judge differently; its warnings are quoted.",
+              "", "| policy | source | changed for this run | `sigil policy convert` warned |", "|---|---|---|---|"]
     for e in corpus:
-        lines.append(f"| {e['id']} | `{e['policy']}` | {cell(e.get('note', ''), 400)} |")
+        warned = [w.split("warning: ", 1)[1] for w in convert.get(e["id"], "").splitlines() if "warning: " in w]
+        lines.append(f"| {e['id']} | `{e['policy']}` | {cell(e.get('note', ''), 400)} | "
+                     f"{cell(' / '.join(warned), 700) if warned else '-'} |")
     if stale:
         lines += ["", "Reasons recorded for pairs that agree in this run (stale): " + ", ".join(stale) + "."]
     return "\n".join(lines) + "\n", unexplained

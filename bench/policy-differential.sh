@@ -57,7 +57,9 @@ outer() {
     export DIFF_SIGIL=$target/debug/sigil
     export DIFF_KEYLESS_IMAGES=$target/debug/examples/keyless-images
     export DIFF_OUT=$out
-    export DIFF_COMMAND="bench/policy-differential.sh${out:+ --out $out}"
+    DIFF_COMMAND=bench/policy-differential.sh
+    [[ $out == docs/policy-differential.md ]] || DIFF_COMMAND+=" --out $out"
+    export DIFF_COMMAND
     e2e/registry-fixtures.sh -- bench/policy-differential.sh --inner
 }
 
@@ -139,9 +141,9 @@ inner() {
         run_tool "$run.sigil" env DOCKER_CONFIG="$WORK/docker" "$DIFF_SIGIL" policy test \
             --policy "$sigil_policy" --trust-root "$TRUST_ROOT_NAME=$WORK/trusted_root.json" \
             --insecure-registry "$OLAREG" --insecure-registry "$DOCKREG" "$ref"
-        python3 - "$run" "$id" "$source" "$name" "$ref" >>"$results" <<'PY'
+        python3 - "$run" "$id" "$source" "$name" "$ref" "$WORK/policies/$id.convert" >>"$results" <<'PY'
 import json, sys
-run, pair_id, source, name, ref = sys.argv[1:6]
+run, pair_id, source, name, ref, convert = sys.argv[1:7]
 def read(p):
     with open(p, errors="replace") as f:
         return f.read().strip()
@@ -149,9 +151,14 @@ print(json.dumps({
     "id": pair_id, "source": source, "image_name": name, "image": ref,
     "pc_exit": int(read(run + ".pc.rc")),
     "pc_json": read(run + ".pc.stdout").startswith("{"),
-    "pc_message": "\n".join(x for x in (read(run + ".pc.stdout"), read(run + ".pc.stderr")) if x),
+    # Its verdict is the JSON on stdout; stderr holds zap's log lines, kept
+    # only when there is no verdict to show (a log.Fatal).
+    "pc_message": read(run + ".pc.stdout") or read(run + ".pc.stderr")[-2000:],
     "sigil_exit": int(read(run + ".sigil.rc")),
     "sigil_message": "\n".join(x for x in (read(run + ".sigil.stdout"), read(run + ".sigil.stderr")) if x),
+    # What `sigil policy convert` said about the policy (its warnings are the
+    # places where it knows sigil judges differently).
+    "convert": read(convert),
 }))
 PY
         log "$n: $id × $name: policy-tester exit $(<"$run.pc.rc"), sigil exit $(<"$run.sigil.rc")"
@@ -173,7 +180,8 @@ PY
     # Kept so that the report can be rendered again (--report) after the
     # reasons are written, from this run's verdicts.
     mkdir -p -- "$KEEP"
-    cp -- "$results" "$WORK/meta.json" "$KEEP/"
+    rm -rf -- "$KEEP/policies"
+    cp -r -- "$results" "$WORK/meta.json" "$WORK/policies" "$WORK/trustroot.yaml" "$KEEP/"
     python3 "$HELPER" report "$CORPUS" "$REASONS" "$results" "$WORK/meta.json" >"$DIFF_OUT"
     log "$n pairs; wrote $DIFF_OUT"
 }
