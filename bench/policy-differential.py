@@ -297,7 +297,10 @@ def report(corpus, reasons, results, meta):
         f" `HTTPS_PROXY`/`HTTP_PROXY={meta['proxy']}`, where nothing listens, so that anything it tried to reach"
         f" off this machine failed at once. It tried in {len(proxied)} pair(s) ({', '.join(proxied) or 'none'}:"
         f" {proxy_what});"
-        f" {len(tuf)} answer(s) mention TUF.",
+        f" {len(tuf)} answer(s) mention TUF. For a policy with several authorities policy-tester's answer names one"
+        f" failing authority, not always the same one from run to run (pc-key-and-keyless × OLAREG_LEGACY named the"
+        f" key authority's Rekor search in one run and the keyless authority in the next), so that count can change;"
+        f" the verdicts did not.",
         "",
         f"**{n} pairs: {agree} agree, {n - agree} disagree.**",
         "",
