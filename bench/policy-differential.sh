@@ -31,19 +31,22 @@ log() { printf 'policy-differential: %s\n' "$*" >&2; }
 die() { log "error: $*"; exit 1; }
 
 outer() {
-    local out=docs/policy-differential.md
+    local out=docs/policy-differential.md report_only=false
     while (($#)); do
         case $1 in
             --out) out=${2:?--out needs a file}; shift ;;
-            --report)
-                python3 "$HELPER" report "$CORPUS" "$REASONS" "$KEEP/results.jsonl" "$KEEP/meta.json" >"$out"
-                log "wrote $out from the last run's verdicts ($KEEP)"
-                exit 0 ;;
+            --report) report_only=true ;;
             -h | --help) sed -n '10,15s/^# \{0,1\}//p' "${BASH_SOURCE[0]}" >&2; exit 0 ;;
             *) die "unknown argument: $1" ;;
         esac
         shift
     done
+    if $report_only; then
+        [[ -f $KEEP/results.jsonl ]] || die "no earlier run in $KEEP; run bench/policy-differential.sh first"
+        python3 "$HELPER" report "$CORPUS" "$REASONS" "$KEEP/results.jsonl" "$KEEP/meta.json" >"$out"
+        log "wrote $out from the last run's verdicts ($KEEP)"
+        exit 0
+    fi
     python3 "$HELPER" --check
     local pc_bin
     pc_bin=$(nice -n 19 bench/peers/build.sh policy-controller)
