@@ -102,6 +102,13 @@ test-kms:
 bench-cluster:
 	bench/cluster.sh
 
+## Verdicts of policy-controller's policy-tester and `sigil policy test` on
+## the same (policy, image) pairs, local registries only (run by hand, not
+## part of `make test`: it builds policy-controller): docs/policy-differential.md.
+.PHONY: policy-differential
+policy-differential:
+	bench/policy-differential.sh
+
 ## `sigil verify` vs `cosign verify`, key-based, both formats, on a local registry.
 bench-image: release
 	e2e/bench-verify-image.sh

@@ -25,6 +25,15 @@ for f in sys.argv[1:]:
     compile(open(f).read(), f, "exec")' bench/*.py 2>"$WORK/py.err" || { cat "$WORK/py.err" >&2; fail "a bench/*.py does not compile"; }
 ok "the scripts parse"
 
+# The policy differential's corpus: sigil's own edge-case policies render,
+# the corpus and its reasons are consistent, a TrustRoot and the report
+# render (bench/policy-differential.py --check; no registry, no peer build).
+if python3 bench/policy-differential.py --check; then
+    ok "the policy differential's corpus renders"
+else
+    fail "bench/policy-differential.py --check failed"
+fi
+
 DIGEST=sha256:$(printf '%064d' 7)
 REG=10.244.0.1:5000
 
