@@ -50,9 +50,9 @@ outer() {
     python3 "$HELPER" --check
     local pc_bin
     pc_bin=$(nice -n 19 bench/peers/build.sh policy-controller)
-    # One cargo build at a time: the machine is shared.
-    nice -n 19 cargo build -q -p sigil-cli
-    nice -n 19 cargo build -q -p sigil-testkit --example keyless-images
+    # The workspace build (sigil and the testkit's examples among its
+    # targets): what make test has already built, so nothing is rebuilt.
+    nice -n 19 cargo build -q --workspace --all-targets
     local target=${CARGO_TARGET_DIR:-$REPO/target}
     SIGIL_CUE_MODULE=$(scripts/build-cue-wasm.sh)
     export SIGIL_CUE_MODULE
