@@ -109,10 +109,7 @@ impl Node {
                 for seen in 0..IN_A_ROW {
                     let r = self.cluster.try_pod(&self.ns, &[image]).await?;
                     if r.ok() != allowed {
-                        return Ok(Err(format!(
-                            "after {seen} in a row: {}",
-                            r.describe()
-                        )));
+                        return Ok(Err(format!("after {seen} in a row: {}", r.describe())));
                     }
                     first.get_or_insert_with(Instant::now);
                 }
