@@ -55,10 +55,8 @@ manifest = json.loads(blob(index["manifests"][0]["digest"]))
 config = json.loads(blob(manifest["config"]["digest"]))["config"]
 files = {}
 os.makedirs(rootfs)
-size = 0
 for layer in manifest["layers"]:
     data = blob(layer["digest"])
-    size += len(data)
     with tarfile.open(fileobj=io.BytesIO(gzip.decompress(data))) as tar:
         for m in tar.getmembers():
             files["/" + m.name] = m
@@ -122,9 +120,11 @@ if problems:
     sys.exit(1)
 print(f"image-check: agrees with the Dockerfile: user {user}, entrypoint {entrypoint}, "
       f"{', '.join(sorted(want))}, {beside}, {len(labels)} labels", file=sys.stderr)
-print(f"image-check: image size {size} bytes compressed ({size / 1048576:.1f} MiB), "
-      f"{sum(m.size for m in files.values()) / 1048576:.1f} MiB unpacked", file=sys.stderr)
 PY
+# The size scripts/image.sh measured (scripts/oci-size.py), as for the peers' images.
+read -r compressed unpacked <"$TARGET/oci/sigil.size" || die "no $TARGET/oci/sigil.size beside the image"
+log "$(awk -v c="$compressed" -v u="$unpacked" \
+  'BEGIN { printf "image size %d bytes compressed (%.1f MiB), %.1f MiB unpacked", c, c / 1048576, u / 1048576 }')"
 
 # The release workflow's SBOM of this image: deterministic, exact (every
 # base package and the crates cargo links), naming the image's digest.

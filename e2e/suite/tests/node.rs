@@ -105,15 +105,17 @@ impl Node {
             ),
             SETTLE,
             async || {
-                let mut first = None;
+                let mut first = Instant::now();
                 for seen in 0..IN_A_ROW {
                     let r = self.cluster.try_pod(&self.ns, &[image]).await?;
                     if r.ok() != allowed {
                         return Ok(Err(format!("after {seen} in a row: {}", r.describe())));
                     }
-                    first.get_or_insert_with(Instant::now);
+                    if seen == 0 {
+                        first = Instant::now();
+                    }
                 }
-                Ok(first.ok_or_else(|| "no answer".to_string()))
+                Ok(Ok(first))
             },
         )
         .await
