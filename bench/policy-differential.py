@@ -8,6 +8,9 @@
       registries and keys.
   trustroot TRUSTED_ROOT.json NAME > trustroot.yaml
       A policy-controller TrustRoot (spec.sigstoreKeys) holding that trust root.
+  record RUN ID SOURCE IMAGE-NAME REFERENCE CONVERT-OUTPUT >> results.jsonl
+      One pair's result line from the tools' RUN.{pc,sigil}.{rc,stdout,stderr}.
+  meta COMMAND DATE SIGIL-VERSION SIGIL-COMMIT PC-VERSION COSIGN-VERSION PROXY PROXY-HITS > meta.json
   report CORPUS.yaml REASONS.yaml RESULTS.jsonl META.json > docs/policy-differential.md
   --check
       Renders every pair set of bench/differential/ that lives in this
@@ -409,6 +412,35 @@ def check():
           f"{len(reasons)} reasons; TrustRoot and report render", file=sys.stderr)
 
 
+def read_text(path):
+    with open(path, errors="replace") as f:
+        return f.read().strip()
+
+
+def record(run, pair_id, source, name, ref, convert):
+    """One pair's result line, from the files bench/policy-differential.sh's
+    run_tool wrote for each tool (RUN.pc.* and RUN.sigil.*)."""
+    pc_out = read_text(run + ".pc.stdout")
+    return {
+        "id": pair_id, "source": source, "image_name": name, "image": ref,
+        "pc_exit": int(read_text(run + ".pc.rc")),
+        "pc_json": pc_out.startswith("{"),
+        # Its verdict is the JSON on stdout; stderr holds zap's log lines, kept
+        # only when there is no verdict to show (a log.Fatal).
+        "pc_message": pc_out or read_text(run + ".pc.stderr")[-2000:],
+        "sigil_exit": int(read_text(run + ".sigil.rc")),
+        "sigil_message": "\n".join(
+            x for x in (read_text(run + ".sigil.stdout"), read_text(run + ".sigil.stderr")) if x),
+        # What `sigil policy convert` said about the policy (its warnings are
+        # the places where it knows sigil judges differently).
+        "convert": read_text(convert),
+    }
+
+
+META_KEYS = ("command", "date", "sigil_version", "sigil_commit", "pc_version", "cosign_version",
+             "proxy", "proxy_hits")
+
+
 def main(argv):
     try:
         if argv[:1] == ["--check"]:
@@ -419,6 +451,10 @@ def main(argv):
         elif argv[:1] == ["render"] and len(argv) == 5:
             entry = entry_by_id(load_corpus(argv[1]), argv[2])
             print(render(entry, read_fixtures(argv[3]), argv[4]), end="")
+        elif argv[:1] == ["record"] and len(argv) == 7:
+            print(json.dumps(record(*argv[1:])))
+        elif argv[:1] == ["meta"] and len(argv) == 1 + len(META_KEYS):
+            print(json.dumps(dict(zip(META_KEYS, argv[1:]))))
         elif argv[:1] == ["trustroot"] and len(argv) == 3:
             with open(argv[1]) as f:
                 print(trustroot(json.load(f), argv[2]), end="")

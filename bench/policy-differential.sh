@@ -29,6 +29,8 @@ KEEP=$REPO/.cache/bench/policy-differential
 
 log() { printf 'policy-differential: %s\n' "$*" >&2; }
 die() { log "error: $*"; exit 1; }
+# shellcheck source=e2e/lib.sh
+. e2e/lib.sh   # push_image
 
 outer() {
     local out=docs/policy-differential.md report_only=false
@@ -66,16 +68,6 @@ outer() {
     e2e/registry-fixtures.sh -- bench/policy-differential.sh --inner
 }
 
-# Pushes a one-layer image and prints its reference by digest.
-push_image() { # registry repo tag content
-    local dir
-    dir=$(mktemp -d "$WORK/layer.XXXXXX")
-    echo "$4" >"$dir/hello.txt"
-    tar -C "$dir" --owner=0 --group=0 --mtime=@0 -cf "$dir.tar" hello.txt
-    crane append --insecure --oci-empty-base -f "$dir.tar" -t "$1/$2:$3" >/dev/null 2>&1
-    echo "$1/$2@$(crane digest --insecure "$1/$2:$3")"
-}
-
 # The custom attestations of policy-controller's key examples ("foobar key
 # e2e test", as its e2e tests attest) and one with other data, in the legacy
 # format policy-tester reads, by the fixtures' KEY1 (its private half lies
@@ -85,8 +77,8 @@ custom_attestations() {
     [[ -f $key ]] || die "the fixtures' private key $key is missing"
     printf 'foobar key e2e test' >"$WORK/custom-good.txt"
     printf 'something else' >"$WORK/custom-other.txt"
-    good=$(push_image "$OLAREG" test/custom att-good difftest-custom-good)
-    other=$(push_image "$OLAREG" test/custom att-other difftest-custom-other)
+    good=$OLAREG/test/custom@$(push_image "$OLAREG" test/custom att-good difftest-custom-good)
+    other=$OLAREG/test/custom@$(push_image "$OLAREG" test/custom att-other difftest-custom-other)
     local sign=(--key "$key" --use-signing-config=false --tlog-upload=false --allow-insecure-registry --yes
         --new-bundle-format=false --type custom)
     cosign attest "${sign[@]}" --predicate "$WORK/custom-good.txt" "$good" >/dev/null 2>&1 ||
@@ -144,26 +136,7 @@ inner() {
         run_tool "$run.sigil" env DOCKER_CONFIG="$WORK/docker" "$DIFF_SIGIL" policy test \
             --policy "$sigil_policy" --trust-root "$TRUST_ROOT_NAME=$WORK/trusted_root.json" \
             --insecure-registry "$OLAREG" --insecure-registry "$DOCKREG" "$ref"
-        python3 - "$run" "$id" "$source" "$name" "$ref" "$WORK/policies/$id.convert" >>"$results" <<'PY'
-import json, sys
-run, pair_id, source, name, ref, convert = sys.argv[1:7]
-def read(p):
-    with open(p, errors="replace") as f:
-        return f.read().strip()
-print(json.dumps({
-    "id": pair_id, "source": source, "image_name": name, "image": ref,
-    "pc_exit": int(read(run + ".pc.rc")),
-    "pc_json": read(run + ".pc.stdout").startswith("{"),
-    # Its verdict is the JSON on stdout; stderr holds zap's log lines, kept
-    # only when there is no verdict to show (a log.Fatal).
-    "pc_message": read(run + ".pc.stdout") or read(run + ".pc.stderr")[-2000:],
-    "sigil_exit": int(read(run + ".sigil.rc")),
-    "sigil_message": "\n".join(x for x in (read(run + ".sigil.stdout"), read(run + ".sigil.stderr")) if x),
-    # What `sigil policy convert` said about the policy (its warnings are the
-    # places where it knows sigil judges differently).
-    "convert": read(convert),
-}))
-PY
+        python3 "$HELPER" record "$run" "$id" "$source" "$name" "$ref" "$WORK/policies/$id.convert" >>"$results"
         log "$n: $id × $name: policy-tester exit $(<"$run.pc.rc"), sigil exit $(<"$run.sigil.rc")"
     done < <(python3 "$HELPER" pairs "$CORPUS" "$fix")
 
@@ -171,15 +144,11 @@ PY
     proxy_hits=$(grep -c proxyconnect "$results" || true)
     local dirty=""
     git diff --quiet HEAD -- crates bench || dirty="+changes"
-    python3 - "$WORK/meta.json" "$DIFF_COMMAND" "$(date -u +%Y-%m-%dT%H:%M:%SZ)" \
+    python3 "$HELPER" meta "$DIFF_COMMAND" "$(date -u +%Y-%m-%dT%H:%M:%SZ)" \
         "$("$DIFF_SIGIL" --version | head -n1)" "$(git rev-parse --short HEAD)$dirty" \
         "$("$DIFF_POLICY_TESTER" --version | sed -n 's/^GitVersion: *//p')" \
-        "$(cosign version 2>/dev/null | sed -n 's/^GitVersion: *//p')" "$NO_NETWORK_PROXY" "$proxy_hits" <<'PY'
-import json, sys
-keys = ("command", "date", "sigil_version", "sigil_commit", "pc_version", "cosign_version", "proxy", "proxy_hits")
-with open(sys.argv[1], "w") as f:
-    json.dump(dict(zip(keys, sys.argv[2:])), f)
-PY
+        "$(cosign version 2>/dev/null | sed -n 's/^GitVersion: *//p')" "$NO_NETWORK_PROXY" "$proxy_hits" \
+        >"$WORK/meta.json"
     # Kept so that the report can be rendered again (--report) after the
     # reasons are written, from this run's verdicts.
     mkdir -p -- "$KEEP"

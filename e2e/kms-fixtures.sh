@@ -28,7 +28,7 @@ cleanup() {
 trap cleanup EXIT INT TERM
 
 # shellcheck source=e2e/lib.sh
-. e2e/lib.sh   # free_port, wait_url
+. e2e/lib.sh   # free_port, wait_url, push_image
 
 P_REG=$(free_port); P_BAO=$(free_port); P_MOTO=$(free_port)
 REG=127.0.0.1:$P_REG
@@ -74,18 +74,11 @@ mv cosign.pub aws.pub
 cosign generate-key-pair --output-key-prefix other >/dev/null 2>&1
 SIGN=(--use-signing-config=false --tlog-upload=false --allow-insecure-registry --yes)
 
-push_image() { # repo tag content -> digest
-  mkdir -p "layer-$3"; echo "$3" >"layer-$3/hello.txt"
-  tar -C "layer-$3" --owner=0 --group=0 --mtime=@0 -cf "layer-$3.tar" hello.txt
-  crane append --insecure --oci-empty-base -f "layer-$3.tar" -t "$REG/$1:$2" >/dev/null 2>&1
-  crane digest --insecure "$REG/$1:$2"
-}
-
-V=$(push_image kms/app vault vault)
-VL=$(push_image kms/app vault-legacy vault-legacy)
-A=$(push_image kms/app aws aws)
-O=$(push_image kms/app other other)
-U=$(push_image kms/app unsigned unsigned)
+V=$(push_image "$REG" kms/app vault vault)
+VL=$(push_image "$REG" kms/app vault-legacy vault-legacy)
+A=$(push_image "$REG" kms/app aws aws)
+O=$(push_image "$REG" kms/app other other)
+U=$(push_image "$REG" kms/app unsigned unsigned)
 cosign sign --key "$VAULT_URI" "${SIGN[@]}" "$REG/kms/app@$V" >/dev/null 2>&1
 cosign sign --key "$VAULT_URI" "${SIGN[@]}" --new-bundle-format=false "$REG/kms/app@$VL" >/dev/null 2>&1
 cosign sign --key "$AWS_URI" "${SIGN[@]}" "$REG/kms/app@$A" >/dev/null 2>&1

@@ -3,8 +3,9 @@
 # control plane (e2e/local-cluster.sh) with the Helm chart's out-of-cluster
 # mode (webhook.url), its controller and webhook running as host processes.
 #
-# Also sourced by e2e/registry-fixtures.sh for free_port and wait_url, which
-# need nothing. For sigil_up, callers set REPO_ROOT and have the local
+# Also sourced by e2e/registry-fixtures.sh, e2e/kms-fixtures.sh and
+# bench/policy-differential.sh for free_port, wait_url and push_image, which
+# need nothing but crane on PATH. For sigil_up, callers set REPO_ROOT and have the local
 # cluster's environment exported (eval "$(e2e/local-cluster.sh env)":
 # KUBECONFIG, SIGIL_E2E_APISERVER, SIGIL_E2E_CA, kubectl on PATH).
 
@@ -24,6 +25,20 @@ wait_url() {
     sleep 0.2
   done
   return 1
+}
+
+# push_image REGISTRY REPO TAG CONTENT: a one-layer image from scratch (a
+# hello.txt holding CONTENT, fixed owner and time, so the same content gives
+# the same digest) pushed over plain HTTP with crane; prints its digest.
+push_image() {
+  local dir rc=0
+  dir=$(mktemp -d "${TMPDIR:-/tmp}/sigil-layer.XXXXXX")
+  echo "$4" >"$dir/hello.txt"
+  tar -C "$dir" --owner=0 --group=0 --mtime=@0 -cf "$dir/layer.tar" hello.txt &&
+    crane append --insecure --oci-empty-base -f "$dir/layer.tar" -t "$1/$2:$3" >/dev/null 2>&1 &&
+    crane digest --insecure "$1/$2:$3" || rc=$?
+  rm -rf -- "$dir"
+  return "$rc"
 }
 
 # webhook_cert DIR: a CA and a serving certificate for 127.0.0.1 in DIR

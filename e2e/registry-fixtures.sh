@@ -36,7 +36,7 @@ cleanup() {
 trap cleanup EXIT INT TERM
 
 # shellcheck source=e2e/lib.sh
-. e2e/lib.sh   # free_port, wait_url
+. e2e/lib.sh   # free_port, wait_url, push_image
 wait_port() { # host:port, bounded to 10 s
   wait_url "http://$1/v2/" 10 || { echo "registry at $1 did not come up" >&2; return 1; }
 }
@@ -94,13 +94,6 @@ vuln() { # severity
 vuln LOW >vuln-low.json
 vuln CRITICAL >vuln-critical.json
 SIGN=(--use-signing-config=false --tlog-upload=false --allow-insecure-registry --yes)
-
-push_image() { # registry repo tag content -> digest
-  mkdir -p "layer-$4"; echo "$4" >"layer-$4/hello.txt"
-  tar -C "layer-$4" --owner=0 --group=0 --mtime=@0 -cf "layer-$4.tar" hello.txt
-  crane append --insecure --oci-empty-base -f "layer-$4.tar" -t "$1/$2:$3" >/dev/null 2>&1
-  crane digest --insecure "$1/$2:$3"
-}
 
 # An image for one platform running as one user (its config file says so).
 platform_image() { # registry repo tag content platform user -> digest
