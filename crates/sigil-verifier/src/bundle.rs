@@ -308,6 +308,12 @@ fn field(path: &str, reason: impl Into<String>) -> BundleError {
 /// wrap long base64 values with newlines.
 pub(crate) fn decode_b64(path: &str, s: &str) -> Result<Vec<u8>, BundleError> {
     use base64::engine::general_purpose::{STANDARD, STANDARD_NO_PAD, URL_SAFE, URL_SAFE_NO_PAD};
+    // Bundles carry standard, padded base64 without line breaks: decode that
+    // at once; anything else (whitespace, which the decoder refuses, or
+    // another alphabet) takes the lenient path below.
+    if let Ok(bytes) = STANDARD.decode(s) {
+        return Ok(bytes);
+    }
     let compact;
     let s = if s.bytes().any(|b| b.is_ascii_whitespace()) {
         compact = s

@@ -32,6 +32,48 @@ pub const SEQUENCE: u8 = 0x30;
 /// Universal tag: SET / SET OF (constructed).
 pub const SET: u8 = 0x31;
 
+/// The dotted form (`1.2.840.113549.1.7.2`) of an OBJECT IDENTIFIER's
+/// contents octets, or why they are not a DER OID: empty, an arc with a
+/// redundant leading 0x80 octet, an arc wider than 64 bits, or an
+/// unterminated last arc.
+///
+/// Certificates are parsed for every bundle, each with a dozen extension
+/// OIDs, so the text is written straight into one `String`.
+pub fn dotted_oid(contents: &[u8]) -> Result<String, &'static str> {
+    use std::fmt::Write as _;
+    if contents.is_empty() {
+        return Err("empty contents");
+    }
+    let mut out = String::with_capacity(contents.len() * 3);
+    let mut acc: u64 = 0;
+    let mut in_arc = false;
+    for &b in contents {
+        if !in_arc && b == 0x80 {
+            return Err("arc with a redundant leading 0x80 octet");
+        }
+        if acc > (u64::MAX >> 7) {
+            return Err("arc larger than 64 bits");
+        }
+        acc = (acc << 7) | u64::from(b & 0x7f);
+        in_arc = b & 0x80 != 0;
+        if !in_arc {
+            // Writing into a String cannot fail.
+            let _ = if out.is_empty() {
+                // The first subidentifier packs the first two arcs.
+                let first = (acc / 40).min(2);
+                write!(out, "{first}.{}", acc - first * 40)
+            } else {
+                write!(out, ".{acc}")
+            };
+            acc = 0;
+        }
+    }
+    if in_arc {
+        return Err("last arc is unterminated");
+    }
+    Ok(out)
+}
+
 /// The tag byte of a context-specific `[n]` element (`n` < 31).
 pub const fn context(n: u8, constructed: bool) -> u8 {
     0x80 | if constructed { 0x20 } else { 0 } | (n & 0x1f)
@@ -334,42 +376,7 @@ impl<'a> Tlv<'a> {
 
     /// An OBJECT IDENTIFIER in dotted form (`1.2.840.113549.1.7.2`).
     pub fn oid(&self) -> Result<String, DerError> {
-        let bad = |reason| self.invalid("OBJECT IDENTIFIER", reason);
-        if self.value.is_empty() {
-            return Err(bad("empty contents"));
-        }
-        let mut arcs: Vec<u64> = Vec::new();
-        let mut acc: u64 = 0;
-        let mut in_arc = false;
-        for &b in self.value {
-            if !in_arc && b == 0x80 {
-                return Err(bad("arc with a redundant leading 0x80 octet"));
-            }
-            if acc > (u64::MAX >> 7) {
-                return Err(bad("arc larger than 64 bits"));
-            }
-            acc = (acc << 7) | u64::from(b & 0x7f);
-            in_arc = b & 0x80 != 0;
-            if !in_arc {
-                if arcs.is_empty() {
-                    // The first subidentifier packs the first two arcs.
-                    let first = (acc / 40).min(2);
-                    arcs.push(first);
-                    arcs.push(acc - first * 40);
-                } else {
-                    arcs.push(acc);
-                }
-                acc = 0;
-            }
-        }
-        if in_arc {
-            return Err(bad("last arc is unterminated"));
-        }
-        Ok(arcs
-            .iter()
-            .map(u64::to_string)
-            .collect::<Vec<_>>()
-            .join("."))
+        dotted_oid(self.value).map_err(|reason| self.invalid("OBJECT IDENTIFIER", reason))
     }
 
     /// A GeneralizedTime in its DER form `YYYYMMDDHHMMSS[.fff]Z` (UTC, no

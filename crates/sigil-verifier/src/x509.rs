@@ -154,7 +154,7 @@ impl Certificate {
             )));
         }
         let tbs = cert.tbs_certificate.as_ref().to_vec();
-        let sig_oid = cert.signature_algorithm.algorithm.to_id_string();
+        let sig_oid = oid_text(&cert.signature_algorithm.algorithm);
         let spki_der = cert.public_key().raw.to_vec();
         let public_key = PublicKey::from_spki_der(&spki_der).ok();
         let validity = cert.validity();
@@ -188,8 +188,8 @@ impl Certificate {
         };
         let mut seen = std::collections::HashSet::new();
         for ext in cert.extensions() {
-            let oid = ext.oid.to_id_string();
-            if !seen.insert(oid.clone()) {
+            let oid = oid_text(&ext.oid);
+            if !seen.insert(ext.oid.as_bytes()) {
                 return Err(CertificateError::Malformed(format!(
                     "extension {oid} appears more than once"
                 )));
@@ -226,7 +226,7 @@ impl Certificate {
                     if eku.ocsp_signing {
                         v.push("1.3.6.1.5.5.7.3.9".to_owned());
                     }
-                    v.extend(eku.other.iter().map(|o| o.to_id_string()));
+                    v.extend(eku.other.iter().map(oid_text));
                     out.extended_key_usages = Some(v);
                 }
                 ParsedExtension::SubjectAlternativeName(san) => {
@@ -236,7 +236,7 @@ impl Certificate {
                             GeneralName::RFC822Name(e) => out.san_emails.push((*e).to_owned()),
                             GeneralName::DNSName(d) => out.san_dns.push((*d).to_owned()),
                             GeneralName::OtherName(oid, value) => {
-                                out.san_other.push((oid.to_id_string(), value.to_vec()))
+                                out.san_other.push((oid_text(oid), value.to_vec()))
                             }
                             _ => {}
                         }
@@ -383,6 +383,12 @@ pub fn verify_with_algorithm(
     key.verify(data, signature, alg.hash())
 }
 
+/// The dotted form of an OID that x509-parser accepted. Arcs wider than 64
+/// bits (legal, never seen in Sigstore material) take asn1-rs's own path.
+fn oid_text(oid: &x509_parser::der_parser::oid::Oid<'_>) -> String {
+    crate::der::dotted_oid(oid.as_bytes()).unwrap_or_else(|_| oid.to_id_string())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -393,5 +399,60 @@ mod tests {
             Certificate::from_der(&[0x30, 0x03, 0x02, 0x01, 0x01]),
             Err(CertificateError::Malformed(_))
         ));
+    }
+
+    #[test]
+    fn oid_text_agrees_with_asn1_rs_on_every_oid_of_the_embedded_roots() {
+        let mut checked = 0;
+        for root in [
+            crate::trust::TrustedRoot::public_good().unwrap(),
+            crate::trust::TrustedRoot::staging().unwrap(),
+        ] {
+            let authorities = root
+                .certificate_authorities
+                .iter()
+                .chain(&root.timestamp_authorities);
+            for cert in authorities.flat_map(|a| &a.chain) {
+                let (_, x) = X509Certificate::from_der(&cert.der).unwrap();
+                let alg = &x.signature_algorithm.algorithm;
+                assert_eq!(oid_text(alg), alg.to_id_string());
+                for ext in x.extensions() {
+                    assert_eq!(oid_text(&ext.oid), ext.oid.to_id_string());
+                    checked += 1;
+                }
+            }
+        }
+        assert!(checked >= 20, "only {checked} extensions compared");
+    }
+
+    #[test]
+    fn a_repeated_extension_is_malformed_and_names_its_oid() {
+        use sigil_testkit::fulcio::{FulcioCa, LeafRequest, fulcio_utf8};
+        use sigil_testkit::keys::KeyPair;
+        use sigil_testkit::x509::Identity;
+        let ca = FulcioCa::new(7, "dup", "https://fulcio.example", 0, 4_000_000_000);
+        let key = KeyPair::p256(7, "dup-leaf");
+        let issue = |extra: Vec<_>| {
+            ca.issue(&LeafRequest {
+                public_key: &key,
+                identity: Identity::Email("dev@example.com".into()),
+                oidc_issuer: Some("https://issuer.example".into()),
+                not_before: 1_700_000_000,
+                lifetime_secs: 600,
+                github: None,
+                scts: vec![],
+                extra_extensions: extra,
+            })
+            .cert_der
+        };
+        // One 1.3.6.1.4.1.57264.1.8 extension parses; a second copy does not.
+        assert!(Certificate::from_der(&issue(vec![])).is_ok());
+        let doubled = issue(vec![fulcio_utf8(8, "https://other.example")]);
+        match Certificate::from_der(&doubled) {
+            Err(CertificateError::Malformed(m)) => {
+                assert_eq!(m, "extension 1.3.6.1.4.1.57264.1.8 appears more than once")
+            }
+            other => panic!("expected a malformed certificate, got {other:?}"),
+        }
     }
 }
