@@ -32,27 +32,52 @@ pub const SEQUENCE: u8 = 0x30;
 /// Universal tag: SET / SET OF (constructed).
 pub const SET: u8 = 0x31;
 
+/// Why an OBJECT IDENTIFIER's contents octets are not a DER OID.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OidError {
+    /// No octets at all.
+    Empty,
+    /// An arc starts with a 0x80 octet: not the fewest octets (X.690 8.19.2),
+    /// so the same OID would have two encodings.
+    NonMinimal,
+    /// An arc does not fit 64 bits (legal ASN.1, never used by Sigstore).
+    TooWide,
+    /// The last octet still has its continuation bit set.
+    Unterminated,
+}
+
+impl OidError {
+    /// What is wrong, for error messages.
+    pub fn reason(self) -> &'static str {
+        match self {
+            Self::Empty => "empty contents",
+            Self::NonMinimal => "arc with a redundant leading 0x80 octet",
+            Self::TooWide => "arc larger than 64 bits",
+            Self::Unterminated => "last arc is unterminated",
+        }
+    }
+}
+
 /// The dotted form (`1.2.840.113549.1.7.2`) of an OBJECT IDENTIFIER's
-/// contents octets, or why they are not a DER OID: empty, an arc with a
-/// redundant leading 0x80 octet, an arc wider than 64 bits, or an
-/// unterminated last arc.
+/// contents octets. Since only minimal encodings are accepted, two OIDs are
+/// equal exactly when their contents octets are.
 ///
 /// Certificates are parsed for every bundle, each with a dozen extension
 /// OIDs, so the text is written straight into one `String`.
-pub fn dotted_oid(contents: &[u8]) -> Result<String, &'static str> {
+pub fn dotted_oid(contents: &[u8]) -> Result<String, OidError> {
     use std::fmt::Write as _;
     if contents.is_empty() {
-        return Err("empty contents");
+        return Err(OidError::Empty);
     }
     let mut out = String::with_capacity(contents.len() * 3);
     let mut acc: u64 = 0;
     let mut in_arc = false;
     for &b in contents {
         if !in_arc && b == 0x80 {
-            return Err("arc with a redundant leading 0x80 octet");
+            return Err(OidError::NonMinimal);
         }
         if acc > (u64::MAX >> 7) {
-            return Err("arc larger than 64 bits");
+            return Err(OidError::TooWide);
         }
         acc = (acc << 7) | u64::from(b & 0x7f);
         in_arc = b & 0x80 != 0;
@@ -69,7 +94,7 @@ pub fn dotted_oid(contents: &[u8]) -> Result<String, &'static str> {
         }
     }
     if in_arc {
-        return Err("last arc is unterminated");
+        return Err(OidError::Unterminated);
     }
     Ok(out)
 }
@@ -376,7 +401,7 @@ impl<'a> Tlv<'a> {
 
     /// An OBJECT IDENTIFIER in dotted form (`1.2.840.113549.1.7.2`).
     pub fn oid(&self) -> Result<String, DerError> {
-        dotted_oid(self.value).map_err(|reason| self.invalid("OBJECT IDENTIFIER", reason))
+        dotted_oid(self.value).map_err(|e| self.invalid("OBJECT IDENTIFIER", e.reason()))
     }
 
     /// A GeneralizedTime in its DER form `YYYYMMDDHHMMSS[.fff]Z` (UTC, no

@@ -154,7 +154,7 @@ impl Certificate {
             )));
         }
         let tbs = cert.tbs_certificate.as_ref().to_vec();
-        let sig_oid = oid_text(&cert.signature_algorithm.algorithm);
+        let sig_oid = oid_text(&cert.signature_algorithm.algorithm)?;
         let spki_der = cert.public_key().raw.to_vec();
         let public_key = PublicKey::from_spki_der(&spki_der).ok();
         let validity = cert.validity();
@@ -188,7 +188,7 @@ impl Certificate {
         };
         let mut seen = std::collections::HashSet::new();
         for ext in cert.extensions() {
-            let oid = oid_text(&ext.oid);
+            let oid = oid_text(&ext.oid)?;
             if !seen.insert(ext.oid.as_bytes()) {
                 return Err(CertificateError::Malformed(format!(
                     "extension {oid} appears more than once"
@@ -226,7 +226,9 @@ impl Certificate {
                     if eku.ocsp_signing {
                         v.push("1.3.6.1.5.5.7.3.9".to_owned());
                     }
-                    v.extend(eku.other.iter().map(oid_text));
+                    for other in &eku.other {
+                        v.push(oid_text(other)?);
+                    }
                     out.extended_key_usages = Some(v);
                 }
                 ParsedExtension::SubjectAlternativeName(san) => {
@@ -236,7 +238,7 @@ impl Certificate {
                             GeneralName::RFC822Name(e) => out.san_emails.push((*e).to_owned()),
                             GeneralName::DNSName(d) => out.san_dns.push((*d).to_owned()),
                             GeneralName::OtherName(oid, value) => {
-                                out.san_other.push((oid_text(oid), value.to_vec()))
+                                out.san_other.push((oid_text(oid)?, value.to_vec()))
                             }
                             _ => {}
                         }
@@ -383,10 +385,20 @@ pub fn verify_with_algorithm(
     key.verify(data, signature, alg.hash())
 }
 
-/// The dotted form of an OID that x509-parser accepted. Arcs wider than 64
-/// bits (legal, never seen in Sigstore material) take asn1-rs's own path.
-fn oid_text(oid: &x509_parser::der_parser::oid::Oid<'_>) -> String {
-    crate::der::dotted_oid(oid.as_bytes()).unwrap_or_else(|_| oid.to_id_string())
+/// The dotted form of an OID in a certificate. Arcs wider than 64 bits
+/// (legal, never seen in Sigstore material) take asn1-rs's own path; an OID
+/// that is not minimally encoded is refused, as DER requires (Go's parser,
+/// and so cosign's, refuses it too), so that equal OIDs have equal bytes.
+fn oid_text(oid: &x509_parser::der_parser::oid::Oid<'_>) -> Result<String, CertificateError> {
+    match crate::der::dotted_oid(oid.as_bytes()) {
+        Ok(text) => Ok(text),
+        Err(crate::der::OidError::TooWide) => Ok(oid.to_id_string()),
+        Err(e) => Err(CertificateError::Malformed(format!(
+            "object identifier {} is not valid DER: {}",
+            hex::encode(oid.as_bytes()),
+            e.reason()
+        ))),
+    }
 }
 
 #[cfg(test)]
@@ -415,9 +427,9 @@ mod tests {
             for cert in authorities.flat_map(|a| &a.chain) {
                 let (_, x) = X509Certificate::from_der(&cert.der).unwrap();
                 let alg = &x.signature_algorithm.algorithm;
-                assert_eq!(oid_text(alg), alg.to_id_string());
+                assert_eq!(oid_text(alg).unwrap(), alg.to_id_string());
                 for ext in x.extensions() {
-                    assert_eq!(oid_text(&ext.oid), ext.oid.to_id_string());
+                    assert_eq!(oid_text(&ext.oid).unwrap(), ext.oid.to_id_string());
                     checked += 1;
                 }
             }
@@ -425,33 +437,73 @@ mod tests {
         assert!(checked >= 20, "only {checked} extensions compared");
     }
 
-    #[test]
-    fn a_repeated_extension_is_malformed_and_names_its_oid() {
-        use sigil_testkit::fulcio::{FulcioCa, LeafRequest, fulcio_utf8};
+    /// A Fulcio-style leaf with `extra` extensions after Fulcio's own.
+    fn leaf_with(extra: Vec<sigil_testkit::x509::Extension>) -> Vec<u8> {
+        use sigil_testkit::fulcio::{FulcioCa, LeafRequest};
         use sigil_testkit::keys::KeyPair;
         use sigil_testkit::x509::Identity;
         let ca = FulcioCa::new(7, "dup", "https://fulcio.example", 0, 4_000_000_000);
         let key = KeyPair::p256(7, "dup-leaf");
-        let issue = |extra: Vec<_>| {
-            ca.issue(&LeafRequest {
-                public_key: &key,
-                identity: Identity::Email("dev@example.com".into()),
-                oidc_issuer: Some("https://issuer.example".into()),
-                not_before: 1_700_000_000,
-                lifetime_secs: 600,
-                github: None,
-                scts: vec![],
-                extra_extensions: extra,
-            })
-            .cert_der
-        };
+        ca.issue(&LeafRequest {
+            public_key: &key,
+            identity: Identity::Email("dev@example.com".into()),
+            oidc_issuer: Some("https://issuer.example".into()),
+            not_before: 1_700_000_000,
+            lifetime_secs: 600,
+            github: None,
+            scts: vec![],
+            extra_extensions: extra,
+        })
+        .cert_der
+    }
+
+    const SECOND_ISSUER: &str = "https://other.example";
+
+    #[test]
+    fn a_repeated_extension_is_malformed_and_names_its_oid() {
+        use sigil_testkit::fulcio::fulcio_utf8;
         // One 1.3.6.1.4.1.57264.1.8 extension parses; a second copy does not.
-        assert!(Certificate::from_der(&issue(vec![])).is_ok());
-        let doubled = issue(vec![fulcio_utf8(8, "https://other.example")]);
+        assert!(Certificate::from_der(&leaf_with(vec![])).is_ok());
+        let doubled = leaf_with(vec![fulcio_utf8(8, SECOND_ISSUER)]);
         match Certificate::from_der(&doubled) {
             Err(CertificateError::Malformed(m)) => {
                 assert_eq!(m, "extension 1.3.6.1.4.1.57264.1.8 appears more than once")
             }
+            other => panic!("expected a malformed certificate, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn an_oid_with_a_redundant_octet_cannot_hide_a_repeated_extension() {
+        use sigil_testkit::fulcio::fulcio_utf8;
+        let mut der = leaf_with(vec![fulcio_utf8(8, SECOND_ISSUER)]);
+        // The second 1.3.6.1.4.1.57264.1.8: its OID, then an OCTET STRING
+        // around a UTF8String. Re-encoded with a redundant 0x80 octet in the
+        // 57264 arc and the value one byte shorter, so every length around
+        // it stays right.
+        let oid = [
+            0x06, 0x0a, 0x2b, 0x06, 0x01, 0x04, 0x01, 0x83, 0xbf, 0x30, 0x01, 0x08,
+        ];
+        let at = der
+            .windows(oid.len())
+            .rposition(|w| w == oid)
+            .expect("the second extension's OID");
+        let len = u8::try_from(SECOND_ISSUER.len()).unwrap();
+        let value_at = at + oid.len();
+        assert_eq!(der[value_at..value_at + 4], [0x04, len + 2, 0x0c, len]);
+        let old_end = value_at + 4 + usize::from(len);
+        let mut patched = vec![
+            0x06, 0x0b, 0x2b, 0x06, 0x01, 0x04, 0x01, 0x80, 0x83, 0xbf, 0x30, 0x01, 0x08,
+        ];
+        patched.extend_from_slice(&[0x04, len + 1, 0x0c, len - 1]);
+        patched.extend_from_slice(&SECOND_ISSUER.as_bytes()[..usize::from(len) - 1]);
+        assert_eq!(patched.len(), old_end - at);
+        der.splice(at..old_end, patched);
+        match Certificate::from_der(&der) {
+            Err(CertificateError::Malformed(m)) => assert_eq!(
+                m,
+                "object identifier 2b060104018083bf300108 is not valid DER: arc with a redundant leading 0x80 octet"
+            ),
             other => panic!("expected a malformed certificate, got {other:?}"),
         }
     }
