@@ -42,12 +42,18 @@ unit: testdata cue-module
 
 fmt:
 	$(CARGO) fmt --all
+	cd fuzz && $(CARGO) fmt
 
 fmt-check:
 	$(CARGO) fmt --all -- --check
+	cd fuzz && $(CARGO) fmt -- --check
 
+## The fuzz crate (its own workspace, fuzzed with nightly) is linted here on
+## stable, into its own target directory, so that its targets keep compiling
+## against the crates they fuzz.
 lint:
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
+	cd fuzz && $(CARGO) clippy --locked --all-targets --target-dir ../target/fuzz-lint -- -D warnings
 
 ## Criterion benchmarks of bundle verification.
 bench:

@@ -35,10 +35,10 @@ fuzz_target!(|data: &[u8]| {
         let _ = parse_challenge(text);
         let _ = normalize_host(text);
         let _ = sigil_webhook::static_judge::compile_glob(text);
-        if let Some((pattern, image)) = text.split_once('\n') {
-            if let (Ok(g), Ok(name)) = (Glob::compile(pattern), ImageName::parse(image)) {
-                let _ = g.matches(&name);
-            }
+        if let Some((pattern, image)) = text.split_once('\n')
+            && let (Ok(g), Ok(name)) = (Glob::compile(pattern), ImageName::parse(image))
+        {
+            let _ = g.matches(&name);
         }
     }
     if let Ok(v) = http::HeaderValue::from_bytes(data) {
