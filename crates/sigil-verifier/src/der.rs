@@ -65,7 +65,6 @@ impl OidError {
 /// Certificates are parsed for every bundle, each with a dozen extension
 /// OIDs, so the text is written straight into one `String`.
 pub fn dotted_oid(contents: &[u8]) -> Result<String, OidError> {
-    use std::fmt::Write as _;
     if contents.is_empty() {
         return Err(OidError::Empty);
     }
@@ -82,14 +81,16 @@ pub fn dotted_oid(contents: &[u8]) -> Result<String, OidError> {
         acc = (acc << 7) | u64::from(b & 0x7f);
         in_arc = b & 0x80 != 0;
         if !in_arc {
-            // Writing into a String cannot fail.
-            let _ = if out.is_empty() {
+            if out.is_empty() {
                 // The first subidentifier packs the first two arcs.
                 let first = (acc / 40).min(2);
-                write!(out, "{first}.{}", acc - first * 40)
+                push_decimal(&mut out, first);
+                out.push('.');
+                push_decimal(&mut out, acc - first * 40);
             } else {
-                write!(out, ".{acc}")
-            };
+                out.push('.');
+                push_decimal(&mut out, acc);
+            }
             acc = 0;
         }
     }
@@ -97,6 +98,26 @@ pub fn dotted_oid(contents: &[u8]) -> Result<String, OidError> {
         return Err(OidError::Unterminated);
     }
     Ok(out)
+}
+
+/// Appends `n` in decimal. Certificates carry a dozen OIDs each, so this
+/// skips `core::fmt`, which was most of the cost of writing them out.
+fn push_decimal(out: &mut String, mut n: u64) {
+    // u64::MAX has 20 digits.
+    let mut digits = [0u8; 20];
+    let mut start = digits.len();
+    for slot in digits.iter_mut().rev() {
+        // `n % 10` is below 10, so the cast cannot truncate.
+        *slot = b'0' + (n % 10) as u8;
+        start -= 1;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    for &d in digits.get(start..).unwrap_or_default() {
+        out.push(char::from(d));
+    }
 }
 
 /// The tag byte of a context-specific `[n]` element (`n` < 31).
@@ -644,6 +665,46 @@ mod tests {
         assert_eq!(oid(&[0x88, 0x37, 0x03]).unwrap(), "2.999.3");
         assert!(oid(&[0x2a, 0x86]).is_err());
         assert!(oid(&[0x2a, 0x80, 0x01]).is_err());
+    }
+
+    #[test]
+    fn oid_arcs_are_written_in_decimal_at_every_digit_boundary() {
+        // Base-128 encoding of one subidentifier, most significant group first.
+        let encode = |mut v: u64, out: &mut Vec<u8>| {
+            let mut groups = vec![u8::try_from(v & 0x7f).unwrap()];
+            v >>= 7;
+            while v > 0 {
+                groups.push(0x80 | u8::try_from(v & 0x7f).unwrap());
+                v >>= 7;
+            }
+            out.extend(groups.iter().rev());
+        };
+        let mut arcs: Vec<u64> = vec![0, 1, 9, 10, 99, 100, 127, 128, 16_383, 16_384];
+        arcs.extend((1..20).map(|k| 10_u64.pow(k) - 1));
+        arcs.extend((1..20).map(|k| 10_u64.pow(k)));
+        arcs.push(u64::MAX - 80);
+        for &arc in &arcs {
+            for first in 0..=2_u64 {
+                // Arcs under the first two: 0..=39 for 0 and 1, any for 2.
+                let second = if first < 2 { arc % 40 } else { arc };
+                let mut der = Vec::new();
+                encode(first * 40 + second, &mut der);
+                encode(arc, &mut der);
+                assert_eq!(
+                    dotted_oid(&der).unwrap(),
+                    format!("{first}.{second}.{arc}"),
+                    "arc {arc}"
+                );
+            }
+        }
+        // One bit more than a u64 holds is refused, not wrapped.
+        let mut der = vec![0x2a];
+        encode(u64::MAX, &mut der);
+        assert_eq!(dotted_oid(&der).unwrap(), format!("1.2.{}", u64::MAX));
+        let mut wide = vec![0x2a, 0x82];
+        wide.extend([0xff; 9]);
+        wide.push(0x7f);
+        assert_eq!(dotted_oid(&wide), Err(OidError::TooWide));
     }
 
     #[test]

@@ -8,6 +8,7 @@
 //! something about the moment it was issued (an expired TSA chain does not
 //! invalidate timestamps issued while it was valid).
 
+use std::borrow::Cow;
 use std::collections::HashSet;
 
 use time::OffsetDateTime;
@@ -245,7 +246,8 @@ struct Token<'a> {
     hashed_message: &'a [u8],
     /// DER of the TSTInfo (the eContent octets the message-digest covers).
     tst_info: &'a [u8],
-    certificates: Vec<Certificate>,
+    /// DER of each embedded X.509 certificate, in token order.
+    certificates: Vec<&'a [u8]>,
     sid: SignerId<'a>,
     digest: HashAlgorithm,
     /// The signed attributes as encoded (`[0] IMPLICIT` tag included).
@@ -268,6 +270,7 @@ pub fn verify_rfc3161(
     root: &TrustedRoot,
 ) -> Result<VerifiedTimestamp, TimestampError> {
     let tok = parse_token(token)?;
+    let embedded = embedded_certificates(&tok, root)?;
 
     let imprint = tok.imprint_hash.digest(signed_data);
     if imprint != tok.hashed_message {
@@ -294,7 +297,7 @@ pub fn verify_rfc3161(
 
     let mut best: Option<TimestampError> = None;
     for (index, authority) in root.timestamp_authorities.iter().enumerate() {
-        match verify_with_authority(&tok, authority) {
+        match verify_with_authority(&tok, &embedded, authority) {
             Ok(()) => {
                 return Ok(VerifiedTimestamp {
                     time: tok.gen_time,
@@ -307,6 +310,31 @@ pub fn verify_rfc3161(
     Err(best.unwrap_or(TimestampError::NoAuthorities))
 }
 
+/// The token's embedded certificates, parsed. One byte-equal to a trust-root
+/// TSA certificate (what Sigstore's TSA embeds) is that certificate, already
+/// parsed; any other is parsed here, and a malformed one fails the token.
+fn embedded_certificates<'r>(
+    tok: &Token<'_>,
+    root: &'r TrustedRoot,
+) -> Result<Vec<Cow<'r, Certificate>>, TimestampError> {
+    tok.certificates
+        .iter()
+        .map(|&der| {
+            let known = root
+                .timestamp_authorities
+                .iter()
+                .flat_map(|a| a.chain.iter())
+                .find(|c| c.der == der);
+            match known {
+                Some(cert) => Ok(Cow::Borrowed(cert)),
+                None => Certificate::from_der(der)
+                    .map(Cow::Owned)
+                    .map_err(|e| malformed_msg("certificates", e.to_string())),
+            }
+        })
+        .collect()
+}
+
 fn keep_most_specific(best: &mut Option<TimestampError>, e: TimestampError) {
     if best.as_ref().is_none_or(|b| e.progress() > b.progress()) {
         *best = Some(e);
@@ -315,12 +343,17 @@ fn keep_most_specific(best: &mut Option<TimestampError>, e: TimestampError) {
 
 fn verify_with_authority(
     tok: &Token<'_>,
+    embedded: &[Cow<'_, Certificate>],
     authority: &CertificateAuthority,
 ) -> Result<(), TimestampError> {
     // Candidates: embedded certificates first (they are what the TSA says it
     // used), then the authority's own certificates; duplicates by DER once.
     let mut candidates: Vec<&Certificate> = Vec::new();
-    for cert in tok.certificates.iter().chain(authority.chain.iter()) {
+    for cert in embedded
+        .iter()
+        .map(AsRef::as_ref)
+        .chain(authority.chain.iter())
+    {
         if tok.sid.matches(cert) && !candidates.iter().any(|c| c.der == cert.der) {
             candidates.push(cert);
         }
@@ -655,9 +688,7 @@ fn parse_signed_data<'a>(sd: &Tlv<'a>) -> Result<Token<'a>, TimestampError> {
                             format!("more than {MAX_EMBEDDED_CERTS} certificates"),
                         ));
                     }
-                    let cert = Certificate::from_der(choice.raw)
-                        .map_err(|e| malformed_msg("certificates", e.to_string()))?;
-                    certificates.push(cert);
+                    certificates.push(choice.raw);
                 }
                 0xa0..=0xa3 => {}
                 other => {
@@ -1192,6 +1223,55 @@ mod tests {
                 "{name}: {err}"
             );
         }
+    }
+
+    #[test]
+    fn an_embedded_certificate_equal_to_a_trust_root_one_is_not_parsed_again() {
+        let c = case("rekor2-happy-path");
+        let tok = parse_token(&c.token).unwrap();
+        let embedded = embedded_certificates(&tok, &c.root).unwrap();
+        assert_eq!(embedded.len(), 1);
+        assert!(matches!(&embedded[0], Cow::Borrowed(cert)
+            if std::ptr::eq(*cert, &c.root.timestamp_authorities[0].chain[0])));
+
+        // A TSA the trust root does not know: its certificate is parsed, and
+        // it is still only a candidate, never trusted for being embedded.
+        let other = case("rekor2-timestamp-untrusted-tsa-with-embedded-cert_fail");
+        let tok = parse_token(&other.token).unwrap();
+        let embedded = embedded_certificates(&tok, &other.root).unwrap();
+        assert!(!embedded.is_empty());
+        assert!(embedded.iter().all(|c| matches!(c, Cow::Owned(_))));
+    }
+
+    #[test]
+    fn a_malformed_embedded_certificate_fails_the_token() {
+        let c = case("rekor2-happy-path");
+        let signer = &c.root.timestamp_authorities[0].chain[0].der;
+        let at = c
+            .token
+            .windows(signer.len())
+            .position(|w| w == signer.as_slice())
+            .expect("the happy-path token embeds the trust root's TSA certificate");
+        let cert = der::parse_single(signer).unwrap();
+        let tbs = cert.reader().read_any().unwrap();
+        let version = tbs.reader().read_any().unwrap();
+        assert_eq!(version.tag, der::context(0, true));
+        // The [0] version becomes an OCTET STRING of the same length: the DER
+        // around it still parses, the certificate no longer does, and it is no
+        // longer byte-equal to the trust root's.
+        let mut token = c.token.clone();
+        token[at + version.offset] = der::OCTET_STRING;
+        let err = verify_rfc3161(&token, &c.signed, &c.root).unwrap_err();
+        assert!(
+            matches!(
+                &err,
+                TimestampError::Malformed {
+                    what: "certificates",
+                    ..
+                }
+            ),
+            "{err}"
+        );
     }
 
     #[test]
