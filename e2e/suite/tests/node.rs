@@ -105,17 +105,16 @@ impl Node {
             ),
             SETTLE,
             async || {
-                let mut first = Instant::now();
+                // When the streak's first answer came back.
+                let mut first = None;
                 for seen in 0..IN_A_ROW {
                     let r = self.cluster.try_pod(&self.ns, &[image]).await?;
                     if r.ok() != allowed {
                         return Ok(Err(format!("after {seen} in a row: {}", r.describe())));
                     }
-                    if seen == 0 {
-                        first = Instant::now();
-                    }
+                    first.get_or_insert_with(Instant::now);
                 }
-                Ok(Ok(first))
+                Ok(Ok(first.unwrap_or_else(Instant::now)))
             },
         )
         .await
