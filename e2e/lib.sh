@@ -74,13 +74,16 @@ sa_kubeconfig() {
 # pids, and waits until the webhook has loaded the controller's first policy
 # snapshot. Registries are talked to in plain HTTP, and may be on loopback
 # (sigil refuses loopback registries unless allowed: here they run on the
-# host). Logs at ${SIGIL_E2E_RUST_LOG:-info}. Sets WEBHOOK_PORT,
-# WEBHOOK_METRICS and CONTROLLER_METRICS.
+# host). Both read the CUE evaluator built by scripts/build-cue-wasm.sh (built
+# first if missing; the image has it beside its binaries). Logs at
+# ${SIGIL_E2E_RUST_LOG:-info}. Sets WEBHOOK_PORT, WEBHOOK_METRICS and
+# CONTROLLER_METRICS.
 sigil_up() {
   local dir=$1 timeout=$2
   shift 2
-  local bin=${CARGO_TARGET_DIR:-$REPO_ROOT/target}/debug
+  local bin=${CARGO_TARGET_DIR:-$REPO_ROOT/target}/debug cue
   mkdir -p "$dir"
+  cue=$("$REPO_ROOT/scripts/build-cue-wasm.sh")
   webhook_cert "$dir/tls"
   WEBHOOK_PORT=$(free_port)
   local metrics controller
@@ -103,7 +106,7 @@ sigil_up() {
   # --tuf-offline: the built-in Sigstore roots stay the embedded ones; the
   # local cluster sends nothing beyond 127.0.0.1 (no TUF mirror).
   KUBECONFIG=$dir/controller.kubeconfig RUST_LOG=${SIGIL_E2E_RUST_LOG:-info} "$bin/sigil-controller" --namespace "$SIGIL_NS" --identity "$(hostname)-local" \
-    --listen "127.0.0.1:$controller" --webhook-tls external --tuf-offline \
+    --listen "127.0.0.1:$controller" --webhook-tls external --tuf-offline --cue-module "$cue" \
     >"$dir/controller.log" 2>&1 &
   echo $! >"$dir/controller.pid"
   local insecure=() r
@@ -111,7 +114,7 @@ sigil_up() {
   KUBECONFIG=$dir/webhook.kubeconfig RUST_LOG=${SIGIL_E2E_RUST_LOG:-info} "$bin/sigil-webhook" --namespace "$SIGIL_NS" \
     --listen "127.0.0.1:$WEBHOOK_PORT" --metrics-listen "127.0.0.1:$metrics" \
     --tls-cert "$dir/tls/tls.crt" --tls-key "$dir/tls/tls.key" \
-    --timeout-seconds "$timeout" \
+    --timeout-seconds "$timeout" --cue-module "$cue" \
     --policy-snapshot-secret "$SIGIL_NS/sigil-policy-snapshot" --pull-secrets kube \
     --allow-registry-address 127.0.0.0/8 \
     "${insecure[@]}" >"$dir/webhook.log" 2>&1 &

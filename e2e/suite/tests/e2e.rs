@@ -444,6 +444,65 @@ async fn an_attestation_policy_admits_good_provenance_and_denies_the_rest() {
     .await;
 }
 
+/// The Rego example's requirements written in CUE: the controller compiles
+/// the policy with the CUE evaluator it finds (in the image, the one beside
+/// its binaries) and the webhook evaluates it on each attestation.
+#[tokio::test]
+#[ignore = "needs a cluster with sigil: e2e/run-local.sh or e2e/kind.sh"]
+async fn a_cue_attestation_policy_is_ready_and_judges_provenance_and_scans() {
+    let s = Scenario::start("attest-cue").await;
+    let provenance = "predicateType: \"https://slsa.dev/provenance/v1\"\n\
+        predicate: {\n\
+        \x20 runDetails: builder: id: \"https://github.com/actions/runner/github-hosted\"\n\
+        \x20 buildDefinition: externalParameters: workflow: ref: \"refs/heads/main\"\n\
+        }\n";
+    let scan = "predicate: scanner: result: Results: [...{\n\
+        \x20 Vulnerabilities: [...{Severity: !=\"CRITICAL\" & !=\"HIGH\"}]\n\
+        }]\n";
+    let mut authority = key_authority("builder", &s.key("KEY1"));
+    authority["attestations"] = json!([
+        { "name": "provenance", "predicateType": "slsaprovenance1",
+          "policy": { "type": "cue", "data": provenance } },
+        { "name": "scan", "predicateType": "vuln",
+          "policy": { "type": "cue", "data": scan } },
+    ]);
+    let cip = policy("e2e-attest-cue", &s.glob("OLAREG"), json!([authority]));
+    s.apply(&cip).await;
+    let (status, reason, message) = wait_for("e2e-attest-cue to be judged", SETTLE, async || {
+        Ok(s.cluster
+            .policy_ready("e2e-attest-cue")
+            .await?
+            .ok_or_else(|| "no Ready condition for the current generation".to_string()))
+    })
+    .await
+    .unwrap();
+    assert_eq!(
+        (status.as_str(), reason.as_str()),
+        ("True", "Accepted"),
+        "{message}"
+    );
+    s.expect_eventually(&[&s.image("OLAREG_PROV_GOOD")], Want::Allowed)
+        .await;
+    s.expect(
+        &[&s.image("OLAREG_PROV_BAD")],
+        Want::Denied(&[
+            "e2e-attest-cue failed",
+            "failed evaluating cue policy for provenance",
+            "predicate.buildDefinition.externalParameters.workflow.ref: conflicting values",
+        ]),
+    )
+    .await;
+    s.expect(
+        &[&s.image("OLAREG_PROV_VULN")],
+        Want::Denied(&[
+            "e2e-attest-cue failed",
+            "failed evaluating cue policy for scan",
+            "Severity: invalid value \"CRITICAL\"",
+        ]),
+    )
+    .await;
+}
+
 #[tokio::test]
 #[ignore = "needs a cluster with sigil: e2e/run-local.sh or e2e/kind.sh"]
 async fn warn_mode_admits_with_a_warning() {
