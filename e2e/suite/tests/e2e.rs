@@ -148,6 +148,41 @@ impl Scenario {
         self.cluster.apply_policy(doc).await.unwrap();
     }
 
+    /// Waits (bounded) until the controller has judged the current generation
+    /// of policy `name`, asserts its Ready condition's status and reason, and
+    /// returns the condition's message.
+    async fn expect_ready(&self, name: &str, status: &str, reason: &str) -> String {
+        let (got_status, got_reason, message) =
+            wait_for(&format!("{name} to be judged"), SETTLE, async || {
+                Ok(self
+                    .cluster
+                    .policy_ready(name)
+                    .await?
+                    .ok_or_else(|| "no Ready condition for the current generation".to_string()))
+            })
+            .await
+            .unwrap();
+        assert_eq!(
+            (got_status.as_str(), got_reason.as_str()),
+            (status, reason),
+            "policy {name}: {message}"
+        );
+        message
+    }
+
+    /// The attestation fixtures under a policy that requires main-branch
+    /// provenance and a scan without critical or high findings: good
+    /// provenance is admitted (once the policy is enforced), provenance from
+    /// another branch is denied naming `bad`, a critical finding naming `vuln`.
+    async fn expect_attestation_verdicts(&self, bad: &[&str], vuln: &[&str]) {
+        self.expect_eventually(&[&self.image("OLAREG_PROV_GOOD")], Want::Allowed)
+            .await;
+        self.expect(&[&self.image("OLAREG_PROV_BAD")], Want::Denied(bad))
+            .await;
+        self.expect(&[&self.image("OLAREG_PROV_VULN")], Want::Denied(vuln))
+            .await;
+    }
+
     /// The key1 policy over one registry's test images.
     fn key1_policy(&self, name: &str, registry: &str) -> Value {
         policy(
@@ -426,20 +461,13 @@ async fn an_attestation_policy_admits_good_provenance_and_denies_the_rest() {
     authority["key"] = json!({"data": s.key("KEY1")});
     authority["ctlog"] = json!({});
     s.apply(&cip).await;
-    s.expect_eventually(&[&s.image("OLAREG_PROV_GOOD")], Want::Allowed)
-        .await;
-    s.expect(
-        &[&s.image("OLAREG_PROV_BAD")],
-        Want::Denied(&["e2e-attest failed", "provenance"]),
-    )
-    .await;
-    s.expect(
-        &[&s.image("OLAREG_PROV_VULN")],
-        Want::Denied(&[
+    s.expect_attestation_verdicts(
+        &["e2e-attest failed", "provenance"],
+        &[
             "e2e-attest failed",
             "blocking vulnerabilities",
             "CVE-2024-0001",
-        ]),
+        ],
     )
     .await;
 }
@@ -468,37 +496,18 @@ async fn a_cue_attestation_policy_is_ready_and_judges_provenance_and_scans() {
     ]);
     let cip = policy("e2e-attest-cue", &s.glob("OLAREG"), json!([authority]));
     s.apply(&cip).await;
-    let (status, reason, message) = wait_for("e2e-attest-cue to be judged", SETTLE, async || {
-        Ok(s.cluster
-            .policy_ready("e2e-attest-cue")
-            .await?
-            .ok_or_else(|| "no Ready condition for the current generation".to_string()))
-    })
-    .await
-    .unwrap();
-    assert_eq!(
-        (status.as_str(), reason.as_str()),
-        ("True", "Accepted"),
-        "{message}"
-    );
-    s.expect_eventually(&[&s.image("OLAREG_PROV_GOOD")], Want::Allowed)
-        .await;
-    s.expect(
-        &[&s.image("OLAREG_PROV_BAD")],
-        Want::Denied(&[
+    s.expect_ready("e2e-attest-cue", "True", "Accepted").await;
+    s.expect_attestation_verdicts(
+        &[
             "e2e-attest-cue failed",
             "failed evaluating cue policy for provenance",
             "predicate.buildDefinition.externalParameters.workflow.ref: conflicting values",
-        ]),
-    )
-    .await;
-    s.expect(
-        &[&s.image("OLAREG_PROV_VULN")],
-        Want::Denied(&[
+        ],
+        &[
             "e2e-attest-cue failed",
             "failed evaluating cue policy for scan",
             "Severity: invalid value \"CRITICAL\"",
-        ]),
+        ],
     )
     .await;
 }
@@ -577,19 +586,7 @@ async fn an_invalid_policy_is_not_ready_and_changes_nothing() {
         ]}}]),
     );
     s.apply(&broken).await;
-    let (status, reason, message) = wait_for("e2e-broken to be judged", SETTLE, async || {
-        Ok(s.cluster
-            .policy_ready("e2e-broken")
-            .await?
-            .ok_or_else(|| "no Ready condition for the current generation".to_string()))
-    })
-    .await
-    .unwrap();
-    assert_eq!(
-        (status.as_str(), reason.as_str()),
-        ("False", "Invalid"),
-        "{message}"
-    );
+    let message = s.expect_ready("e2e-broken", "False", "Invalid").await;
     assert!(message.contains("subjectRegExp"), "{message}");
 
     // An accepted policy updated into an invalid one keeps its last good
