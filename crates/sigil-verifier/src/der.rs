@@ -697,13 +697,14 @@ mod tests {
                 );
             }
         }
-        // One bit more than a u64 holds is refused, not wrapped.
+        // u64::MAX is written; u64::MAX + 1 (2^64: 0x82, eight 0x80, 0x00) is
+        // refused, not wrapped.
         let mut der = vec![0x2a];
         encode(u64::MAX, &mut der);
         assert_eq!(dotted_oid(&der).unwrap(), format!("1.2.{}", u64::MAX));
         let mut wide = vec![0x2a, 0x82];
-        wide.extend([0xff; 9]);
-        wide.push(0x7f);
+        wide.extend([0x80; 8]);
+        wide.push(0x00);
         assert_eq!(dotted_oid(&wide), Err(OidError::TooWide));
     }
 
