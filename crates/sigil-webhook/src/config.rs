@@ -383,6 +383,7 @@ impl Args {
                         &self.certificate_oidc_issuer_regexp,
                         "certificate-oidc-issuer",
                     )?,
+                    claims: Vec::new(),
                 };
                 (
                     VerificationPolicy {
