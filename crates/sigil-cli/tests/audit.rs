@@ -68,6 +68,11 @@ fn answer(path: &str) -> Value {
 /// Serves [`answer`] over plain HTTP/1.1, one request per connection,
 /// recording `METHOD path` of each.
 fn fake_api() -> (u16, Arc<Mutex<Vec<String>>>) {
+    fake_api_with(|_| None)
+}
+
+/// [`fake_api`] answering the paths `extra` knows with what it gives.
+fn fake_api_with(extra: fn(&str) -> Option<Value>) -> (u16, Arc<Mutex<Vec<String>>>) {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let port = listener.local_addr().unwrap().port();
     let seen = Arc::new(Mutex::new(Vec::new()));
@@ -97,7 +102,7 @@ fn fake_api() -> (u16, Arc<Mutex<Vec<String>>>) {
             let target = parts.next().unwrap_or_default();
             let path = target.split('?').next().unwrap_or_default().to_string();
             log.lock().unwrap().push(format!("{method} {path}"));
-            let value = answer(&path);
+            let value = extra(&path).unwrap_or_else(|| answer(&path));
             let status = if value["kind"] == "Status" {
                 "404 Not Found"
             } else {
@@ -257,4 +262,110 @@ fn sigil_audit_says_what_to_do_when_the_clusters_snapshot_cannot_be_read() {
         "{stderr}"
     );
     assert!(stderr.contains("--policy"), "{stderr}");
+}
+
+/// What an installed sigil adds to [`answer`]: its policy snapshot Secret
+/// and the audit Deployment the chart renders (noMatchPolicy allow,
+/// namespaceSelection opt-out).
+fn installed(path: &str) -> Option<Value> {
+    use base64::Engine as _;
+    let snapshot = json!({
+        "apiVersion": "policy.sigil.dev/snapshot/v1",
+        "revision": 1,
+        "generatedAt": "2026-01-01T00:00:00Z",
+        "policies": [{"name": "shop-signed", "uid": "uid-p", "generation": 1, "resourceVersion": "1",
+            "spec": {"images": [{"glob": "127.0.0.1:1/shop/**"}],
+                "authorities": [{"name": "ci", "keyless": {"identities": [{
+                    "issuer": "https://token.actions.githubusercontent.com",
+                    "subject": "https://github.com/example/shop/.github/workflows/release.yml@refs/heads/main"}]}}]}}],
+        "trustRoots": [],
+    });
+    match path {
+        "/api/v1/namespaces/sigil-system/secrets/sigil-policy-snapshot" => Some(json!({
+            "kind": "Secret", "apiVersion": "v1",
+            "metadata": {"name": "sigil-policy-snapshot", "namespace": "sigil-system"},
+            "data": {"snapshot.json": base64::engine::general_purpose::STANDARD.encode(snapshot.to_string())}
+        })),
+        "/apis/apps/v1/namespaces/sigil-system/deployments/sigil-audit" => Some(json!({
+            "kind": "Deployment", "apiVersion": "apps/v1",
+            "metadata": {"name": "sigil-audit", "namespace": "sigil-system"},
+            "spec": {"selector": {"matchLabels": {"app": "sigil-audit"}},
+                "template": {"metadata": {"labels": {"app": "sigil-audit"}},
+                    "spec": {"containers": [{"name": "audit", "command": ["/usr/local/bin/sigil-audit"],
+                        "args": ["--metrics-listen=0.0.0.0:9090", "--namespace=sigil-system",
+                            "--exclude-namespace=kube-system",
+                            "--policy-snapshot-secret=sigil-system/sigil-policy-snapshot",
+                            "--no-match=allow", "--namespace-selection=opt-out",
+                            "--report-format=openreports"]}]}}}
+        })),
+        _ => None,
+    }
+}
+
+#[test]
+fn sigil_audit_from_the_cluster_judges_with_the_installed_charts_settings() {
+    let (port, seen) = fake_api_with(installed);
+    let dir = scratch("from-cluster");
+    let kubeconfig = write_kubeconfig(&dir, port);
+    let out = Command::new(env!("CARGO_BIN_EXE_sigil"))
+        .args(["audit", "--from-cluster", "--no-pull-secrets"])
+        .args(["--timeout", "5", "-o", "json"])
+        .env("KUBECONFIG", &kubeconfig)
+        .env("HOME", &dir)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("noMatchPolicy Allow, namespaceSelection OptOut"),
+        "{stderr}"
+    );
+    let results: Vec<Value> = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}\n{stderr}", String::from_utf8_lossy(&out.stdout)));
+    let outcome = |name: &str| {
+        results
+            .iter()
+            .find(|r| r["workload"]["name"] == name)
+            .map(|r| r["outcome"].as_str().unwrap().to_owned())
+    };
+    assert_ne!(
+        outcome("other").as_deref(),
+        Some("fail"),
+        "the installed noMatchPolicy is allow, not the flag's default deny: {results:?}"
+    );
+    assert_ne!(
+        outcome("signed").as_deref(),
+        Some("pass"),
+        "an unreachable registry never passes: {results:?}"
+    );
+    assert_eq!(
+        outcome("dns"),
+        None,
+        "kube-system stays excluded: {results:?}"
+    );
+    let requests = seen.lock().unwrap().clone();
+    assert!(
+        requests.contains(
+            &"GET /apis/apps/v1/namespaces/sigil-system/deployments/sigil-audit".to_string()
+        ),
+        "{requests:?}"
+    );
+}
+
+#[test]
+fn sigil_audit_from_the_cluster_refuses_settings_given_as_flags_too() {
+    let out = Command::new(env!("CARGO_BIN_EXE_sigil"))
+        .args([
+            "audit",
+            "--from-cluster",
+            "--namespace-selection",
+            "opt-out",
+        ])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("--from-cluster") && stderr.contains("--namespace-selection"),
+        "{stderr}"
+    );
 }
