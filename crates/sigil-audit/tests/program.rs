@@ -150,7 +150,7 @@ impl Drop for Killed {
 }
 
 #[test]
-fn the_audit_reports_what_runs_through_admissions_judge_and_serves_its_metrics() {
+fn the_audit_mode_reports_what_runs_through_admissions_judge_and_serves_its_metrics() {
     let (api_port, seen) = fake_api();
     let dir = scratch();
     let kubeconfig = dir.join("kubeconfig");

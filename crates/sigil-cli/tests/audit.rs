@@ -4,7 +4,12 @@
 //! selects follows noMatchPolicy), excluded namespaces are skipped, and the
 //! exit status says whether enforcing would deny something. Pods' pull
 //! secrets are read as the webhook reads them (get, by name).
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)]
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::indexing_slicing,
+    clippy::panic
+)]
 
 use std::io::{BufRead as _, BufReader, Read as _, Write as _};
 use std::net::TcpListener;
@@ -367,5 +372,157 @@ fn sigil_audit_from_the_cluster_refuses_settings_given_as_flags_too() {
     assert!(
         stderr.contains("--from-cluster") && stderr.contains("--namespace-selection"),
         "{stderr}"
+    );
+}
+
+/// The policy the one-wording test judges by: a managed key, for the images
+/// of 127.0.0.1:1/shop, where nothing listens.
+fn key_policy() -> String {
+    let key: String = include_str!("../../sigil-webhook/tests/data/p256.pub")
+        .lines()
+        .map(|l| format!("        {l}\n"))
+        .collect();
+    format!(
+        "apiVersion: policy.sigil.dev/v1alpha1\nkind: ClusterImagePolicy\nmetadata:\n  name: shop-signed\nspec:\n  images:\n  - glob: \"127.0.0.1:1/shop/**\"\n  authorities:\n  - name: release\n    key:\n      data: |\n{key}"
+    )
+}
+
+/// The line of `text` that words policy shop-signed's failure, from
+/// `policy shop-signed failed:` to its end.
+fn failure_line(text: &str) -> String {
+    let at = text
+        .find("policy shop-signed failed:")
+        .unwrap_or_else(|| panic!("no failure of shop-signed in {text}"));
+    text[at..].lines().next().unwrap().to_owned()
+}
+
+/// The webhook's answer to a Pod running `image`, from its router with the
+/// policy snapshot judge loaded with [`key_policy`] (as the controller would
+/// publish it).
+fn webhook_denial(image: &str) -> String {
+    use sigil_webhook::admit::{Admission, AdmissionConfig};
+    use tower::ServiceExt as _;
+
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    runtime.block_on(async {
+        let client = sigil_registry::ClientConfig {
+            insecure_hosts: vec!["127.0.0.1:1".into()],
+            ..sigil_registry::ClientConfig::default()
+        };
+        let judge = sigil_webhook::policy_judge::PolicyJudge::new(
+            client,
+            sigil_verifier::trust::TrustedRoot::public_good().unwrap(),
+            "public-good",
+            sigil_policy::NoMatchPolicy::Deny,
+        )
+        .unwrap();
+        let doc: Value = serde_saphyr::from_str(&key_policy()).unwrap();
+        let spec = serde_json::from_value(doc["spec"].clone()).unwrap();
+        judge
+            .apply(&sigil_api::snapshot::PolicySnapshot {
+                api_version: sigil_api::snapshot::API_VERSION.to_owned(),
+                revision: 1,
+                policies: vec![sigil_api::snapshot::SnapshotPolicy {
+                    name: "shop-signed".into(),
+                    spec,
+                    ..Default::default()
+                }],
+                ..Default::default()
+            })
+            .unwrap();
+        let admission = Admission::new(
+            Arc::new(judge),
+            sigil_webhook::secrets::NoPullSecrets,
+            AdmissionConfig::default(),
+            Arc::new(sigil_webhook::metrics::Metrics::new()),
+        );
+        let router = sigil_webhook::server::router(sigil_webhook::server::AppState::new(admission));
+        let review = json!({
+            "kind": "AdmissionReview", "apiVersion": "admission.k8s.io/v1",
+            "request": {
+                "uid": "pod-1",
+                "kind": {"group": "", "version": "v1", "kind": "Pod"},
+                "resource": {"group": "", "version": "v1", "resource": "pods"},
+                "name": "signed", "namespace": "shop", "operation": "CREATE",
+                "userInfo": {"username": "alice"},
+                "object": {"apiVersion": "v1", "kind": "Pod",
+                    "metadata": {"name": "signed", "namespace": "shop"},
+                    "spec": {"containers": [{"name": "app", "image": image}]}},
+            },
+        });
+        let request = http::Request::post("/validate")
+            .header("content-type", "application/json")
+            .body(axum::body::Body::from(review.to_string()))
+            .unwrap();
+        let answer = router.oneshot(request).await.unwrap();
+        let bytes = axum::body::to_bytes(answer.into_body(), 1 << 20)
+            .await
+            .unwrap();
+        let answer: Value = serde_json::from_slice(&bytes).unwrap();
+        assert_eq!(answer["response"]["allowed"], false, "{answer}");
+        answer["response"]["status"]["message"]
+            .as_str()
+            .unwrap()
+            .to_owned()
+    })
+}
+
+#[test]
+fn the_webhook_the_audit_and_policy_test_word_one_denied_image_alike() {
+    let dir = scratch("one-wording");
+    let policy = dir.join("policy.yaml");
+    std::fs::write(&policy, key_policy()).unwrap();
+    let image = format!("127.0.0.1:1/shop/app@{DIGEST}");
+
+    let out = Command::new(env!("CARGO_BIN_EXE_sigil"))
+        .args(["policy", "test", "--policy"])
+        .arg(&policy)
+        .args(["--insecure-registry", "127.0.0.1:1", &image])
+        .env("HOME", &dir)
+        .output()
+        .unwrap();
+    let policy_test = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert_eq!(out.status.code(), Some(1), "{policy_test}");
+
+    let (port, _) = fake_api();
+    let kubeconfig = write_kubeconfig(&dir, port);
+    let out = Command::new(env!("CARGO_BIN_EXE_sigil"))
+        .args(["audit", "--no-pull-secrets", "--policy"])
+        .arg(&policy)
+        .args(["--insecure-registry", "127.0.0.1:1", "-o", "json"])
+        .env("KUBECONFIG", &kubeconfig)
+        .env("HOME", &dir)
+        .output()
+        .unwrap();
+    let results: Vec<Value> = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!("{e}: {}", String::from_utf8_lossy(&out.stderr));
+    });
+    let audit = results
+        .iter()
+        .find(|r| r["workload"]["name"] == "signed" && r["policy"] == "shop-signed")
+        .map(|r| r["message"].as_str().unwrap().to_owned())
+        .unwrap_or_else(|| panic!("no result of pod signed: {results:?}"));
+
+    let webhook = webhook_denial(&image);
+
+    let words = failure_line(&webhook);
+    assert!(
+        words.starts_with("policy shop-signed failed: authority release (key): "),
+        "{words}"
+    );
+    assert_eq!(failure_line(&policy_test), words, "sigil policy test");
+    assert_eq!(failure_line(&audit), words, "sigil audit");
+    let heading = |text: &str| {
+        let line = text.lines().find(|l| l.contains("sigil denied")).unwrap();
+        line[line.find("sigil denied").unwrap()..]
+            .split_once(": ")
+            .unwrap()
+            .1
+            .to_owned()
+    };
+    assert_eq!(
+        heading(&policy_test),
+        heading(&webhook),
+        "the same summary after the object's name:\n{policy_test}\n{webhook}"
     );
 }
