@@ -6,7 +6,7 @@
 # Values that must be refused are checked to be refused.
 #
 # Flags the chart passes are compared with the binaries' --help when
-# sigil-webhook and sigil-controller are built (target/debug or
+# sigil-webhook, sigil-audit and sigil-controller are built (target/debug or
 # target/release, or $SIGIL_BIN_DIR); SIGIL_REQUIRE_BINARIES=1 makes their
 # absence an error. Flags another branch is adding can be listed, space
 # separated, in SIGIL_PENDING_FLAGS: they are reported, not failed.
@@ -37,7 +37,7 @@ help_args=()
 bin_dir=${SIGIL_BIN_DIR:-}
 if [[ -z $bin_dir ]]; then
     for candidate in "$REPO/target/release" "$REPO/target/debug"; do
-        if [[ -x $candidate/sigil-webhook && -x $candidate/sigil-controller ]]; then
+        if [[ -x $candidate/sigil-webhook && -x $candidate/sigil-audit && -x $candidate/sigil-controller ]]; then
             if [[ -z $bin_dir || $candidate/sigil-webhook -nt $bin_dir/sigil-webhook ]]; then
                 bin_dir=$candidate
             fi
@@ -46,11 +46,12 @@ if [[ -z $bin_dir ]]; then
 fi
 if [[ -n $bin_dir ]]; then
     "$bin_dir/sigil-webhook" --help >"$WORK/sigil-webhook.help"
+    "$bin_dir/sigil-audit" --help >"$WORK/sigil-audit.help"
     "$bin_dir/sigil-controller" --help >"$WORK/sigil-controller.help"
     help_args=(--help-dir "$WORK")
-    log "flags checked against $bin_dir/sigil-{webhook,controller} --help"
+    log "flags checked against $bin_dir/sigil-{webhook,audit,controller} --help"
 elif [[ ${SIGIL_REQUIRE_BINARIES:-0} == 1 ]]; then
-    die "no built sigil-webhook and sigil-controller (cargo build --workspace --all-targets)"
+    die "no built sigil-webhook, sigil-audit and sigil-controller (cargo build --workspace --all-targets)"
 else
     log "warning: binaries not built; flags are not checked against --help"
 fi

@@ -448,19 +448,21 @@ def check_audit(docs, values, ns, errors):
         errors.append("the audit does not run as ServiceAccount sigil-audit")
     args = args_of(d)
     want = {
-        "--audit": [""],
         "--policy-snapshot-secret": [f"{ns}/sigil-policy-snapshot"],
-        "--audit-namespace-selection": [values["namespaceSelection"]],
-        "--audit-report-format": [a["reportFormat"]],
-        "--audit-interval-seconds": [str(a["intervalSeconds"])],
+        "--namespace-selection": [values["namespaceSelection"]],
+        "--report-format": [a["reportFormat"]],
+        "--interval-seconds": [str(a["intervalSeconds"])],
         "--timeout-seconds": [str(values["webhook"]["timeoutSeconds"])],
         "--no-match": [values["noMatchPolicy"]],
     }
     for flag, value in want.items():
         if args.get(flag) != value:
             errors.append(f"audit {flag} is {args.get(flag)}, want {value}")
-    if ("--audit-unenforced-namespaces" in args) != a["unenforcedNamespaces"]:
-        errors.append("audit --audit-unenforced-namespaces does not follow audit.unenforcedNamespaces")
+    if ("--unenforced-namespaces" in args) != a["unenforcedNamespaces"]:
+        errors.append("audit --unenforced-namespaces does not follow audit.unenforcedNamespaces")
+    command = pod_spec(d)["containers"][0].get("command")
+    if command != ["/usr/local/bin/sigil-audit"]:
+        errors.append(f"the audit runs {command}, want the sigil-audit program")
     webhook = find(docs, "Deployment", "sigil-webhook")
     if webhook and sorted(args.get("--exclude-namespace", [])) != sorted(args_of(webhook[0]).get("--exclude-namespace", [])):
         errors.append("the audit excludes other namespaces than admission")
@@ -555,7 +557,7 @@ def check_extras(docs, values, ns, errors):
 def check_flags(docs, help_dir, errors, warnings):
     pending = set(os.environ.get("SIGIL_PENDING_FLAGS", "").split())
     for name, binary in (("sigil-webhook", "sigil-webhook"), ("sigil-controller", "sigil-controller"),
-                         ("sigil-audit", "sigil-webhook")):
+                         ("sigil-audit", "sigil-audit")):
         path = os.path.join(help_dir, f"{binary}.help")
         with open(path, encoding="utf-8") as f:
             known = set(re.findall(r"(?m)^\s+(?:-\w, )?(--[a-z][a-z0-9-]*)", f.read()))
@@ -665,7 +667,7 @@ def breakages():
 
     def audit_other_selection(docs):
         c = container(docs, "sigil-audit")
-        c["args"] = [a for a in c["args"] if not a.startswith("--audit-namespace-selection")]
+        c["args"] = [a for a in c["args"] if not a.startswith("--namespace-selection")]
 
     def audit_without_value(docs):
         d = copy.deepcopy(find(docs, "Deployment", "sigil-webhook")[0])
