@@ -196,7 +196,7 @@ async fn cluster_snapshot(client: &kube::Client, namespace: &str) -> Result<Vec<
     Ok(bytes)
 }
 
-async fn kube_client(context: Option<&str>) -> Result<kube::Client> {
+pub(crate) async fn kube_client(context: Option<&str>) -> Result<kube::Client> {
     let options = kube::config::KubeConfigOptions {
         context: context.map(str::to_owned),
         ..Default::default()
