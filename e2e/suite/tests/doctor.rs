@@ -127,20 +127,16 @@ fn key1_policy(fx: &Fixtures, name: &str) -> Value {
     )
 }
 
-/// Waits (bounded) until doctor reports `check` as `status`.
-async fn doctor_until(namespace: &str, check: &str, status: &str) -> Doctor {
+/// Waits (bounded) until a doctor run satisfies `want`, described by `what`.
+async fn doctor_until(namespace: &str, what: &str, want: impl Fn(&Doctor) -> bool) -> Doctor {
     let mut last = None;
-    let outcome = wait_for(
-        &format!("doctor to report {check} {status}"),
-        SETTLE,
-        async || {
-            let d = doctor(namespace);
-            let ok = d.report.is_object() && d.status(check) == status;
-            let text = d.describe();
-            last = Some(d);
-            Ok(if ok { Ok(()) } else { Err(text) })
-        },
-    )
+    let outcome = wait_for(&format!("doctor to report {what}"), SETTLE, async || {
+        let d = doctor(namespace);
+        let ok = d.report.is_object() && want(&d);
+        let text = d.describe();
+        last = Some(d);
+        Ok(if ok { Ok(()) } else { Err(text) })
+    })
     .await;
     if let Err(e) = outcome {
         panic!("{e:#}");
@@ -156,7 +152,11 @@ async fn doctor_finds_a_healthy_installation_healthy() {
         .apply_policy(&key1_policy(&fx, "e2e-doctor-ok"))
         .await
         .unwrap();
-    let d = doctor_until(&cluster.sigil_namespace, "policy-snapshot", "ok").await;
+    // Once the controller published the policy and the webhook loaded it.
+    let d = doctor_until(&cluster.sigil_namespace, "a healthy installation", |d| {
+        d.code == Some(0) && d.text("policies").contains("e2e-doctor-ok")
+    })
+    .await;
     assert_eq!(d.code, Some(0), "{}", d.describe());
     assert_eq!(d.report["healthy"], true);
     // The suite's serving certificate lives two days: doctor may warn that
@@ -395,7 +395,10 @@ async fn doctor_diagnoses_a_snapshot_the_controller_stopped_publishing() {
     let d = doctor(&cluster.sigil_namespace);
     assert!(signal_controller("CONT"), "the controller resumes");
     applied.unwrap();
-    let published = doctor_until(&cluster.sigil_namespace, "policy-snapshot", "ok").await;
+    let published = doctor_until(&cluster.sigil_namespace, "the policy published", |d| {
+        d.status("policy-snapshot") == "ok"
+    })
+    .await;
     cluster.clear_policies().await.unwrap();
 
     assert_eq!(d.code, Some(1), "{}", d.describe());
@@ -406,5 +409,11 @@ async fn doctor_diagnoses_a_snapshot_the_controller_stopped_publishing() {
         text.contains("e2e-doctor-unpublished (generation 1) was not compiled yet"),
         "{text}"
     );
-    assert_eq!(published.code, Some(0), "{}", published.describe());
+    assert!(
+        !published
+            .text("policy-snapshot")
+            .contains("e2e-doctor-unpublished"),
+        "once the controller resumed, the policy is published: {}",
+        published.describe()
+    );
 }
