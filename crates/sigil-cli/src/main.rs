@@ -3,6 +3,8 @@
 
 mod audit_cmd;
 mod claims;
+mod completion;
+mod doctor;
 mod policy_cmd;
 mod verify_image;
 
@@ -45,6 +47,14 @@ enum Command {
     /// Judge what runs in a cluster by its policies or local policy files,
     /// as admission would (reads only; exit 1 if something enforced would be denied).
     Audit(Box<audit_cmd::AuditArgs>),
+    /// Check an installation through the current kube context and explain
+    /// what is wrong (exit 1 if a check failed).
+    Doctor(Box<doctor::DoctorArgs>),
+    /// Print a shell completion script.
+    Completion(completion::CompletionArgs),
+    /// Write man pages for sigil and every subcommand (`make man`).
+    #[command(hide = true)]
+    Manpages(completion::ManArgs),
 }
 
 /// `sigil verify`: with `--key`/`--certificate-identity` like `cosign
@@ -135,6 +145,9 @@ fn main() -> ExitCode {
             }),
         Command::Policy(args) => policy_cmd::run(&args),
         Command::Audit(args) => load_root(None, false).and_then(|root| audit_cmd::run(&args, root)),
+        Command::Doctor(args) => doctor::run(&args),
+        Command::Completion(args) => Ok(completion::completion(&args, Cli::command())),
+        Command::Manpages(args) => completion::write_pages(&args, Cli::command()),
     };
     match result {
         // Verdicts other than Allow are already printed; only the status remains.
