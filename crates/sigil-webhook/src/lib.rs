@@ -19,6 +19,7 @@ pub mod audit;
 pub mod config;
 pub mod error;
 pub mod images;
+pub mod memory_budget;
 pub mod metrics;
 pub mod review;
 pub mod server;
@@ -228,6 +229,7 @@ pub async fn run(args: Args) -> Result<(), Error> {
     // Before any policy compiles; the module itself is read only when a
     // policy uses CUE.
     sigil_cue::configure_shared(args.cue_config()).map_err(|e| Error::Config(e.to_string()))?;
+    memory_budget::check(&args)?;
     let metrics = Arc::new(Metrics::new());
     let mut client_config = args.client_config()?;
     client_config.observer = Some(metrics.clone());
