@@ -335,7 +335,7 @@ fn a_snapshot_missing_a_ready_policy_or_behind_its_generation_is_stale() {
     assert!(f.summary.contains("is stale: 3 of"), "{f:?}");
     let all = f.details.join("\n");
     assert!(
-        all.contains("new (generation 1) is Ready but not in the snapshot"),
+        all.contains("new (generation 1) is Ready and is not in the snapshot"),
         "{all}"
     );
     assert!(
