@@ -203,6 +203,7 @@ test-scripts:
 	scripts/test-fetch-testdata.sh
 	bench/test.sh
 	scripts/check-cargo-selections.sh
+	scripts/check-architecture.py
 
 ## shellcheck over every script and the workflows' run steps.
 lint-shell:
