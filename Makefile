@@ -17,6 +17,13 @@ build:
 release:
 	$(CARGO) build --release --locked -p sigil-webhook -p sigil-audit -p sigil-controller -p sigil-cli
 
+## Man pages for sigil and each subcommand, generated from its --help
+## (clap_mangen), into target/man (MAN_DIR=...): `man -l target/man/sigil.1`.
+MAN_DIR ?= target/man
+.PHONY: man
+man:
+	$(CARGO) run -q -p sigil-cli -- manpages --out-dir $(MAN_DIR)
+
 ## The full test suite: formatting, lints (Rust, shell, chart, rendered
 ## manifests), unit/integration/property tests, real registries with real
 ## cosign signatures, the differential test against sigstore-python and

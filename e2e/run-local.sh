@@ -60,7 +60,7 @@ status=0
 SIGIL_E2E_WEBHOOK_BIN=${CARGO_TARGET_DIR:-$REPO_ROOT/target}/debug/sigil-webhook \
   SIGIL_E2E_NAMESPACE=$SIGIL_NS \
   SIGIL_E2E_LOG_DIR=$WORK SIGIL_E2E_METRICS="$WEBHOOK_METRICS $CONTROLLER_METRICS" \
-  cargo test -q --workspace --test e2e -- --ignored --test-threads 1 --show-output "$@" || status=$?
+  cargo test -q --workspace --test e2e --test doctor --test gitops -- --ignored --test-threads 1 --show-output "$@" || status=$?
 # The components ran as their ServiceAccounts: any RBAC refusal in their logs
 # means the chart grants too little, even if no scenario noticed.
 if grep -il "forbidden" "$WORK/controller.log" "$WORK/webhook.log" >&2; then

@@ -260,7 +260,7 @@ async fn installed_settings(client: &kube::Client, namespace: &str) -> Result<In
     })
 }
 
-async fn kube_client(context: Option<&str>) -> Result<kube::Client> {
+pub(crate) async fn kube_client(context: Option<&str>) -> Result<kube::Client> {
     let options = kube::config::KubeConfigOptions {
         context: context.map(str::to_owned),
         ..Default::default()

@@ -241,7 +241,7 @@ pub struct Judging {
 /// Bytes of signature material the material cache keeps: a few KiB per
 /// image for real signatures (thousands of images), and a hard bound
 /// however large the bundles a registry serves.
-const MATERIAL_BYTES: u64 = 32 << 20;
+pub const MATERIAL_BYTES: u64 = 32 << 20;
 
 fn config(msg: String) -> SetupError {
     SetupError::Config(msg)

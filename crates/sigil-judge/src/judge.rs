@@ -331,6 +331,11 @@ pub trait ImageJudge: Send + Sync + 'static {
     fn snapshot_age(&self) -> Option<Duration> {
         None
     }
+
+    /// Revision of the policy snapshot in force, when the judge has one.
+    fn snapshot_revision(&self) -> Option<u64> {
+        None
+    }
 }
 
 /// Finds registry credentials for an object from the names its pod template

@@ -1,7 +1,8 @@
 //! The Prometheus metrics of a judging process, the webhook or the audit
 //! (prometheus-client): admission requests by endpoint, operation, kind and
 //! decision (the webhook's); verification latency; cache
-//! hits and misses; reviews in flight; policy snapshot age; registry requests
+//! hits and misses; reviews in flight; policy snapshot age and revision;
+//! registry requests
 //! by host and status; the build and crypto module (`sigil_build_info`).
 //! Label values are constants, HTTP status codes, or
 //! registry hosts capped at [`MAX_REGISTRY_HOSTS`], so cardinality is bounded
@@ -70,6 +71,9 @@ pub struct Metrics {
     pub in_flight: Gauge,
     /// Age of the policy snapshot in force, in seconds (`-1` when unknown).
     pub snapshot_age: Gauge<f64, AtomicU64>,
+    /// Revision of the policy snapshot in force (`-1` when none), so that
+    /// `sigil doctor` can tell whether each replica loaded the latest one.
+    pub snapshot_revision: Gauge<i64>,
     /// Registry requests by host and status.
     pub registry_requests: Family<RegistryLabels, Counter>,
     registry_hosts: Mutex<HashSet<String>>,
@@ -129,6 +133,12 @@ impl Metrics {
             "Age of the policy snapshot in force (-1 when the judge has none)",
             snapshot_age.clone(),
         );
+        let snapshot_revision = Gauge::<i64>::default();
+        registry.register(
+            "policy_snapshot_revision",
+            "Revision of the policy snapshot in force (-1 when the judge has none)",
+            snapshot_revision.clone(),
+        );
         let registry_requests = Family::<RegistryLabels, Counter>::default();
         registry.register(
             "registry_requests",
@@ -147,6 +157,7 @@ impl Metrics {
             cache,
             in_flight,
             snapshot_age,
+            snapshot_revision,
             registry_requests,
             registry_hosts: Mutex::new(HashSet::new()),
         }

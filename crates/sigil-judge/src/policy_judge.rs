@@ -735,6 +735,10 @@ impl ImageJudge for PolicyJudge {
         self.loaded().is_some()
     }
 
+    fn snapshot_revision(&self) -> Option<u64> {
+        self.revision()
+    }
+
     fn snapshot_age(&self) -> Option<Duration> {
         let loaded = self.loaded()?;
         if let Some(at) = loaded.generated_at {

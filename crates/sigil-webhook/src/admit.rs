@@ -17,6 +17,13 @@
 //! changed after sigil's `/mutate` (or pinning did not run) and is denied
 //! unless [`AdmissionConfig::allow_unpinned`].
 //!
+//! Workload templates (Deployment, StatefulSet, CronJob, …) are pinned only
+//! with [`AdmissionConfig::pin_templates`]: by default they stay as written,
+//! so GitOps tools that compare the live object with the manifest see no
+//! drift. What runs is still what was verified: `/validate` resolves a
+//! template's tags and verifies what they point to, and every Pod the
+//! template produces is pinned by `/mutate` when it is created.
+//!
 //! Text from the object (image names) reaches logs and messages through
 //! [`printable`], so it cannot forge log lines or denial lines.
 
@@ -60,6 +67,8 @@ pub struct AdmissionConfig {
     pub excluded_namespaces: Vec<String>,
     /// What `/mutate` pins.
     pub pin: PinMode,
+    /// Pin workload templates too, not only Pods (`--pin-templates`).
+    pub pin_templates: bool,
     /// Largest request body read.
     pub max_body_bytes: usize,
     /// With pinning on, admit a selected image that reaches `/validate` as
@@ -76,6 +85,7 @@ impl Default for AdmissionConfig {
             margin: Duration::from_secs(1),
             excluded_namespaces: vec!["kube-system".into()],
             pin: PinMode::Matched,
+            pin_templates: false,
             max_body_bytes: 7 * 1024 * 1024,
             allow_unpinned: false,
             cache: CacheConfig::default(),
@@ -88,6 +98,18 @@ impl AdmissionConfig {
     pub fn deadline(&self, start: Instant) -> Instant {
         start + self.timeout.saturating_sub(self.margin)
     }
+
+    /// Whether `/mutate` pins the images of an object of this kind: Pods
+    /// whenever pinning is on (the kubelet pulls what a Pod names), workload
+    /// templates only with [`Self::pin_templates`].
+    pub fn pins(&self, object: &ObjectInfo) -> bool {
+        self.pin != PinMode::Off && (is_pod(object) || self.pin_templates)
+    }
+}
+
+/// Whether the object is a Pod (rather than a workload with a template).
+fn is_pod(object: &ObjectInfo) -> bool {
+    object.group.is_empty() && object.kind == "Pod"
 }
 
 /// The two admission endpoints.
@@ -483,7 +505,7 @@ impl<J: ImageJudge, S: PullSecretSource> Admission<J, S> {
                     return outcome;
                 }
             }
-        } else if self.config.pin != PinMode::Off && !self.config.allow_unpinned {
+        } else if self.config.pins(object) && !self.config.allow_unpinned {
             // /mutate pinned every selected image; a tag here was written after
             // it ran, or it did not run. Resolving it now would verify one
             // digest and let the kubelet pull another.
@@ -500,6 +522,9 @@ impl<J: ImageJudge, S: PullSecretSource> Admission<J, S> {
             return outcome;
         } else {
             match self.cache.resolve(image, secrets, deadline).await {
+                // A template left as written is not worth a warning on every
+                // apply: its Pods are pinned when they are created.
+                Ok(Ok(d)) if self.config.pin != PinMode::Off && !self.config.pins(object) => d,
                 Ok(Ok(d)) => {
                     outcome.note = Some(format!(
                         "image {image} is not pinned to a digest; sigil verified {d}, what the tag pointed to at admission (the /mutate webhook pins tags)"
@@ -633,6 +658,9 @@ impl<J: ImageJudge, S: PullSecretSource> Admission<J, S> {
 
     async fn mutate(&self, checked: &Checked, deadline: Instant) -> Decision {
         let object = &checked.object;
+        if !self.config.pins(object) {
+            return Decision::skip();
+        }
         let judge = self.cache.judge();
         let secrets = ObjectSecrets::new(&self.secrets, object, judge.signature_pull_secrets());
         let distinct: Vec<_> = Self::distinct(&checked.sites)

@@ -59,6 +59,13 @@ pub struct Args {
     /// Which images `/mutate` pins to digests.
     #[arg(long, value_enum, default_value = "matched")]
     pub pin: PinArg,
+    /// Pin tags to digests in workload templates (Deployment, StatefulSet,
+    /// DaemonSet, ReplicaSet, Job, CronJob, ReplicationController) too. Off
+    /// by default: templates stay as written, so GitOps tools see no drift;
+    /// their tags are verified at what they point to, and the Pods they
+    /// create are pinned.
+    #[arg(long)]
+    pub pin_templates: bool,
     /// Admit (after verifying what the tag points to now) an image a policy
     /// selects that reaches `/validate` as a tag although `--pin` is on.
     /// Off by default: it means another mutating webhook rewrote the image
@@ -137,6 +144,7 @@ impl Args {
                 PinArg::All => PinMode::All,
                 PinArg::Off => PinMode::Off,
             },
+            pin_templates: self.pin_templates,
             max_body_bytes: self.max_body_bytes,
             allow_unpinned: self.allow_unpinned,
             cache: self.judge.cache_config(),
@@ -185,6 +193,7 @@ impl Args {
                         &self.certificate_oidc_issuer_regexp,
                         "certificate-oidc-issuer",
                     )?,
+                    claims: Vec::new(),
                 };
                 (
                     VerificationPolicy {

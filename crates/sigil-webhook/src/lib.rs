@@ -18,6 +18,7 @@ pub mod admit;
 pub mod config;
 pub mod error;
 pub mod images;
+pub mod memory_budget;
 pub mod review;
 pub mod server;
 pub mod static_judge;
@@ -181,6 +182,7 @@ async fn serve<J: ImageJudge>(
 /// Runs the webhook until SIGTERM: with the policy snapshot judge when a
 /// snapshot source is given, else with the static judge from `args`.
 pub async fn run(args: Args) -> Result<(), Error> {
+    memory_budget::check(&args)?;
     let metrics = Arc::new(Metrics::new());
     let settings = server_settings(&args);
     let judging = args.judge.build(metrics.clone()).await?;

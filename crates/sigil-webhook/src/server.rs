@@ -129,6 +129,9 @@ async fn metrics<J: ImageJudge, S: PullSecretSource>(
         .snapshot_age()
         .map_or(-1.0, |d| d.as_secs_f64());
     m.snapshot_age.set(age);
+    let revision = app.admission.cache().judge().snapshot_revision();
+    m.snapshot_revision
+        .set(revision.and_then(|r| i64::try_from(r).ok()).unwrap_or(-1));
     (
         [(
             header::CONTENT_TYPE,

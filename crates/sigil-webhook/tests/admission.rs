@@ -64,6 +64,31 @@ async fn every_supported_kind_is_denied_for_its_unsigned_image_and_names_it() {
 }
 
 #[tokio::test]
+async fn mutate_pins_pods_and_leaves_workload_templates_as_written_by_default() {
+    for name in KINDS {
+        let judge = FakeJudge::new();
+        let (router, _) = app_with(judge.clone(), common::strict_config());
+        let (_, answer) = post(&router, "/mutate", fixture(name)).await;
+        let resp = response(&answer);
+        assert_eq!(resp["allowed"], true, "{name}: {resp}");
+        if name == "pod.json" {
+            assert_eq!(patch(resp).as_array().map(Vec::len), Some(2), "{name}");
+        } else {
+            assert!(resp.get("patch").is_none(), "{name}: {resp}");
+            assert_eq!(
+                judge
+                    .resolve_calls
+                    .load(std::sync::atomic::Ordering::SeqCst),
+                0,
+                "{name}: a template left as written costs no registry request"
+            );
+        }
+    }
+}
+
+/// With `pin_templates` (`--pin-templates`, chart value `webhook.pinTemplates`);
+/// by default only Pods are pinned (the test above).
+#[tokio::test]
 async fn every_supported_kind_has_its_tags_pinned_by_mutate() {
     let pointers = [
         ("pod.json", "/spec/containers"),
@@ -82,7 +107,13 @@ async fn every_supported_kind_has_its_tags_pinned_by_mutate() {
         ),
     ];
     for (name, base) in pointers {
-        let (router, _) = app(FakeJudge::new());
+        let (router, _) = app_with(
+            FakeJudge::new(),
+            sigil_webhook::admit::AdmissionConfig {
+                pin_templates: true,
+                ..config()
+            },
+        );
         let (_, answer) = post(&router, "/mutate", fixture(name)).await;
         let resp = response(&answer);
         assert_eq!(resp["allowed"], true, "{name}: {resp}");

@@ -114,13 +114,13 @@ async fn metrics_count_requests_by_kind_and_decision_cache_hits_and_latency() {
     let (router, state) = app(judge);
     post(&router, "/validate", fixture("pod.json")).await;
     post(&router, "/validate", fixture("pod.json")).await;
-    post(&router, "/mutate", fixture("cronjob.json")).await;
+    post(&router, "/mutate", fixture("pod.json")).await;
     post(&router, "/validate", fixture("pod_delete.json")).await;
     let (status, text) = get(&metrics_router(state), "/metrics").await;
     assert_eq!(status, StatusCode::OK);
     for line in [
         r#"sigil_admission_requests_total{endpoint="validate",operation="CREATE",kind="Pod",decision="denied"} 2"#,
-        r#"sigil_admission_requests_total{endpoint="mutate",operation="CREATE",kind="CronJob",decision="patched"} 1"#,
+        r#"sigil_admission_requests_total{endpoint="mutate",operation="CREATE",kind="Pod",decision="patched"} 1"#,
         r#"sigil_admission_requests_total{endpoint="validate",operation="DELETE",kind="Pod",decision="skipped"} 1"#,
         r#"sigil_cache_requests_total{cache="verdict",result="miss"} 2"#,
         r#"sigil_cache_requests_total{cache="verdict",result="hit"} 2"#,
@@ -128,6 +128,7 @@ async fn metrics_count_requests_by_kind_and_decision_cache_hits_and_latency() {
         "sigil_verification_duration_seconds_count 2",
         "sigil_admission_in_flight 0",
         "sigil_policy_snapshot_age_seconds 3.0",
+        "sigil_policy_snapshot_revision 7",
     ] {
         assert!(text.contains(line), "missing `{line}` in\n{text}");
     }

@@ -477,6 +477,58 @@ async fn an_unpinned_selected_image_at_validate_is_denied_when_pinning_is_on() {
 }
 
 #[tokio::test]
+async fn a_workload_template_left_unpinned_is_verified_at_what_its_tags_point_to() {
+    let judge = FakeJudge::new();
+    let (router, _) = app_with(judge.clone(), strict_config());
+    let (_, answer) = post(&router, "/validate", fixture("deployment.json")).await;
+    let resp = response(&answer);
+    assert_eq!(resp["allowed"], false, "{resp}");
+    let msg = message(resp);
+    assert!(
+        msg.contains("1 of 2 image(s) failed verification")
+            && msg.contains("- image registry.test/team/unsigned:2.0 (sha256:")
+            && !msg.contains("reached validation as a tag"),
+        "the unsigned image is denied for its signature, not for its tag: {msg}"
+    );
+    assert_eq!(
+        judge.resolve_calls.load(Ordering::SeqCst),
+        2,
+        "both tags resolved"
+    );
+    assert_eq!(judge.calls(), 2, "both digests verified");
+
+    // The signed image alone is admitted, without a warning per apply.
+    let mut review: Value = serde_json::from_slice(&fixture("deployment.json")).unwrap();
+    review["request"]["object"]["spec"]["template"]["spec"]["containers"][1]["image"] =
+        json!("registry.test/team/app:1.0");
+    let (router, _) = app_with(FakeJudge::new(), strict_config());
+    let (_, answer) = post(&router, "/validate", serde_json::to_vec(&review).unwrap()).await;
+    let resp = response(&answer);
+    assert_eq!(resp["allowed"], true, "{resp}");
+    assert!(warnings(resp).is_empty(), "{resp}");
+}
+
+#[tokio::test]
+async fn with_pin_templates_a_template_tag_at_validate_is_denied_like_a_pods() {
+    let judge = FakeJudge::new();
+    let (router, _) = app_with(
+        judge.clone(),
+        AdmissionConfig {
+            pin_templates: true,
+            ..strict_config()
+        },
+    );
+    let (_, answer) = post(&router, "/validate", fixture("deployment.json")).await;
+    let resp = response(&answer);
+    assert_eq!(resp["allowed"], false, "{resp}");
+    assert!(
+        message(resp).contains("reached validation as a tag"),
+        "{resp}"
+    );
+    assert_eq!(judge.resolve_calls.load(Ordering::SeqCst), 0);
+}
+
+#[tokio::test]
 async fn allow_unpinned_admits_it_after_verifying_what_the_tag_points_to() {
     let judge = FakeJudge::new();
     let (router, _) = app_with(judge.clone(), config());

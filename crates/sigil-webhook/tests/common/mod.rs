@@ -160,6 +160,10 @@ impl ImageJudge for FakeJudge {
     fn snapshot_age(&self) -> Option<Duration> {
         Some(Duration::from_secs(3))
     }
+
+    fn snapshot_revision(&self) -> Option<u64> {
+        Some(7)
+    }
 }
 
 pub type State = Arc<AppState<FakeJudge, NoPullSecrets>>;

@@ -114,7 +114,11 @@ fn harness() -> &'static Harness {
         let admission = Admission::new(
             Arc::new(FakeJudge),
             NoPullSecrets,
-            AdmissionConfig::default(),
+            // Templates pinned too, so that every kind's patch is checked.
+            AdmissionConfig {
+                pin_templates: true,
+                ..AdmissionConfig::default()
+            },
             Arc::new(Metrics::new()),
         );
         Harness { runtime, admission }
