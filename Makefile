@@ -22,8 +22,8 @@ release:
 MAN_DIR ?= target/man
 .PHONY: man
 man:
-	$(CARGO) build -q --workspace
-	$${CARGO_TARGET_DIR:-target}/debug/sigil manpages --out-dir $(MAN_DIR)
+	$(CARGO) build -q --workspace --bins
+	target/debug/sigil manpages --out-dir $(MAN_DIR)
 
 ## The full test suite: formatting, lints (Rust, shell, chart, rendered
 ## manifests), unit/integration/property tests, real registries with real
