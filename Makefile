@@ -99,7 +99,7 @@ differential:
 
 ## Whole-process verification time against sigstore-python and cosign.
 bench-peers:
-	scripts/bench-peers.sh
+	bench/verify-peers.sh
 
 ## `sigil verify` against real registries (olareg, docker-registry) and real cosign v3 signatures.
 test-registry: cue-module
@@ -125,7 +125,7 @@ policy-differential:
 
 ## `sigil verify` vs `cosign verify`, key-based, both formats, on a local registry.
 bench-image: release
-	e2e/bench-verify-image.sh
+	bench/verify-image.sh
 
 ## Tools used by tests and benchmarks (cosign, olareg, crane, sigstore-python).
 tools:
@@ -211,6 +211,7 @@ test-scripts:
 	scripts/test-fetch-testdata.sh
 	bench/test.sh
 	scripts/check-cargo-selections.sh
+	scripts/check-architecture.py
 
 ## shellcheck over every script and the workflows' run steps.
 lint-shell:

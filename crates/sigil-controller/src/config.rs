@@ -196,14 +196,7 @@ impl SigstoreInstance {
     }
 }
 
-/// Log output format.
-#[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
-pub enum LogFormat {
-    /// Human-readable lines.
-    Text,
-    /// One JSON object per line.
-    Json,
-}
+pub use sigil_runtime::LogFormat;
 
 impl Default for Args {
     fn default() -> Self {

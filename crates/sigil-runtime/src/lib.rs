@@ -1,7 +1,7 @@
 //! sigil-runtime: the process plumbing of sigil's long-running binaries
-//! (the admission webhook and the in-cluster audit), written once so they
-//! log in one shape and stop the same way: the `--log-format` setting and
-//! the subscriber it installs, and the wait for SIGTERM.
+//! (the admission webhook, the in-cluster audit, the controller), written
+//! once so they log in one shape and stop the same way: the `--log-format`
+//! setting and the subscriber it installs, and the wait for SIGTERM.
 //!
 //! It knows nothing of admission, policies or Kubernetes: it must not
 //! depend on any other sigil crate.
@@ -16,16 +16,28 @@ pub enum LogFormat {
     Json,
 }
 
-/// Installs the log subscriber (`RUST_LOG` filters; info by default).
-pub fn init_logging(format: LogFormat) {
+/// Installs the log subscriber of a sigil binary: `RUST_LOG` filters (info
+/// by default), lines go to stderr, and `--log-format json` writes one flat
+/// JSON object per event (`timestamp`, `level`, `target`, `message` and the
+/// event's fields side by side), the one shape every sigil binary logs in.
+/// Fails when a subscriber is already installed.
+pub fn try_init_logging(format: LogFormat) -> Result<(), String> {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    let builder = tracing_subscriber::fmt().with_env_filter(filter);
-    // A second call (tests) keeps the first subscriber.
-    let _ = match format {
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    match format {
         LogFormat::Text => builder.try_init(),
-        LogFormat::Json => builder.json().try_init(),
-    };
+        LogFormat::Json => builder.json().flatten_event(true).try_init(),
+    }
+    .map_err(|e| format!("installing the log subscriber: {e}"))
+}
+
+/// [`try_init_logging`], keeping an already installed subscriber (tests
+/// that start a server twice).
+pub fn init_logging(format: LogFormat) {
+    let _ = try_init_logging(format);
 }
 
 /// Resolves on SIGTERM or Ctrl-C; fails only when the handlers cannot be

@@ -8,7 +8,7 @@
 #   rekor2   rekor2-happy-path: v0.3 message signature, Rekor v2 entry and an
 #            RFC 3161 timestamp, with its own trusted_root.json
 #
-# Usage: scripts/bench-peers.sh [OUT_DIR]   (default: target/bench-peers)
+# Usage: bench/verify-peers.sh [OUT_DIR]   (default: target/bench-peers)
 # Env: RUNS (default 20), WARMUP (default 3), SIGIL_BIN (a sigil binary to
 # measure instead of building target/release/sigil, e.g. the FIPS build in
 # target/fips/release/sigil or an older build for before/after figures).

@@ -3,7 +3,7 @@
 # registry (olareg), key-based, new bundle format and legacy format:
 # whole-process wall-clock medians over N runs, their ratio, and sigil's
 # registry round-trip count. Uses e2e/registry-fixtures.sh for the setup.
-#   e2e/bench-verify-image.sh [N]     (default N=10; needs target/release/sigil)
+#   bench/verify-image.sh [N]     (default N=10; needs target/release/sigil)
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 N=${1:-10}
