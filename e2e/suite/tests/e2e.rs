@@ -496,7 +496,7 @@ async fn a_private_repository_attestation_verifies_by_timestamp_and_other_reposi
     ] {
         let image = sigil_e2e::push_attested(
             &registry,
-            "e2e/github",
+            "e2e/github/app",
             &kit,
             spec.as_ref(),
             slsa,
