@@ -158,6 +158,19 @@ fn webhooks_with_different_ca_bundles_or_none_fail() {
             .contains("Service sigil-system/sigil-webhook port 443"),
         "{f:?}"
     );
+    // By URL: one server, two paths; another port is another server.
+    let mut v_url = v.clone();
+    v_url.target = Target::Url("https://127.0.0.1:8443/validate".into());
+    let mut m_url = v.clone();
+    m_url.kind = "MutatingWebhookConfiguration";
+    m_url.target = Target::Url("https://127.0.0.1:8443/mutate".into());
+    assert_eq!(
+        configurations(Some(&v_url), Some(&m_url)).status,
+        Status::Ok
+    );
+    m_url.target = Target::Url("https://127.0.0.1:9443/mutate".into());
+    let f = configurations(Some(&v_url), Some(&m_url));
+    assert!(f.summary.contains("call different servers"), "{f:?}");
 }
 
 fn cert(verified: Result<(), String>, expires_in_days: i64) -> ServingCert {
@@ -335,7 +348,7 @@ fn a_snapshot_missing_a_ready_policy_or_behind_its_generation_is_stale() {
     assert!(f.summary.contains("is stale: 3 of"), "{f:?}");
     let all = f.details.join("\n");
     assert!(
-        all.contains("new (generation 1) is Ready but not in the snapshot"),
+        all.contains("new (generation 1) is Ready and is not in the snapshot"),
         "{all}"
     );
     assert!(
