@@ -1,5 +1,5 @@
 # syntax=docker/dockerfile:1.7
-# sigil's image: sigil-webhook, sigil-controller and the sigil CLI on a
+# sigil's image: sigil-webhook, sigil-audit, sigil-controller and the sigil CLI on a
 # distroless base (glibc, CA certificates, no shell), running as 65532, with
 # the CUE evaluator (cue.wasm) where the binaries look for it.
 #   docker build -t ghcr.io/sigil-dev/sigil:dev .
@@ -25,9 +25,10 @@ RUN --mount=type=cache,target=/usr/local/cargo/registry,sharing=locked \
     --mount=type=cache,target=/usr/local/cargo/git,sharing=locked \
     --mount=type=cache,target=/src/target,sharing=locked \
     cargo build --release --locked \
-        -p sigil-webhook -p sigil-controller -p sigil-cli \
+        -p sigil-webhook -p sigil-audit -p sigil-controller -p sigil-cli \
  && install -D -m 0755 -t /out \
-        target/release/sigil-webhook target/release/sigil-controller target/release/sigil
+        target/release/sigil-webhook target/release/sigil-audit \
+        target/release/sigil-controller target/release/sigil
 
 # The CUE evaluator: cuelang.org/go for GOOS=wasip1, built as
 # scripts/build-cue-wasm.sh builds it (same flags, so the same bytes for the

@@ -15,14 +15,15 @@ build:
 ## The three release binaries, built together as scripts/image.sh builds
 ## them (the same feature set, so `make image` and `make conformance` share one build).
 release:
-	$(CARGO) build --release --locked -p sigil-webhook -p sigil-controller -p sigil-cli
+	$(CARGO) build --release --locked -p sigil-webhook -p sigil-audit -p sigil-controller -p sigil-cli
 
 ## Man pages for sigil and each subcommand, generated from its --help
 ## (clap_mangen), into target/man (MAN_DIR=...): `man -l target/man/sigil.1`.
 MAN_DIR ?= target/man
 .PHONY: man
 man:
-	$(CARGO) run -q -p sigil-cli -- manpages --out-dir $(MAN_DIR)
+	$(CARGO) build -q --workspace --bins
+	target/debug/sigil manpages --out-dir $(MAN_DIR)
 
 ## The full test suite: formatting, lints (Rust, shell, chart, rendered
 ## manifests), unit/integration/property tests, real registries with real
@@ -74,16 +75,16 @@ conformance: release
 ## signature, digest and TLS connection. Needs CMake and Go besides a C
 ## compiler; its own target directory, so it never rebuilds the default one.
 FIPS_TARGET_DIR ?= target/fips
-FIPS_FEATURES := sigil-cli/fips,sigil-webhook/fips,sigil-controller/fips
+FIPS_FEATURES := sigil-cli/fips,sigil-webhook/fips,sigil-audit/fips,sigil-controller/fips
 .PHONY: release-fips conformance-fips
 
-## sigil, sigil-webhook and sigil-controller in $(FIPS_TARGET_DIR)/release;
+## sigil, sigil-webhook, sigil-audit and sigil-controller in $(FIPS_TARGET_DIR)/release;
 ## they refuse to start unless the module reports FIPS mode.
 release-fips:
 	@command -v cmake >/dev/null && command -v go >/dev/null || { \
 	  echo "release-fips: the FIPS module needs cmake and go on PATH (apt-get install cmake golang-go)" >&2; exit 1; }
 	CARGO_TARGET_DIR=$(FIPS_TARGET_DIR) $(CARGO) build --release --locked \
-	  -p sigil-cli -p sigil-webhook -p sigil-controller --features $(FIPS_FEATURES)
+	  -p sigil-cli -p sigil-webhook -p sigil-audit -p sigil-controller --features $(FIPS_FEATURES)
 	$(FIPS_TARGET_DIR)/release/sigil --version
 
 ## The conformance suite through the FIPS build of sigil.

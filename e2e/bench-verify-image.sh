@@ -8,7 +8,7 @@ set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 N=${1:-10}
 SIGIL=${CARGO_TARGET_DIR:-target}/release/sigil
-[ -x "$SIGIL" ] || cargo build -q --release --locked -p sigil-webhook -p sigil-controller -p sigil-cli
+[ -x "$SIGIL" ] || cargo build -q --release --locked -p sigil-webhook -p sigil-audit -p sigil-controller -p sigil-cli
 export SIGIL N
 # shellcheck disable=SC2016 # expanded by the inner shell
 exec e2e/registry-fixtures.sh -- bash -c '

@@ -35,7 +35,7 @@ if [ -n "${SIGIL_BIN:-}" ]; then
   sigil="$SIGIL_BIN"
   [ -x "$sigil" ] || { echo "bench-peers: SIGIL_BIN=$sigil is not an executable" >&2; exit 1; }
 else
-  cargo build -q --release --locked -p sigil-webhook -p sigil-controller -p sigil-cli
+  cargo build -q --release --locked -p sigil-webhook -p sigil-audit -p sigil-controller -p sigil-cli
   sigil="$repo/target/release/sigil"
 fi
 "$sigil" --version >&2

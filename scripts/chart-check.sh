@@ -6,7 +6,7 @@
 # Values that must be refused are checked to be refused.
 #
 # Flags the chart passes are compared with the binaries' --help when
-# sigil-webhook and sigil-controller are built (target/debug or
+# sigil-webhook, sigil-audit and sigil-controller are built (target/debug or
 # target/release, or $SIGIL_BIN_DIR); SIGIL_REQUIRE_BINARIES=1 makes their
 # absence an error. Flags another branch is adding can be listed, space
 # separated, in SIGIL_PENDING_FLAGS: they are reported, not failed.
@@ -26,6 +26,14 @@ if [[ -z $HELM ]]; then
     HELM="$("$REPO/scripts/install-tools.sh" helm)/helm"
 fi
 [[ -x $HELM ]] || die "no helm at $HELM"
+# promtool (Prometheus's rule checker) lints the PrometheusRules: from
+# $PROMTOOL, or scripts/install-tools.sh promtool; SIGIL_SKIP_PROMTOOL=1 skips it.
+PROMTOOL=${PROMTOOL:-}
+if [[ -z $PROMTOOL && ${SIGIL_SKIP_PROMTOOL:-0} != 1 ]]; then
+    PROMTOOL="$("$REPO/scripts/install-tools.sh" promtool)/promtool"
+fi
+[[ -z $PROMTOOL || -x $PROMTOOL ]] || die "no promtool at $PROMTOOL"
+[[ -n $PROMTOOL ]] || log "warning: SIGIL_SKIP_PROMTOOL=1: PrometheusRules are not checked by promtool"
 python3 -c 'import yaml' 2>/dev/null ||
     die "python3 lacks PyYAML: python3 -m pip install pyyaml"
 
@@ -37,7 +45,7 @@ help_args=()
 bin_dir=${SIGIL_BIN_DIR:-}
 if [[ -z $bin_dir ]]; then
     for candidate in "$REPO/target/release" "$REPO/target/debug"; do
-        if [[ -x $candidate/sigil-webhook && -x $candidate/sigil-controller ]]; then
+        if [[ -x $candidate/sigil-webhook && -x $candidate/sigil-audit && -x $candidate/sigil-controller ]]; then
             if [[ -z $bin_dir || $candidate/sigil-webhook -nt $bin_dir/sigil-webhook ]]; then
                 bin_dir=$candidate
             fi
@@ -46,11 +54,12 @@ if [[ -z $bin_dir ]]; then
 fi
 if [[ -n $bin_dir ]]; then
     "$bin_dir/sigil-webhook" --help >"$WORK/sigil-webhook.help"
+    "$bin_dir/sigil-audit" --help >"$WORK/sigil-audit.help"
     "$bin_dir/sigil-controller" --help >"$WORK/sigil-controller.help"
     help_args=(--help-dir "$WORK")
-    log "flags checked against $bin_dir/sigil-{webhook,controller} --help"
+    log "flags checked against $bin_dir/sigil-{webhook,audit,controller} --help"
 elif [[ ${SIGIL_REQUIRE_BINARIES:-0} == 1 ]]; then
-    die "no built sigil-webhook and sigil-controller (cargo build --workspace --all-targets)"
+    die "no built sigil-webhook, sigil-audit and sigil-controller (cargo build --workspace --all-targets)"
 else
     log "warning: binaries not built; flags are not checked against --help"
 fi
@@ -81,6 +90,16 @@ for values in "${cases[@]}"; do
         log "FAIL $name"
         failed=1
     fi
+    # Every PrometheusRule's groups, as a Prometheus rule file, through promtool.
+    if [[ -n $PROMTOOL ]] && python3 "$REPO/scripts/chart_check.py" rules "$out" >"$WORK/$name.rules.yaml"; then
+        if "$PROMTOOL" check rules "$WORK/$name.rules.yaml" >"$WORK/promtool.log" 2>&1; then
+            log "ok   $name: promtool check rules ($(grep -c 'alert:' "$WORK/$name.rules.yaml") alerts)"
+        else
+            cat "$WORK/promtool.log" >&2
+            log "FAIL $name: promtool check rules"
+            failed=1
+        fi
+    fi
 done
 
 # The assertions themselves must be able to fail.
@@ -97,6 +116,43 @@ if python3 "$REPO/scripts/chart_check.py" self-test "$WORK/audit.yaml" \
     log "ok   self-test audit (every deliberate breakage was caught)"
 else
     log "FAIL self-test audit"
+    failed=1
+fi
+
+# One tag scheme: what the release workflow pushes for v<appVersion> is what
+# the chart and deploy/sigil.yaml run by default; the krew manifest names the
+# workflow's archives.
+if python3 "$REPO/scripts/chart_check.py" release "$REPO/.github/workflows/release.yaml" \
+        "$WORK/defaults.yaml" "$REPO/deploy/sigil.yaml" "$REPO/deploy/krew/sigil.yaml"; then
+    log "ok   release: workflow tag, chart image, deploy/sigil.yaml and krew manifest agree"
+else
+    log "FAIL release"
+    failed=1
+fi
+
+# The documented CRD upgrade step (docs/installation.md, "Upgrading") pulls
+# the new chart and applies its crds/ directory (`helm show crds` is no
+# substitute: it joins the files without a document separator, so a YAML
+# reader sees one document). The packaged chart must hold exactly sigil's
+# CRDs there, one per file.
+if "$HELM" package "$CHART" --destination "$WORK/package" >"$WORK/package.log" 2>&1 &&
+    mkdir -p "$WORK/pulled" && tar -xzmf "$WORK/package"/sigil-*.tgz -C "$WORK/pulled" &&
+    python3 - "$WORK/pulled/sigil/crds" <<'PY'; then
+import os, sys, yaml
+names = []
+for f in sorted(os.listdir(sys.argv[1])):
+    docs = [d for d in yaml.safe_load_all(open(os.path.join(sys.argv[1], f))) if d]
+    if len(docs) != 1 or docs[0].get("kind") != "CustomResourceDefinition":
+        sys.exit(f"  FAIL: crds/{f} is not one CustomResourceDefinition")
+    names.append(docs[0]["metadata"]["name"])
+want = ["clusterimagepolicies.policy.sigil.dev", "trustroots.policy.sigil.dev"]
+if sorted(names) != want:
+    sys.exit(f"  FAIL: the packaged chart's crds/ holds {names}, want {want}")
+PY
+    log "ok   packaged crds/: the upgrade step applies both CRDs"
+else
+    cat "$WORK/package.log" >&2
+    log "FAIL packaged crds/"
     failed=1
 fi
 
@@ -126,5 +182,8 @@ refused "a default TrustRoot without a spec" --set trustRoot.default.name=corp
 refused "an unknown Sigstore instance" --set trustRoot.sigstoreInstance=private
 refused "an unknown report format" --set audit.enabled=true --set audit.reportFormat=json
 refused "an audit interval under a minute" --set audit.enabled=true --set audit.intervalSeconds=5
+refused "an unknown failurePolicy" --set webhook.failurePolicy=Warn
+refused "a matchCondition without an expression" --set 'webhook.matchConditions[0].name=x'
+refused "an unknown key under a component's serviceAccount" --set controller.serviceAccount.name=other
 
 exit "$failed"

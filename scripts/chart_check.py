@@ -6,7 +6,14 @@ Called by scripts/chart-check.sh for every charts/sigil/ci/*-values.yaml:
     chart_check.py check RENDERED.yaml VALUES.yaml NAMESPACE [--help-dir DIR]
     chart_check.py self-test RENDERED.yaml VALUES.yaml NAMESPACE [--help-dir DIR]
 
+    chart_check.py release WORKFLOW.yaml RENDERED.yaml DEPLOY.yaml KREW.yaml
+    chart_check.py rules RENDERED.yaml
+
 `check` prints every violated expectation and exits 1 if there is one.
+`release` checks that the image tag the release workflow pushes for a tag
+v<appVersion> is the image the chart renders by default and deploy/sigil.yaml
+names, and that the krew manifest has an archive for every platform the
+workflow builds (then breaks each input on purpose, to show it can fail).
 `self-test` breaks a correct rendering in known ways and exits 1 unless the
 checker notices each break: proof that the assertions can fail.
 The expected values come from the chart's values.yaml overlaid with the
@@ -14,6 +21,7 @@ case's file, so a case that changes a value is checked against that value.
 """
 
 import copy
+import json
 import os
 import re
 import sys
@@ -175,7 +183,7 @@ def check_webhook_configs(docs, values, ns, errors):
             errors.append(f"{kind}: cert-manager annotation without certManager.enabled")
         for hook in cfg["webhooks"]:
             where = f"{kind} webhook {hook['name']}"
-            for field, want in (("failurePolicy", "Fail"), ("sideEffects", "None"),
+            for field, want in (("failurePolicy", w["failurePolicy"]), ("sideEffects", "None"),
                                 ("admissionReviewVersions", ["v1"]),
                                 ("timeoutSeconds", w["timeoutSeconds"]),
                                 ("matchPolicy", "Equivalent")):
@@ -196,6 +204,12 @@ def check_webhook_configs(docs, values, ns, errors):
                 want = {"key": "policy.sigil.dev/include", "operator": "In", "values": ["true"]}
             if want not in exprs:
                 errors.append(f"{where}: namespaceSelector lacks {want}")
+            for extra in w["namespaceSelectorExpressions"]:
+                if extra not in exprs:
+                    errors.append(f"{where}: namespaceSelector lacks webhook.namespaceSelectorExpressions {extra}")
+            for field, want in (("objectSelector", w["objectSelector"]), ("matchConditions", w["matchConditions"])):
+                if (hook.get(field) or type(want)()) != want:
+                    errors.append(f"{where}: {field} is {hook.get(field)!r}, want webhook.{field} {want!r}")
             covered = set()
             for rule in hook.get("rules", []):
                 if sorted(rule["operations"]) != ["CREATE", "UPDATE"]:
@@ -448,19 +462,21 @@ def check_audit(docs, values, ns, errors):
         errors.append("the audit does not run as ServiceAccount sigil-audit")
     args = args_of(d)
     want = {
-        "--audit": [""],
         "--policy-snapshot-secret": [f"{ns}/sigil-policy-snapshot"],
-        "--audit-namespace-selection": [values["namespaceSelection"]],
-        "--audit-report-format": [a["reportFormat"]],
-        "--audit-interval-seconds": [str(a["intervalSeconds"])],
+        "--namespace-selection": [values["namespaceSelection"]],
+        "--report-format": [a["reportFormat"]],
+        "--interval-seconds": [str(a["intervalSeconds"])],
         "--timeout-seconds": [str(values["webhook"]["timeoutSeconds"])],
         "--no-match": [values["noMatchPolicy"]],
     }
     for flag, value in want.items():
         if args.get(flag) != value:
             errors.append(f"audit {flag} is {args.get(flag)}, want {value}")
-    if ("--audit-unenforced-namespaces" in args) != a["unenforcedNamespaces"]:
-        errors.append("audit --audit-unenforced-namespaces does not follow audit.unenforcedNamespaces")
+    if ("--unenforced-namespaces" in args) != a["unenforcedNamespaces"]:
+        errors.append("audit --unenforced-namespaces does not follow audit.unenforcedNamespaces")
+    command = pod_spec(d)["containers"][0].get("command")
+    if command != ["/usr/local/bin/sigil-audit"]:
+        errors.append(f"the audit runs {command}, want the sigil-audit program")
     webhook = find(docs, "Deployment", "sigil-webhook")
     if webhook and sorted(args.get("--exclude-namespace", [])) != sorted(args_of(webhook[0]).get("--exclude-namespace", [])):
         errors.append("the audit excludes other namespaces than admission")
@@ -543,6 +559,29 @@ def check_extras(docs, values, ns, errors):
                 errors.append(f"ServiceMonitor selects {sorted(hit)}, want {sorted(want)}")
     elif sm:
         errors.append("ServiceMonitor without serviceMonitor.enabled")
+    rule = find(docs, "PrometheusRule", "sigil")
+    if values["prometheusRule"]["enabled"]:
+        alerts = {r.get("alert") for r in (rule[0]["spec"]["groups"] if rule else []) for r in r["rules"]}
+        want = {"SigilDenialRateHigh", "SigilVerificationSlow", "SigilAdmissionErrors", "SigilRegistryErrors",
+                "SigilNoPolicySnapshot", "SigilPolicySnapshotSkew", "SigilPolicyNotReady",
+                "SigilWebhookCertificateExpiring", "SigilTufMetadataExpired", "SigilTufRollback"}
+        if not want <= alerts:
+            errors.append(f"PrometheusRule sigil lacks alerts {sorted(want - alerts)}")
+    elif rule:
+        errors.append("PrometheusRule sigil without prometheusRule.enabled")
+    dash = find(docs, "ConfigMap", "sigil-dashboard")
+    if values["grafanaDashboard"]["enabled"]:
+        try:
+            board = json.loads(dash[0]["data"]["sigil.json"]) if dash else None
+        except ValueError as e:
+            board = None
+            errors.append(f"ConfigMap sigil-dashboard: sigil.json is not JSON ({e})")
+        if not board or not board.get("panels"):
+            errors.append("grafanaDashboard.enabled but no dashboard with panels")
+        elif any(dash[0]["metadata"]["labels"].get(k) != v for k, v in values["grafanaDashboard"]["labels"].items()):
+            errors.append("ConfigMap sigil-dashboard lacks the sidecar's label")
+    elif dash:
+        errors.append("ConfigMap sigil-dashboard without grafanaDashboard.enabled")
     cert = find(docs, "Certificate", "sigil-webhook")
     if values["certManager"]["enabled"]:
         if not cert or cert[0]["spec"]["secretName"] != "sigil-webhook-tls" or \
@@ -555,7 +594,7 @@ def check_extras(docs, values, ns, errors):
 def check_flags(docs, help_dir, errors, warnings):
     pending = set(os.environ.get("SIGIL_PENDING_FLAGS", "").split())
     for name, binary in (("sigil-webhook", "sigil-webhook"), ("sigil-controller", "sigil-controller"),
-                         ("sigil-audit", "sigil-webhook")):
+                         ("sigil-audit", "sigil-audit")):
         path = os.path.join(help_dir, f"{binary}.help")
         with open(path, encoding="utf-8") as f:
             known = set(re.findall(r"(?m)^\s+(?:-\w, )?(--[a-z][a-z0-9-]*)", f.read()))
@@ -571,8 +610,91 @@ def check_flags(docs, help_dir, errors, warnings):
                 errors.append(f"{name}: the chart passes {flag}, which `{binary} --help` does not list")
 
 
+def check_component_extras(docs, values, errors):
+    """ServiceAccount annotations, env, extra volumes and mounts, pod labels
+    and topology spread of each deployed component, as its values ask."""
+    for comp in ("webhook", "controller"):
+        v = values[comp]
+        name = f"sigil-{comp}"
+        sa = find(docs, "ServiceAccount", name)
+        if sa:
+            got = sa[0]["metadata"].get("annotations") or {}
+            if got != v["serviceAccount"]["annotations"]:
+                errors.append(f"ServiceAccount {name}: annotations {got}, want {v['serviceAccount']['annotations']}")
+        d = find(docs, "Deployment", name)
+        if not d:
+            continue
+        spec = pod_spec(d[0])
+        c = spec["containers"][0]
+        env = c.get("env") or []
+        for e in v["env"]:
+            if e not in env:
+                errors.append(f"{name}: env lacks {e}")
+        if not any(e.get("name") == "RUST_LOG" for e in env):
+            errors.append(f"{name}: env lost RUST_LOG")
+        volumes = spec.get("volumes") or []
+        mounts = c.get("volumeMounts") or []
+        for vol in v["extraVolumes"]:
+            if vol not in volumes:
+                errors.append(f"{name}: volumes lack {vol['name']}")
+        for m in v["extraVolumeMounts"]:
+            if m not in mounts:
+                errors.append(f"{name}: volumeMounts lack {m['name']}")
+        declared = {vol["name"] for vol in volumes}
+        for m in mounts:
+            if m["name"] not in declared:
+                errors.append(f"{name}: mount {m['name']} has no volume")
+        labels = d[0]["spec"]["template"]["metadata"].get("labels") or {}
+        for k, val in (v.get("podLabels") or {}).items():
+            if labels.get(k) != val:
+                errors.append(f"{name}: pod label {k}={labels.get(k)!r}, want {val!r}")
+        spread = spec.get("topologySpreadConstraints") or []
+        if len(spread) != len(v["topologySpreadConstraints"]):
+            errors.append(f"{name}: {len(spread)} topologySpreadConstraints, want {len(v['topologySpreadConstraints'])}")
+        for t in spread:
+            for val in (t.get("labelSelector", {}).get("matchLabels") or {}).values():
+                if "{{" in str(val):
+                    errors.append(f"{name}: topologySpreadConstraints label value {val!r} was not templated")
+
+
+def webhook_bound_mib(args):
+    """What sigil-webhook's flags let it hold, in MiB: the sum
+    crates/sigil-webhook/src/memory_budget.rs computes at start (the process
+    32, registry responses, signature material 32, verdicts at 1 KiB, each
+    CUE worker's instance limit plus 20 for the module, one review body 7)."""
+    def flag(name, default):
+        return int((args.get(name) or [default])[-1])
+    return (32 + flag("--registry-memory-mib", 96) + 32
+            + flag("--verdict-cache-size", 200000) / 1024
+            + flag("--cue-workers", 2) * (flag("--cue-memory-limit-mib", 256) + 20) + 7)
+
+
+# The controller: the process 32, a TUF archive 64, one CUE instance 256 + 20.
+CONTROLLER_BOUND_MIB = 372
+
+
+def check_memory_limits(docs, errors):
+    """Each component's memory limit covers what its flags let it hold
+    (docs/installation.md, "Memory"); below it, the pod would be OOM-killed
+    before sigil's own bounds apply (and the webhook refuses to start)."""
+    units = {"Ki": 1 / 1024, "Mi": 1, "Gi": 1024}
+    for name in ("sigil-webhook", "sigil-audit", "sigil-controller"):
+        d = find(docs, "Deployment", name)
+        if not d:
+            continue
+        bound = CONTROLLER_BOUND_MIB if name == "sigil-controller" else webhook_bound_mib(args_of(d[0]))
+        limit = str(((containers(d[0])[0].get("resources") or {}).get("limits") or {}).get("memory", ""))
+        m = re.fullmatch(r"(\d+)(Ki|Mi|Gi)", limit)
+        if not m:
+            errors.append(f"{name}: memory limit {limit!r} is not a whole number of Ki, Mi or Gi")
+        elif int(m.group(1)) * units[m.group(2)] < bound:
+            errors.append(f"{name}: memory limit {limit} is below what its flags let it hold ({bound:.0f} MiB)")
+
+
 def check(docs, values, ns, help_dir=None):
     errors, warnings = [], []
+    check_component_extras(docs, values, errors)
+    check_memory_limits(docs, errors)
     check_hardening(docs, errors)
     check_namespaces(docs, ns, errors)
     check_services(docs, errors)
@@ -665,14 +787,21 @@ def breakages():
 
     def audit_other_selection(docs):
         c = container(docs, "sigil-audit")
-        c["args"] = [a for a in c["args"] if not a.startswith("--audit-namespace-selection")]
+        c["args"] = [a for a in c["args"] if not a.startswith("--namespace-selection")]
 
     def audit_without_value(docs):
         d = copy.deepcopy(find(docs, "Deployment", "sigil-webhook")[0])
         d["metadata"]["name"] = "sigil-audit"
         docs.append(d)
 
-    return [drop_ro_root, allow_escalation, include_kube_system, timeout_mismatch,
+    def webhook_limit_too_low(docs):
+        container(docs, "sigil-webhook")["resources"]["limits"]["memory"] = "256Mi"
+
+    def drop_webhook_env(docs):
+        c = container(docs, "sigil-webhook")
+        c["env"] = [e for e in c["env"] if e["name"] != "RUST_LOG"]
+
+    return [webhook_limit_too_low, drop_webhook_env, drop_ro_root, allow_escalation, include_kube_system, timeout_mismatch,
             ignore_failures, forget_cronjobs, wider_webhook_role, no_probe,
             wrong_namespace, unknown_flag, path_swap, allow_loopback_registries,
             allow_unpinned_by_default, list_pull_secrets, forget_ephemeral_containers,
@@ -681,7 +810,120 @@ def breakages():
             audit_without_value]
 
 
+def workflow_pushes(workflow, tag):
+    """The image reference the release workflow pushes for git tag `tag`:
+    its `make image PUSH=...` line, with $IMAGE and $TAG (or ${TAG#v}) of the
+    job's env expanded as bash would for that tag."""
+    pushed = []
+    for job in (workflow.get("jobs") or {}).values():
+        env = job.get("env") or {}
+        for step in job.get("steps") or []:
+            for m in re.finditer(r'make image PUSH="([^"]+)"', step.get("run") or ""):
+                ref = m.group(1)
+                ref = ref.replace("${TAG#v}", tag[1:] if tag.startswith("v") else tag)
+                ref = ref.replace("${TAG}", tag).replace("$TAG", tag)
+                ref = ref.replace("${IMAGE}", env.get("IMAGE", "")).replace("$IMAGE", env.get("IMAGE", ""))
+                pushed.append(ref)
+    return pushed
+
+
+def workflow_platforms(workflow):
+    cli = (workflow.get("jobs") or {}).get("cli") or {}
+    include = ((cli.get("strategy") or {}).get("matrix") or {}).get("include") or []
+    return {f"{e.get('os')}-{e.get('arch')}" for e in include}
+
+
+def check_release(workflow, rendered, deployed, chart, krew_text):
+    errors = []
+    tag = "v" + str(chart["appVersion"])
+    pushed = workflow_pushes(workflow, tag)
+    if len(pushed) != 1:
+        errors.append(f"release workflow: {len(pushed)} `make image PUSH=` lines, want exactly 1")
+    for name, docs in (("the chart's default rendering", rendered), ("deploy/sigil.yaml", deployed)):
+        images = {c["image"] for d in docs if d.get("kind") in WORKLOADS for c in containers(d)}
+        if not images:
+            errors.append(f"{name}: no workload images")
+        for image in sorted(images):
+            if image not in pushed:
+                errors.append(f"{name} runs {image}, but the release workflow pushes {pushed} "
+                              f"for tag {tag}: that install would end in ImagePullBackOff")
+    platforms = workflow_platforms(workflow)
+    if not platforms:
+        errors.append("release workflow: job `cli` builds no platforms")
+    try:
+        krew = yaml.safe_load(krew_text)
+        entries = krew["spec"]["platforms"]
+    except (yaml.YAMLError, KeyError, TypeError) as e:
+        return errors + [f"krew manifest: not a Plugin with spec.platforms ({e})"]
+    covered = set()
+    for e in entries:
+        labels = e.get("selector", {}).get("matchLabels", {})
+        platform = f"{labels.get('os')}-{labels.get('arch')}"
+        covered.add(platform)
+        archive = f"sigil-@VERSION@-{platform}.tar.gz"
+        if not str(e.get("uri", "")).endswith("/@TAG@/" + archive):
+            errors.append(f"krew manifest {platform}: uri {e.get('uri')!r} is not the release's {archive}")
+        if e.get("sha256") != f"@SHA256_{platform}@":
+            errors.append(f"krew manifest {platform}: sha256 {e.get('sha256')!r} is not filled from SHA256SUMS")
+        if e.get("bin") != "bin/sigil":
+            errors.append(f"krew manifest {platform}: bin {e.get('bin')!r}, the archives hold bin/sigil")
+    if covered != platforms:
+        errors.append(f"krew manifest covers {sorted(covered)}, the workflow builds {sorted(platforms)}")
+    return errors
+
+
+def release_main(argv):
+    workflow_path, rendered_path, deploy_path, krew_path = argv[2:6]
+    with open(workflow_path, encoding="utf-8") as f:
+        workflow_text = f.read()
+    with open(os.path.join(CHART, "Chart.yaml"), encoding="utf-8") as f:
+        chart = yaml.safe_load(f)
+    with open(krew_path, encoding="utf-8") as f:
+        krew_text = f.read()
+    rendered, deployed = load_docs(rendered_path), load_docs(deploy_path)
+    errors = check_release(yaml.safe_load(workflow_text), rendered, deployed, chart, krew_text)
+    for e in errors:
+        print(f"  FAIL: {e}")
+    if errors:
+        return 1
+    # Each of these breakages must be noticed.
+    def retag(docs):
+        out = copy.deepcopy(docs)
+        for d in out:
+            if d.get("kind") in WORKLOADS:
+                for c in containers(d):
+                    c["image"] = c["image"].rsplit(":", 1)[0] + ":v" + str(chart["appVersion"])
+        return out
+    broken = {
+        "the workflow pushing the git tag itself": (
+            workflow_text.replace("${TAG#v}", "$TAG"), rendered, deployed, chart, krew_text),
+        "a chart rendering the tag with a v": (workflow_text, retag(rendered), deployed, chart, krew_text),
+        "a stale deploy/sigil.yaml": (workflow_text, rendered, retag(deployed), chart, krew_text),
+        "a krew platform the workflow does not build": (
+            workflow_text, rendered, deployed, chart, krew_text.replace("arch: arm64", "arch: s390x", 1)),
+    }
+    missed = [name for name, (w, r, d, c, k) in broken.items()
+              if not check_release(yaml.safe_load(w), r, d, c, k)]
+    for name in missed:
+        print(f"  FAIL: self-test: the release check did not notice {name}")
+    return 1 if missed else 0
+
+
+def rules_main(argv):
+    """The groups of every PrometheusRule in a rendering, as one Prometheus
+    rule file on stdout (what promtool checks); exit 1 when there is none."""
+    groups = [g for d in load_docs(argv[2]) if d.get("kind") == "PrometheusRule" for g in d["spec"]["groups"]]
+    if not groups:
+        return 1
+    print(yaml.safe_dump({"groups": groups}, sort_keys=False), end="")
+    return 0
+
+
 def main(argv):
+    if len(argv) == 3 and argv[1] == "rules":
+        return rules_main(argv)
+    if len(argv) >= 6 and argv[1] == "release":
+        return release_main(argv)
     if len(argv) < 5 or argv[1] not in ("check", "self-test"):
         sys.exit(__doc__)
     mode, rendered, case, ns = argv[1:5]

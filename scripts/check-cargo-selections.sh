@@ -10,15 +10,15 @@
 #   - a debug build or test run selects the whole workspace (`--workspace`,
 #     the selection `make unit` builds), narrowing by target (`--test NAME`,
 #     `--lib`) and test filter instead of by package;
-#   - a release build is `make release`'s: -p sigil-webhook -p sigil-controller
-#     -p sigil-cli, nothing more or less.
+#   - a release build is `make release`'s: -p sigil-webhook -p sigil-audit
+#     -p sigil-controller -p sigil-cli, nothing more or less.
 # Scripts outside `make test` may choose otherwise when they say why here.
 #
 # Usage: scripts/check-cargo-selections.sh   (exit 1 naming each offending line)
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
-RELEASE_SET="-p sigil-webhook -p sigil-controller -p sigil-cli"
+RELEASE_SET="-p sigil-webhook -p sigil-audit -p sigil-controller -p sigil-cli"
 
 # file: why it may build another selection (none of these runs in make test).
 declare -A EXEMPT=(

@@ -30,7 +30,7 @@ bin="$(scripts/install-tools.sh sigstore-python cosign)" || {
 cosign="$bin/cosign"
 sigstore="$bin/sigstore"
 
-cargo build -q --release --locked -p sigil-webhook -p sigil-controller -p sigil-cli || exit 1
+cargo build -q --release --locked -p sigil-webhook -p sigil-audit -p sigil-controller -p sigil-cli || exit 1
 sigil="$repo/target/release/sigil"
 
 mkdir -p "$out"

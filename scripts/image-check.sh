@@ -34,7 +34,7 @@ log "first build: $first ($((SECONDS - start)) s)"
 
 # The same inputs from elsewhere: binaries, packages and output all moved.
 mkdir -p "$WORK/target/release" "$WORK/debs" "$WORK/cue"
-cp -- "$TARGET"/release/{sigil-webhook,sigil-controller,sigil} "$WORK/target/release/"
+cp -- "$TARGET"/release/{sigil-webhook,sigil-audit,sigil-controller,sigil} "$WORK/target/release/"
 cp -- "${SIGIL_DEB_CACHE:-$REPO/.cache/debs}"/*.deb "$WORK/debs/"
 cp -- "$(scripts/build-cue-wasm.sh 2>/dev/null)" "$WORK/cue/cue.wasm"
 second=$(CARGO_TARGET_DIR=$WORK/target SIGIL_DEB_CACHE=$WORK/debs SIGIL_CUE_MODULE=$WORK/cue/cue.wasm \
@@ -129,7 +129,7 @@ log "$(awk -v c="$compressed" -v u="$unpacked" \
 # The release workflow's SBOM of this image: deterministic, exact (every
 # base package and the crates cargo links), naming the image's digest.
 cargo tree --locked -e normal,no-proc-macro --prefix none -f '{p}' \
-    -p sigil-webhook -p sigil-controller -p sigil-cli >"$WORK/crates.txt"
+    -p sigil-webhook -p sigil-audit -p sigil-controller -p sigil-cli >"$WORK/crates.txt"
 scripts/build-cue-wasm.sh --modules >"$WORK/go-modules.txt"
 python3 scripts/sbom.py --layout "$TARGET/oci/sigil" --crates "$WORK/crates.txt" \
     --go-modules "$WORK/go-modules.txt" >"$WORK/sbom1.json"
@@ -148,7 +148,7 @@ assert not any("/work/" in json.dumps(p) or "/root/" in json.dumps(p) for p in d
 print(f"image-check: SBOM: {len(doc['packages'])} packages (Debian, crates, the CUE module's Go modules), deterministic", file=sys.stderr)
 PY
 
-for b in sigil-webhook sigil-controller sigil; do
+for b in sigil-webhook sigil-audit sigil-controller sigil; do
     out=$(chroot --userspec=65532:65532 "$WORK/rootfs" "/usr/local/bin/$b" --version 2>&1) ||
         die "/usr/local/bin/$b --version failed inside the image: $out"
     log "in the image, as 65532: $b --version: $out"

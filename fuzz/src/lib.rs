@@ -90,6 +90,7 @@ pub fn fixture() -> &'static Fixture {
         let keyless = VerificationPolicy::keyless(IdentityPolicy {
             subject: IdentityMatcher::Exact(spec.identity.as_str().to_owned()),
             issuer: IdentityMatcher::Exact(spec.oidc_issuer.clone()),
+            claims: Vec::new(),
         });
         let key = VerificationPolicy::key(
             PublicKey::from_pem(&kit.managed_public_key_pem()).expect("managed key"),
@@ -114,6 +115,7 @@ pub fn fixture() -> &'static Fixture {
         let conformance_keyless = VerificationPolicy::keyless(IdentityPolicy {
             subject: IdentityMatcher::Exact(CONFORMANCE_IDENTITY.into()),
             issuer: IdentityMatcher::Exact(CONFORMANCE_ISSUER.into()),
+            claims: Vec::new(),
         });
         Fixture {
             kit,

@@ -349,6 +349,7 @@ fn conformance_subjects() -> Vec<Subject> {
                 issuer: IdentityMatcher::Exact(
                     read(dir.join("issuer")).unwrap_or_else(|| CONFORMANCE_ISSUER.into()),
                 ),
+                claims: Vec::new(),
             }),
         };
         let artifact_path = if dir.join("artifact").exists() {

@@ -15,6 +15,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, LabelSelector};
 use kube::{CustomResource, KubeSchema};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
 
 /// ClusterImagePolicy selects images by glob and says which signatures and
 /// attestations they need to run in the cluster.
@@ -262,6 +263,17 @@ pub struct Identity {
     /// Regular expression (RE2 syntax, unanchored like cosign) for the subject.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub subject_reg_exp: Option<String>,
+    /// sigil's extension (policy-controller has no such field): Fulcio
+    /// certificate claims that must all match as well, keyed by their
+    /// sigstore-go names (`sourceRepositoryURI`, `sourceRepositoryRef`,
+    /// `sourceRepositoryOwnerURI`, `sourceRepositoryVisibilityAtSigning`,
+    /// `buildSignerURI`, `buildSignerDigest`, `runnerEnvironment`,
+    /// `buildTrigger`, …: Fulcio extensions 1.3.6.1.4.1.57264.1.2 to .1.23).
+    /// A key names an exact value; the same name followed by `RegExp`
+    /// (`buildSignerURIRegExp`) takes a regular expression, unanchored like
+    /// subjectRegExp. A certificate without the claim does not match.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub claims: BTreeMap<String, String>,
 }
 
 /// A fixed verdict.

@@ -22,7 +22,7 @@ use sigil_policy::model::{
 };
 use sigil_policy::rego::RegoPolicy;
 use sigil_verifier::crypto::{HashAlgorithm, PublicKey, pem_decode_all};
-use sigil_verifier::identity::{IdentityMatcher, IdentityPolicy};
+use sigil_verifier::identity::{Claim, ClaimPolicy, IdentityMatcher, IdentityPolicy};
 use sigil_verifier::x509::Certificate;
 
 use crate::cip::{
@@ -188,6 +188,10 @@ impl Errors {
             path: path.into(),
             message: message.into(),
         });
+    }
+
+    fn len(&self) -> usize {
+        self.0.len()
     }
 }
 
@@ -649,10 +653,55 @@ fn parse_cert_chain(path: &str, pem: &str, errs: &mut Errors) -> Option<Vec<Vec<
 fn compile_identity(path: &str, id: &Identity, errs: &mut Errors) -> Option<IdentityPolicy> {
     let issuer = matcher(path, "issuer", &id.issuer, &id.issuer_reg_exp, errs);
     let subject = matcher(path, "subject", &id.subject, &id.subject_reg_exp, errs);
+    let claims = compile_claims(&format!("{path}.claims"), &id.claims, errs);
     Some(IdentityPolicy {
         subject: subject?,
         issuer: issuer?,
+        claims: claims?,
     })
+}
+
+/// The certificate claims of an identity: `name: value` for an exact value,
+/// `nameRegExp: pattern` for a regular expression, one of the two per claim.
+fn compile_claims(
+    path: &str,
+    claims: &BTreeMap<String, String>,
+    errs: &mut Errors,
+) -> Option<Vec<ClaimPolicy>> {
+    let before = errs.len();
+    let mut by_claim: BTreeMap<Claim, (Option<String>, Option<String>)> = BTreeMap::new();
+    for (key, value) in claims {
+        let (name, is_regex) = match key.strip_suffix("RegExp") {
+            Some(base) => (base, true),
+            None => (key.as_str(), false),
+        };
+        let Some(claim) = Claim::from_name(name) else {
+            let known: Vec<&str> = Claim::all().map(Claim::name).collect();
+            errs.add(
+                format!("{path}.{key}"),
+                format!(
+                    "unknown certificate claim `{name}`; use one of {} (each also as \
+                     <name>RegExp)",
+                    known.join(", ")
+                ),
+            );
+            continue;
+        };
+        let slot = by_claim.entry(claim).or_default();
+        if is_regex {
+            slot.1 = Some(value.clone());
+        } else {
+            slot.0 = Some(value.clone());
+        }
+    }
+    let compiled: Vec<ClaimPolicy> = by_claim
+        .into_iter()
+        .filter_map(|(claim, (exact, regex))| {
+            let expected = matcher(path, claim.name(), &exact, &regex, errs)?;
+            Some(ClaimPolicy { claim, expected })
+        })
+        .collect();
+    (errs.len() == before).then_some(compiled)
 }
 
 fn matcher(
@@ -1157,6 +1206,7 @@ pub fn validate_trust_root(spec: &TrustRootSpec) -> Result<(), CompileError> {
         spec.remote.is_some(),
         spec.repository.is_some(),
         spec.sigstore_keys.is_some(),
+        spec.trusted_root.is_some(),
     ]
     .iter()
     .filter(|x| **x)
@@ -1164,12 +1214,49 @@ pub fn validate_trust_root(spec: &TrustRootSpec) -> Result<(), CompileError> {
     if set != 1 {
         errs.add(
             "spec",
-            "exactly one of remote, repository or sigstoreKeys must be set",
+            "exactly one of remote, repository, sigstoreKeys or trustedRoot must be set",
         );
     }
     if let Some(remote) = &spec.remote {
         check_url("spec.remote.mirror", &remote.mirror, &mut errs);
         check_root_json("spec.remote.root", &remote.root, &mut errs);
+        if let Some(target) = &remote.trusted_root_target
+            && (target.is_empty()
+                || target.contains('/')
+                || target.contains("..")
+                || !target.ends_with(".json"))
+        {
+            errs.add(
+                "spec.remote.trustedRootTarget",
+                format!(
+                    "`{target}` is not a TUF target file name; give a name such as \
+                     trusted_root.json or <domain>.trusted_root.json"
+                ),
+            );
+        }
+    }
+    if let Some(source) = &spec.trusted_root {
+        match (&source.data, &source.config_map_ref) {
+            (Some(json), None) => {
+                if let Err(e) = sigil_verifier::trust::TrustedRoot::from_json(json) {
+                    errs.add(
+                        "spec.trustedRoot.data",
+                        format!("not a usable trusted_root.json: {e}"),
+                    );
+                }
+            }
+            (None, Some(cm)) if cm.name.is_empty() => {
+                errs.add(
+                    "spec.trustedRoot.configMapRef.name",
+                    "the ConfigMap's name is required",
+                );
+            }
+            (None, Some(_)) => {}
+            _ => errs.add(
+                "spec.trustedRoot",
+                "set exactly one of data and configMapRef",
+            ),
+        }
     }
     if let Some(repo) = &spec.repository {
         check_root_json("spec.repository.root", &repo.root, &mut errs);

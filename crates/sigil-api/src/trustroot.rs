@@ -44,7 +44,7 @@ use serde::{Deserialize, Serialize};
     )
 )]
 #[serde(rename_all = "camelCase")]
-#[x_kube(validation = Rule::new("[has(self.remote), has(self.repository), has(self.sigstoreKeys)].filter(x, x).size() == 1").message("exactly one of remote, repository or sigstoreKeys must be set"))]
+#[x_kube(validation = Rule::new("[has(self.remote), has(self.repository), has(self.sigstoreKeys), has(self.trustedRoot)].filter(x, x).size() == 1").message("exactly one of remote, repository, sigstoreKeys or trustedRoot must be set"))]
 pub struct TrustRootSpec {
     /// A TUF mirror and its initial root, refreshed by the controller.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -55,6 +55,40 @@ pub struct TrustRootSpec {
     /// Bring-your-own Fulcio CAs, Rekor and CT logs, and TSAs.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sigstore_keys: Option<SigstoreKeys>,
+    /// sigil's extension (policy-controller has no such field): a
+    /// `trusted_root.json` taken as it is, as `gh attestation trusted-root`
+    /// and `cosign trusted-root create` print it, for clusters that cannot
+    /// reach any TUF mirror. Nothing refreshes it: replace it when the
+    /// instance rotates its keys.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trusted_root: Option<TrustedRootSource>,
+}
+
+/// Where a `trusted_root.json` given as it is comes from.
+#[derive(KubeSchema, Serialize, Deserialize, Debug, Clone, Default, PartialEq)]
+#[serde(rename_all = "camelCase")]
+#[x_kube(validation = Rule::new("has(self.data) != has(self.configMapRef)").message("set exactly one of data and configMapRef"))]
+pub struct TrustedRootSource {
+    /// The `trusted_root.json` document itself (JSON text, not base64).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub data: Option<String>,
+    /// A ConfigMap in sigil's namespace holding the document; the controller
+    /// reads it again at every trust-root refresh.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub config_map_ref: Option<TrustedRootConfigMap>,
+}
+
+/// A ConfigMap entry holding a `trusted_root.json`.
+#[derive(KubeSchema, Serialize, Deserialize, Debug, Clone, Default, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct TrustedRootConfigMap {
+    /// The ConfigMap's name (in sigil's namespace).
+    #[schemars(length(min = 1))]
+    pub name: String,
+    /// The entry holding the document; may be omitted when the ConfigMap has
+    /// exactly one entry.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub key: Option<String>,
 }
 
 /// A TUF mirror.
@@ -66,6 +100,15 @@ pub struct Remote {
     /// The mirror's URL, e.g. `https://tuf-repo-cdn.sigstore.dev`.
     #[schemars(length(min = 1))]
     pub mirror: String,
+    /// The TUF target holding the trusted root; `trusted_root.json` when
+    /// unset. GitHub's mirror serves one per trust domain
+    /// (`<domain>.trusted_root.json` for GHE.com).
+    #[serde(
+        default,
+        rename = "trustedRootTarget",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub trusted_root_target: Option<String>,
 }
 
 /// A serialized TUF repository.

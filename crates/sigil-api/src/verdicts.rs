@@ -258,8 +258,10 @@ fn keyless(
             &format!("{path}.rfc3161timestamp"),
             "policy-controller does not check the transparency log of a keyless authority with \
              rfc3161timestamp: it takes the signing time from an RFC 3161 timestamp (or, without \
-             one, the current time); sigil always requires a transparency log entry for keyless \
-             signatures, so a signature with only a timestamp is denied",
+             one, the current time); sigil takes it from the timestamp only when the authority's \
+             trust root lists no transparency log (a private instance such as GitHub's), requires \
+             a log entry against a trust root that lists one, and denies a signature with \
+             neither",
         );
     } else if has_ctlog && !log_named {
         notes.differs(

@@ -975,7 +975,7 @@ fn a_trust_root_with_own_keys_validates_every_key_and_chain() {
 fn a_trust_root_needs_exactly_one_source() {
     let err = trust_root("{}").unwrap_err().to_string();
     assert!(
-        err.contains("spec: exactly one of remote, repository or sigstoreKeys"),
+        err.contains("spec: exactly one of remote, repository, sigstoreKeys or trustedRoot"),
         "{err}"
     );
     let root = b64("{\"signed\": {\"_type\": \"root\"}, \"signatures\": []}");
@@ -998,4 +998,108 @@ fn a_trust_root_needs_exactly_one_source() {
         b64("tar")
     ))
     .unwrap();
+}
+
+#[test]
+fn identities_may_require_certificate_claims_exactly_or_by_regex() {
+    let p = compile(&keyless(
+        "{issuer: \"https://token.actions.githubusercontent.com\", subjectRegExp: \"^https://github.com/acme/\", \
+         claims: {sourceRepositoryURI: \"https://github.com/acme/app\", buildSignerURIRegExp: \"^https://github.com/acme/app/\\\\.github/workflows/release\\\\.yml@\", sourceRepositoryVisibilityAtSigning: private}}",
+    ));
+    let AuthorityKind::Keyless(k) = &p.authorities[0].kind else {
+        panic!()
+    };
+    let claims = &k.identities[0].claims;
+    let names: Vec<&str> = claims.iter().map(|c| c.claim.name()).collect();
+    assert_eq!(
+        names,
+        [
+            "buildSignerURI",
+            "sourceRepositoryURI",
+            "sourceRepositoryVisibilityAtSigning"
+        ]
+    );
+    assert!(
+        claims[0]
+            .expected
+            .matches("https://github.com/acme/app/.github/workflows/release.yml@refs/heads/main")
+    );
+    assert!(
+        !claims[0]
+            .expected
+            .matches("https://github.com/acme/app/.github/workflows/other.yml@refs/heads/main")
+    );
+    assert!(claims[1].expected.matches("https://github.com/acme/app"));
+    assert!(!claims[1].expected.matches("https://github.com/acme/app2"));
+}
+
+#[test]
+fn an_unknown_or_doubly_given_claim_names_its_field() {
+    let base = "issuer: \"https://token.actions.githubusercontent.com\", subjectRegExp: \".*\"";
+    assert_error(
+        &keyless(&format!("{{{base}, claims: {{sourceRepo: x}}}}")),
+        "authorities[0].keyless.identities[0].claims.sourceRepo: unknown certificate claim `sourceRepo`",
+    );
+    assert_error(
+        &keyless(&format!(
+            "{{{base}, claims: {{runnerEnvironment: github-hosted, runnerEnvironmentRegExp: \"^github\"}}}}"
+        )),
+        "set only one of runnerEnvironment and runnerEnvironmentRegExp",
+    );
+    assert_error(
+        &keyless(&format!(
+            "{{{base}, claims: {{buildTriggerRegExp: \"(\"}}}}"
+        )),
+        "claims.buildTriggerRegExp: invalid regex",
+    );
+}
+
+#[test]
+fn a_trust_root_may_be_a_trusted_root_document_given_as_it_is() {
+    let json = sigil_verifier::trust::PUBLIC_GOOD_JSON;
+    let ok: TrustRootSpec =
+        serde_json::from_value(serde_json::json!({"trustedRoot": {"data": json}})).unwrap();
+    validate_trust_root(&ok).unwrap();
+    let cm: TrustRootSpec = serde_json::from_value(
+        serde_json::json!({"trustedRoot": {"configMapRef": {"name": "github-root"}}}),
+    )
+    .unwrap();
+    validate_trust_root(&cm).unwrap();
+
+    let broken: TrustRootSpec =
+        serde_json::from_value(serde_json::json!({"trustedRoot": {"data": "{}"}})).unwrap();
+    let err = validate_trust_root(&broken).unwrap_err().to_string();
+    assert!(
+        err.contains("spec.trustedRoot.data: not a usable trusted_root.json"),
+        "{err}"
+    );
+
+    let both: TrustRootSpec = serde_json::from_value(
+        serde_json::json!({"trustedRoot": {"data": json}, "remote": {"mirror": "https://tuf.example", "root": "e30="}}),
+    )
+    .unwrap();
+    let err = validate_trust_root(&both).unwrap_err().to_string();
+    assert!(
+        err.contains("exactly one of remote, repository, sigstoreKeys or trustedRoot"),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_remote_trusted_root_target_must_be_a_file_name() {
+    let spec = |target: &str| -> TrustRootSpec {
+        serde_json::from_value(serde_json::json!({"remote": {
+            "mirror": "https://tuf-repo.github.com/",
+            "root": base64::engine::general_purpose::STANDARD.encode("{\"signed\": {}}"),
+            "trustedRootTarget": target,
+        }}))
+        .unwrap()
+    };
+    for bad in ["../etc/passwd.json", "a/b.json", "trusted_root.txt", ""] {
+        let err = validate_trust_root(&spec(bad)).unwrap_err().to_string();
+        assert!(
+            err.contains("spec.remote.trustedRootTarget"),
+            "{bad}: {err}"
+        );
+    }
 }

@@ -258,12 +258,10 @@ pub fn findings(site: &Site<'_>, judgement: &Judgement) -> Vec<Finding> {
             vec![site.finding(RUNNING_DIGEST_POLICY, "", Vec::new(), Outcome::Error, why)]
         }
         Judgement::NoMatch { setting, verdict } => {
-            let outcome = if !verdict.allowed {
-                Outcome::Fail
-            } else if !verdict.warnings.is_empty() {
-                Outcome::Warn
-            } else {
-                Outcome::Skip
+            let outcome = match verdict.outcome() {
+                sigil_judge::judge::Outcome::Denied => Outcome::Fail,
+                sigil_judge::judge::Outcome::Warned => Outcome::Warn,
+                sigil_judge::judge::Outcome::Allowed => Outcome::Skip,
             };
             let message = verdict
                 .reasons

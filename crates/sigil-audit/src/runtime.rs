@@ -3,7 +3,7 @@
 //! interval, and after each burst of changes settles judges what changed
 //! and writes the reports of the namespaces whose results moved.
 //!
-//! Where it runs: `sigil-webhook --audit`, the chart's audit Deployment
+//! Where it runs: the `sigil-audit` program ([`crate::program`]), the chart's audit Deployment
 //! (`audit.enabled`), a single replica with the Recreate strategy, so
 //! exactly one writer owns the reports and admission's replicas stay free
 //! of background work. It builds the webhook's judge from the same

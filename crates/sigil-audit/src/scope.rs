@@ -20,6 +20,35 @@ pub enum Selection {
     OptOut,
 }
 
+/// The settings that choose the audited namespaces, named alike in
+/// `sigil-audit` and `sigil audit` and after the chart's values
+/// (`namespaceSelection`, `audit.unenforcedNamespaces`). The hidden aliases
+/// are the names of the previous release (`sigil-webhook --audit-*`,
+/// `sigil audit --selection` and `--all-namespaces`).
+#[derive(Debug, Clone, PartialEq, Eq, clap::Args)]
+pub struct ScopeArgs {
+    /// How admission selects namespaces (the chart's namespaceSelection):
+    /// the namespaces it guards are audited as enforced.
+    #[arg(long, value_enum, default_value = "opt-in", aliases = ["audit-namespace-selection", "selection"])]
+    pub namespace_selection: Selection,
+    /// Also audit the namespaces admission does not guard yet (their
+    /// results say enforced=false): what would break if they opted in.
+    /// sigil's own namespace and --exclude-namespace are never audited.
+    #[arg(long, aliases = ["audit-unenforced-namespaces", "all-namespaces"])]
+    pub unenforced_namespaces: bool,
+}
+
+impl ScopeArgs {
+    /// The scope, with the namespaces admission never acts in.
+    pub fn scope(&self, excluded: Vec<String>) -> Scope {
+        Scope {
+            selection: self.namespace_selection,
+            excluded,
+            unenforced: self.unenforced_namespaces,
+        }
+    }
+}
+
 /// Which namespaces are audited.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Scope {

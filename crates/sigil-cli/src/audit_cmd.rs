@@ -11,14 +11,17 @@ use std::time::Duration;
 
 use anyhow::{Context as _, Result, bail};
 use clap::{Args, ValueEnum};
+use k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration;
+use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::Secret;
 use sigil_api::snapshot::{
     self, PolicySnapshot, SECRET_KEY, SECRET_NAME, SnapshotPolicy, SnapshotTrustRoot,
 };
 use sigil_audit::auditor::Auditor;
 use sigil_audit::engine::EngineSettings;
+use sigil_audit::installed::{self, Installed};
 use sigil_audit::print;
-use sigil_audit::scope::{Scope, Selection};
+use sigil_audit::scope::ScopeArgs;
 use sigil_judge::cache::{CacheConfig, CachedJudge, NoObserver};
 use sigil_judge::policy_judge::PolicyJudge;
 use sigil_judge::secrets::{AnyPullSecrets, KubePullSecrets, NoPullSecrets};
@@ -31,6 +34,10 @@ use crate::policy_cmd::Verdict;
 /// How long a pod's pull secrets, once read, serve other pods naming the
 /// same ones: the whole audit, which reads each set once.
 const PULL_SECRET_TTL: Duration = Duration::from_secs(300);
+
+/// The Deployments (and webhook configuration) the chart installs.
+const AUDIT_DEPLOYMENT: &str = "sigil-audit";
+const WEBHOOK: &str = "sigil-webhook";
 
 /// How `sigil audit` prints.
 #[derive(Clone, Copy, ValueEnum)]
@@ -62,25 +69,30 @@ pub(crate) struct AuditArgs {
     /// The --trust-root that is the cluster's default trust root.
     #[arg(long, value_name = "NAME", requires = "trust_roots")]
     default_trust_root: Option<String>,
-    /// What an image no --policy selects gets (with the cluster's snapshot
-    /// give the webhook's --no-match-policy).
+    /// Judge as the installed sigil does: its policy snapshot and the
+    /// settings its chart gave the audit (or, without the audit, the
+    /// webhook): noMatchPolicy, namespaceSelection, the excluded
+    /// namespaces, audit.unenforcedNamespaces. Needs `get` on Deployments
+    /// in --sigil-namespace (and on ValidatingWebhookConfigurations without
+    /// the audit).
+    #[arg(long, conflicts_with_all = ["policies", "no_match", "namespace_selection", "excluded"])]
+    from_cluster: bool,
+    /// What an image no policy selects gets (the chart's noMatchPolicy;
+    /// --from-cluster reads the installed value).
     #[arg(long, value_enum, default_value = "deny")]
     no_match: NoMatch,
     /// The namespace sigil runs in (its policy snapshot Secret is there;
     /// its pods are never audited).
     #[arg(long, default_value = "sigil-system")]
     sigil_namespace: String,
-    /// How admission selects namespaces (the chart's namespaceSelection).
-    #[arg(long, value_enum, default_value = "opt-in")]
-    selection: Selection,
+    /// Which namespaces are audited: --namespace-selection and
+    /// --unenforced-namespaces, named as in sigil-audit and the chart.
+    #[command(flatten)]
+    scope: ScopeArgs,
     /// A namespace admission never acts in (repeatable; kube-system and
     /// --sigil-namespace always are).
     #[arg(long = "exclude-namespace", value_name = "NAME")]
     excluded: Vec<String>,
-    /// Also audit namespaces admission does not guard yet (their results
-    /// say ENFORCED no).
-    #[arg(long)]
-    all_namespaces: bool,
     /// The kubeconfig context (default: the current one).
     #[arg(long)]
     context: Option<String>,
@@ -196,6 +208,58 @@ async fn cluster_snapshot(client: &kube::Client, namespace: &str) -> Result<Vec<
     Ok(bytes)
 }
 
+/// The settings the chart gave the installed audit (Deployment
+/// `sigil-audit`) or, when the audit does not run, the webhook (Deployment
+/// and ValidatingWebhookConfiguration `sigil-webhook`).
+async fn installed_settings(client: &kube::Client, namespace: &str) -> Result<Installed> {
+    let deployments: kube::Api<Deployment> = kube::Api::namespaced(client.clone(), namespace);
+    let args_of = |d: &Deployment| -> Vec<String> {
+        d.spec
+            .as_ref()
+            .and_then(|s| s.template.spec.as_ref())
+            .and_then(|s| s.containers.first())
+            .and_then(|c| c.args.clone())
+            .unwrap_or_default()
+    };
+    let audit = deployments
+        .get_opt(AUDIT_DEPLOYMENT)
+        .await
+        .with_context(|| format!("cannot read Deployment {namespace}/{AUDIT_DEPLOYMENT}; give a context that may get Deployments there, or the settings as flags instead of --from-cluster"))?;
+    if let Some(audit) = audit {
+        return installed::from_audit_args(&args_of(&audit)).with_context(|| {
+            format!("the arguments of Deployment {namespace}/{AUDIT_DEPLOYMENT} do not parse as sigil-audit's")
+        });
+    }
+    let webhook = deployments
+        .get_opt(WEBHOOK)
+        .await
+        .with_context(|| format!("cannot read Deployment {namespace}/{WEBHOOK}"))?
+        .with_context(|| {
+            format!(
+                "neither Deployment {namespace}/{AUDIT_DEPLOYMENT} nor {namespace}/{WEBHOOK} exists: \
+                 is sigil installed in {namespace}? Give --sigil-namespace, or the settings as flags"
+            )
+        })?;
+    let configs: kube::Api<ValidatingWebhookConfiguration> = kube::Api::all(client.clone());
+    let config = configs.get(WEBHOOK).await.with_context(|| {
+        format!("cannot read ValidatingWebhookConfiguration {WEBHOOK} (its namespaceSelector is the namespace selection)")
+    })?;
+    let selector = config
+        .webhooks
+        .as_deref()
+        .and_then(|w| w.first())
+        .and_then(|w| w.namespace_selector.as_ref());
+    let selection = selector.and_then(installed::selection_of).with_context(|| {
+        format!(
+            "the namespaceSelector of ValidatingWebhookConfiguration {WEBHOOK} is not one the chart \
+             renders; give --namespace-selection and the other settings as flags"
+        )
+    })?;
+    installed::from_webhook_args(&args_of(&webhook), selection).with_context(|| {
+        format!("the arguments of Deployment {namespace}/{WEBHOOK} do not parse as sigil-webhook's")
+    })
+}
+
 pub(crate) async fn kube_client(context: Option<&str>) -> Result<kube::Client> {
     let options = kube::config::KubeConfigOptions {
         context: context.map(str::to_owned),
@@ -233,10 +297,29 @@ async fn audit(args: &AuditArgs, public_good: TrustedRoot) -> Result<Verdict> {
         },
         ..ClientConfig::default()
     };
-    let no_match = match args.no_match {
-        NoMatch::Deny => NoMatchPolicy::Deny,
-        NoMatch::Warn => NoMatchPolicy::Warn,
-        NoMatch::Allow => NoMatchPolicy::Allow,
+    let installed = if args.from_cluster {
+        let installed = installed_settings(&client, &args.sigil_namespace).await?;
+        eprintln!(
+            "settings of the installed sigil: noMatchPolicy {:?}, namespaceSelection {:?}, \
+             excluded namespaces {}, unenforced namespaces {}",
+            installed.no_match,
+            installed.scope.selection,
+            installed.scope.excluded.join(","),
+            if installed.scope.unenforced || args.scope.unenforced_namespaces {
+                "audited"
+            } else {
+                "not audited"
+            }
+        );
+        Some(installed)
+    } else {
+        None
+    };
+    let no_match = match (&installed, args.no_match) {
+        (Some(installed), _) => installed.no_match,
+        (None, NoMatch::Deny) => NoMatchPolicy::Deny,
+        (None, NoMatch::Warn) => NoMatchPolicy::Warn,
+        (None, NoMatch::Allow) => NoMatchPolicy::Allow,
     };
     let judge = Arc::new(
         PolicyJudge::new(base, public_good, "embedded", no_match)
@@ -260,12 +343,17 @@ async fn audit(args: &AuditArgs, public_good: TrustedRoot) -> Result<Verdict> {
         &CacheConfig::default(),
         Arc::new(NoObserver),
     ));
-    let mut excluded = vec!["kube-system".to_owned(), args.sigil_namespace.clone()];
-    excluded.extend(args.excluded.iter().cloned());
-    let scope = Scope {
-        selection: args.selection,
-        excluded,
-        unenforced: args.all_namespaces,
+    let scope = match installed {
+        Some(mut installed) => {
+            // Asking for the unguarded namespaces too is this run's choice.
+            installed.scope.unenforced |= args.scope.unenforced_namespaces;
+            installed.scope
+        }
+        None => {
+            let mut excluded = vec!["kube-system".to_owned(), args.sigil_namespace.clone()];
+            excluded.extend(args.excluded.iter().cloned());
+            args.scope.scope(excluded)
+        }
     };
     let settings = EngineSettings {
         deadline: Duration::from_secs(args.timeout.max(1)),

@@ -2,6 +2,7 @@
 //! command line with exactly the verifier the admission webhook uses.
 
 mod audit_cmd;
+mod claims;
 mod completion;
 mod doctor;
 mod policy_cmd;
@@ -18,7 +19,9 @@ use sigil_verifier::bundle::Bundle;
 use sigil_verifier::crypto::PublicKey;
 use sigil_verifier::identity::{IdentityMatcher, IdentityPolicy};
 use sigil_verifier::trust::TrustedRoot;
-use sigil_verifier::verify::{Artifact, SignedContent, VerificationPolicy, verify_bundle};
+use sigil_verifier::verify::{
+    Artifact, SignedContent, SignerPolicy, VerificationPolicy, verify_bundle,
+};
 
 /// Verify Sigstore signatures the way the sigil admission controller does.
 #[derive(Parser)]
@@ -88,10 +91,19 @@ struct VerifyBundleArgs {
     /// Expected OIDC issuer, exact match.
     #[arg(long, value_name = "URL", requires = "certificate_identity")]
     certificate_oidc_issuer: Option<String>,
+    #[command(flatten)]
+    claims: claims::ClaimArgs,
+    /// Do not require an embedded SCT in the certificate (cosign's flag; for
+    /// private instances whose trust root lists no CT log).
+    #[arg(long, requires = "certificate_identity")]
+    insecure_ignore_sct: bool,
     /// PEM public key of a managed-key signer.
     #[arg(long, value_name = "PEM")]
     key: Option<PathBuf>,
     /// A trusted_root.json to use instead of the embedded public-good root.
+    /// When it lists no transparency log (a private instance such as
+    /// GitHub's), keyless bundles are verified with their RFC 3161
+    /// timestamps as the only source of signing time.
     #[arg(long, value_name = "FILE", conflicts_with = "staging")]
     trusted_root: Option<PathBuf>,
     /// Use the embedded Sigstore staging trust root.
@@ -214,16 +226,28 @@ fn verify_bundle_cmd(args: &VerifyBundleArgs) -> Result<()> {
         &args.certificate_oidc_issuer,
     ) {
         (Some(key), None, None) => {
+            if args.claims.any() {
+                bail!("certificate claims apply to keyless bundles; drop them or --key");
+            }
             let pem = std::fs::read_to_string(key)
                 .with_context(|| format!("cannot read key {}", key.display()))?;
             let key = PublicKey::from_pem(&pem)
                 .with_context(|| format!("invalid public key {}", key.display()))?;
             VerificationPolicy::key(key)
         }
-        (None, Some(id), Some(issuer)) => VerificationPolicy::keyless(IdentityPolicy {
-            subject: IdentityMatcher::Exact(id.clone()),
-            issuer: IdentityMatcher::Exact(issuer.clone()),
-        }),
+        (None, Some(id), Some(issuer)) => VerificationPolicy {
+            signer: SignerPolicy::Keyless {
+                identities: vec![IdentityPolicy {
+                    subject: IdentityMatcher::Exact(id.clone()),
+                    issuer: IdentityMatcher::Exact(issuer.clone()),
+                    claims: args.claims.policies()?,
+                }],
+                require_sct: !args.insecure_ignore_sct,
+            },
+            // A trust root without logs: timestamps are the time source.
+            require_tlog: !root.tlogs.is_empty(),
+            key_hash: None,
+        },
         _ => {
             bail!("give either --key PEM, or --certificate-identity with --certificate-oidc-issuer")
         }
@@ -263,11 +287,15 @@ fn verify_bundle_cmd(args: &VerifyBundleArgs) -> Result<()> {
         Some((t, source)) => println!("  signed at: {t} ({source})"),
         None => println!("  signed at: (no verified time)"),
     }
-    if let Some(idx) = verified.log_index {
-        println!(
+    match verified.log_index {
+        Some(idx) => println!(
             "  log index: {idx} ({})",
             verified.log_url.as_deref().unwrap_or("unknown log")
-        );
+        ),
+        None if root.tlogs.is_empty() => {
+            println!("  log:       none (the trusted root lists no transparency log)");
+        }
+        None => {}
     }
     Ok(())
 }

@@ -13,6 +13,7 @@ use sigil_registry::{
 };
 use sigil_verifier::crypto::PublicKey;
 use sigil_verifier::identity::{IdentityMatcher, IdentityPolicy};
+use sigil_verifier::trust::TrustedRoot;
 use sigil_verifier::verify::{SignedContent, SignerPolicy, VerificationPolicy};
 
 /// Output format.
@@ -42,6 +43,8 @@ pub(crate) struct VerifyImageArgs {
     /// Expected OIDC issuer, exact match.
     #[arg(long, value_name = "URL")]
     certificate_oidc_issuer: Option<String>,
+    #[command(flatten)]
+    claims: crate::claims::ClaimArgs,
     /// Expected OIDC issuer, regular expression.
     #[arg(long, value_name = "RE", conflicts_with = "certificate_oidc_issuer")]
     certificate_oidc_issuer_regexp: Option<String>,
@@ -106,10 +109,13 @@ fn matcher(exact: &Option<String>, re: &Option<String>, what: &str) -> Result<Id
     }
 }
 
-fn policy(args: &VerifyImageArgs) -> Result<ImagePolicy> {
+fn policy(args: &VerifyImageArgs, root: &TrustedRoot) -> Result<ImagePolicy> {
     let keyless = args.certificate_identity.is_some() || args.certificate_identity_regexp.is_some();
     let verification = match (&args.key, keyless) {
         (Some(path), false) => {
+            if args.claims.any() {
+                bail!("certificate claims apply to keyless signatures; drop them or --key");
+            }
             let pem = std::fs::read_to_string(path)
                 .with_context(|| format!("cannot read key {}", path.display()))?;
             let key = PublicKey::from_pem(&pem)
@@ -123,7 +129,7 @@ fn policy(args: &VerifyImageArgs) -> Result<ImagePolicy> {
         (None, true) => {
             if args.insecure_ignore_tlog {
                 bail!(
-                    "--insecure-ignore-tlog applies to --key only; keyless signatures need a transparency log entry"
+                    "--insecure-ignore-tlog applies to --key only; keyless signatures need a transparency log entry (or, with a trusted root that lists no log, an RFC 3161 timestamp)"
                 );
             }
             let identity = IdentityPolicy {
@@ -137,13 +143,16 @@ fn policy(args: &VerifyImageArgs) -> Result<ImagePolicy> {
                     &args.certificate_oidc_issuer_regexp,
                     "certificate-oidc-issuer",
                 )?,
+                claims: args.claims.policies()?,
             };
             VerificationPolicy {
                 signer: SignerPolicy::Keyless {
                     identities: vec![identity],
                     require_sct: !args.insecure_ignore_sct,
                 },
-                require_tlog: true,
+                // A trust root without logs (a private instance such as
+                // GitHub's): RFC 3161 timestamps are the time source.
+                require_tlog: !root.tlogs.is_empty(),
                 key_hash: None,
             }
         }
@@ -202,6 +211,7 @@ impl VerifyImageArgs {
             || self.certificate_identity_regexp.is_some()
             || self.certificate_oidc_issuer.is_some()
             || self.certificate_oidc_issuer_regexp.is_some()
+            || self.claims.any()
             || self.attestation_type.is_some()
             || self.insecure_ignore_tlog
             || self.insecure_ignore_sct
@@ -231,11 +241,8 @@ impl VerifyImageArgs {
 }
 
 /// Runs `sigil verify`; returns whether the image verified.
-pub(crate) fn run(
-    args: &VerifyImageArgs,
-    root: &sigil_verifier::trust::TrustedRoot,
-) -> Result<bool> {
-    let policy = policy(args)?;
+pub(crate) fn run(args: &VerifyImageArgs, root: &TrustedRoot) -> Result<bool> {
+    let policy = policy(args, root)?;
     let client = RegistryClient::new(args.client_config()?.0)?;
     let signature_repository = args
         .signature_repository

@@ -4,7 +4,12 @@
 //! selects follows noMatchPolicy), excluded namespaces are skipped, and the
 //! exit status says whether enforcing would deny something. Pods' pull
 //! secrets are read as the webhook reads them (get, by name).
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)]
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::indexing_slicing,
+    clippy::panic
+)]
 
 use std::io::{BufRead as _, BufReader, Read as _, Write as _};
 use std::net::TcpListener;
@@ -68,6 +73,11 @@ fn answer(path: &str) -> Value {
 /// Serves [`answer`] over plain HTTP/1.1, one request per connection,
 /// recording `METHOD path` of each.
 fn fake_api() -> (u16, Arc<Mutex<Vec<String>>>) {
+    fake_api_with(|_| None)
+}
+
+/// [`fake_api`] answering the paths `extra` knows with what it gives.
+fn fake_api_with(extra: fn(&str) -> Option<Value>) -> (u16, Arc<Mutex<Vec<String>>>) {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let port = listener.local_addr().unwrap().port();
     let seen = Arc::new(Mutex::new(Vec::new()));
@@ -97,7 +107,7 @@ fn fake_api() -> (u16, Arc<Mutex<Vec<String>>>) {
             let target = parts.next().unwrap_or_default();
             let path = target.split('?').next().unwrap_or_default().to_string();
             log.lock().unwrap().push(format!("{method} {path}"));
-            let value = answer(&path);
+            let value = extra(&path).unwrap_or_else(|| answer(&path));
             let status = if value["kind"] == "Status" {
                 "404 Not Found"
             } else {
@@ -257,4 +267,262 @@ fn sigil_audit_says_what_to_do_when_the_clusters_snapshot_cannot_be_read() {
         "{stderr}"
     );
     assert!(stderr.contains("--policy"), "{stderr}");
+}
+
+/// What an installed sigil adds to [`answer`]: its policy snapshot Secret
+/// and the audit Deployment the chart renders (noMatchPolicy allow,
+/// namespaceSelection opt-out).
+fn installed(path: &str) -> Option<Value> {
+    use base64::Engine as _;
+    let snapshot = json!({
+        "apiVersion": "policy.sigil.dev/snapshot/v1",
+        "revision": 1,
+        "generatedAt": "2026-01-01T00:00:00Z",
+        "policies": [{"name": "shop-signed", "uid": "uid-p", "generation": 1, "resourceVersion": "1",
+            "spec": {"images": [{"glob": "127.0.0.1:1/shop/**"}],
+                "authorities": [{"name": "ci", "keyless": {"identities": [{
+                    "issuer": "https://token.actions.githubusercontent.com",
+                    "subject": "https://github.com/example/shop/.github/workflows/release.yml@refs/heads/main"}]}}]}}],
+        "trustRoots": [],
+    });
+    match path {
+        "/api/v1/namespaces/sigil-system/secrets/sigil-policy-snapshot" => Some(json!({
+            "kind": "Secret", "apiVersion": "v1",
+            "metadata": {"name": "sigil-policy-snapshot", "namespace": "sigil-system"},
+            "data": {"snapshot.json": base64::engine::general_purpose::STANDARD.encode(snapshot.to_string())}
+        })),
+        "/apis/apps/v1/namespaces/sigil-system/deployments/sigil-audit" => Some(json!({
+            "kind": "Deployment", "apiVersion": "apps/v1",
+            "metadata": {"name": "sigil-audit", "namespace": "sigil-system"},
+            "spec": {"selector": {"matchLabels": {"app": "sigil-audit"}},
+                "template": {"metadata": {"labels": {"app": "sigil-audit"}},
+                    "spec": {"containers": [{"name": "audit", "command": ["/usr/local/bin/sigil-audit"],
+                        "args": ["--metrics-listen=0.0.0.0:9090", "--namespace=sigil-system",
+                            "--exclude-namespace=kube-system",
+                            "--policy-snapshot-secret=sigil-system/sigil-policy-snapshot",
+                            "--no-match=allow", "--namespace-selection=opt-out",
+                            "--report-format=openreports"]}]}}}
+        })),
+        _ => None,
+    }
+}
+
+#[test]
+fn sigil_audit_from_the_cluster_judges_with_the_installed_charts_settings() {
+    let (port, seen) = fake_api_with(installed);
+    let dir = scratch("from-cluster");
+    let kubeconfig = write_kubeconfig(&dir, port);
+    let out = Command::new(env!("CARGO_BIN_EXE_sigil"))
+        .args(["audit", "--from-cluster", "--no-pull-secrets"])
+        .args(["--timeout", "5", "-o", "json"])
+        .env("KUBECONFIG", &kubeconfig)
+        .env("HOME", &dir)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("noMatchPolicy Allow, namespaceSelection OptOut"),
+        "{stderr}"
+    );
+    let results: Vec<Value> = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}\n{stderr}", String::from_utf8_lossy(&out.stdout)));
+    let outcome = |name: &str| {
+        results
+            .iter()
+            .find(|r| r["workload"]["name"] == name)
+            .map(|r| r["outcome"].as_str().unwrap().to_owned())
+    };
+    assert_ne!(
+        outcome("other").as_deref(),
+        Some("fail"),
+        "the installed noMatchPolicy is allow, not the flag's default deny: {results:?}"
+    );
+    assert_ne!(
+        outcome("signed").as_deref(),
+        Some("pass"),
+        "an unreachable registry never passes: {results:?}"
+    );
+    assert_eq!(
+        outcome("dns"),
+        None,
+        "kube-system stays excluded: {results:?}"
+    );
+    let requests = seen.lock().unwrap().clone();
+    assert!(
+        requests.contains(
+            &"GET /apis/apps/v1/namespaces/sigil-system/deployments/sigil-audit".to_string()
+        ),
+        "{requests:?}"
+    );
+}
+
+#[test]
+fn sigil_audit_from_the_cluster_refuses_settings_given_as_flags_too() {
+    let out = Command::new(env!("CARGO_BIN_EXE_sigil"))
+        .args([
+            "audit",
+            "--from-cluster",
+            "--namespace-selection",
+            "opt-out",
+        ])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("--from-cluster") && stderr.contains("--namespace-selection"),
+        "{stderr}"
+    );
+}
+
+/// The policy the one-wording test judges by: a managed key, for the images
+/// of 127.0.0.1:1/shop, where nothing listens.
+fn key_policy() -> String {
+    let key: String = include_str!("../../sigil-webhook/tests/data/p256.pub")
+        .lines()
+        .map(|l| format!("        {l}\n"))
+        .collect();
+    format!(
+        "apiVersion: policy.sigil.dev/v1alpha1\nkind: ClusterImagePolicy\nmetadata:\n  name: shop-signed\nspec:\n  images:\n  - glob: \"127.0.0.1:1/shop/**\"\n  authorities:\n  - name: release\n    key:\n      data: |\n{key}"
+    )
+}
+
+/// The line of `text` that words policy shop-signed's failure, from
+/// `policy shop-signed failed:` to its end.
+fn failure_line(text: &str) -> String {
+    let at = text
+        .find("policy shop-signed failed:")
+        .unwrap_or_else(|| panic!("no failure of shop-signed in {text}"));
+    text[at..].lines().next().unwrap().to_owned()
+}
+
+/// The webhook's answer to a Pod running `image`, from its router with the
+/// policy snapshot judge loaded with [`key_policy`] (as the controller would
+/// publish it).
+fn webhook_denial(image: &str) -> String {
+    use sigil_webhook::admit::{Admission, AdmissionConfig};
+    use tower::ServiceExt as _;
+
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    runtime.block_on(async {
+        let client = sigil_registry::ClientConfig {
+            insecure_hosts: vec!["127.0.0.1:1".into()],
+            ..sigil_registry::ClientConfig::default()
+        };
+        let judge = sigil_webhook::policy_judge::PolicyJudge::new(
+            client,
+            sigil_verifier::trust::TrustedRoot::public_good().unwrap(),
+            "public-good",
+            sigil_policy::NoMatchPolicy::Deny,
+        )
+        .unwrap();
+        let doc: Value = serde_saphyr::from_str(&key_policy()).unwrap();
+        let spec = serde_json::from_value(doc["spec"].clone()).unwrap();
+        judge
+            .apply(&sigil_api::snapshot::PolicySnapshot {
+                api_version: sigil_api::snapshot::API_VERSION.to_owned(),
+                revision: 1,
+                policies: vec![sigil_api::snapshot::SnapshotPolicy {
+                    name: "shop-signed".into(),
+                    spec,
+                    ..Default::default()
+                }],
+                ..Default::default()
+            })
+            .unwrap();
+        let admission = Admission::new(
+            Arc::new(judge),
+            sigil_webhook::secrets::NoPullSecrets,
+            AdmissionConfig::default(),
+            Arc::new(sigil_webhook::metrics::Metrics::new()),
+        );
+        let router = sigil_webhook::server::router(sigil_webhook::server::AppState::new(admission));
+        let review = json!({
+            "kind": "AdmissionReview", "apiVersion": "admission.k8s.io/v1",
+            "request": {
+                "uid": "pod-1",
+                "kind": {"group": "", "version": "v1", "kind": "Pod"},
+                "resource": {"group": "", "version": "v1", "resource": "pods"},
+                "name": "signed", "namespace": "shop", "operation": "CREATE",
+                "userInfo": {"username": "alice"},
+                "object": {"apiVersion": "v1", "kind": "Pod",
+                    "metadata": {"name": "signed", "namespace": "shop"},
+                    "spec": {"containers": [{"name": "app", "image": image}]}},
+            },
+        });
+        let request = http::Request::post("/validate")
+            .header("content-type", "application/json")
+            .body(axum::body::Body::from(review.to_string()))
+            .unwrap();
+        let answer = router.oneshot(request).await.unwrap();
+        let bytes = axum::body::to_bytes(answer.into_body(), 1 << 20)
+            .await
+            .unwrap();
+        let answer: Value = serde_json::from_slice(&bytes).unwrap();
+        assert_eq!(answer["response"]["allowed"], false, "{answer}");
+        answer["response"]["status"]["message"]
+            .as_str()
+            .unwrap()
+            .to_owned()
+    })
+}
+
+#[test]
+fn the_webhook_the_audit_and_policy_test_word_one_denied_image_alike() {
+    let dir = scratch("one-wording");
+    let policy = dir.join("policy.yaml");
+    std::fs::write(&policy, key_policy()).unwrap();
+    let image = format!("127.0.0.1:1/shop/app@{DIGEST}");
+
+    let out = Command::new(env!("CARGO_BIN_EXE_sigil"))
+        .args(["policy", "test", "--policy"])
+        .arg(&policy)
+        .args(["--insecure-registry", "127.0.0.1:1", &image])
+        .env("HOME", &dir)
+        .output()
+        .unwrap();
+    let policy_test = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert_eq!(out.status.code(), Some(1), "{policy_test}");
+
+    let (port, _) = fake_api();
+    let kubeconfig = write_kubeconfig(&dir, port);
+    let out = Command::new(env!("CARGO_BIN_EXE_sigil"))
+        .args(["audit", "--no-pull-secrets", "--policy"])
+        .arg(&policy)
+        .args(["--insecure-registry", "127.0.0.1:1", "-o", "json"])
+        .env("KUBECONFIG", &kubeconfig)
+        .env("HOME", &dir)
+        .output()
+        .unwrap();
+    let results: Vec<Value> = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!("{e}: {}", String::from_utf8_lossy(&out.stderr));
+    });
+    let audit = results
+        .iter()
+        .find(|r| r["workload"]["name"] == "signed" && r["policy"] == "shop-signed")
+        .map(|r| r["message"].as_str().unwrap().to_owned())
+        .unwrap_or_else(|| panic!("no result of pod signed: {results:?}"));
+
+    let webhook = webhook_denial(&image);
+
+    let words = failure_line(&webhook);
+    assert!(
+        words.starts_with("policy shop-signed failed: authority release (key): "),
+        "{words}"
+    );
+    assert_eq!(failure_line(&policy_test), words, "sigil policy test");
+    assert_eq!(failure_line(&audit), words, "sigil audit");
+    let heading = |text: &str| {
+        let line = text.lines().find(|l| l.contains("sigil denied")).unwrap();
+        line[line.find("sigil denied").unwrap()..]
+            .split_once(": ")
+            .unwrap()
+            .1
+            .to_owned()
+    };
+    assert_eq!(
+        heading(&policy_test),
+        heading(&webhook),
+        "the same summary after the object's name:\n{policy_test}\n{webhook}"
+    );
 }

@@ -26,18 +26,34 @@ pub struct Args {
     pub lease_name: String,
     /// How long a Lease stays valid without renewal (seconds); a standby
     /// takes over within this time after the leader dies.
-    #[arg(long, default_value_t = 15)]
+    #[arg(
+        long = "lease-duration-seconds",
+        alias = "lease-duration-secs",
+        default_value_t = 15
+    )]
     pub lease_duration_secs: u64,
     /// How long the leader keeps leading while renewals fail (seconds);
     /// shorter than the lease duration so it stops before a standby starts.
-    #[arg(long, default_value_t = 10)]
+    #[arg(
+        long = "renew-deadline-seconds",
+        alias = "renew-deadline-secs",
+        default_value_t = 10
+    )]
     pub renew_deadline_secs: u64,
     /// How often the Lease is renewed or its acquisition retried (seconds).
-    #[arg(long, default_value_t = 2)]
+    #[arg(
+        long = "retry-period-seconds",
+        alias = "retry-period-secs",
+        default_value_t = 2
+    )]
     pub retry_period_secs: u64,
     /// How often remote TrustRoots, and the built-in Sigstore root, are
     /// refreshed from their TUF mirror (seconds).
-    #[arg(long, default_value_t = 3600)]
+    #[arg(
+        long = "trust-root-refresh-seconds",
+        alias = "trust-root-refresh-secs",
+        default_value_t = 3600
+    )]
     pub trust_root_refresh_secs: u64,
     /// The Sigstore instance whose trust root authorities without a
     /// trustRootRef verify against while no TrustRoot is annotated
@@ -55,7 +71,11 @@ pub struct Args {
     pub tuf_offline: bool,
     /// How long one request to a TUF mirror may take (seconds); connecting
     /// takes at most 5 of them.
-    #[arg(long, default_value_t = 10)]
+    #[arg(
+        long = "tuf-timeout-seconds",
+        alias = "tuf-timeout-secs",
+        default_value_t = 10
+    )]
     pub tuf_timeout_secs: u64,
     /// Name of the Secret, in sigil's namespace, that keeps each TUF
     /// repository's trusted root and last verified versions across restarts
@@ -92,15 +112,27 @@ pub struct Args {
     pub validating_webhook: String,
     /// How often the certificates are checked (seconds); webhook
     /// configuration changes are also watched.
-    #[arg(long, default_value_t = 600)]
+    #[arg(
+        long = "tls-check-seconds",
+        alias = "tls-check-secs",
+        default_value_t = 600
+    )]
     pub tls_check_secs: u64,
     /// How often a `key.kms` public key is fetched again (seconds); while
     /// the KMS cannot be reached the last good key stays in force and the
     /// policy is retried every 30 s.
-    #[arg(long, default_value_t = 300)]
+    #[arg(
+        long = "kms-refresh-seconds",
+        alias = "kms-refresh-secs",
+        default_value_t = 300
+    )]
     pub kms_refresh_secs: u64,
     /// Time for one KMS request (seconds).
-    #[arg(long, default_value_t = 10)]
+    #[arg(
+        long = "kms-timeout-seconds",
+        alias = "kms-timeout-secs",
+        default_value_t = 10
+    )]
     pub kms_timeout_secs: u64,
     /// A Secret in sigil's namespace whose entries (VAULT_ADDR, VAULT_TOKEN,
     /// AWS_ACCESS_KEY_ID, GOOGLE_APPLICATION_CREDENTIALS, AZURE_CLIENT_ID, …)
@@ -249,6 +281,39 @@ mod tests {
 
     fn parse(flags: &[&str]) -> Result<Args, clap::Error> {
         Args::try_parse_from(std::iter::once("sigil-controller").chain(flags.iter().copied()))
+    }
+
+    #[test]
+    fn time_flags_end_in_seconds_and_the_old_secs_names_still_parse() {
+        let new = parse(&[
+            "--lease-duration-seconds=20",
+            "--renew-deadline-seconds=12",
+            "--retry-period-seconds=3",
+            "--trust-root-refresh-seconds=7200",
+            "--tuf-timeout-seconds=4",
+            "--tls-check-seconds=60",
+            "--kms-refresh-seconds=120",
+            "--kms-timeout-seconds=5",
+        ])
+        .unwrap();
+        let old = parse(&[
+            "--lease-duration-secs=20",
+            "--renew-deadline-secs=12",
+            "--retry-period-secs=3",
+            "--trust-root-refresh-secs=7200",
+            "--tuf-timeout-secs=4",
+            "--tls-check-secs=60",
+            "--kms-refresh-secs=120",
+            "--kms-timeout-secs=5",
+        ])
+        .unwrap();
+        assert_eq!(format!("{new:?}"), format!("{old:?}"));
+        assert_eq!(new.lease_duration_secs, 20);
+        assert_eq!(new.kms_timeout_secs, 5);
+        let help = <Args as clap::CommandFactory>::command()
+            .render_long_help()
+            .to_string();
+        assert!(!help.contains("-secs"), "old names stay hidden: {help}");
     }
 
     #[test]

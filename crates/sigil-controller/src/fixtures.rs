@@ -405,7 +405,7 @@ pub fn object<K: serde::de::DeserializeOwned>(api: &FakeApi, path: &str) -> Arc<
 }
 
 /// A TUF repository signed with Ed25519 keys from fixed seeds, one key per
-/// role, holding one target `trusted_root.json`.
+/// role, holding one target (`trusted_root.json` unless `target_name` says).
 pub struct TufRepo {
     pub root_key: ed25519_dalek::SigningKey,
     pub timestamp_key: ed25519_dalek::SigningKey,
@@ -413,6 +413,7 @@ pub struct TufRepo {
     pub targets_key: ed25519_dalek::SigningKey,
     pub expires: String,
     pub target: Vec<u8>,
+    pub target_name: String,
     pub consistent: bool,
     pub timestamp_version: u64,
 }
@@ -452,6 +453,7 @@ impl TufRepo {
             targets_key: seed_key(4),
             expires: "2099-01-01T00:00:00Z".into(),
             target: target.to_vec(),
+            target_name: "trusted_root.json".into(),
             consistent: false,
             timestamp_version: 1,
         }
@@ -487,9 +489,14 @@ impl TufRepo {
     /// Every metadata and target file, by repository path.
     pub fn files(&self) -> BTreeMap<String, Vec<u8>> {
         let target_hash = hex::encode(sigil_verifier::crypto::sha256(&self.target));
+        let mut listed = serde_json::Map::new();
+        listed.insert(
+            self.target_name.clone(),
+            json!({"length": self.target.len(), "hashes": {"sha256": target_hash}}),
+        );
         let targets = sign(
             json!({"_type": "targets", "spec_version": "1.0", "version": 1, "expires": self.expires,
-                "targets": {"trusted_root.json": {"length": self.target.len(), "hashes": {"sha256": target_hash}}}}),
+                "targets": listed}),
             &[&self.targets_key],
         );
         let snapshot = sign(
@@ -510,13 +517,13 @@ impl TufRepo {
             files.insert("1.snapshot.json".into(), snapshot);
             files.insert("1.targets.json".into(), targets);
             files.insert(
-                format!("targets/{target_hash}.trusted_root.json"),
+                format!("targets/{target_hash}.{}", self.target_name),
                 self.target.clone(),
             );
         } else {
             files.insert("snapshot.json".into(), snapshot);
             files.insert("targets.json".into(), targets);
-            files.insert("targets/trusted_root.json".into(), self.target.clone());
+            files.insert(format!("targets/{}", self.target_name), self.target.clone());
         }
         files
     }

@@ -12,7 +12,7 @@
 //! only when no update ever succeeded, the `trusted_root.json` built into
 //! sigil. With `--tuf-offline` (air-gapped clusters) no mirror is contacted
 //! and the built-in copy is used. Every request to the mirror is bounded
-//! (`--tuf-timeout-secs`), and the refresh runs beside the reconcilers, so an
+//! (`--tuf-timeout-seconds`), and the refresh runs beside the reconcilers, so an
 //! unreachable mirror never delays a policy.
 //!
 //! An expired timestamp (TUF 5.4.4, a freeze attack or an unmaintained

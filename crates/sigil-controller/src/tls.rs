@@ -451,7 +451,7 @@ pub async fn sync(ctx: &Context, now: OffsetDateTime) -> Result<()> {
 }
 
 /// Keeps webhook TLS in sync until `shutdown` resolves: on start, every
-/// `--tls-check-secs`, and whenever the Secret or a webhook configuration
+/// `--tls-check-seconds`, and whenever the Secret or a webhook configuration
 /// changes (a Helm upgrade that resets `caBundle` is repaired at once).
 pub async fn run(ctx: Arc<Context>, shutdown: impl std::future::Future<Output = ()> + Send) {
     if !ctx.args.manages_webhook_tls() {

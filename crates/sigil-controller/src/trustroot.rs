@@ -1,6 +1,7 @@
 //! The TrustRoot reconciler: turns `sigstoreKeys` into `trusted_root.json`,
-//! reads `repository` (a serialized TUF repository) and refreshes `remote`
-//! (a TUF mirror) periodically, all through [`crate::tuf`] with the state
+//! takes a `trustedRoot` as it is (inline or from a ConfigMap, re-read at
+//! each refresh), reads `repository` (a serialized TUF repository) and
+//! refreshes `remote` (a TUF mirror, its `trustedRootTarget`) periodically, all through [`crate::tuf`] with the state
 //! [`crate::tuf_state`] persists, and publishes the result to the snapshot.
 //! A failed load or refresh publishes nothing new: the snapshot keeps the
 //! last good material, `Ready` stays as it was when there is one, and
@@ -17,13 +18,14 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures_util::StreamExt;
-use kube::ResourceExt;
+use k8s_openapi::api::core::v1::ConfigMap;
 use kube::runtime::Controller;
 use kube::runtime::controller::Action;
+use kube::{Api, ResourceExt};
 use sigil_api::compile::validate_trust_root;
 use sigil_api::default_root::{DEFAULT_ANNOTATION, is_marked_default};
 use sigil_api::snapshot::SnapshotTrustRoot;
-use sigil_api::trustroot::TrustRoot;
+use sigil_api::trustroot::{TrustRoot, TrustedRootSource};
 use sigil_verifier::trust::parse_rfc3339;
 use time::OffsetDateTime;
 
@@ -84,14 +86,17 @@ impl LoadError {
 /// persisted state of the TrustRoot's repository.
 pub async fn load(tr: &TrustRoot, ctx: &Context) -> Result<String, LoadError> {
     let name = tr.name_any();
-    let (source, root, what) = if let Some(keys) = &tr.spec.sigstore_keys {
+    let (source, root, what, target) = if let Some(keys) = &tr.spec.sigstore_keys {
         return trusted_root_json(keys).map_err(LoadError::failed);
+    } else if let Some(given) = &tr.spec.trusted_root {
+        return given_trusted_root(given, ctx).await;
     } else if let Some(remote) = &tr.spec.remote {
         (
             Source::http_with_timeout(&remote.mirror, ctx.args.tuf_timeout())
                 .map_err(|e| LoadError::tuf(&format!("mirror {}", remote.mirror), &e))?,
             &remote.root,
             format!("mirror {}", remote.mirror),
+            remote.trusted_root_target.as_deref().unwrap_or(TARGET),
         )
     } else if let Some(repo) = &tr.spec.repository {
         (
@@ -99,10 +104,11 @@ pub async fn load(tr: &TrustRoot, ctx: &Context) -> Result<String, LoadError> {
                 .map_err(|e| LoadError::failed(format!("spec.repository.mirrorFS: {e}")))?,
             &repo.root,
             "spec.repository".to_owned(),
+            TARGET,
         )
     } else {
         return Err(LoadError::failed(
-            "exactly one of remote, repository or sigstoreKeys must be set",
+            "exactly one of remote, repository, sigstoreKeys or trustedRoot must be set",
         ));
     };
     let compact: String = root.chars().filter(|c| !c.is_ascii_whitespace()).collect();
@@ -115,7 +121,7 @@ pub async fn load(tr: &TrustRoot, ctx: &Context) -> Result<String, LoadError> {
         &source,
         &root,
         previous.as_ref(),
-        TARGET,
+        target,
         OffsetDateTime::now_utc(),
     )
     .await;
@@ -127,9 +133,9 @@ pub async fn load(tr: &TrustRoot, ctx: &Context) -> Result<String, LoadError> {
         }
     };
     let text = String::from_utf8(bytes)
-        .map_err(|_| LoadError::failed(format!("{what}: {TARGET} is not UTF-8")))?;
+        .map_err(|_| LoadError::failed(format!("{what}: {target} is not UTF-8")))?;
     sigil_verifier::trust::TrustedRoot::from_json(&text)
-        .map_err(|e| LoadError::failed(format!("{what}: {TARGET}: {e}")))?;
+        .map_err(|e| LoadError::failed(format!("{what}: {target}: {e}")))?;
     // Used only once persisted: a restart must not start from before it.
     ctx.tuf
         .record(&repository, &root, &state)
@@ -144,6 +150,56 @@ pub async fn load(tr: &TrustRoot, ctx: &Context) -> Result<String, LoadError> {
         OffsetDateTime::now_utc().unix_timestamp(),
         parse_rfc3339(&state.timestamp_expires).map(OffsetDateTime::unix_timestamp),
     );
+    Ok(text)
+}
+
+/// A `trusted_root.json` given as it is: inline, or read from a ConfigMap in
+/// sigil's namespace. Checked by loading it as the webhook will.
+async fn given_trusted_root(given: &TrustedRootSource, ctx: &Context) -> Result<String, LoadError> {
+    let (text, what) = match (&given.data, &given.config_map_ref) {
+        (Some(json), None) => (json.clone(), "spec.trustedRoot.data".to_owned()),
+        (None, Some(cm)) => {
+            let what = format!(
+                "ConfigMap {}/{} (spec.trustedRoot.configMapRef)",
+                ctx.args.namespace, cm.name
+            );
+            let api: Api<ConfigMap> = Api::namespaced(ctx.client.clone(), &ctx.args.namespace);
+            let found = api
+                .get_opt(&cm.name)
+                .await
+                .map_err(|e| LoadError::failed(format!("{what} could not be read: {e}")))?;
+            let Some(found) = found else {
+                return Err(LoadError::failed(format!(
+                    "{what} does not exist; create it with the trusted_root.json (kubectl \
+                     create configmap {} --from-file=trusted_root.json -n {})",
+                    cm.name, ctx.args.namespace
+                )));
+            };
+            let data = found.data.unwrap_or_default();
+            let entry = match &cm.key {
+                Some(key) => data
+                    .get(key)
+                    .cloned()
+                    .ok_or_else(|| LoadError::failed(format!("{what} has no entry `{key}`")))?,
+                None if data.len() == 1 => data.into_values().next().unwrap_or_default(),
+                None => {
+                    return Err(LoadError::failed(format!(
+                        "{what} has {} entries; name the one holding the trusted root in \
+                         configMapRef.key",
+                        data.len()
+                    )));
+                }
+            };
+            (entry, what)
+        }
+        _ => {
+            return Err(LoadError::failed(
+                "spec.trustedRoot: set exactly one of data and configMapRef",
+            ));
+        }
+    };
+    sigil_verifier::trust::TrustedRoot::from_json(&text)
+        .map_err(|e| LoadError::failed(format!("{what}: not a usable trusted_root.json: {e}")))?;
     Ok(text)
 }
 
@@ -214,8 +270,13 @@ pub async fn reconcile(tr: Arc<TrustRoot>, ctx: Arc<Context>) -> Result<Action> 
                 "Loaded",
                 format!("generation {generation} loaded and published to the webhook"),
             );
-            // Only a mirror changes without the object changing.
-            let requeue = if tr.spec.remote.is_some() {
+            // Only a mirror or a ConfigMap changes without the object changing.
+            let from_config_map = tr
+                .spec
+                .trusted_root
+                .as_ref()
+                .is_some_and(|t| t.config_map_ref.is_some());
+            let requeue = if tr.spec.remote.is_some() || from_config_map {
                 refresh
             } else {
                 Duration::from_secs(3600)
@@ -428,6 +489,117 @@ mod tests {
             TrustChange::TrustRoot("own".into())
         );
         assert_eq!(api.event_notes()[0].0, "Loaded");
+    }
+
+    #[tokio::test]
+    async fn a_trusted_root_given_inline_is_published_as_it_is() {
+        let (client, api) = FakeApi::start();
+        let (ctx, _rx, _l) = context(client, true);
+        api.put(
+            &trustroot_path("given"),
+            trust_root("given", 1, json!({"trustedRoot": {"data": PUBLIC_GOOD}})),
+        );
+        let action = reconcile_path(&api, &ctx, "given").await.unwrap();
+        assert_eq!(action, Action::requeue(Duration::from_secs(3600)));
+        assert_eq!(condition(&api, "given", "Ready")["status"], "True");
+        assert_eq!(published(&api, "given").as_deref(), Some(PUBLIC_GOOD));
+    }
+
+    #[tokio::test]
+    async fn a_trusted_root_in_a_configmap_is_read_again_at_each_refresh() {
+        let (client, api) = FakeApi::start();
+        let (ctx, _rx, _l) = context(client, true);
+        api.put(
+            &trustroot_path("cm"),
+            trust_root(
+                "cm",
+                1,
+                json!({"trustedRoot": {"configMapRef": {"name": "github-root"}}}),
+            ),
+        );
+        // Missing ConfigMap: not Ready, and the message says how to create it.
+        reconcile_path(&api, &ctx, "cm").await.unwrap();
+        let ready = condition(&api, "cm", "Ready");
+        assert_eq!(ready["status"], "False");
+        let message = ready["message"].as_str().unwrap();
+        assert!(
+            message.contains("ConfigMap sigil-system/github-root")
+                && message.contains("kubectl create configmap github-root"),
+            "{message}"
+        );
+        assert_eq!(published(&api, "cm"), None);
+
+        api.put(
+            &configmap_path("github-root"),
+            json!({"apiVersion": "v1", "kind": "ConfigMap",
+                "metadata": {"name": "github-root", "namespace": NS},
+                "data": {"trusted_root.json": PUBLIC_GOOD}}),
+        );
+        let action = reconcile_path(&api, &ctx, "cm").await.unwrap();
+        assert_eq!(action, Action::requeue(ctx.args.trust_root_refresh()));
+        assert_eq!(condition(&api, "cm", "Ready")["status"], "True");
+        assert_eq!(published(&api, "cm").as_deref(), Some(PUBLIC_GOOD));
+
+        // A broken document later keeps the last good one in force.
+        api.put(
+            &configmap_path("github-root"),
+            json!({"apiVersion": "v1", "kind": "ConfigMap",
+                "metadata": {"name": "github-root", "namespace": NS},
+                "data": {"trusted_root.json": "{\"mediaType\": 1}"}}),
+        );
+        reconcile_path(&api, &ctx, "cm").await.unwrap();
+        let fresh = condition(&api, "cm", "Fresh");
+        assert_eq!(fresh["status"], "False");
+        assert!(
+            fresh["message"]
+                .as_str()
+                .unwrap()
+                .contains("not a usable trusted_root.json"),
+            "{fresh}"
+        );
+        assert_eq!(condition(&api, "cm", "Ready")["reason"], "StaleMaterial");
+        assert_eq!(published(&api, "cm").as_deref(), Some(PUBLIC_GOOD));
+    }
+
+    #[tokio::test]
+    async fn a_remote_trust_root_reads_the_target_its_trust_domain_names() {
+        let (client, api) = FakeApi::start();
+        let (ctx, _rx, _l) = context(client, true);
+        let mut repo = TufRepo::new(PUBLIC_GOOD.as_bytes());
+        repo.target_name = "acme.ghe.com.trusted_root.json".into();
+        let mirror = serve_mirror(Arc::new(Mutex::new(repo.files()))).await;
+        let root = STANDARD.encode(repo.root());
+        api.put(
+            &trustroot_path("ghe"),
+            trust_root(
+                "ghe",
+                1,
+                json!({"remote": {"mirror": mirror, "root": root,
+                    "trustedRootTarget": "acme.ghe.com.trusted_root.json"}}),
+            ),
+        );
+        reconcile_path(&api, &ctx, "ghe").await.unwrap();
+        assert_eq!(published(&api, "ghe").as_deref(), Some(PUBLIC_GOOD));
+
+        // Without the target name the default target is not in that repository.
+        api.put(
+            &trustroot_path("plain"),
+            trust_root(
+                "plain",
+                1,
+                json!({"remote": {"mirror": mirror, "root": root}}),
+            ),
+        );
+        reconcile_path(&api, &ctx, "plain").await.unwrap();
+        let ready = condition(&api, "plain", "Ready");
+        assert_eq!(ready["status"], "False");
+        assert!(
+            ready["message"]
+                .as_str()
+                .unwrap()
+                .contains("trusted_root.json"),
+            "{ready}"
+        );
     }
 
     #[tokio::test]

@@ -175,6 +175,39 @@ impl Verdict {
     pub fn is_clean(&self) -> bool {
         self.allowed && self.warnings.is_empty()
     }
+
+    /// What the verdict comes to.
+    pub fn outcome(&self) -> Outcome {
+        if !self.allowed {
+            Outcome::Denied
+        } else if self.warnings.is_empty() {
+            Outcome::Allowed
+        } else {
+            Outcome::Warned
+        }
+    }
+}
+
+/// What a verdict, or an object's admission, comes to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Outcome {
+    /// Admitted without remarks.
+    Allowed,
+    /// Admitted with warnings.
+    Warned,
+    /// Refused.
+    Denied,
+}
+
+impl Outcome {
+    /// Its name in logs and metric labels: `allowed`, `warned`, `denied`.
+    pub fn label(self) -> &'static str {
+        match self {
+            Self::Allowed => "allowed",
+            Self::Warned => "warned",
+            Self::Denied => "denied",
+        }
+    }
 }
 
 /// The versions of everything a verdict depends on besides the image. A

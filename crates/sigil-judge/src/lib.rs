@@ -6,7 +6,9 @@
 //! enforces the controller's policy snapshot, which [`snapshot_source`]
 //! reads from a file or the API; [`cache`] wraps any judge with verdict and
 //! tag caches, single flight, deadlines and per-registry bounds;
-//! [`secrets`] finds an object's registry credentials.
+//! [`secrets`] finds an object's registry credentials; [`args`] is the
+//! settings the webhook and the audit share and the one `build()` that
+//! makes their judge; [`metrics`] is what a judging process exports.
 //!
 //! Admission (HTTP, AdmissionReviews, patches) is `sigil-webhook`'s; what
 //! runs and the reports about it are `sigil-audit`'s. Both call the same
@@ -15,8 +17,10 @@
 //! must not depend on either, nor on an HTTP server.
 #![forbid(unsafe_code)]
 
+pub mod args;
 pub mod cache;
 pub mod judge;
+pub mod metrics;
 pub mod policy_judge;
 pub mod secrets;
 pub mod snapshot_source;

@@ -25,6 +25,7 @@ use sigil_policy::evaluate_image;
 use sigil_policy::glob::{HostPattern, HostSet, ImageName};
 use sigil_policy::model::{CompiledPolicy, Mode, NoMatchPolicy, ResourceInfo};
 use sigil_policy::registry::RegistryVerifier;
+use sigil_policy::render;
 use sigil_registry::{
     ClientConfig, ImageRef, MaterialCache, MaterialScope, RegistryClient, RegistryScope, Repository,
 };
@@ -552,72 +553,24 @@ impl PolicyJudge {
     fn no_match_verdict(&self) -> Verdict {
         match self.no_match {
             NoMatchPolicy::Allow => Verdict::allow(Vec::new()),
-            NoMatchPolicy::Warn => Verdict::warn(
-                Vec::new(),
-                vec!["matches no ClusterImagePolicy (noMatchPolicy: warn)".into()],
-            ),
-            NoMatchPolicy::Deny => Verdict::deny(
-                Vec::new(),
-                vec![
-                    "no ClusterImagePolicy matches it and noMatchPolicy is deny; add a policy \
-                     whose images[].glob matches it"
-                        .into(),
-                ],
-            ),
+            NoMatchPolicy::Warn => Verdict::warn(Vec::new(), vec![render::NO_MATCH_WARNED.into()]),
+            NoMatchPolicy::Deny => Verdict::deny(Vec::new(), vec![render::NO_MATCH_DENIED.into()]),
         }
     }
 }
 
-/// The failure reasons of a policy, one string.
-fn policy_reasons(p: &PolicyResult) -> String {
-    let mut parts: Vec<String> = p
-        .authorities
-        .iter()
-        .filter_map(|a| {
-            a.outcome
-                .as_ref()
-                .err()
-                .map(|why| format!("authority {} ({}): {why}", a.name, a.kind))
-        })
-        .collect();
-    if let Some(e) = &p.policy_error {
-        parts.push(format!("policy: {e}"));
-    }
-    if parts.is_empty() {
-        parts.push("no authority passed".into());
-    }
-    parts.join("; ")
-}
-
-/// Maps an evaluation result onto the server's verdict.
+/// Maps an evaluation result onto the server's verdict, worded by
+/// `sigil_policy::render` (the wording `sigil policy test` prints too).
 fn verdict_of(result: &ImageResult, no_match: Verdict) -> Verdict {
     if result.no_match.is_some() {
         return no_match;
     }
-    let names: Vec<String> = result.policies.iter().map(|p| p.name.clone()).collect();
-    let mut reasons = Vec::new();
-    let mut warnings = Vec::new();
-    for p in &result.policies {
-        warnings.extend(p.warnings.iter().map(|w| format!("policy {}: {w}", p.name)));
-        if p.passed {
-            continue;
-        }
-        match p.mode {
-            Mode::Enforce => {
-                reasons.push(format!("policy {} failed: {}", p.name, policy_reasons(p)));
-            }
-            Mode::Warn => warnings.push(format!(
-                "policy {} (mode: warn) failed: {}",
-                p.name,
-                policy_reasons(p)
-            )),
-        }
-    }
+    let words = render::image_words(result);
     Verdict {
         allowed: result.allowed(),
-        reasons,
-        warnings,
-        policies: names,
+        reasons: words.reasons,
+        warnings: words.warnings,
+        policies: result.policies.iter().map(|p| p.name.clone()).collect(),
         results: result.policies.iter().map(policy_verdict).collect(),
     }
 }
@@ -635,21 +588,8 @@ fn policy_verdict(p: &PolicyResult) -> PolicyVerdict {
     } else {
         PolicyOutcome::Fail
     };
-    let mut message: Vec<String> = p
-        .warnings
-        .iter()
-        .map(|w| format!("policy {}: {w}", p.name))
-        .collect();
-    if !p.passed {
-        message.push(match p.mode {
-            Mode::Enforce => format!("policy {} failed: {}", p.name, policy_reasons(p)),
-            Mode::Warn => format!(
-                "policy {} (mode: warn) failed: {}",
-                p.name,
-                policy_reasons(p)
-            ),
-        });
-    }
+    let mut message: Vec<String> = render::policy_warnings(p).collect();
+    message.extend(render::policy_failure(p));
     PolicyVerdict {
         policy: p.name.clone(),
         warn_mode: p.mode == Mode::Warn,

@@ -137,6 +137,7 @@ fn keyless(name: &str) -> CompiledAuthority {
                     regex::Regex::new("^https://github.com/sigil-dev/").unwrap(),
                 ),
                 issuer: IdentityMatcher::Exact(GHA_ISSUER.into()),
+                claims: Vec::new(),
             }],
             trust: CaTrust::Default,
             require_sct: true,

@@ -380,6 +380,7 @@ mod tests {
         let policy = VerificationPolicy::keyless(IdentityPolicy {
             subject: IdentityMatcher::Exact(spec.identity.as_str().into()),
             issuer: IdentityMatcher::Exact(spec.oidc_issuer.clone()),
+            claims: Vec::new(),
         });
         let image = Digest::parse(IMAGE).expect("digest parses");
         (kit, root, spec, policy, image)

@@ -305,6 +305,7 @@ fn keyless_policy(identity: &str, issuer: &str) -> ImagePolicy {
         verification: VerificationPolicy::keyless(IdentityPolicy {
             subject: IdentityMatcher::Exact(identity.into()),
             issuer: IdentityMatcher::Exact(issuer.into()),
+            claims: Vec::new(),
         }),
         want: Want::Signatures,
     }

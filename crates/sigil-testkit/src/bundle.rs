@@ -227,6 +227,25 @@ impl BundleSpec {
         }
     }
 
+    /// A keyless bundle as GitHub's instance signs a private repository's
+    /// attestation: workflow `workflow` (visibility `private`), no
+    /// transparency log entry, no SCT, one RFC 3161 timestamp whose TSA
+    /// chain comes from the trusted root. Pair with [`crate::Testkit::github_private`].
+    pub fn github_private(workflow: GithubWorkflow) -> Self {
+        let workflow = GithubWorkflow {
+            source_repository_visibility: "private".to_owned(),
+            ..workflow
+        };
+        BundleSpec {
+            identity: workflow.identity(),
+            github: Some(workflow),
+            tlog: TlogSpec::None,
+            sct: SctSpec::None,
+            timestamp: TimestampSpec::without_certs(),
+            ..BundleSpec::default()
+        }
+    }
+
     /// A keyless email identity (no GitHub extensions) with the given issuer.
     pub fn email(email: &str, issuer: &str) -> Self {
         BundleSpec {

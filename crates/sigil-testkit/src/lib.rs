@@ -131,9 +131,49 @@ impl Testkit {
         }
     }
 
-    /// Replaces the TSA by one (same keys) whose certificates are valid over `[not_before, not_after]`.
+    /// A kit shaped like GitHub's own Sigstore instance, which signs the
+    /// artifact attestations of private repositories: its Fulcio issues
+    /// GitHub's extension set, its timestamp authority signs with P-384 and
+    /// SHA-384, and its trusted root ([`TrustRootSpec::timestamp_only`])
+    /// lists neither a transparency log nor a CT log. Sign with
+    /// [`BundleSpec::github_private`]. The logs of [`Testkit::new`] stay in
+    /// the struct (unused) so the same kit can also mint public-good-shaped
+    /// bundles for comparison.
+    pub fn github_private(seed: u64) -> Self {
+        let mut kit = Testkit::new(seed);
+        kit.fulcio = fulcio::FulcioCa::new(
+            seed,
+            "github/fulcio",
+            "https://fulcio.githubapp.test",
+            EPOCH_2020,
+            EPOCH_2040,
+        );
+        kit.tsa = tsa::Tsa::with_digest(
+            seed,
+            "github/tsa",
+            "https://timestamp.githubapp.test/api/v1/timestamp",
+            EPOCH_2020,
+            EPOCH_2040,
+            tsa::TsaDigest::Sha384,
+        );
+        kit
+    }
+
+    /// Replaces the TSA by one (same keys and digest) whose certificates are valid over `[not_before, not_after]`.
     pub fn with_tsa_validity(mut self, not_before: i64, not_after: i64) -> Self {
-        self.tsa = tsa::Tsa::new(self.seed, "tsa", &self.tsa.uri, not_before, not_after);
+        let label = if self.tsa.digest == tsa::TsaDigest::Sha384 {
+            "github/tsa"
+        } else {
+            "tsa"
+        };
+        self.tsa = tsa::Tsa::with_digest(
+            self.seed,
+            label,
+            &self.tsa.uri,
+            not_before,
+            not_after,
+            self.tsa.digest,
+        );
         self
     }
 

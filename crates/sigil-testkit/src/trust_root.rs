@@ -74,6 +74,20 @@ impl Default for TrustRootSpec {
     }
 }
 
+impl TrustRootSpec {
+    /// The Fulcio CA and the TSA only: no transparency log, no CT log, as
+    /// GitHub's trusted root for private-repository attestations.
+    pub fn timestamp_only() -> Self {
+        TrustRootSpec {
+            fulcio: Some(ValidFor::default()),
+            rekor_v1: None,
+            rekor_v2: None,
+            ctlog: None,
+            tsa: Some(ValidFor::default()),
+        }
+    }
+}
+
 fn subject(name: &Name) -> Value {
     json!({
         "organization": name.organization.clone().unwrap_or_default(),

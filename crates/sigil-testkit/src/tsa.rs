@@ -1,8 +1,9 @@
 //! A test RFC 3161 timestamp authority: a P-384 root and a P-256 signing
 //! certificate (critical timeStamping EKU), issuing TimeStampResp
-//! structures whose token is CMS SignedData over a TSTInfo.
+//! structures whose token is CMS SignedData over a TSTInfo; or, like GitHub's
+//! timestamp authority, a P-384 signing certificate that signs with SHA-384.
 
-use sha2::{Digest as _, Sha256};
+use sha2::{Digest as _, Sha256, Sha384};
 
 use crate::der;
 use crate::keys::KeyPair;
@@ -16,6 +17,7 @@ const OID_CONTENT_TYPE: &str = "1.2.840.113549.1.9.3";
 const OID_MESSAGE_DIGEST: &str = "1.2.840.113549.1.9.4";
 const OID_SIGNING_CERT_V2: &str = "1.2.840.113549.1.9.16.2.47";
 const OID_SHA256: &str = "2.16.840.1.101.3.4.2.1";
+const OID_SHA384: &str = "2.16.840.1.101.3.4.2.2";
 /// The TSA policy OID written into TSTInfo (Sigstore's timestamp arc).
 pub const TSA_POLICY_OID: &str = "1.3.6.1.4.1.57264.2";
 
@@ -28,7 +30,18 @@ pub struct Tsa {
     pub signer: CertifiedKey,
     /// URI written into the trusted root.
     pub uri: String,
+    /// The digest the signer signs with (SignerInfo `digestAlgorithm`).
+    pub digest: TsaDigest,
     seed: u64,
+}
+
+/// The digest a TSA's signer uses over the signed attributes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TsaDigest {
+    /// SHA-256 with a P-256 signing key (the public-good TSA).
+    Sha256,
+    /// SHA-384 with a P-384 signing key (GitHub's TSA).
+    Sha384,
 }
 
 /// How to mint one timestamp.
@@ -47,6 +60,18 @@ pub struct TimestampRequest {
 impl Tsa {
     /// A TSA whose keys derive from `seed` and `label`, certificates valid over `[not_before, not_after]`.
     pub fn new(seed: u64, label: &str, uri: &str, not_before: i64, not_after: i64) -> Self {
+        Self::with_digest(seed, label, uri, not_before, not_after, TsaDigest::Sha256)
+    }
+
+    /// As [`Tsa::new`], with the signer's key and digest chosen by `digest`.
+    pub fn with_digest(
+        seed: u64,
+        label: &str,
+        uri: &str,
+        not_before: i64,
+        not_after: i64,
+        digest: TsaDigest,
+    ) -> Self {
         let root = self_signed_ca(
             seed,
             &format!("{label}/root"),
@@ -55,7 +80,10 @@ impl Tsa {
             not_before,
             not_after,
         );
-        let key = KeyPair::p256(seed, &format!("{label}/signer"));
+        let key = match digest {
+            TsaDigest::Sha256 => KeyPair::p256(seed, &format!("{label}/signer")),
+            TsaDigest::Sha384 => KeyPair::p384(seed, &format!("{label}/signer")),
+        };
         let name = Name::new("sigil-testkit.dev", "sigstore-tsa");
         let serial = serial_from(seed, &format!("{label}/signer"));
         let template = CertTemplate {
@@ -82,6 +110,7 @@ impl Tsa {
             root,
             signer,
             uri: uri.to_owned(),
+            digest,
             seed,
         }
     }
@@ -115,7 +144,16 @@ impl Tsa {
     /// A DER TimeStampResp (status granted + token), the bytes a bundle's `signedTimestamp` holds.
     pub fn timestamp(&self, req: &TimestampRequest) -> Vec<u8> {
         let tst = self.tst_info(req);
-        let sha256_alg = der::seq([der::oid(OID_SHA256)]);
+        let (digest_alg, tst_digest) = match self.digest {
+            TsaDigest::Sha256 => (
+                der::seq([der::oid(OID_SHA256)]),
+                Sha256::digest(&tst).to_vec(),
+            ),
+            TsaDigest::Sha384 => (
+                der::seq([der::oid(OID_SHA384)]),
+                Sha384::digest(&tst).to_vec(),
+            ),
+        };
         let ess_cert_id = der::seq([
             der::octet_string(&Sha256::digest(&self.signer.cert_der)),
             der::seq([
@@ -131,7 +169,7 @@ impl Tsa {
             ]),
             der::seq([
                 der::oid(OID_MESSAGE_DIGEST),
-                der::set_of([der::octet_string(&Sha256::digest(&tst))]),
+                der::set_of([der::octet_string(&tst_digest)]),
             ]),
             der::seq([
                 der::oid(OID_SIGNING_CERT_V2),
@@ -144,14 +182,14 @@ impl Tsa {
         let signer_info = der::seq([
             der::uint64(1),
             der::seq([self.root.name.to_der(), der::uint(&self.signer.serial)]),
-            sha256_alg.clone(),
+            digest_alg.clone(),
             der::ctx_constructed(0, &attrs_content),
             self.signer.key.signature_algorithm_der(),
             der::octet_string(&signature),
         ]);
         let mut signed_data = vec![
             der::uint64(3),
-            der::set_of([sha256_alg]),
+            der::set_of([digest_alg]),
             der::seq([
                 der::oid(OID_TST_INFO),
                 der::ctx_constructed(0, &der::octet_string(&tst)),

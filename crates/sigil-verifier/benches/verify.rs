@@ -128,6 +128,7 @@ fn bench(c: &mut Criterion) {
     let policy = VerificationPolicy::keyless(IdentityPolicy {
         subject: IdentityMatcher::Exact(IDENTITY.into()),
         issuer: IdentityMatcher::Exact(ISSUER.into()),
+        claims: Vec::new(),
     });
     let now = time::OffsetDateTime::now_utc();
     for (label, name) in [

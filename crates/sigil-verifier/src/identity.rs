@@ -105,71 +105,279 @@ enum Encoding {
     Der,
 }
 
-type Field = fn(&mut FulcioExtensions) -> &mut Option<String>;
+/// A Fulcio certificate extension beyond the issuer: a claim about the
+/// signing workload that a policy can require (source repository, ref,
+/// build signer, runner, visibility, …). Named as sigstore-go names them in
+/// JSON, which is also how [`FulcioExtensions`] serialises.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Claim {
+    /// 1.3.6.1.4.1.57264.1.2 (deprecated): the GitHub `event_name` claim.
+    GithubWorkflowTrigger,
+    /// 1.3.6.1.4.1.57264.1.3 (deprecated): the GitHub `sha` claim.
+    GithubWorkflowSha,
+    /// 1.3.6.1.4.1.57264.1.4 (deprecated): the GitHub `workflow` claim.
+    GithubWorkflowName,
+    /// 1.3.6.1.4.1.57264.1.5 (deprecated): the GitHub `repository` claim.
+    GithubWorkflowRepository,
+    /// 1.3.6.1.4.1.57264.1.6 (deprecated): the GitHub `ref` claim.
+    GithubWorkflowRef,
+    /// 1.3.6.1.4.1.57264.1.9: the build instructions that signed.
+    BuildSignerUri,
+    /// 1.3.6.1.4.1.57264.1.10: immutable reference to those instructions.
+    BuildSignerDigest,
+    /// 1.3.6.1.4.1.57264.1.11: platform-hosted or self-hosted runner.
+    RunnerEnvironment,
+    /// 1.3.6.1.4.1.57264.1.12: the source repository URL.
+    SourceRepositoryUri,
+    /// 1.3.6.1.4.1.57264.1.13: the source commit digest.
+    SourceRepositoryDigest,
+    /// 1.3.6.1.4.1.57264.1.14: the source ref.
+    SourceRepositoryRef,
+    /// 1.3.6.1.4.1.57264.1.15: immutable identifier of the source repository.
+    SourceRepositoryIdentifier,
+    /// 1.3.6.1.4.1.57264.1.16: URL of the source repository's owner.
+    SourceRepositoryOwnerUri,
+    /// 1.3.6.1.4.1.57264.1.17: immutable identifier of the owner.
+    SourceRepositoryOwnerIdentifier,
+    /// 1.3.6.1.4.1.57264.1.18: the top-level build instructions.
+    BuildConfigUri,
+    /// 1.3.6.1.4.1.57264.1.19: immutable reference to those instructions.
+    BuildConfigDigest,
+    /// 1.3.6.1.4.1.57264.1.20: the event that started the build.
+    BuildTrigger,
+    /// 1.3.6.1.4.1.57264.1.21: URL of this build run.
+    RunInvocationUri,
+    /// 1.3.6.1.4.1.57264.1.22: repository visibility when signing.
+    SourceRepositoryVisibilityAtSigning,
+    /// 1.3.6.1.4.1.57264.1.23: the CI deployment environment.
+    DeploymentEnvironment,
+}
 
-/// Every Fulcio extension sigil reads into [`FulcioExtensions`].
-const EXTENSIONS: &[(&str, Encoding, Field)] = &[
-    ("1.3.6.1.4.1.57264.1.2", Encoding::Raw, |e| {
-        &mut e.github_workflow_trigger
-    }),
-    ("1.3.6.1.4.1.57264.1.3", Encoding::Raw, |e| {
-        &mut e.github_workflow_sha
-    }),
-    ("1.3.6.1.4.1.57264.1.4", Encoding::Raw, |e| {
-        &mut e.github_workflow_name
-    }),
-    ("1.3.6.1.4.1.57264.1.5", Encoding::Raw, |e| {
-        &mut e.github_workflow_repository
-    }),
-    ("1.3.6.1.4.1.57264.1.6", Encoding::Raw, |e| {
-        &mut e.github_workflow_ref
-    }),
-    ("1.3.6.1.4.1.57264.1.9", Encoding::Der, |e| {
-        &mut e.build_signer_uri
-    }),
-    ("1.3.6.1.4.1.57264.1.10", Encoding::Der, |e| {
-        &mut e.build_signer_digest
-    }),
-    ("1.3.6.1.4.1.57264.1.11", Encoding::Der, |e| {
-        &mut e.runner_environment
-    }),
-    ("1.3.6.1.4.1.57264.1.12", Encoding::Der, |e| {
-        &mut e.source_repository_uri
-    }),
-    ("1.3.6.1.4.1.57264.1.13", Encoding::Der, |e| {
-        &mut e.source_repository_digest
-    }),
-    ("1.3.6.1.4.1.57264.1.14", Encoding::Der, |e| {
-        &mut e.source_repository_ref
-    }),
-    ("1.3.6.1.4.1.57264.1.15", Encoding::Der, |e| {
-        &mut e.source_repository_identifier
-    }),
-    ("1.3.6.1.4.1.57264.1.16", Encoding::Der, |e| {
-        &mut e.source_repository_owner_uri
-    }),
-    ("1.3.6.1.4.1.57264.1.17", Encoding::Der, |e| {
-        &mut e.source_repository_owner_identifier
-    }),
-    ("1.3.6.1.4.1.57264.1.18", Encoding::Der, |e| {
-        &mut e.build_config_uri
-    }),
-    ("1.3.6.1.4.1.57264.1.19", Encoding::Der, |e| {
-        &mut e.build_config_digest
-    }),
-    ("1.3.6.1.4.1.57264.1.20", Encoding::Der, |e| {
-        &mut e.build_trigger
-    }),
-    ("1.3.6.1.4.1.57264.1.21", Encoding::Der, |e| {
-        &mut e.run_invocation_uri
-    }),
-    ("1.3.6.1.4.1.57264.1.22", Encoding::Der, |e| {
-        &mut e.source_repository_visibility_at_signing
-    }),
-    ("1.3.6.1.4.1.57264.1.23", Encoding::Der, |e| {
-        &mut e.deployment_environment
-    }),
+/// Each claim with its JSON name, OID and encoding.
+const CLAIMS: [(Claim, &str, &str, Encoding); 20] = [
+    (
+        Claim::GithubWorkflowTrigger,
+        "githubWorkflowTrigger",
+        "1.3.6.1.4.1.57264.1.2",
+        Encoding::Raw,
+    ),
+    (
+        Claim::GithubWorkflowSha,
+        "githubWorkflowSHA",
+        "1.3.6.1.4.1.57264.1.3",
+        Encoding::Raw,
+    ),
+    (
+        Claim::GithubWorkflowName,
+        "githubWorkflowName",
+        "1.3.6.1.4.1.57264.1.4",
+        Encoding::Raw,
+    ),
+    (
+        Claim::GithubWorkflowRepository,
+        "githubWorkflowRepository",
+        "1.3.6.1.4.1.57264.1.5",
+        Encoding::Raw,
+    ),
+    (
+        Claim::GithubWorkflowRef,
+        "githubWorkflowRef",
+        "1.3.6.1.4.1.57264.1.6",
+        Encoding::Raw,
+    ),
+    (
+        Claim::BuildSignerUri,
+        "buildSignerURI",
+        "1.3.6.1.4.1.57264.1.9",
+        Encoding::Der,
+    ),
+    (
+        Claim::BuildSignerDigest,
+        "buildSignerDigest",
+        "1.3.6.1.4.1.57264.1.10",
+        Encoding::Der,
+    ),
+    (
+        Claim::RunnerEnvironment,
+        "runnerEnvironment",
+        "1.3.6.1.4.1.57264.1.11",
+        Encoding::Der,
+    ),
+    (
+        Claim::SourceRepositoryUri,
+        "sourceRepositoryURI",
+        "1.3.6.1.4.1.57264.1.12",
+        Encoding::Der,
+    ),
+    (
+        Claim::SourceRepositoryDigest,
+        "sourceRepositoryDigest",
+        "1.3.6.1.4.1.57264.1.13",
+        Encoding::Der,
+    ),
+    (
+        Claim::SourceRepositoryRef,
+        "sourceRepositoryRef",
+        "1.3.6.1.4.1.57264.1.14",
+        Encoding::Der,
+    ),
+    (
+        Claim::SourceRepositoryIdentifier,
+        "sourceRepositoryIdentifier",
+        "1.3.6.1.4.1.57264.1.15",
+        Encoding::Der,
+    ),
+    (
+        Claim::SourceRepositoryOwnerUri,
+        "sourceRepositoryOwnerURI",
+        "1.3.6.1.4.1.57264.1.16",
+        Encoding::Der,
+    ),
+    (
+        Claim::SourceRepositoryOwnerIdentifier,
+        "sourceRepositoryOwnerIdentifier",
+        "1.3.6.1.4.1.57264.1.17",
+        Encoding::Der,
+    ),
+    (
+        Claim::BuildConfigUri,
+        "buildConfigURI",
+        "1.3.6.1.4.1.57264.1.18",
+        Encoding::Der,
+    ),
+    (
+        Claim::BuildConfigDigest,
+        "buildConfigDigest",
+        "1.3.6.1.4.1.57264.1.19",
+        Encoding::Der,
+    ),
+    (
+        Claim::BuildTrigger,
+        "buildTrigger",
+        "1.3.6.1.4.1.57264.1.20",
+        Encoding::Der,
+    ),
+    (
+        Claim::RunInvocationUri,
+        "runInvocationURI",
+        "1.3.6.1.4.1.57264.1.21",
+        Encoding::Der,
+    ),
+    (
+        Claim::SourceRepositoryVisibilityAtSigning,
+        "sourceRepositoryVisibilityAtSigning",
+        "1.3.6.1.4.1.57264.1.22",
+        Encoding::Der,
+    ),
+    (
+        Claim::DeploymentEnvironment,
+        "deploymentEnvironment",
+        "1.3.6.1.4.1.57264.1.23",
+        Encoding::Der,
+    ),
 ];
+
+impl Claim {
+    /// Every claim, in OID order.
+    pub fn all() -> impl Iterator<Item = Claim> {
+        CLAIMS.iter().map(|(c, ..)| *c)
+    }
+
+    /// The claim named `name` (sigstore-go's JSON name, e.g.
+    /// `sourceRepositoryURI`; ASCII case is ignored).
+    pub fn from_name(name: &str) -> Option<Claim> {
+        CLAIMS
+            .iter()
+            .find(|(_, n, ..)| n.eq_ignore_ascii_case(name))
+            .map(|(c, ..)| *c)
+    }
+
+    /// The claim carried by the extension with this dotted OID.
+    fn from_oid(oid: &str) -> Option<(Claim, Encoding)> {
+        CLAIMS
+            .iter()
+            .find(|(_, _, o, _)| *o == oid)
+            .map(|(c, _, _, e)| (*c, *e))
+    }
+
+    /// CLAIMS lists every variant in declaration order (a test checks it),
+    /// so the row is found at the variant's index.
+    fn row(self) -> Option<&'static (Claim, &'static str, &'static str, Encoding)> {
+        CLAIMS.get(self as usize).filter(|r| r.0 == self)
+    }
+
+    /// sigstore-go's JSON name of the claim, e.g. `sourceRepositoryURI`.
+    pub fn name(self) -> &'static str {
+        self.row().map_or("", |r| r.1)
+    }
+
+    /// The dotted OID of the Fulcio extension that carries it.
+    pub fn oid(self) -> &'static str {
+        self.row().map_or("", |r| r.2)
+    }
+
+    /// The claim's value in `extensions`, when the certificate carries it.
+    pub fn value(self, e: &FulcioExtensions) -> Option<&str> {
+        let v = match self {
+            Claim::GithubWorkflowTrigger => &e.github_workflow_trigger,
+            Claim::GithubWorkflowSha => &e.github_workflow_sha,
+            Claim::GithubWorkflowName => &e.github_workflow_name,
+            Claim::GithubWorkflowRepository => &e.github_workflow_repository,
+            Claim::GithubWorkflowRef => &e.github_workflow_ref,
+            Claim::BuildSignerUri => &e.build_signer_uri,
+            Claim::BuildSignerDigest => &e.build_signer_digest,
+            Claim::RunnerEnvironment => &e.runner_environment,
+            Claim::SourceRepositoryUri => &e.source_repository_uri,
+            Claim::SourceRepositoryDigest => &e.source_repository_digest,
+            Claim::SourceRepositoryRef => &e.source_repository_ref,
+            Claim::SourceRepositoryIdentifier => &e.source_repository_identifier,
+            Claim::SourceRepositoryOwnerUri => &e.source_repository_owner_uri,
+            Claim::SourceRepositoryOwnerIdentifier => &e.source_repository_owner_identifier,
+            Claim::BuildConfigUri => &e.build_config_uri,
+            Claim::BuildConfigDigest => &e.build_config_digest,
+            Claim::BuildTrigger => &e.build_trigger,
+            Claim::RunInvocationUri => &e.run_invocation_uri,
+            Claim::SourceRepositoryVisibilityAtSigning => {
+                &e.source_repository_visibility_at_signing
+            }
+            Claim::DeploymentEnvironment => &e.deployment_environment,
+        };
+        v.as_deref()
+    }
+
+    fn slot(self, e: &mut FulcioExtensions) -> &mut Option<String> {
+        match self {
+            Claim::GithubWorkflowTrigger => &mut e.github_workflow_trigger,
+            Claim::GithubWorkflowSha => &mut e.github_workflow_sha,
+            Claim::GithubWorkflowName => &mut e.github_workflow_name,
+            Claim::GithubWorkflowRepository => &mut e.github_workflow_repository,
+            Claim::GithubWorkflowRef => &mut e.github_workflow_ref,
+            Claim::BuildSignerUri => &mut e.build_signer_uri,
+            Claim::BuildSignerDigest => &mut e.build_signer_digest,
+            Claim::RunnerEnvironment => &mut e.runner_environment,
+            Claim::SourceRepositoryUri => &mut e.source_repository_uri,
+            Claim::SourceRepositoryDigest => &mut e.source_repository_digest,
+            Claim::SourceRepositoryRef => &mut e.source_repository_ref,
+            Claim::SourceRepositoryIdentifier => &mut e.source_repository_identifier,
+            Claim::SourceRepositoryOwnerUri => &mut e.source_repository_owner_uri,
+            Claim::SourceRepositoryOwnerIdentifier => &mut e.source_repository_owner_identifier,
+            Claim::BuildConfigUri => &mut e.build_config_uri,
+            Claim::BuildConfigDigest => &mut e.build_config_digest,
+            Claim::BuildTrigger => &mut e.build_trigger,
+            Claim::RunInvocationUri => &mut e.run_invocation_uri,
+            Claim::SourceRepositoryVisibilityAtSigning => {
+                &mut e.source_repository_visibility_at_signing
+            }
+            Claim::DeploymentEnvironment => &mut e.deployment_environment,
+        }
+    }
+}
+
+impl std::fmt::Display for Claim {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} ({})", self.name(), self.oid())
+    }
+}
 
 /// The identity a Fulcio certificate vouches for.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
@@ -229,6 +437,31 @@ pub enum IdentityError {
         /// The certificate's issuer.
         found: String,
     },
+    /// A certificate claim the policy requires has another value.
+    #[error(
+        "certificate claim {claim} is `{found}`, which does not match the expected {expected}; \
+         check the policy's claims against the repository and workflow that signed"
+    )]
+    ClaimMismatch {
+        /// The claim, with its OID.
+        claim: Claim,
+        /// The policy's matcher, as displayed.
+        expected: String,
+        /// The certificate's value.
+        found: String,
+    },
+    /// The certificate lacks a claim the policy requires.
+    #[error(
+        "certificate has no claim {claim}, so it cannot match the expected {expected}; the \
+         signer's Fulcio did not issue that extension (an older Fulcio, or an identity that is \
+         not a CI workflow)"
+    )]
+    ClaimMissing {
+        /// The claim, with its OID.
+        claim: Claim,
+        /// The policy's matcher, as displayed.
+        expected: String,
+    },
     /// The certificate names no OIDC issuer but the policy expects one.
     #[error(
         "certificate has no OIDC issuer extension (1.3.6.1.4.1.57264.1.8 or .1.1), so it cannot \
@@ -278,15 +511,13 @@ pub fn fulcio_identity(leaf: &Certificate) -> Result<FulcioIdentity, IdentityErr
             issuer_v1 = Some(raw_string(&ext.value).map_err(|r| malformed(&ext.oid, r))?);
         } else if ext.oid == OID_ISSUER_V2 {
             issuer_v2 = Some(der_string(&ext.value).map_err(|r| malformed(&ext.oid, r))?);
-        } else if let Some((_, encoding, field)) =
-            EXTENSIONS.iter().find(|(oid, _, _)| *oid == ext.oid)
-        {
+        } else if let Some((claim, encoding)) = Claim::from_oid(&ext.oid) {
             let value = match encoding {
                 Encoding::Raw => raw_string(&ext.value),
                 Encoding::Der => der_string(&ext.value),
             }
             .map_err(|r| malformed(&ext.oid, r))?;
-            *field(&mut extensions) = Some(value);
+            *claim.slot(&mut extensions) = Some(value);
         }
     }
 
@@ -365,6 +596,28 @@ pub struct IdentityPolicy {
     pub subject: IdentityMatcher,
     /// The expected OIDC issuer.
     pub issuer: IdentityMatcher,
+    /// Certificate claims that must also match (all of them).
+    pub claims: Vec<ClaimPolicy>,
+}
+
+impl IdentityPolicy {
+    /// A subject and issuer, with no claims required.
+    pub fn new(subject: IdentityMatcher, issuer: IdentityMatcher) -> Self {
+        Self {
+            subject,
+            issuer,
+            claims: Vec::new(),
+        }
+    }
+}
+
+/// One certificate claim a policy requires, and its expected value.
+#[derive(Debug, Clone)]
+pub struct ClaimPolicy {
+    /// Which claim.
+    pub claim: Claim,
+    /// What its value must be.
+    pub expected: IdentityMatcher,
 }
 
 /// Checks `id` against `policy`: some SAN value must match the subject, and
@@ -391,15 +644,38 @@ pub fn check_identity(id: &FulcioIdentity, policy: &IdentityPolicy) -> Result<()
         });
     }
     match &id.issuer {
-        None => Err(IdentityError::IssuerMissing {
-            expected: policy.issuer.to_string(),
-        }),
-        Some(issuer) if !policy.issuer.matches(issuer) => Err(IdentityError::IssuerMismatch {
-            expected: policy.issuer.to_string(),
-            found: issuer.clone(),
-        }),
-        Some(_) => Ok(()),
+        None => {
+            return Err(IdentityError::IssuerMissing {
+                expected: policy.issuer.to_string(),
+            });
+        }
+        Some(issuer) if !policy.issuer.matches(issuer) => {
+            return Err(IdentityError::IssuerMismatch {
+                expected: policy.issuer.to_string(),
+                found: issuer.clone(),
+            });
+        }
+        Some(_) => {}
     }
+    for required in &policy.claims {
+        match required.claim.value(&id.extensions) {
+            None => {
+                return Err(IdentityError::ClaimMissing {
+                    claim: required.claim,
+                    expected: required.expected.to_string(),
+                });
+            }
+            Some(found) if !required.expected.matches(found) => {
+                return Err(IdentityError::ClaimMismatch {
+                    claim: required.claim,
+                    expected: required.expected.to_string(),
+                    found: found.to_owned(),
+                });
+            }
+            Some(_) => {}
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -419,7 +695,80 @@ mod tests {
         IdentityPolicy {
             subject: IdentityMatcher::Exact(subject.into()),
             issuer: IdentityMatcher::Exact(issuer.into()),
+            claims: Vec::new(),
         }
+    }
+
+    #[test]
+    fn the_claims_table_lists_every_claim_in_declaration_order_with_distinct_names_and_oids() {
+        let claims: Vec<Claim> = Claim::all().collect();
+        assert_eq!(claims.len(), CLAIMS.len());
+        for (i, c) in claims.iter().enumerate() {
+            assert_eq!(*c as usize, i, "{c:?}");
+            assert!(!c.name().is_empty() && c.oid().starts_with(FULCIO_OID_PREFIX));
+            assert_eq!(Claim::from_name(c.name()), Some(*c));
+            assert_eq!(Claim::from_oid(c.oid()).map(|(c, _)| c), Some(*c));
+        }
+        let mut names: Vec<&str> = claims.iter().map(|c| c.name()).collect();
+        names.sort_unstable();
+        names.dedup();
+        assert_eq!(names.len(), claims.len());
+        // The JSON names are those FulcioExtensions serialises.
+        let mut ext = FulcioExtensions::default();
+        for c in &claims {
+            *c.slot(&mut ext) = Some(c.name().to_owned());
+        }
+        let json = serde_json::to_value(&ext).unwrap();
+        for c in &claims {
+            assert_eq!(json[c.name()], c.name(), "{c:?}");
+            assert_eq!(c.value(&ext), Some(c.name()));
+        }
+    }
+
+    #[test]
+    fn claims_must_all_match_and_a_missing_one_is_named() {
+        let id = FulcioIdentity {
+            subject: "s".into(),
+            subjects: vec!["s".into()],
+            issuer: Some("i".into()),
+            extensions: FulcioExtensions {
+                source_repository_uri: Some("https://github.com/acme/app".into()),
+                ..FulcioExtensions::default()
+            },
+        };
+        let mut policy = exact("s", "i");
+        policy.claims = vec![ClaimPolicy {
+            claim: Claim::SourceRepositoryUri,
+            expected: IdentityMatcher::Exact("https://github.com/acme/app".into()),
+        }];
+        check_identity(&id, &policy).unwrap();
+        policy.claims.push(ClaimPolicy {
+            claim: Claim::RunnerEnvironment,
+            expected: IdentityMatcher::Exact("github-hosted".into()),
+        });
+        let err = check_identity(&id, &policy).unwrap_err();
+        assert!(
+            matches!(
+                err,
+                IdentityError::ClaimMissing {
+                    claim: Claim::RunnerEnvironment,
+                    ..
+                }
+            ),
+            "{err}"
+        );
+        policy.claims[0].expected = IdentityMatcher::Exact("https://github.com/acme/other".into());
+        let err = check_identity(&id, &policy).unwrap_err();
+        assert!(
+            matches!(
+                err,
+                IdentityError::ClaimMismatch {
+                    claim: Claim::SourceRepositoryUri,
+                    ..
+                }
+            ),
+            "{err}"
+        );
     }
 
     #[test]
@@ -583,6 +932,7 @@ mod tests {
         let policy = |s: &str, i: &str| IdentityPolicy {
             subject: IdentityMatcher::Regex(regex::Regex::new(s).unwrap()),
             issuer: IdentityMatcher::Regex(regex::Regex::new(i).unwrap()),
+            claims: Vec::new(),
         };
         check_identity(&id, &policy("sigstore-conformance/", "githubusercontent")).unwrap();
         check_identity(

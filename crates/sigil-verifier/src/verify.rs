@@ -64,9 +64,13 @@ pub enum SignerPolicy {
 pub struct VerificationPolicy {
     /// Who may have signed.
     pub signer: SignerPolicy,
-    /// Whether at least one transparency-log entry is required. Only a
+    /// Whether at least one transparency-log entry is required. A
     /// managed-key policy may turn this off (like cosign's
-    /// `--insecure-ignore-tlog`); keyless signing without a log is refused.
+    /// `--insecure-ignore-tlog`). A keyless policy may turn it off only
+    /// against a trust root that lists no transparency log (a private
+    /// instance such as GitHub's for private repositories): the signing time
+    /// then comes from RFC 3161 timestamps alone. Against a trust root that
+    /// lists a log, keyless bundles always need an entry, whatever this says.
     pub require_tlog: bool,
     /// The digest a managed key signed over (a policy's `hashAlgorithm`):
     /// ECDSA and RSA signatures must verify with exactly this hash. `None`
@@ -209,6 +213,13 @@ pub enum VerifyError {
         "no verified signing time: the bundle needs a transparency log entry with a signed entry timestamp or an RFC 3161 timestamp from a trusted authority"
     )]
     NoVerifiedTime,
+    /// A timestamp-only keyless bundle (no log in the trust root) carries no
+    /// RFC 3161 timestamp, so nothing vouches for when it was signed.
+    #[error(
+        "no verified signing time: the trust root lists no transparency log, so the bundle needs an \
+         RFC 3161 timestamp from one of its timestamp authorities, and it has none"
+    )]
+    NoTimestamp,
     /// The certificate chain failed at a verified time.
     #[error("certificate chain at {time} ({source_kind}): {cause}")]
     Chain {
@@ -247,6 +258,7 @@ impl VerifyError {
             Self::NoTlogEntry => "no-tlog-entry",
             Self::Timestamp { .. } => "timestamp",
             Self::NoVerifiedTime => "no-verified-time",
+            Self::NoTimestamp => "no-timestamp",
             Self::Chain { .. } => "certificate-chain",
             Self::Sct(_) => "sct",
             Self::Identity(_) => "identity",
@@ -396,8 +408,14 @@ pub fn verify_bundle(
     };
     let content = verify_content(bundle, &artifact, &digest, &key, key_hash)?;
 
-    // 3. Transparency-log entries: every one must verify.
-    if bundle.tlog_entries.is_empty() && (policy.require_tlog || certs.is_some()) {
+    // 3. Transparency-log entries: every one must verify. A certificate
+    //    needs one unless the trust root has no log at all and the policy
+    //    accepts timestamps as the only time source; an entry from a log the
+    //    trust root does not list fails below rather than being skipped.
+    let timestamp_only = certs.is_some() && !policy.require_tlog && root.tlogs.is_empty();
+    if bundle.tlog_entries.is_empty()
+        && (policy.require_tlog || (certs.is_some() && !timestamp_only))
+    {
         return Err(VerifyError::NoTlogEntry);
     }
     let mut verified_times: Vec<(OffsetDateTime, TimeSource)> = Vec::new();
@@ -477,7 +495,11 @@ pub fn verify_bundle(
             VerifyError::SignerMismatch("bundle has an empty certificate chain".into())
         })?;
         if verified_times.is_empty() {
-            return Err(VerifyError::NoVerifiedTime);
+            return Err(if timestamp_only {
+                VerifyError::NoTimestamp
+            } else {
+                VerifyError::NoVerifiedTime
+            });
         }
         let mut matched = None;
         for (t, source) in &verified_times {
@@ -693,6 +715,7 @@ mod tests {
             ..VerificationPolicy::keyless(crate::identity::IdentityPolicy {
                 subject: crate::identity::IdentityMatcher::Exact("a".into()),
                 issuer: crate::identity::IdentityMatcher::Exact("b".into()),
+                claims: Vec::new(),
             })
         };
         // A key-signed bundle under a keyless policy fails on the signer, not the hash.

@@ -42,6 +42,7 @@ fn run_case(cases: &Path, dir: &Path, digest_mode: bool) -> Result<(), String> {
             issuer: IdentityMatcher::Exact(
                 read_trimmed(&dir.join("issuer")).unwrap_or_else(|| DEFAULT_ISSUER.into()),
             ),
+            claims: Vec::new(),
         }),
     };
     let artifact_path = if dir.join("artifact").exists() {

@@ -445,6 +445,7 @@ fn verify_in_process(m: &Minted) -> Result<(), String> {
         None => VerificationPolicy::keyless(IdentityPolicy {
             subject: IdentityMatcher::Exact(m.identity.clone()),
             issuer: IdentityMatcher::Exact(m.issuer.clone()),
+            claims: Vec::new(),
         }),
     };
     let now = OffsetDateTime::from_unix_timestamp(DEFAULT_SIGNING_TIME + 86_400).unwrap();

@@ -50,6 +50,7 @@ fn policy() -> VerificationPolicy {
     VerificationPolicy::keyless(IdentityPolicy {
         subject: IdentityMatcher::Regex(regex::Regex::new(".*").expect("regex")),
         issuer: IdentityMatcher::Regex(regex::Regex::new(".*").expect("regex")),
+        claims: Vec::new(),
     })
 }
 

@@ -42,6 +42,7 @@ fn exact(spec: &BundleSpec) -> VerificationPolicy {
     VerificationPolicy::keyless(IdentityPolicy {
         subject: IdentityMatcher::Exact(spec.identity.as_str().to_owned()),
         issuer: IdentityMatcher::Exact(spec.oidc_issuer.clone()),
+        claims: Vec::new(),
     })
 }
 
@@ -337,6 +338,7 @@ fn identity_and_issuer_are_matched_exactly_or_by_regex() {
         VerificationPolicy::keyless(IdentityPolicy {
             subject: IdentityMatcher::Regex(regex::Regex::new(s).unwrap()),
             issuer: IdentityMatcher::Regex(regex::Regex::new(i).unwrap()),
+            claims: Vec::new(),
         })
     };
     assert_eq!(
@@ -351,6 +353,7 @@ fn identity_and_issuer_are_matched_exactly_or_by_regex() {
     let wrong_issuer = VerificationPolicy::keyless(IdentityPolicy {
         subject: IdentityMatcher::Exact("alice@example.com".into()),
         issuer: IdentityMatcher::Exact("https://token.actions.githubusercontent.com".into()),
+        claims: Vec::new(),
     });
     assert_eq!(reason(run(&k, &minted, &wrong_issuer)), "identity");
 }

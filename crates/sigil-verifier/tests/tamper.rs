@@ -160,6 +160,7 @@ impl Subject {
             KeySpec::Keyless => VerificationPolicy::keyless(IdentityPolicy {
                 subject: IdentityMatcher::Exact(spec.identity.as_str().to_owned()),
                 issuer: IdentityMatcher::Exact(spec.oidc_issuer.clone()),
+                claims: Vec::new(),
             }),
         };
         let root = TrustedRoot::from_json(&kit.trusted_root_json()).expect("trusted root");
@@ -760,7 +761,11 @@ const ALL_KINDS: &[Kind] = &[
 ];
 
 fn keyless(subject: IdentityMatcher, issuer: IdentityMatcher) -> VerificationPolicy {
-    VerificationPolicy::keyless(IdentityPolicy { subject, issuer })
+    VerificationPolicy::keyless(IdentityPolicy {
+        subject,
+        issuer,
+        claims: Vec::new(),
+    })
 }
 
 fn regex(r: &str) -> IdentityMatcher {

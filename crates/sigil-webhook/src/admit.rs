@@ -34,12 +34,13 @@ use std::time::Duration;
 use futures_util::future::join_all;
 use kube::core::DynamicObject;
 use kube::core::admission::{AdmissionRequest, Operation};
+use sigil_policy::render;
 use sigil_registry::Digest;
 use tokio::time::Instant;
 
 use crate::cache::{CacheConfig, CachedJudge, LookupError};
 use crate::images::{self, ImageSite};
-use crate::judge::{ImageJudge, ObjectInfo, PinnedImage, PullSecretSource, Verdict};
+use crate::judge::{ImageJudge, ObjectInfo, Outcome, PinnedImage, PullSecretSource, Verdict};
 use crate::metrics::{Metrics, RequestLabels};
 use crate::review::{self, Answer, Invalid};
 use crate::secrets::ObjectSecrets;
@@ -162,7 +163,7 @@ impl Decision {
             message: Some(message),
             warnings: Vec::new(),
             patch: Vec::new(),
-            outcome: "denied",
+            outcome: Outcome::Denied.label(),
         }
     }
 }
@@ -582,18 +583,8 @@ impl<J: ImageJudge, S: PullSecretSource> Admission<J, S> {
                 .join(", ");
             let digest = o.digest.as_deref().unwrap_or("-");
             let (allowed, policies, outcome) = match &o.verdict {
-                Ok(v) => (
-                    v.allowed,
-                    v.policies.join(","),
-                    if !v.allowed {
-                        "denied"
-                    } else if v.warnings.is_empty() {
-                        "allowed"
-                    } else {
-                        "warned"
-                    },
-                ),
-                Err(_) => (false, String::new(), "denied"),
+                Ok(v) => (v.allowed, v.policies.join(","), v.outcome()),
+                Err(_) => (false, String::new(), Outcome::Denied),
             };
             tracing::info!(
                 namespace = %printable(&object.namespace),
@@ -602,14 +593,14 @@ impl<J: ImageJudge, S: PullSecretSource> Admission<J, S> {
                 image = %printable(&o.image),
                 digest,
                 policy = %policies,
-                outcome,
+                outcome = outcome.label(),
                 "admission decision"
             );
             if let Ok(v) = &o.verdict {
                 warnings.extend(
                     v.warnings
                         .iter()
-                        .map(|w| format!("image {}: {}", printable(&o.image), one_line(w))),
+                        .map(|w| render::image_warning(&printable(&o.image), &one_line(w))),
                 );
             }
             if allowed {
@@ -618,14 +609,9 @@ impl<J: ImageJudge, S: PullSecretSource> Admission<J, S> {
             }
             failed += 1;
             let reasons = match &o.verdict {
-                Ok(v) if v.reasons.is_empty() => "denied by policy".to_string(),
-                Ok(v) => v
-                    .reasons
-                    .iter()
-                    .map(|r| one_line(r))
-                    .collect::<Vec<_>>()
-                    .join("; "),
-                Err(cause) => cause.clone(),
+                Ok(v) if v.reasons.is_empty() => vec!["denied by policy".to_string()],
+                Ok(v) => v.reasons.iter().map(|r| one_line(r)).collect(),
+                Err(cause) => vec![cause.clone()],
             };
             let at = o
                 .digest
@@ -633,10 +619,10 @@ impl<J: ImageJudge, S: PullSecretSource> Admission<J, S> {
                 .filter(|_| !images::is_pinned(&o.image))
                 .map(|d| format!("{d}, "))
                 .unwrap_or_default();
-            let line = format!(
-                "\n- image {} ({at}{}): {reasons}",
-                printable(&o.image),
-                printable(&containers)
+            let line = render::image_line(
+                &printable(&o.image),
+                &format!(" ({at}{})", printable(&containers)),
+                &reasons,
             );
             append_line(&mut lines, &line, failed);
         }
@@ -645,28 +631,28 @@ impl<J: ImageJudge, S: PullSecretSource> Admission<J, S> {
         }
         if failed == 0 {
             let outcome = if warnings.is_empty() {
-                "allowed"
+                Outcome::Allowed
             } else {
-                "warned"
+                Outcome::Warned
             };
             return Decision {
                 allowed: true,
                 message: None,
                 warnings,
                 patch: Vec::new(),
-                outcome,
+                outcome: outcome.label(),
             };
         }
         let total = distinct.len();
         Decision {
             allowed: false,
             message: Some(format!(
-                "sigil denied {}: {failed} of {total} image(s) failed verification{lines}",
-                object.display()
+                "{}{lines}",
+                render::denial(&object.display(), failed, total)
             )),
             warnings,
             patch: Vec::new(),
-            outcome: "denied",
+            outcome: Outcome::Denied.label(),
         }
     }
 

@@ -43,3 +43,12 @@ impl Error {
         }
     }
 }
+
+impl From<sigil_judge::args::SetupError> for Error {
+    fn from(e: sigil_judge::args::SetupError) -> Self {
+        match e {
+            sigil_judge::args::SetupError::Config(msg) => Self::Config(msg),
+            sigil_judge::args::SetupError::PolicyJudge(e) => Self::PolicyJudge(e),
+        }
+    }
+}

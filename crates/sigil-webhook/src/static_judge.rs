@@ -19,16 +19,7 @@ use crate::judge::{ImageJudge, ObjectInfo, PinnedImage, PullSecrets, Verdict, Ve
 /// Registry clients kept per pull-secret identity.
 const MAX_CLIENTS: usize = 256;
 
-/// What an image no policy selects gets.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum NoMatch {
-    /// Deny it.
-    Deny,
-    /// Allow it with a warning.
-    Warn,
-    /// Allow it.
-    Allow,
-}
+pub use sigil_judge::args::NoMatch;
 
 /// Why a static judge could not be built.
 #[derive(Debug, thiserror::Error)]

@@ -406,7 +406,7 @@ async fn a_selected_image_at_a_forbidden_address_is_denied_with_the_cause_and_ne
 fn the_webhook_refuses_loopback_and_metadata_registries_unless_allowed() {
     let base = ["sigil-webhook", "--tls-cert", "c", "--tls-key", "k"];
     let args = Args::parse_from(base);
-    let policy = args.address_policy().unwrap();
+    let policy = args.judge.address_policy().unwrap();
     for refused in [
         "127.0.0.1",
         "::1",
@@ -424,7 +424,7 @@ fn the_webhook_refuses_loopback_and_metadata_registries_unless_allowed() {
             .chain(["--allow-registry-address", "127.0.0.0/8"])
             .chain(["--deny-registry-address", "10.96.0.0/12"]),
     );
-    let policy = args.address_policy().unwrap();
+    let policy = args.judge.address_policy().unwrap();
     assert!(policy.check("127.0.0.1".parse().unwrap()).is_ok());
     assert!(policy.check("10.96.0.1".parse().unwrap()).is_err());
     assert!(policy.check("169.254.169.254".parse().unwrap()).is_err());
@@ -433,13 +433,13 @@ fn the_webhook_refuses_loopback_and_metadata_registries_unless_allowed() {
             .copied()
             .chain(["--allow-registry-address", "metadata.internal"]),
     );
-    let err = bad.address_policy().unwrap_err().to_string();
+    let err = bad.judge.address_policy().unwrap_err().to_string();
     assert!(
         err.contains("--allow-registry-address") && err.contains("CIDR"),
         "{err}"
     );
     let bad = Args::parse_from(base.iter().copied().chain(["--allow-registry", "a/b"]));
-    assert!(bad.allowed_registries().is_err());
+    assert!(bad.judge.allowed_registries().is_err());
 }
 
 // ---------------------------------------------------------------------------

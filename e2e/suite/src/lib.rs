@@ -550,6 +550,45 @@ pub async fn push_keyless(
     ])
 }
 
+/// Pushes a fresh image to `registry` (host side) and, unless `spec` is
+/// `None`, an attestation of `predicate_type` for it as a bundle referrer,
+/// the way `actions/attest-build-provenance` pushes one (cosign v3's
+/// layout). Returns the image reference by digest, host side.
+pub async fn push_attested(
+    registry: &str,
+    repo: &str,
+    kit: &Testkit,
+    spec: Option<&BundleSpec>,
+    predicate_type: &str,
+    predicate: Value,
+    label: &str,
+) -> anyhow::Result<String> {
+    let push = Pusher::new(registry, repo).map_err(|e| anyhow!("{e}"))?;
+    let image: OciManifest = cosign::image(label);
+    push.manifest(&image, &image.digest())
+        .await
+        .map_err(|e| anyhow!("{e}"))?;
+    if let Some(spec) = spec {
+        let statement =
+            sigil_testkit::in_toto_statement(&image.sha256(), predicate_type, predicate);
+        let minted = kit
+            .sign(
+                spec,
+                sigil_testkit::Content::Dsse {
+                    payload_type: sigil_testkit::IN_TOTO_PAYLOAD_TYPE.to_owned(),
+                    payload: statement,
+                },
+            )
+            .map_err(|e| anyhow!("{e}"))?;
+        let referrer =
+            cosign::bundle_referrer(minted.json.as_bytes(), predicate_type, image.descriptor());
+        push.referrer(&referrer, &image.digest())
+            .await
+            .map_err(|e| anyhow!("{e}"))?;
+    }
+    Ok(format!("{registry}/{repo}@{}", image.digest()))
+}
+
 /// A TrustRoot named `name` whose `sigstoreKeys` describe the testkit's
 /// Sigstore (its CA, Rekor and CT log keys), as an administrator would
 /// write it for a private deployment.

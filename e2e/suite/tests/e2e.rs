@@ -450,6 +450,130 @@ async fn a_keyless_image_is_admitted_through_a_trust_root_and_a_wrong_identity_d
     }
 }
 
+/// A private repository's build provenance as GitHub's own Sigstore signs
+/// it (the testkit's GitHub-shaped instance: no transparency log, no CT log,
+/// a SHA-384 timestamp authority), enforced by the policy GitHub's
+/// trust-policies chart writes, with sigil's certificate claims on top; its
+/// trust root given as the `trusted_root.json` `gh attestation trusted-root`
+/// prints.
+#[tokio::test]
+#[ignore = "needs a cluster with sigil: e2e/run-local.sh or e2e/kind.sh"]
+async fn a_private_repository_attestation_verifies_by_timestamp_and_other_repositories_are_denied()
+{
+    let s = Scenario::start("github").await;
+    let kit = Testkit::github_private(0x0516_0022);
+    let registry = s.fx.raw("OLAREG").unwrap();
+    let run = std::process::id();
+    let slsa = "https://slsa.dev/provenance/v1";
+    let predicate = json!({"buildDefinition": {"buildType": "https://actions.github.io/buildtypes/workflow/v1"}});
+    let workflow = |repo: &str, path: &str| {
+        sigil_testkit::GithubWorkflow::new(
+            repo,
+            path,
+            "refs/heads/main",
+            "0123456789abcdef0123456789abcdef01234567",
+        )
+    };
+    let release = ".github/workflows/release.yml";
+    let mut pushed = Vec::new();
+    for (label, spec) in [
+        (
+            "good",
+            Some(BundleSpec::github_private(workflow("acme/app", release))),
+        ),
+        (
+            "other-repo",
+            Some(BundleSpec::github_private(workflow("acme/other", release))),
+        ),
+        (
+            "other-workflow",
+            Some(BundleSpec::github_private(workflow(
+                "acme/app",
+                ".github/workflows/debug.yml",
+            ))),
+        ),
+        ("unattested", None),
+    ] {
+        let image = sigil_e2e::push_attested(
+            &registry,
+            "e2e/github",
+            &kit,
+            spec.as_ref(),
+            slsa,
+            predicate.clone(),
+            &format!("{label}-{run}"),
+        )
+        .await
+        .unwrap();
+        pushed.push(s.fx.in_cluster(&image));
+    }
+    let [good, other_repo, other_workflow, unattested] = pushed.try_into().unwrap();
+
+    let root = kit.trusted_root_json_with(&sigil_testkit::TrustRootSpec::timestamp_only());
+    s.cluster
+        .apply_trust_root(&json!({
+            "apiVersion": "policy.sigil.dev/v1alpha1",
+            "kind": "TrustRoot",
+            "metadata": {"name": "github"},
+            "spec": {"trustedRoot": {"data": root}},
+        }))
+        .await
+        .unwrap();
+    let glob = format!("{}/e2e/github/**", s.fx.get("OLAREG").unwrap());
+    let cip = json!({
+        "apiVersion": "policy.sigil.dev/v1alpha1",
+        "kind": "ClusterImagePolicy",
+        "metadata": {"name": "e2e-github"},
+        "spec": {
+            "images": [{"glob": glob}],
+            "authorities": [{
+                "name": "github",
+                "keyless": {
+                    "trustRootRef": "github",
+                    "insecureIgnoreSCT": true,
+                    "url": "https://fulcio.githubapp.com",
+                    "identities": [{
+                        "issuer": "https://token.actions.githubusercontent.com",
+                        "subjectRegExp": "^https://github.com/acme/[^/]+/\\.github/workflows/release\\.yml@",
+                        "claims": {
+                            "sourceRepositoryURI": "https://github.com/acme/app",
+                            "sourceRepositoryVisibilityAtSigning": "private",
+                        },
+                    }],
+                },
+                "rfc3161timestamp": {"trustRootRef": "github"},
+                "signatureFormat": "bundle",
+                "attestations": [{"name": "require-attestation", "predicateType": slsa}],
+            }],
+        },
+    });
+    s.apply(&cip).await;
+    s.expect_ready("e2e-github", "True", "Accepted").await;
+    s.expect_eventually(&[&good], Want::Allowed).await;
+    s.expect(
+        &[&other_repo],
+        Want::Denied(&[
+            "policy e2e-github failed",
+            "sourceRepositoryURI (1.3.6.1.4.1.57264.1.12)",
+            "https://github.com/acme/other",
+        ]),
+    )
+    .await;
+    s.expect(
+        &[&other_workflow],
+        Want::Denied(&["policy e2e-github failed", "debug.yml"]),
+    )
+    .await;
+    s.expect(
+        &[&unattested],
+        Want::Denied(&[
+            "policy e2e-github failed",
+            "no attestation of type https://slsa.dev/provenance/v1 found",
+        ]),
+    )
+    .await;
+}
+
 #[tokio::test]
 #[ignore = "needs a cluster with sigil: e2e/run-local.sh or e2e/kind.sh"]
 async fn an_attestation_policy_admits_good_provenance_and_denies_the_rest() {

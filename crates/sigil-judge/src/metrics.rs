@@ -1,6 +1,8 @@
-//! The webhook's Prometheus metrics (prometheus-client): admission requests
-//! by endpoint, operation, kind and decision; verification latency; cache
-//! hits and misses; reviews in flight; policy snapshot age and revision; registry requests
+//! The Prometheus metrics of a judging process, the webhook or the audit
+//! (prometheus-client): admission requests by endpoint, operation, kind and
+//! decision (the webhook's); verification latency; cache
+//! hits and misses; reviews in flight; policy snapshot age and revision;
+//! registry requests
 //! by host and status; the build and crypto module (`sigil_build_info`).
 //! Label values are constants, HTTP status codes, or
 //! registry hosts capped at [`MAX_REGISTRY_HOSTS`], so cardinality is bounded
@@ -207,7 +209,7 @@ impl Metrics {
     }
 }
 
-impl sigil_judge::cache::JudgeObserver for Metrics {
+impl crate::cache::JudgeObserver for Metrics {
     fn verified(&self, seconds: f64) {
         self.verification.observe(seconds);
     }

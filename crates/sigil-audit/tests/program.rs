@@ -1,4 +1,4 @@
-//! `sigil-webhook --audit` as shipped: the binary, a policy snapshot file,
+//! `sigil-audit` as shipped: the binary, a policy snapshot file,
 //! and a fake API server on 127.0.0.1 reached through a kubeconfig. The
 //! audit reads what runs, judges it with admission's judge (an unreachable
 //! registry is an error, never a pass), writes the namespace's Report by
@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-const KEY: &str = include_str!("data/p256.pub");
+const KEY: &str = include_str!("../../sigil-webhook/tests/data/p256.pub");
 const DIGEST: &str = "sha256:2222222222222222222222222222222222222222222222222222222222222222";
 
 fn list(items: Vec<Value>) -> Value {
@@ -110,7 +110,7 @@ fn fake_api() -> (u16, Seen) {
 }
 
 fn scratch() -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("sigil-audit-mode-{}", std::process::id()));
+    let dir = std::env::temp_dir().join(format!("sigil-audit-program-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     dir
 }
@@ -177,8 +177,8 @@ fn the_audit_mode_reports_what_runs_through_admissions_judge_and_serves_its_metr
     )
     .unwrap();
     let metrics_port = free_port();
-    let child = Command::new(env!("CARGO_BIN_EXE_sigil-webhook"))
-        .args(["--audit", "--audit-settle-seconds=0", "--timeout-seconds=3"])
+    let child = Command::new(env!("CARGO_BIN_EXE_sigil-audit"))
+        .args(["--settle-seconds=0", "--timeout-seconds=3"])
         // The registry is allowed and down (nothing listens on port 1): an
         // outage, not a refusal.
         .args([

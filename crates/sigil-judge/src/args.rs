@@ -1,0 +1,504 @@
+//! The settings every judging program shares (`JudgeArgs`, flattened into
+//! `sigil-webhook`'s and `sigil-audit`'s flags) and the one [`JudgeArgs::build`]
+//! that turns them into a judge: the registry client, the trust root, the
+//! pull-secret source and, given a snapshot source, the policy snapshot
+//! judge fed from it. Admission and the audit build their judge here, so the
+//! same flags mean the same judgement in both.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use clap::ValueEnum;
+use sha2::{Digest as _, Sha256};
+use sigil_policy::glob::HostPattern;
+use sigil_policy::model::NoMatchPolicy;
+use sigil_registry::egress::{AddressPolicy, parse_net};
+use sigil_registry::{ClientConfig, Credentials, Limits, MemoryBudget, RequestObserver};
+use sigil_verifier::trust::TrustedRoot;
+use tokio::task::JoinHandle;
+
+use crate::cache::CacheConfig;
+use crate::policy_judge::{PolicyJudge, PolicyJudgeError};
+use crate::secrets::{AnyPullSecrets, KubePullSecrets, NoPullSecrets};
+use crate::snapshot_source;
+
+/// What an image no policy selects gets.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum NoMatch {
+    /// Deny it.
+    Deny,
+    /// Allow it with a warning.
+    Warn,
+    /// Allow it.
+    Allow,
+}
+
+/// Where registry credentials of judged objects come from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum PullSecretsArg {
+    /// The pod template's `imagePullSecrets` (or its service account's) and
+    /// the policies' `signaturePullSecrets`, read through the API.
+    Kube,
+    /// None: anonymous (plus `--docker-config`).
+    None,
+}
+
+/// Why a judge could not be built from its settings.
+#[derive(Debug, thiserror::Error)]
+pub enum SetupError {
+    /// A setting is missing or invalid, or the API is out of reach.
+    #[error("invalid configuration: {0}")]
+    Config(String),
+    /// The policy snapshot judge could not be built.
+    #[error(transparent)]
+    PolicyJudge(#[from] PolicyJudgeError),
+}
+
+/// The judge's settings, shared by admission and the audit.
+#[derive(Debug, Clone, clap::Args)]
+pub struct JudgeArgs {
+    /// sigil's own namespace; never acted on.
+    #[arg(long, default_value = "sigil-system")]
+    pub namespace: String,
+    /// Other namespaces never acted on (repeatable).
+    #[arg(long = "exclude-namespace", default_value = "kube-system")]
+    pub exclude_namespaces: Vec<String>,
+    /// The webhook configurations' `timeoutSeconds` (1..=30): the time one
+    /// image's judgement may take.
+    #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..=30))]
+    pub timeout_seconds: u64,
+    /// Verdicts cached at most.
+    #[arg(long, default_value_t = 200_000)]
+    pub verdict_cache_size: u64,
+    /// Seconds a clean allow stays cached.
+    #[arg(long, default_value_t = 600)]
+    pub verdict_ttl_seconds: u64,
+    /// Seconds a denial or warning stays cached.
+    #[arg(long, default_value_t = 10)]
+    pub negative_ttl_seconds: u64,
+    /// Seconds a tag→digest resolution stays cached.
+    #[arg(long, default_value_t = 30)]
+    pub digest_ttl_seconds: u64,
+    /// Registry calls in flight per registry host.
+    #[arg(long, default_value_t = 16)]
+    pub per_host_concurrency: usize,
+    /// MiB of registry responses held at once, from all registries: a
+    /// bound on memory whatever registries serve (reads past it are
+    /// denials, never waits).
+    #[arg(long, default_value_t = 96)]
+    pub registry_memory_mib: u64,
+    /// MiB of registry responses held at once from any one registry host.
+    #[arg(long, default_value_t = 32)]
+    pub registry_memory_per_host_mib: u64,
+    /// What images no policy selects get.
+    #[arg(long, value_enum, default_value = "deny")]
+    pub no_match: NoMatch,
+    /// Trusted root JSON (default: the embedded Sigstore public-good root).
+    /// With a policy snapshot it is only the fallback: a v2 snapshot's
+    /// default trust root or built-in Sigstore root takes precedence.
+    #[arg(long, value_name = "JSON")]
+    pub trusted_root: Option<PathBuf>,
+    /// Talk plain HTTP to this registry host (repeatable; for local registries).
+    #[arg(long, value_name = "HOST")]
+    pub insecure_registry: Vec<String>,
+    /// A registry host sigil may contact besides those the policies' globs
+    /// and `source[].oci` select (repeatable; `*` within a name, e.g.
+    /// `mirror.example:5000` or `*.corp.example`).
+    #[arg(long, value_name = "HOST")]
+    pub allow_registry: Vec<String>,
+    /// Addresses registries may be at although sigil refuses them by
+    /// default (loopback, link-local and cloud metadata, unspecified), as
+    /// CIDRs or single addresses (repeatable; e.g. 127.0.0.0/8 for a
+    /// registry on the host when sigil runs there).
+    #[arg(long, value_name = "CIDR")]
+    pub allow_registry_address: Vec<String>,
+    /// More addresses sigil never contacts for registries, e.g. the
+    /// cluster's Service and Pod ranges (repeatable).
+    #[arg(long, value_name = "CIDR")]
+    pub deny_registry_address: Vec<String>,
+    /// Docker config with node-wide registry credentials.
+    #[arg(long, value_name = "FILE")]
+    pub docker_config: Option<PathBuf>,
+    /// Where judged objects' registry credentials come from: `kube` reads
+    /// their pull secrets (needs get on secrets and serviceaccounts).
+    #[arg(long, value_enum, default_value = "none")]
+    pub pull_secrets: PullSecretsArg,
+    /// With `--pull-secrets kube`: read Secrets and ServiceAccounts only in
+    /// these namespaces (repeatable); objects elsewhere pull anonymously.
+    /// Unset: any namespace (needs cluster-wide `get`).
+    #[arg(long, value_name = "NAMESPACE")]
+    pub pull_secret_namespace: Vec<String>,
+    /// Seconds a set of pull secrets read through the API stays cached.
+    #[arg(long, default_value_t = 30)]
+    pub pull_secret_ttl_seconds: u64,
+    /// Seconds discovered signature material (referrers, bundles, legacy
+    /// signatures) of a digest stays cached; 0 disables the cache.
+    #[arg(long, default_value_t = 30)]
+    pub signature_ttl_seconds: u64,
+    /// PEM CA certificates trusted for registries in addition to the
+    /// built-in web roots (private registries).
+    #[arg(long, value_name = "PEM")]
+    pub registry_ca_file: Option<PathBuf>,
+    /// Enforce the policy snapshot in this file (the controller's
+    /// `snapshot.json`), polled for changes; for local runs and tests.
+    #[arg(long, value_name = "PATH", conflicts_with = "policy_snapshot_secret")]
+    pub policy_snapshot_file: Option<PathBuf>,
+    /// Enforce the policy snapshot the controller publishes in this Secret,
+    /// watched through the API.
+    #[arg(long, value_name = "NAMESPACE/NAME")]
+    pub policy_snapshot_secret: Option<String>,
+    /// How often `--policy-snapshot-file` is checked for changes, in seconds.
+    #[arg(long, default_value_t = 2)]
+    pub snapshot_poll_seconds: u64,
+    /// The CUE module (`cue.wasm`) that evaluates `type: cue` policies,
+    /// read only once a policy uses CUE. Default: $SIGIL_CUE_MODULE, else
+    /// `../lib/sigil/cue.wasm` beside this binary
+    /// (`/usr/local/lib/sigil/cue.wasm` in the image).
+    #[arg(long, value_name = "PATH")]
+    pub cue_module: Option<PathBuf>,
+    /// Threads evaluating CUE policies, each with its own instance of the
+    /// module (about 20 MiB at rest, up to --cue-memory-limit-mib).
+    #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u64).range(1..=16))]
+    pub cue_workers: u64,
+    /// Memory one CUE evaluation may use, in MiB; beyond it the evaluation
+    /// fails (the image is denied) and its instance is replaced.
+    #[arg(long, default_value_t = 256, value_parser = clap::value_parser!(u64).range(32..=4096))]
+    pub cue_memory_limit_mib: u64,
+    /// Time one CUE evaluation may take, in milliseconds; its fuel budget
+    /// (the deterministic bound) follows from it.
+    #[arg(long, default_value_t = 5000, value_parser = clap::value_parser!(u64).range(100..=60000))]
+    pub cue_time_limit_ms: u64,
+}
+
+/// Where the policy snapshot comes from, when one is enforced.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SnapshotFrom {
+    /// A file, polled.
+    File(PathBuf),
+    /// A Secret, watched.
+    Secret {
+        /// Its namespace.
+        namespace: String,
+        /// Its name.
+        name: String,
+    },
+}
+
+/// One API client for everything a judging process reads from the
+/// cluster, created on first use (in-cluster config or KUBECONFIG).
+#[derive(Default)]
+pub struct KubeClient(Option<kube::Client>);
+
+impl KubeClient {
+    /// The client; `why` names the setting that needs it in the error.
+    pub async fn get(&mut self, why: &str) -> Result<kube::Client, SetupError> {
+        if let Some(c) = &self.0 {
+            return Ok(c.clone());
+        }
+        let client = kube::Client::try_default().await.map_err(|e| {
+            SetupError::Config(format!(
+                "cannot reach the Kubernetes API for {why}: {e}; run in a cluster or set KUBECONFIG"
+            ))
+        })?;
+        self.0 = Some(client.clone());
+        Ok(client)
+    }
+}
+
+/// The judge a process enforces, as [`JudgeArgs::build`] made it.
+pub enum Judge {
+    /// The controller's policy snapshot, kept current by `source` (abort it
+    /// when the process stops judging).
+    Snapshot {
+        /// The judge.
+        judge: Arc<PolicyJudge>,
+        /// The task feeding it snapshots.
+        source: JoinHandle<()>,
+    },
+    /// No snapshot source is given: the caller judges by other means (the
+    /// webhook's flag-only static policy) with these.
+    NoSnapshot {
+        /// The registry client settings (boxed: the other variant is small).
+        client_config: Box<ClientConfig>,
+        /// The trust root.
+        root: TrustedRoot,
+        /// An identifier of the trust root's content.
+        root_id: String,
+    },
+}
+
+/// What [`JudgeArgs::build`] gives a judging process.
+pub struct Judging {
+    /// The judge.
+    pub judge: Judge,
+    /// The pull-secret source.
+    pub secrets: AnyPullSecrets,
+    /// The API client, when one was needed so far (or is asked for later).
+    pub kube: KubeClient,
+}
+
+/// Bytes of signature material the material cache keeps: a few KiB per
+/// image for real signatures (thousands of images), and a hard bound
+/// however large the bundles a registry serves.
+pub const MATERIAL_BYTES: u64 = 32 << 20;
+
+fn config(msg: String) -> SetupError {
+    SetupError::Config(msg)
+}
+
+impl JudgeArgs {
+    /// Builds the judge these settings describe: configures CUE, reads the
+    /// trust root and registry settings, makes the pull-secret source and,
+    /// with a snapshot source, starts the policy snapshot judge fed by it.
+    /// Registry requests are reported to `observer`.
+    pub async fn build(&self, observer: Arc<dyn RequestObserver>) -> Result<Judging, SetupError> {
+        // Before any policy compiles; the module itself is read only when a
+        // policy uses CUE.
+        sigil_cue::configure_shared(self.cue_config()).map_err(|e| config(e.to_string()))?;
+        let mut client_config = self.client_config()?;
+        client_config.observer = Some(observer);
+        let mut kube = KubeClient::default();
+        let secrets = match self.pull_secrets {
+            PullSecretsArg::None => AnyPullSecrets::None(NoPullSecrets),
+            PullSecretsArg::Kube => {
+                let mut source = KubePullSecrets::new(
+                    kube.get("--pull-secrets kube").await?,
+                    &self.namespace,
+                    Duration::from_secs(self.pull_secret_ttl_seconds),
+                );
+                if !self.pull_secret_namespace.is_empty() {
+                    source = source.only_in(self.pull_secret_namespace.clone());
+                }
+                AnyPullSecrets::Kube(Box::new(source))
+            }
+        };
+        let (root, root_id) = self.trust_root()?;
+        let Some(from) = self.snapshot_from()? else {
+            return Ok(Judging {
+                judge: Judge::NoSnapshot {
+                    client_config: Box::new(client_config),
+                    root,
+                    root_id,
+                },
+                secrets,
+                kube,
+            });
+        };
+        let mut judge = PolicyJudge::new(client_config, root, &root_id, self.no_match_policy())?
+            .with_allowed_registries(self.allowed_registries()?);
+        if self.signature_ttl_seconds > 0 {
+            judge = judge.with_material_cache(Arc::new(
+                sigil_registry::MaterialCache::with_byte_budget(
+                    Duration::from_secs(self.signature_ttl_seconds),
+                    MATERIAL_BYTES,
+                ),
+            ));
+        }
+        let judge = Arc::new(judge);
+        let source = match from {
+            SnapshotFrom::File(path) => {
+                let poll = Duration::from_secs(self.snapshot_poll_seconds.max(1));
+                tokio::spawn(snapshot_source::file_source(judge.clone(), path, poll).await)
+            }
+            SnapshotFrom::Secret { namespace, name } => {
+                let client = kube.get("--policy-snapshot-secret").await?;
+                let api = kube::Api::namespaced(client, &namespace);
+                tokio::spawn(snapshot_source::secret_source(judge.clone(), api, name))
+            }
+        };
+        Ok(Judging {
+            judge: Judge::Snapshot { judge, source },
+            secrets,
+            kube,
+        })
+    }
+
+    /// The namespaces never acted on: `--exclude-namespace` and sigil's own.
+    pub fn excluded_namespaces(&self) -> Vec<String> {
+        let mut excluded = self.exclude_namespaces.clone();
+        excluded.push(self.namespace.clone());
+        excluded
+    }
+
+    /// The verdict and tag caches' settings.
+    pub fn cache_config(&self) -> CacheConfig {
+        CacheConfig {
+            verdict_capacity: self.verdict_cache_size,
+            digest_capacity: (self.verdict_cache_size / 4).max(1024),
+            positive_ttl: Duration::from_secs(self.verdict_ttl_seconds),
+            negative_ttl: Duration::from_secs(self.negative_ttl_seconds),
+            digest_ttl: Duration::from_secs(self.digest_ttl_seconds),
+            per_host_concurrency: self.per_host_concurrency,
+        }
+    }
+
+    /// The policy snapshot source, or `None` when none is given.
+    pub fn snapshot_from(&self) -> Result<Option<SnapshotFrom>, SetupError> {
+        if let Some(path) = &self.policy_snapshot_file {
+            return Ok(Some(SnapshotFrom::File(path.clone())));
+        }
+        let Some(spec) = &self.policy_snapshot_secret else {
+            return Ok(None);
+        };
+        match spec.split_once('/') {
+            Some((ns, name)) if !ns.is_empty() && !name.is_empty() && !name.contains('/') => {
+                Ok(Some(SnapshotFrom::Secret {
+                    namespace: ns.to_string(),
+                    name: name.to_string(),
+                }))
+            }
+            _ => Err(config(format!(
+                "--policy-snapshot-secret `{spec}`: expected NAMESPACE/NAME, e.g. sigil-system/sigil-policy-snapshot"
+            ))),
+        }
+    }
+
+    /// Where the CUE module is and what one CUE evaluation may use.
+    pub fn cue_config(&self) -> sigil_cue::CueConfig {
+        let mut config = match &self.cue_module {
+            Some(path) => sigil_cue::CueConfig::new(path),
+            None => sigil_cue::CueConfig::from_env(),
+        };
+        config.limits = sigil_cue::Limits {
+            memory_bytes: usize::try_from(self.cue_memory_limit_mib << 20).unwrap_or(usize::MAX),
+            ..sigil_cue::Limits::for_time(Duration::from_millis(self.cue_time_limit_ms))
+        };
+        config.workers = usize::try_from(self.cue_workers).unwrap_or(1);
+        config
+    }
+
+    /// What images no policy selects get, in the policy engine's terms.
+    pub fn no_match_policy(&self) -> NoMatchPolicy {
+        match self.no_match {
+            NoMatch::Deny => NoMatchPolicy::Deny,
+            NoMatch::Warn => NoMatchPolicy::Warn,
+            NoMatch::Allow => NoMatchPolicy::Allow,
+        }
+    }
+
+    /// `--allow-registry`, compiled.
+    pub fn allowed_registries(&self) -> Result<Vec<HostPattern>, SetupError> {
+        self.allow_registry
+            .iter()
+            .map(|h| {
+                HostPattern::allow(h).map_err(|_| {
+                    config(format!(
+                        "--allow-registry `{h}` is not a registry host (letters, digits, `-_.:[]`, `*` within a name), e.g. mirror.example:5000 or *.corp.example"
+                    ))
+                })
+            })
+            .collect()
+    }
+
+    /// The addresses registries may be at: everything but loopback,
+    /// link-local, metadata, unspecified and multicast, adjusted by
+    /// `--allow-registry-address` and `--deny-registry-address`.
+    pub fn address_policy(&self) -> Result<AddressPolicy, SetupError> {
+        let mut policy = AddressPolicy::without_loopback();
+        for (flag, values, allow) in [
+            (
+                "--allow-registry-address",
+                &self.allow_registry_address,
+                true,
+            ),
+            (
+                "--deny-registry-address",
+                &self.deny_registry_address,
+                false,
+            ),
+        ] {
+            for v in values {
+                let net = parse_net(v).map_err(|e| config(format!("{flag}: {e}")))?;
+                policy = if allow {
+                    policy.allow(net)
+                } else {
+                    policy.deny(net)
+                };
+            }
+        }
+        Ok(policy)
+    }
+
+    /// The trust root and an identifier of its content.
+    pub fn trust_root(&self) -> Result<(TrustedRoot, String), SetupError> {
+        match &self.trusted_root {
+            Some(path) => {
+                let json = std::fs::read_to_string(path).map_err(|e| {
+                    config(format!(
+                        "cannot read --trusted-root {}: {e}",
+                        path.display()
+                    ))
+                })?;
+                let root = TrustedRoot::from_json(&json).map_err(|e| {
+                    config(format!("--trusted-root {} is invalid: {e}", path.display()))
+                })?;
+                Ok((root, hex::encode(Sha256::digest(json.as_bytes()))))
+            }
+            None => {
+                let root = TrustedRoot::public_good()
+                    .map_err(|e| config(format!("embedded trust root: {e}")))?;
+                Ok((
+                    root,
+                    concat!("public-good@sigil-", env!("CARGO_PKG_VERSION")).to_string(),
+                ))
+            }
+        }
+    }
+
+    /// The registry client settings (node-wide credentials, insecure hosts,
+    /// limits within the judgement's deadline).
+    pub fn client_config(&self) -> Result<ClientConfig, SetupError> {
+        let credentials = match &self.docker_config {
+            Some(path) => {
+                let bytes = std::fs::read(path).map_err(|e| {
+                    config(format!(
+                        "cannot read --docker-config {}: {e}",
+                        path.display()
+                    ))
+                })?;
+                Credentials::from_docker_config_json(&bytes)
+                    .map_err(|e| config(format!("--docker-config {}: {e}", path.display())))?
+            }
+            None => Credentials::anonymous(),
+        };
+        let extra_roots_pem = match &self.registry_ca_file {
+            Some(path) => {
+                let pem = std::fs::read(path).map_err(|e| {
+                    config(format!(
+                        "cannot read --registry-ca-file {}: {e}",
+                        path.display()
+                    ))
+                })?;
+                if !String::from_utf8_lossy(&pem).contains("-----BEGIN CERTIFICATE-----") {
+                    return Err(config(format!(
+                        "--registry-ca-file {} holds no PEM certificate",
+                        path.display()
+                    )));
+                }
+                pem
+            }
+            None => Vec::new(),
+        };
+        let budget = Duration::from_secs(self.timeout_seconds);
+        Ok(ClientConfig {
+            credentials,
+            allow_insecure_all: false,
+            insecure_hosts: self.insecure_registry.clone(),
+            limits: Limits {
+                request_timeout: budget,
+                total_deadline: budget,
+                ..Limits::default()
+            },
+            extra_roots_pem,
+            observer: None,
+            addresses: self.address_policy()?,
+            scope: None,
+            lookup: None,
+            budget: Some(Arc::new(MemoryBudget::new(
+                self.registry_memory_mib.saturating_mul(1 << 20),
+                self.registry_memory_per_host_mib.saturating_mul(1 << 20),
+            ))),
+        })
+    }
+}
