@@ -109,6 +109,22 @@ fn doctor(namespace: &str) -> Doctor {
     }
 }
 
+/// Prints doctor's text report, as a user sees it, into the test's output.
+fn show_text(namespace: &str, scenario: &str) {
+    let mut cmd = Command::new(sigil_bin());
+    cmd.args(["doctor", "--timeout", "4", "--sigil-namespace", namespace]);
+    if let Some(m) = webhook_metrics() {
+        cmd.args(["--webhook-metrics", &m]);
+    }
+    if let Ok(out) = cmd.output() {
+        eprintln!(
+            "---- sigil doctor, {scenario} (exit {:?}) ----\n{}",
+            out.status.code(),
+            String::from_utf8_lossy(&out.stdout)
+        );
+    }
+}
+
 /// The scenario's start: serialized, the namespace opted in, no policies
 /// left by others, and the webhook answering.
 async fn start() -> (tokio::sync::MutexGuard<'static, ()>, Cluster, Fixtures) {
@@ -157,6 +173,7 @@ async fn doctor_finds_a_healthy_installation_healthy() {
         d.code == Some(0) && d.text("policies").contains("e2e-doctor-ok")
     })
     .await;
+    show_text(&cluster.sigil_namespace, "healthy");
     assert_eq!(d.code, Some(0), "{}", d.describe());
     assert_eq!(d.report["healthy"], true);
     // The suite's serving certificate lives two days: doctor may warn that
@@ -217,6 +234,7 @@ async fn doctor_names_a_policy_the_controller_rejects_and_why() {
     .unwrap();
     assert_eq!(ready.0, "False", "{ready:?}");
     let d = doctor(&cluster.sigil_namespace);
+    show_text(&cluster.sigil_namespace, "a policy not Ready");
     cluster.clear_policies().await.unwrap();
     assert_eq!(d.code, Some(1), "{}", d.describe());
     assert_eq!(d.status("policies"), "fail", "{}", d.describe());
@@ -304,6 +322,7 @@ async fn doctor_diagnoses_a_ca_bundle_of_another_ca() {
     let other = json!(base64::engine::general_purpose::STANDARD.encode(other));
     set_client_config(&cluster, "caBundle", &[other.clone(), other]).await;
     let d = doctor(&cluster.sigil_namespace);
+    show_text(&cluster.sigil_namespace, "a caBundle of another CA");
     set_client_config(&cluster, "caBundle", &originals).await;
     webhook_answers(&cluster, &fx).await;
 
@@ -343,6 +362,10 @@ async fn doctor_diagnoses_a_webhook_that_does_not_answer() {
         .collect();
     set_client_config(&cluster, "url", &down).await;
     let d = doctor(&cluster.sigil_namespace);
+    show_text(
+        &cluster.sigil_namespace,
+        "nothing answers at the webhook's URL",
+    );
     set_client_config(&cluster, "url", &originals).await;
     webhook_answers(&cluster, &fx).await;
 
@@ -394,6 +417,10 @@ async fn doctor_diagnoses_a_snapshot_the_controller_stopped_publishing() {
         .await;
     let d = doctor(&cluster.sigil_namespace);
     assert!(signal_controller("CONT"), "the controller resumes");
+    eprintln!(
+        "---- sigil doctor, a stale snapshot: policy-snapshot ----\n{}",
+        d.text("policy-snapshot")
+    );
     applied.unwrap();
     let published = doctor_until(&cluster.sigil_namespace, "the policy published", |d| {
         d.status("policy-snapshot") == "ok"

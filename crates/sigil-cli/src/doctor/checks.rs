@@ -88,6 +88,19 @@ pub(crate) enum Target {
     },
 }
 
+impl Target {
+    /// The server called, whatever the path: the two webhooks share one
+    /// server under `/validate` and `/mutate`.
+    fn server(&self) -> String {
+        match self {
+            Self::Url(u) => url::Url::parse(u)
+                .map(|p| p.origin().ascii_serialization())
+                .unwrap_or_else(|_| u.clone()),
+            Self::Service { .. } => self.to_string(),
+        }
+    }
+}
+
 impl std::fmt::Display for Target {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
@@ -173,7 +186,7 @@ pub(crate) fn configurations(validating: Option<&Hook>, mutating: Option<&Hook>)
     match mutating {
         Some(m) => {
             details.push(describe(m));
-            if m.target != v.target {
+            if m.target.server() != v.target.server() {
                 problems.push(format!(
                     "the two webhooks call different servers ({} and {})",
                     v.target, m.target

@@ -158,6 +158,19 @@ fn webhooks_with_different_ca_bundles_or_none_fail() {
             .contains("Service sigil-system/sigil-webhook port 443"),
         "{f:?}"
     );
+    // By URL: one server, two paths; another port is another server.
+    let mut v_url = v.clone();
+    v_url.target = Target::Url("https://127.0.0.1:8443/validate".into());
+    let mut m_url = v.clone();
+    m_url.kind = "MutatingWebhookConfiguration";
+    m_url.target = Target::Url("https://127.0.0.1:8443/mutate".into());
+    assert_eq!(
+        configurations(Some(&v_url), Some(&m_url)).status,
+        Status::Ok
+    );
+    m_url.target = Target::Url("https://127.0.0.1:9443/mutate".into());
+    let f = configurations(Some(&v_url), Some(&m_url));
+    assert!(f.summary.contains("call different servers"), "{f:?}");
 }
 
 fn cert(verified: Result<(), String>, expires_in_days: i64) -> ServingCert {
