@@ -20,6 +20,7 @@ The expected values come from the chart's values.yaml overlaid with the
 case's file, so a case that changes a value is checked against that value.
 """
 
+import base64
 import copy
 import json
 import os
@@ -361,6 +362,7 @@ def check_pull_secrets(docs, w, args, ns, errors):
 def check_controller(docs, values, ns, errors):
     external = values["certManager"]["enabled"] or bool(values["webhook"]["url"])
     check_default_trust_root(docs, values["trustRoot"], errors)
+    check_github_trust_root(docs, values["trustRoot"], errors)
     if values["controller"]["deploy"]:
         check_controller_deployment(docs, external, errors)
         check_trust_root_flags(docs, values["trustRoot"], errors)
@@ -407,7 +409,8 @@ def check_trust_root_flags(docs, trust, errors):
 
 
 def check_default_trust_root(docs, trust, errors):
-    roots = find(docs, "TrustRoot")
+    roots = [r for r in find(docs, "TrustRoot")
+             if not (trust["github"]["enabled"] and r["metadata"]["name"] == "github")]
     name = trust["default"]["name"]
     if not name:
         if roots:
@@ -420,6 +423,63 @@ def check_default_trust_root(docs, trust, errors):
         errors.append(f"TrustRoot {name} is not annotated policy.sigil.dev/default-trust-root: \"true\"")
     if roots[0].get("spec") != trust["default"]["spec"]:
         errors.append(f"TrustRoot {name} spec differs from trustRoot.default.spec")
+
+
+CHART_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "charts", "sigil")
+GITHUB_ROOT = os.path.join(CHART_DIR, "files", "github-tuf-root.json")
+
+
+def github_chart_root():
+    """GitHub's TUF root as GitHub's own trust-policies chart embeds it
+    (test data beside the checkout, read at run time), or None without it."""
+    shared = os.environ.get("SIGIL_SHARED_DIR") or os.path.join(CHART_DIR, "..", "..", "..", "shared")
+    path = os.path.join(shared, "github-trust-policies", "charts", "trust-policies",
+                        "templates", "trustroot-github.yaml")
+    try:
+        text = open(path, encoding="utf-8").read()
+    except OSError:
+        return None
+    m = re.search(r"root: \|-\n\s+(\S+)", text)
+    return base64.b64decode(m.group(1)) if m else b""
+
+
+def check_github_trust_root(docs, trust, errors):
+    gh = trust["github"]
+    roots = [r for r in find(docs, "TrustRoot") if r["metadata"]["name"] == "github"]
+    if not gh["enabled"]:
+        if roots:
+            errors.append("TrustRoot github rendered with trustRoot.github.enabled false")
+        return
+    if len(roots) != 1:
+        errors.append(f"trustRoot.github.enabled but {len(roots)} TrustRoot github rendered")
+        return
+    root = roots[0]
+    if root["metadata"].get("annotations", {}).get("policy.sigil.dev/default-trust-root"):
+        errors.append("TrustRoot github must not be the cluster's default trust root")
+    remote = root.get("spec", {}).get("remote", {})
+    if remote.get("mirror") != gh["mirror"]:
+        errors.append(f"TrustRoot github mirror is {remote.get('mirror')}, want {gh['mirror']}")
+    try:
+        embedded = base64.b64decode(remote.get("root", ""), validate=True)
+    except ValueError:
+        embedded = b""
+    with open(GITHUB_ROOT, "rb") as f:
+        built_in = f.read()
+    if embedded != built_in:
+        errors.append("TrustRoot github's root is not charts/sigil/files/github-tuf-root.json")
+    upstream = github_chart_root()
+    if upstream is not None and upstream != built_in:
+        errors.append("charts/sigil/files/github-tuf-root.json differs from the root GitHub's "
+                      "trust-policies chart embeds (../shared/github-trust-policies)")
+    try:
+        signed = json.loads(embedded)["signed"]
+        if signed.get("_type") != "root":
+            errors.append("TrustRoot github's root is not a TUF root.json")
+    except (ValueError, KeyError, TypeError):
+        errors.append("TrustRoot github's root is not a TUF root.json")
+    want = f"{gh['trustDomain']}.trusted_root.json" if gh["trustDomain"] else None
+    if remote.get("trustedRootTarget") != want:
+        errors.append(f"TrustRoot github trustedRootTarget is {remote.get('trustedRootTarget')}, want {want}")
 
 
 def check_controller_deployment(docs, external, errors):
@@ -801,7 +861,18 @@ def breakages():
         c = container(docs, "sigil-webhook")
         c["env"] = [e for e in c["env"] if e["name"] != "RUST_LOG"]
 
-    return [webhook_limit_too_low, drop_webhook_env, drop_ro_root, allow_escalation, include_kube_system, timeout_mismatch,
+    def stray_github_trust_root(docs):
+        docs.append({"apiVersion": "policy.sigil.dev/v1alpha1", "kind": "TrustRoot",
+                     "metadata": {"name": "github"},
+                     "spec": {"remote": {"mirror": "https://tuf-repo.github.com/", "root": ""}}})
+
+    def github_root_tampered(docs):
+        root = [r for r in find(docs, "TrustRoot") if r["metadata"]["name"] == "github"][0]
+        doc = json.loads(base64.b64decode(root["spec"]["remote"]["root"]))
+        doc["signed"]["version"] += 1
+        root["spec"]["remote"]["root"] = base64.b64encode(json.dumps(doc).encode()).decode()
+
+    return [github_root_tampered, stray_github_trust_root, webhook_limit_too_low, drop_webhook_env, drop_ro_root, allow_escalation, include_kube_system, timeout_mismatch,
             ignore_failures, forget_cronjobs, wider_webhook_role, no_probe,
             wrong_namespace, unknown_flag, path_swap, allow_loopback_registries,
             allow_unpinned_by_default, list_pull_secrets, forget_ephemeral_containers,
@@ -949,6 +1020,10 @@ def main(argv):
         if breakage.__name__.startswith("audit_") and \
                 audited == (breakage.__name__ == "audit_without_value"):
             continue  # each applies to a rendering with the audit, or without
+        github = any(r["metadata"]["name"] == "github" for r in find(docs, "TrustRoot"))
+        if breakage.__name__.startswith("github_") != github or \
+                (github and breakage.__name__ == "stray_github_trust_root"):
+            continue  # each applies to a rendering with the GitHub TrustRoot, or without
         broken = copy.deepcopy(docs)
         breakage(broken)
         errors, _ = check(broken, values, ns, help_dir)

@@ -1,5 +1,6 @@
-//! `sigil`: verify Sigstore bundles (and, later, images and policies) from the
-//! command line with exactly the verifier the admission webhook uses.
+//! `sigil`: the command line for people. Verifies bundles and images, lints,
+//! converts and tests policies, audits and diagnoses a cluster, with exactly
+//! the verifier and judge the admission webhook uses.
 
 mod audit_cmd;
 mod claims;

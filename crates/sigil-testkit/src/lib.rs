@@ -20,7 +20,7 @@
 //! # Ok::<(), sigil_testkit::TestkitError>(())
 //! ```
 //!
-//! Independent check: `scripts/check-with-sigstore-python.sh` mints every
+//! Independent check: `crates/sigil-testkit/scripts/check-with-sigstore-python.sh` mints every
 //! scenario of `examples/mint.rs` and verifies it with sigstore-python
 //! (offline, the kit's own trust config), openssl and Python `cryptography`.
 //!

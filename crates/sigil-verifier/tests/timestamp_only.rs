@@ -97,6 +97,12 @@ fn verify(
     )
 }
 
+/// Why the bundle `kit` mints for `spec` is refused under `policy` and the
+/// kit's timestamp-only root.
+fn refusal(kit: &Testkit, spec: &BundleSpec, policy: &VerificationPolicy) -> VerifyError {
+    verify(&provenance(kit, spec), policy, &timestamp_only_root(kit)).unwrap_err()
+}
+
 #[test]
 fn a_private_repository_attestation_verifies_with_its_timestamp_as_the_only_time_source() {
     let kit = Testkit::github_private(22);
@@ -185,12 +191,7 @@ fn without_a_timestamp_nothing_vouches_for_the_signing_time() {
         timestamp: TimestampSpec::None,
         ..BundleSpec::github_private(workflow("acme/app"))
     };
-    let err = verify(
-        &provenance(&kit, &spec),
-        &github_policy("acme/app", vec![]),
-        &timestamp_only_root(&kit),
-    )
-    .unwrap_err();
+    let err = refusal(&kit, &spec, &github_policy("acme/app", vec![]));
     assert_eq!(err.reason(), "no-timestamp");
     assert!(
         err.to_string().contains("lists no transparency log"),
@@ -205,12 +206,7 @@ fn a_log_entry_from_a_log_the_trust_root_does_not_list_is_refused_not_skipped() 
         tlog: TlogSpec::RekorV1(V1Kind::Auto),
         ..BundleSpec::github_private(workflow("acme/app"))
     };
-    let err = verify(
-        &provenance(&kit, &spec),
-        &github_policy("acme/app", vec![]),
-        &timestamp_only_root(&kit),
-    )
-    .unwrap_err();
+    let err = refusal(&kit, &spec, &github_policy("acme/app", vec![]));
     assert_eq!(err.reason(), "tlog", "{err}");
 }
 
@@ -229,12 +225,7 @@ fn an_sct_is_still_required_unless_the_policy_waives_it() {
         sct: SctSpec::Trusted,
         ..BundleSpec::github_private(workflow("acme/app"))
     };
-    let err = verify(
-        &provenance(&kit, &spec),
-        &policy,
-        &timestamp_only_root(&kit),
-    )
-    .unwrap_err();
+    let err = refusal(&kit, &spec, &policy);
     assert_eq!(err.reason(), "sct", "{err}");
 }
 
@@ -284,12 +275,7 @@ fn a_certificate_without_a_required_claim_does_not_match() {
         require_tlog: false,
         key_hash: None,
     };
-    let err = verify(
-        &provenance(&kit, &spec),
-        &policy,
-        &timestamp_only_root(&kit),
-    )
-    .unwrap_err();
+    let err = refusal(&kit, &spec, &policy);
     let text = err.to_string();
     assert!(
         text.contains("has no claim runnerEnvironment (1.3.6.1.4.1.57264.1.11)"),
