@@ -318,6 +318,29 @@ fn selector(s: Option<&LabelSelector>) -> Selector {
     }
 }
 
+/// One webhook of either configuration kind, from the fields the two k8s
+/// types share, with the API server's defaults (failurePolicy Fail, 10 s).
+fn hook(
+    kind: &'static str,
+    config: String,
+    name: String,
+    client_config: WebhookClientConfig,
+    failure_policy: Option<String>,
+    timeout_seconds: Option<i32>,
+    namespace_selector: Option<&LabelSelector>,
+) -> Hook {
+    Hook {
+        kind,
+        config,
+        name,
+        target: target(&client_config),
+        ca_bundle: client_config.ca_bundle.map(|b| b.0).unwrap_or_default(),
+        failure_policy: failure_policy.unwrap_or_else(|| "Fail".into()),
+        timeout_seconds: timeout_seconds.unwrap_or(10),
+        namespace_selector: selector(namespace_selector),
+    }
+}
+
 /// sigil's validating and mutating webhooks, found by their names.
 async fn hooks(client: &kube::Client) -> Result<(Option<Hook>, Option<Hook>)> {
     let v: Api<ValidatingWebhookConfiguration> = Api::all(client.clone());
@@ -333,15 +356,16 @@ async fn hooks(client: &kube::Client) -> Result<(Option<Hook>, Option<Hook>)> {
                 .into_iter()
                 .flatten()
                 .find(|w| w.name == VALIDATE)
-                .map(|w| Hook {
-                    kind: "ValidatingWebhookConfiguration",
-                    config,
-                    name: w.name,
-                    target: target(&w.client_config),
-                    ca_bundle: w.client_config.ca_bundle.map(|b| b.0).unwrap_or_default(),
-                    failure_policy: w.failure_policy.unwrap_or_else(|| "Fail".into()),
-                    timeout_seconds: w.timeout_seconds.unwrap_or(10),
-                    namespace_selector: selector(w.namespace_selector.as_ref()),
+                .map(|w| {
+                    hook(
+                        "ValidatingWebhookConfiguration",
+                        config,
+                        w.name,
+                        w.client_config,
+                        w.failure_policy,
+                        w.timeout_seconds,
+                        w.namespace_selector.as_ref(),
+                    )
                 })
         });
     let m: Api<MutatingWebhookConfiguration> = Api::all(client.clone());
@@ -357,15 +381,16 @@ async fn hooks(client: &kube::Client) -> Result<(Option<Hook>, Option<Hook>)> {
                 .into_iter()
                 .flatten()
                 .find(|w| w.name == MUTATE)
-                .map(|w| Hook {
-                    kind: "MutatingWebhookConfiguration",
-                    config,
-                    name: w.name,
-                    target: target(&w.client_config),
-                    ca_bundle: w.client_config.ca_bundle.map(|b| b.0).unwrap_or_default(),
-                    failure_policy: w.failure_policy.unwrap_or_else(|| "Fail".into()),
-                    timeout_seconds: w.timeout_seconds.unwrap_or(10),
-                    namespace_selector: selector(w.namespace_selector.as_ref()),
+                .map(|w| {
+                    hook(
+                        "MutatingWebhookConfiguration",
+                        config,
+                        w.name,
+                        w.client_config,
+                        w.failure_policy,
+                        w.timeout_seconds,
+                        w.namespace_selector.as_ref(),
+                    )
                 })
         });
     Ok((validating, mutating))
