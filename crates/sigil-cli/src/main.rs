@@ -20,9 +20,7 @@ use sigil_verifier::bundle::Bundle;
 use sigil_verifier::crypto::PublicKey;
 use sigil_verifier::identity::{IdentityMatcher, IdentityPolicy};
 use sigil_verifier::trust::TrustedRoot;
-use sigil_verifier::verify::{
-    Artifact, SignedContent, SignerPolicy, VerificationPolicy, verify_bundle,
-};
+use sigil_verifier::verify::{Artifact, SignedContent, VerificationPolicy, verify_bundle};
 
 /// Verify Sigstore signatures the way the sigil admission controller does.
 #[derive(Parser)]
@@ -236,19 +234,15 @@ fn verify_bundle_cmd(args: &VerifyBundleArgs) -> Result<()> {
                 .with_context(|| format!("invalid public key {}", key.display()))?;
             VerificationPolicy::key(key)
         }
-        (None, Some(id), Some(issuer)) => VerificationPolicy {
-            signer: SignerPolicy::Keyless {
-                identities: vec![IdentityPolicy {
-                    subject: IdentityMatcher::Exact(id.clone()),
-                    issuer: IdentityMatcher::Exact(issuer.clone()),
-                    claims: args.claims.policies()?,
-                }],
-                require_sct: !args.insecure_ignore_sct,
+        (None, Some(id), Some(issuer)) => VerificationPolicy::keyless_under(
+            &root,
+            IdentityPolicy {
+                subject: IdentityMatcher::Exact(id.clone()),
+                issuer: IdentityMatcher::Exact(issuer.clone()),
+                claims: args.claims.policies()?,
             },
-            // A trust root without logs: timestamps are the time source.
-            require_tlog: !root.tlogs.is_empty(),
-            key_hash: None,
-        },
+            !args.insecure_ignore_sct,
+        ),
         _ => {
             bail!("give either --key PEM, or --certificate-identity with --certificate-oidc-issuer")
         }

@@ -145,16 +145,7 @@ fn policy(args: &VerifyImageArgs, root: &TrustedRoot) -> Result<ImagePolicy> {
                 )?,
                 claims: args.claims.policies()?,
             };
-            VerificationPolicy {
-                signer: SignerPolicy::Keyless {
-                    identities: vec![identity],
-                    require_sct: !args.insecure_ignore_sct,
-                },
-                // A trust root without logs (a private instance such as
-                // GitHub's): RFC 3161 timestamps are the time source.
-                require_tlog: !root.tlogs.is_empty(),
-                key_hash: None,
-            }
+            VerificationPolicy::keyless_under(root, identity, !args.insecure_ignore_sct)
         }
         _ => bail!(
             "give either --key PEM, or --certificate-identity[-regexp] with --certificate-oidc-issuer[-regexp]"

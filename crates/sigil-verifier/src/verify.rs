@@ -92,6 +92,20 @@ impl VerificationPolicy {
         }
     }
 
+    /// Keyless, one identity, with a log entry required exactly when `root`
+    /// lists a transparency log: against a root without one (a private
+    /// instance such as GitHub's), RFC 3161 timestamps are the time source.
+    pub fn keyless_under(root: &TrustedRoot, identity: IdentityPolicy, require_sct: bool) -> Self {
+        Self {
+            signer: SignerPolicy::Keyless {
+                identities: vec![identity],
+                require_sct,
+            },
+            require_tlog: !root.tlogs.is_empty(),
+            key_hash: None,
+        }
+    }
+
     /// Managed key, transparency log required.
     pub fn key(key: PublicKey) -> Self {
         Self {
