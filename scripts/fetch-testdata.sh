@@ -3,6 +3,8 @@
 # without copying it into the repository:
 #   sigstore-conformance/bundle-verify   the sigstore-conformance bundle cases
 #   policy-controller-testdata           policy-controller's example policies
+#   github-trust-policies/charts/trust-policies
+#                                        GitHub's chart for its attestations
 # A data set already present in $SIGIL_SHARED_DIR or in a `shared/` directory
 # beside the checkout (or above it) is used as it is. Otherwise it is fetched
 # from its upstream repository at the pinned commit into
@@ -24,6 +26,7 @@ FETCH_TIMEOUT=${SIGIL_TESTDATA_TIMEOUT:-300}
 DATASETS=(
     "sigstore-conformance/bundle-verify|sigstore/sigstore-conformance|a73de4970176d258e0154c530b89d20b89444e4d|test/assets/bundle-verify"
     "policy-controller-testdata|sigstore/policy-controller|f925c0c1a412910787a7f045581fa9d5ed09a20a|test/testdata/policy-controller"
+    "github-trust-policies/charts/trust-policies|github/artifact-attestations-helm-charts|d437a7baac41a048fd3da4f841ca2cb0020748cb|charts/trust-policies"
 )
 
 log() { printf 'fetch-testdata: %s\n' "$*" >&2; }

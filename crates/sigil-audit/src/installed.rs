@@ -13,7 +13,9 @@ use sigil_judge::args::JudgeArgs;
 use sigil_policy::model::NoMatchPolicy;
 
 use crate::program::Args;
-use crate::scope::{EXCLUDE_LABEL, INCLUDE_LABEL, Scope, Selection};
+use crate::scope::{
+    EXCLUDE_LABEL, INCLUDE_LABEL, POLICY_CONTROLLER_INCLUDE_LABEL, Scope, Selection,
+};
 
 /// What an installed sigil judges by besides its policies.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -48,7 +50,14 @@ struct WebhookJudge {
 /// namespace selection its webhook configuration has (the webhook itself
 /// has no flag for it: the API server selects). Admission-only flags are
 /// passed over; the judge's are parsed as the webhook parses them.
-pub fn from_webhook_args(args: &[String], selection: Selection) -> Result<Installed, clap::Error> {
+/// `policy_controller_namespaces`: whether an entry of that configuration
+/// also selects namespaces by policy-controller's label
+/// ([`selects_policy_controller_namespaces`]).
+pub fn from_webhook_args(
+    args: &[String],
+    selection: Selection,
+    policy_controller_namespaces: bool,
+) -> Result<Installed, clap::Error> {
     let command = WebhookJudge::command();
     let mut takes_value = BTreeMap::new();
     for arg in command.get_arguments() {
@@ -93,8 +102,26 @@ pub fn from_webhook_args(args: &[String], selection: Selection) -> Result<Instal
             selection,
             excluded: parsed.judge.excluded_namespaces(),
             unenforced: false,
+            policy_controller_namespaces,
         },
     })
+}
+
+/// Whether `selector` is the chart's entry for namespaces opted in with
+/// policy-controller's label (`policy.sigstore.dev/include In [true]`).
+pub fn selects_policy_controller_namespaces(
+    selector: &k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector,
+) -> bool {
+    selector
+        .match_expressions
+        .as_deref()
+        .unwrap_or_default()
+        .iter()
+        .any(|e| {
+            e.key == POLICY_CONTROLLER_INCLUDE_LABEL
+                && e.operator == "In"
+                && e.values.as_deref() == Some(&["true".to_owned()][..])
+        })
 }
 
 /// The selection a webhook configuration's `namespaceSelector` makes, as
@@ -152,6 +179,7 @@ mod tests {
                 selection: Selection::OptOut,
                 excluded: vec!["kube-system".into(), "infra".into(), "sigil".into()],
                 unenforced: true,
+                policy_controller_namespaces: false,
             }
         );
     }
@@ -172,6 +200,7 @@ mod tests {
                 "--no-match=allow",
             ]),
             Selection::OptIn,
+            true,
         )
         .unwrap();
         assert_eq!(installed.no_match, NoMatchPolicy::Allow);
@@ -181,13 +210,15 @@ mod tests {
                 selection: Selection::OptIn,
                 excluded: vec!["infra".into(), "sigil".into()],
                 unenforced: false,
+                policy_controller_namespaces: true,
             }
         );
     }
 
     #[test]
     fn a_judge_flag_with_a_value_the_webhook_would_refuse_is_an_error_naming_it() {
-        let err = from_webhook_args(&strings(&["--no-match=maybe"]), Selection::OptIn).unwrap_err();
+        let err = from_webhook_args(&strings(&["--no-match=maybe"]), Selection::OptIn, false)
+            .unwrap_err();
         assert!(err.to_string().contains("--no-match"), "{err}");
     }
 

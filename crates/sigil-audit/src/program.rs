@@ -357,6 +357,7 @@ mod tests {
                 selection: Selection::OptOut,
                 excluded: vec!["kube-system".into(), "infra".into(), "sigil".into()],
                 unenforced: true,
+                policy_controller_namespaces: false,
             }
         );
         let s = args.runtime_settings();

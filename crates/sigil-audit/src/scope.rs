@@ -10,6 +10,9 @@ use std::collections::BTreeMap;
 pub const INCLUDE_LABEL: &str = "policy.sigil.dev/include";
 /// The label a namespace opts out with (opt-out selection).
 pub const EXCLUDE_LABEL: &str = "policy.sigil.dev/exclude";
+/// policy-controller's opt-in label, honoured when sigil serves
+/// policy-controller's objects (opt-in selection only).
+pub const POLICY_CONTROLLER_INCLUDE_LABEL: &str = "policy.sigstore.dev/include";
 
 /// How admission selects namespaces.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -36,6 +39,12 @@ pub struct ScopeArgs {
     /// sigil's own namespace and --exclude-namespace are never audited.
     #[arg(long, aliases = ["audit-unenforced-namespaces", "all-namespaces"])]
     pub unenforced_namespaces: bool,
+    /// With opt-in selection, namespaces labelled
+    /// policy.sigstore.dev/include=true are guarded too, as admission guards
+    /// them when sigil serves policy-controller's objects (the chart's
+    /// policyController.serve).
+    #[arg(long)]
+    pub policy_controller_namespaces: bool,
 }
 
 impl ScopeArgs {
@@ -45,6 +54,7 @@ impl ScopeArgs {
             selection: self.namespace_selection,
             excluded,
             unenforced: self.unenforced_namespaces,
+            policy_controller_namespaces: self.policy_controller_namespaces,
         }
     }
 }
@@ -59,6 +69,8 @@ pub struct Scope {
     pub excluded: Vec<String>,
     /// Also audit namespaces admission does not guard yet.
     pub unenforced: bool,
+    /// Opt-in also by policy-controller's label.
+    pub policy_controller_namespaces: bool,
 }
 
 impl Default for Scope {
@@ -67,6 +79,7 @@ impl Default for Scope {
             selection: Selection::OptIn,
             excluded: vec!["kube-system".into()],
             unenforced: false,
+            policy_controller_namespaces: false,
         }
     }
 }
@@ -88,7 +101,11 @@ impl Scope {
             return false;
         }
         match self.selection {
-            Selection::OptIn => labels.get(INCLUDE_LABEL).is_some_and(|v| v == "true"),
+            Selection::OptIn => {
+                let opted = |label: &str| labels.get(label).is_some_and(|v| v == "true");
+                opted(INCLUDE_LABEL)
+                    || (self.policy_controller_namespaces && opted(POLICY_CONTROLLER_INCLUDE_LABEL))
+            }
             Selection::OptOut => labels.get(EXCLUDE_LABEL).is_none_or(|v| v != "true"),
         }
     }
@@ -122,6 +139,43 @@ mod tests {
     }
 
     #[test]
+    fn policy_controllers_label_opts_a_namespace_in_only_when_its_objects_are_served() {
+        let sigstore = labels(&[(POLICY_CONTROLLER_INCLUDE_LABEL, "true")]);
+        assert_eq!(Scope::default().coverage("shop", &sigstore), None);
+        let serving = Scope {
+            policy_controller_namespaces: true,
+            ..Scope::default()
+        };
+        assert_eq!(
+            serving.coverage("shop", &sigstore),
+            Some(Coverage::Enforced)
+        );
+        assert_eq!(
+            serving.coverage(
+                "shop",
+                &labels(&[(POLICY_CONTROLLER_INCLUDE_LABEL, "false")])
+            ),
+            None
+        );
+        let opt_out = Scope {
+            selection: Selection::OptOut,
+            policy_controller_namespaces: true,
+            ..Scope::default()
+        };
+        assert_eq!(
+            opt_out.coverage(
+                "shop",
+                &labels(&[
+                    (EXCLUDE_LABEL, "true"),
+                    (POLICY_CONTROLLER_INCLUDE_LABEL, "true")
+                ])
+            ),
+            None,
+            "opt-out excludes by sigil's label whatever the other says"
+        );
+    }
+
+    #[test]
     fn opt_in_audits_the_namespaces_admission_guards_and_no_others_by_default() {
         let scope = Scope::default();
         assert_eq!(
@@ -146,6 +200,7 @@ mod tests {
             selection: Selection::OptOut,
             excluded: vec!["kube-system".into(), "sigil-system".into()],
             unenforced: false,
+            policy_controller_namespaces: false,
         };
         assert_eq!(
             scope.coverage("shop", &labels(&[])),

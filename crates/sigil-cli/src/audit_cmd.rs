@@ -255,9 +255,18 @@ async fn installed_settings(client: &kube::Client, namespace: &str) -> Result<In
              renders; give --namespace-selection and the other settings as flags"
         )
     })?;
-    installed::from_webhook_args(&args_of(&webhook), selection).with_context(|| {
-        format!("the arguments of Deployment {namespace}/{WEBHOOK} do not parse as sigil-webhook's")
-    })
+    let policy_controller_namespaces = config
+        .webhooks
+        .iter()
+        .flatten()
+        .filter_map(|w| w.namespace_selector.as_ref())
+        .any(installed::selects_policy_controller_namespaces);
+    installed::from_webhook_args(&args_of(&webhook), selection, policy_controller_namespaces)
+        .with_context(|| {
+            format!(
+                "the arguments of Deployment {namespace}/{WEBHOOK} do not parse as sigil-webhook's"
+            )
+        })
 }
 
 pub(crate) async fn kube_client(context: Option<&str>) -> Result<kube::Client> {

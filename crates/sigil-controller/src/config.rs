@@ -141,6 +141,14 @@ pub struct Args {
     /// azurekms (repeatable).
     #[arg(long, value_name = "PROVIDER=NAME", value_parser = crate::kms::parse_credentials_flag)]
     pub kms_credentials_secret: Vec<(sigil_kms::Provider, String)>,
+    /// Serve policy-controller's own objects as they are: convert each
+    /// policy.sigstore.dev ClusterImagePolicy and TrustRoot into the
+    /// policy.sigil.dev object of the same name (as `sigil policy convert`
+    /// does) and report on the source whether sigil enforces it. Refused
+    /// while policy-controller's webhook configuration exists. Off: objects
+    /// converted earlier are deleted.
+    #[arg(long)]
+    pub serve_policy_controller_objects: bool,
 }
 
 /// Who handles webhook TLS.

@@ -19,6 +19,9 @@ pub enum Error {
     /// The policy snapshot could not be built.
     #[error("policy snapshot not written: {0}")]
     Snapshot(String),
+    /// A policy-controller object could not be converted.
+    #[error("converting policy-controller's {0}")]
+    Convert(String),
     /// Webhook certificates could not be generated or parsed.
     #[error("webhook TLS: {0}")]
     Tls(String),
@@ -50,6 +53,7 @@ impl Error {
             Self::Kube { .. } => "kube",
             Self::NotLeader(_) => "not_leader",
             Self::Snapshot(_) => "snapshot",
+            Self::Convert(_) => "convert",
             Self::Tls(_) => "tls",
             Self::Tuf(_) => "tuf",
             Self::Serve { .. } => "serve",

@@ -33,6 +33,7 @@ pub mod remote_policy;
 pub mod run;
 pub mod server;
 pub mod sigstore_keys;
+pub mod sigstore_objects;
 pub mod sigstore_root;
 pub mod status;
 pub mod telemetry;

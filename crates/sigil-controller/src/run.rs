@@ -16,7 +16,7 @@ use crate::context::Context;
 use crate::error::{Error, Result};
 use crate::leader::Elector;
 use crate::metrics::Metrics;
-use crate::{policy, server, sigstore_root, tls, trustroot};
+use crate::{policy, server, sigstore_objects, sigstore_root, tls, trustroot};
 
 /// Resolves when `rx` holds `want` (or its sender is gone).
 async fn until(mut rx: watch::Receiver<bool>, want: bool) {
@@ -168,6 +168,7 @@ pub async fn lead(
         trustroot::run(ctx.clone(), done()),
         sigstore_root::run(ctx.clone(), done()),
         tls::run(ctx.clone(), done()),
+        sigstore_objects::run(ctx.clone(), &done),
     );
     tracing::info!("reconcilers stopped");
 }

@@ -27,6 +27,9 @@ pub enum Dataset {
     SigstoreConformance,
     /// policy-controller's example ClusterImagePolicies.
     PolicyControllerTestdata,
+    /// GitHub's `trust-policies` Helm chart (policy-controller objects that
+    /// enforce GitHub's artifact attestations).
+    GithubTrustPolicies,
 }
 
 impl Dataset {
@@ -35,6 +38,7 @@ impl Dataset {
         match self {
             Self::SigstoreConformance => "sigstore-conformance/bundle-verify",
             Self::PolicyControllerTestdata => "policy-controller-testdata",
+            Self::GithubTrustPolicies => "github-trust-policies/charts/trust-policies",
         }
     }
 
@@ -52,6 +56,11 @@ impl Dataset {
                 "f925c0c1a412910787a7f045581fa9d5ed09a20a",
                 "test/testdata/policy-controller",
             ),
+            Self::GithubTrustPolicies => (
+                "https://github.com/github/artifact-attestations-helm-charts",
+                "d437a7baac41a048fd3da4f841ca2cb0020748cb",
+                "charts/trust-policies",
+            ),
         }
     }
 
@@ -59,6 +68,7 @@ impl Dataset {
         match self {
             Self::SigstoreConformance => "the sigstore-conformance bundle-verification cases",
             Self::PolicyControllerTestdata => "policy-controller's example ClusterImagePolicies",
+            Self::GithubTrustPolicies => "GitHub's trust-policies Helm chart",
         }
     }
 }
@@ -103,6 +113,11 @@ pub fn locate(dataset: Dataset) -> Result<PathBuf, Missing> {
             looked_in: candidates,
         }),
     }
+}
+
+/// GitHub's `trust-policies` chart directory.
+pub fn github_trust_policies() -> Result<PathBuf, Missing> {
+    locate(Dataset::GithubTrustPolicies)
 }
 
 /// The sigstore-conformance `bundle-verify` directory.
@@ -186,6 +201,7 @@ mod tests {
         for dataset in [
             Dataset::SigstoreConformance,
             Dataset::PolicyControllerTestdata,
+            Dataset::GithubTrustPolicies,
         ] {
             let (repo, commit, folder) = dataset.upstream();
             let owner_name = repo.trim_start_matches("https://github.com/");

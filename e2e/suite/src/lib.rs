@@ -45,6 +45,11 @@ pub const E2E_LABEL: &str = "sigil-e2e";
 
 const CIP_PATH: &str = "/apis/policy.sigil.dev/v1alpha1/clusterimagepolicies";
 const TRUST_ROOT_PATH: &str = "/apis/policy.sigil.dev/v1alpha1/trustroots";
+/// policy-controller's ClusterImagePolicies (served when the chart's
+/// `policyController.serve` is on).
+pub const SIGSTORE_CIP_PATH: &str = "/apis/policy.sigstore.dev/v1alpha1/clusterimagepolicies";
+/// policy-controller's TrustRoots.
+pub const SIGSTORE_TRUST_ROOT_PATH: &str = "/apis/policy.sigstore.dev/v1alpha1/trustroots";
 const FIELD_MANAGER: &str = "sigil-e2e";
 
 /// The registry fixtures: `NAME=value` lines written by
@@ -368,13 +373,33 @@ impl Cluster {
         Ok(())
     }
 
-    /// Deletes every ClusterImagePolicy and TrustRoot the suite made.
+    /// Applies a policy-controller object (`policy.sigstore.dev`) of `kind`
+    /// as it is, labelled for cleanup.
+    pub async fn apply_sigstore(&self, kind: &str, doc: &Value) -> anyhow::Result<()> {
+        let collection = match kind {
+            "ClusterImagePolicy" => SIGSTORE_CIP_PATH,
+            "TrustRoot" => SIGSTORE_TRUST_ROOT_PATH,
+            other => return Err(anyhow!("{other} is not a policy-controller kind")),
+        };
+        self.apply_labelled(collection, kind, doc).await
+    }
+
+    /// Deletes every ClusterImagePolicy and TrustRoot the suite made, sigil's
+    /// and policy-controller's (where that API is served).
     pub async fn clear_policies(&self) -> anyhow::Result<()> {
-        for path in [CIP_PATH, TRUST_ROOT_PATH] {
+        for path in [
+            SIGSTORE_CIP_PATH,
+            SIGSTORE_TRUST_ROOT_PATH,
+            CIP_PATH,
+            TRUST_ROOT_PATH,
+        ] {
             let list = self
                 .get(&format!("{path}?labelSelector={E2E_LABEL}%3Dtrue"))
-                .await?
-                .expect_ok(&format!("listing {path}"))?;
+                .await?;
+            if list.status == 404 && path.contains("sigstore") {
+                continue;
+            }
+            let list = list.expect_ok(&format!("listing {path}"))?;
             for item in list.body["items"].as_array().into_iter().flatten() {
                 if let Some(name) = item["metadata"]["name"].as_str() {
                     self.delete(&format!("{path}/{name}")).await?;
@@ -390,7 +415,13 @@ impl Cluster {
         &self,
         name: &str,
     ) -> anyhow::Result<Option<(String, String, String)>> {
-        let reply = self.get(&format!("{CIP_PATH}/{name}")).await?;
+        self.ready_at(&format!("{CIP_PATH}/{name}")).await
+    }
+
+    /// The `Ready` condition of the object at `path` once its
+    /// `observedGeneration` has caught up: `(status, reason, message)`.
+    pub async fn ready_at(&self, path: &str) -> anyhow::Result<Option<(String, String, String)>> {
+        let reply = self.get(path).await?;
         if !reply.ok() {
             return Ok(None);
         }
