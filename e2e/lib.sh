@@ -69,7 +69,8 @@ sa_kubeconfig() {
 }
 
 # sigil_up DIR TIMEOUT REGISTRY...: installs the chart (CRDs, RBAC, webhook
-# configurations calling https://127.0.0.1:<port>), starts sigil-controller
+# configurations calling https://127.0.0.1:<port>; policy-controller's objects
+# served as they are), starts sigil-controller
 # and sigil-webhook from the dev build with DIR for certificates, logs and
 # pids, and waits until the webhook has loaded the controller's first policy
 # snapshot. Registries are talked to in plain HTTP, and may be on loopback
@@ -97,7 +98,8 @@ sigil_up() {
     --set webhook.deploy=false --set controller.deploy=false \
     --set webhook.url="https://127.0.0.1:$WEBHOOK_PORT" \
     --set-file webhook.caBundle="$dir/tls/ca.crt" \
-    --set webhook.timeoutSeconds="$timeout" >"$dir/helm.log" 2>&1 ||
+    --set webhook.timeoutSeconds="$timeout" \
+    --set policyController.serve=true >"$dir/helm.log" 2>&1 ||
     { cat "$dir/helm.log" >&2; return 1; }
   # Each component talks to the API server as its own ServiceAccount, so the
   # chart's RBAC is what the e2e suite exercises.
@@ -107,6 +109,7 @@ sigil_up() {
   # local cluster sends nothing beyond 127.0.0.1 (no TUF mirror).
   KUBECONFIG=$dir/controller.kubeconfig RUST_LOG=${SIGIL_E2E_RUST_LOG:-info} "$bin/sigil-controller" --namespace "$SIGIL_NS" --identity "$(hostname)-local" \
     --listen "127.0.0.1:$controller" --webhook-tls external --tuf-offline --cue-module "$cue" \
+    --serve-policy-controller-objects \
     >"$dir/controller.log" 2>&1 &
   echo $! >"$dir/controller.pid"
   local insecure=() r

@@ -127,6 +127,14 @@ else
     failed=1
 fi
 
+if python3 "$REPO/scripts/chart_check.py" self-test "$WORK/policy-controller.yaml" \
+        "$CHART/ci/policy-controller-values.yaml" "$NS" "${help_args[@]}"; then
+    log "ok   self-test policy-controller (every deliberate breakage was caught)"
+else
+    log "FAIL self-test policy-controller"
+    failed=1
+fi
+
 # One tag scheme: what the release workflow pushes for v<appVersion> is what
 # the chart and deploy/sigil.yaml run by default; the krew manifest names the
 # workflow's archives.

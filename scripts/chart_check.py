@@ -182,6 +182,11 @@ def check_webhook_configs(docs, values, ns, errors):
                 errors.append(f"{kind}: cert-manager.io/inject-ca-from is {inject!r}, want {ns}/sigil-webhook")
         elif inject is not None:
             errors.append(f"{kind}: cert-manager annotation without certManager.enabled")
+        serve_pc = values["policyController"]["serve"] and values["namespaceSelection"] == "opt-in"
+        pc_entries = [h["name"] for h in cfg["webhooks"] if h["name"].startswith(PC_ENTRY)]
+        if serve_pc != bool(pc_entries) or len(cfg["webhooks"]) != 1 + len(pc_entries):
+            errors.append(f"{kind}: webhooks {[h['name'] for h in cfg['webhooks']]}: want sigil's entry"
+                          + (f" and one {PC_ENTRY}* entry" if serve_pc else " only"))
         for hook in cfg["webhooks"]:
             where = f"{kind} webhook {hook['name']}"
             for field, want in (("failurePolicy", w["failurePolicy"]), ("sideEffects", "None"),
@@ -200,11 +205,17 @@ def check_webhook_configs(docs, values, ns, errors):
             if not names or not excluded <= set(names[0]["values"]):
                 errors.append(f"{where}: namespaceSelector does not exclude {sorted(excluded)}")
             if values["namespaceSelection"] == "opt-out":
-                want = {"key": "policy.sigil.dev/exclude", "operator": "NotIn", "values": ["true"]}
+                wanted = [{"key": "policy.sigil.dev/exclude", "operator": "NotIn", "values": ["true"]}]
+            elif hook["name"].startswith(PC_ENTRY):
+                # Namespaces opted in with policy-controller's label only, so
+                # none is judged by both entries.
+                wanted = [{"key": "policy.sigstore.dev/include", "operator": "In", "values": ["true"]},
+                          {"key": "policy.sigil.dev/include", "operator": "NotIn", "values": ["true"]}]
             else:
-                want = {"key": "policy.sigil.dev/include", "operator": "In", "values": ["true"]}
-            if want not in exprs:
-                errors.append(f"{where}: namespaceSelector lacks {want}")
+                wanted = [{"key": "policy.sigil.dev/include", "operator": "In", "values": ["true"]}]
+            for want in wanted:
+                if want not in exprs:
+                    errors.append(f"{where}: namespaceSelector lacks {want}")
             for extra in w["namespaceSelectorExpressions"]:
                 if extra not in exprs:
                     errors.append(f"{where}: namespaceSelector lacks webhook.namespaceSelectorExpressions {extra}")
@@ -372,7 +383,8 @@ def check_controller(docs, values, ns, errors):
                 errors.append(f"controller.deploy=false still renders {kind} {name}")
     role = one(docs, "ClusterRole", "sigil-controller", errors)
     if role:
-        hooks = [r for r in role["rules"] if "admissionregistration.k8s.io" in r["apiGroups"]]
+        hooks = [r for r in role["rules"] if "admissionregistration.k8s.io" in r["apiGroups"]
+                 and r.get("resourceNames") != [PC_WEBHOOK]]
         if external and hooks:
             errors.append("controller may update webhook configurations although TLS is external")
         if not external and (not hooks or hooks[0].get("resourceNames") != ["sigil-webhook"]):
@@ -390,6 +402,49 @@ def check_controller(docs, values, ns, errors):
                    for n in r.get("resourceNames", ["*"])}
         if "sigil-tuf-state" not in patched or "*" in patched:
             errors.append(f"controller may not patch Secret sigil-tuf-state by name (patch on {sorted(patched)})")
+
+
+PC_ENTRY = "policy-controller-namespaces."
+PC_WEBHOOK = "policy.sigstore.dev"
+PC_CRDS = ("clusterimagepolicies.policy.sigstore.dev", "trustroots.policy.sigstore.dev")
+
+
+def check_policy_controller(docs, values, errors):
+    """policyController.serve: the controller flag, the audit flag, RBAC to
+    read policy-controller's objects and (by name) its webhook
+    configurations, and its CRDs kept on uninstall, with every field kept;
+    none of it without the value."""
+    pc = values["policyController"]
+    serve = pc["serve"]
+    controller = find(docs, "Deployment", "sigil-controller")
+    if controller and ("--serve-policy-controller-objects" in args_of(controller[0])) != serve:
+        errors.append(f"controller --serve-policy-controller-objects does not follow policyController.serve={serve}")
+    audit = find(docs, "Deployment", "sigil-audit")
+    if audit and ("--policy-controller-namespaces" in args_of(audit[0])) != (serve and values["namespaceSelection"] == "opt-in"):
+        errors.append("audit --policy-controller-namespaces does not follow policyController.serve")
+    role = find(docs, "ClusterRole", "sigil-controller")
+    rules = role[0]["rules"] if role else []
+    reads = [r for r in rules if "policy.sigstore.dev" in r["apiGroups"]]
+    if serve != bool(reads):
+        errors.append(f"controller RBAC on policy.sigstore.dev {reads} does not follow policyController.serve={serve}")
+    for r in reads:
+        if set(r["verbs"]) - {"get", "list", "watch", "patch"} or \
+                ("patch" in r["verbs"] and not all(x.endswith("/status") for x in r["resources"])):
+            errors.append(f"controller may do more than read policy-controller's objects and write their status: {r}")
+    pc_hooks = [r for r in rules if r.get("resourceNames") == [PC_WEBHOOK]]
+    if serve != bool(pc_hooks) or any(r["verbs"] != ["get", "list", "watch"] for r in pc_hooks):
+        errors.append(f"controller access to policy-controller's webhook configurations: {pc_hooks}; want get/list/watch by name with serve")
+    crds = {c["metadata"]["name"]: c for c in find(docs, "CustomResourceDefinition") if c["metadata"]["name"] in PC_CRDS}
+    want_crds = serve and pc["installCRDs"]
+    if set(crds) != (set(PC_CRDS) if want_crds else set()):
+        errors.append(f"policy-controller CRDs rendered: {sorted(crds)}; want {sorted(PC_CRDS) if want_crds else []}")
+    for name, crd in crds.items():
+        if (crd["metadata"].get("annotations") or {}).get("helm.sh/resource-policy") != "keep":
+            errors.append(f"CRD {name} is not kept on uninstall (helm.sh/resource-policy: keep)")
+        for v in crd["spec"]["versions"]:
+            spec = v["schema"]["openAPIV3Schema"]["properties"]["spec"]
+            if spec.get("x-kubernetes-preserve-unknown-fields") is not True:
+                errors.append(f"CRD {name} {v['name']}: spec fields would be pruned")
 
 
 def check_trust_root_flags(docs, trust, errors):
@@ -594,7 +649,9 @@ def report_crds(values):
 
 def check_extras(docs, values, ns, errors):
     crds = {d["metadata"]["name"] for d in find(docs, "CustomResourceDefinition")}
-    if crds != {"clusterimagepolicies.policy.sigil.dev", "trustroots.policy.sigil.dev"} | report_crds(values):
+    pc = values["policyController"]
+    pc_crds = set(PC_CRDS) if pc["serve"] and pc["installCRDs"] else set()
+    if crds != {"clusterimagepolicies.policy.sigil.dev", "trustroots.policy.sigil.dev"} | report_crds(values) | pc_crds:
         errors.append(f"CRDs rendered: {sorted(crds)}")
     for crd in find(docs, "CustomResourceDefinition"):
         if crd["metadata"]["name"] in report_crds(values):
@@ -762,6 +819,7 @@ def check(docs, values, ns, help_dir=None):
     check_webhook(docs, values, ns, errors)
     check_controller(docs, values, ns, errors)
     check_audit(docs, values, ns, errors)
+    check_policy_controller(docs, values, errors)
     check_extras(docs, values, ns, errors)
     if help_dir:
         check_flags(docs, help_dir, errors, warnings)
@@ -872,7 +930,25 @@ def breakages():
         doc["signed"]["version"] += 1
         root["spec"]["remote"]["root"] = base64.b64encode(json.dumps(doc).encode()).decode()
 
-    return [github_root_tampered, stray_github_trust_root, webhook_limit_too_low, drop_webhook_env, drop_ro_root, allow_escalation, include_kube_system, timeout_mismatch,
+    def pc_entry_judges_twice(docs):
+        for hook in find(docs, "ValidatingWebhookConfiguration")[0]["webhooks"]:
+            if hook["name"].startswith(PC_ENTRY):
+                hook["namespaceSelector"]["matchExpressions"] = [
+                    e for e in hook["namespaceSelector"]["matchExpressions"]
+                    if e["key"] != "policy.sigil.dev/include"]
+
+    def pc_crd_pruned(docs):
+        for crd in find(docs, "CustomResourceDefinition"):
+            if crd["metadata"]["name"] in PC_CRDS:
+                del crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"][
+                    "x-kubernetes-preserve-unknown-fields"]
+
+    def pc_controller_writes_sources(docs):
+        for r in find(docs, "ClusterRole", "sigil-controller")[0]["rules"]:
+            if "policy.sigstore.dev" in r["apiGroups"] and "watch" in r["verbs"]:
+                r["verbs"].append("patch")
+
+    return [pc_entry_judges_twice, pc_crd_pruned, pc_controller_writes_sources, github_root_tampered, stray_github_trust_root, webhook_limit_too_low, drop_webhook_env, drop_ro_root, allow_escalation, include_kube_system, timeout_mismatch,
             ignore_failures, forget_cronjobs, wider_webhook_role, no_probe,
             wrong_namespace, unknown_flag, path_swap, allow_loopback_registries,
             allow_unpinned_by_default, list_pull_secrets, forget_ephemeral_containers,
@@ -1024,6 +1100,9 @@ def main(argv):
         if breakage.__name__.startswith("github_") != github or \
                 (github and breakage.__name__ == "stray_github_trust_root"):
             continue  # each applies to a rendering with the GitHub TrustRoot, or without
+        serving = bool(values["policyController"]["serve"])
+        if breakage.__name__.startswith("pc_") != serving:
+            continue  # each applies to a rendering serving policy-controller's objects, or not
         broken = copy.deepcopy(docs)
         breakage(broken)
         errors, _ = check(broken, values, ns, help_dir)

@@ -37,6 +37,7 @@ use k8s_openapi::api::admissionregistration::v1::{
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
 use kube::runtime::controller::Action;
+use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::{Controller, watcher};
 use kube::{Resource, ResourceExt};
 use serde::Serialize;
@@ -57,8 +58,8 @@ pub const CONTROLLER: &str = "policy-controller-objects";
 /// The label on every object converted from a policy-controller one; its
 /// value is the source's API group.
 pub const CONVERTED_LABEL: &str = "policy.sigil.dev/converted-from";
-/// How often the absence of policy-controller's webhook is checked again
-/// while a source waits for it, and a pending conversion looked at again.
+/// How often a source refused for policy-controller's webhook (or a name
+/// taken) is looked at again, besides the watches that notice at once.
 const RECHECK: Duration = Duration::from_secs(30);
 /// How soon a source whose converted object sigil has not compiled yet is
 /// looked at again (its status change also triggers a reconcile).
@@ -178,11 +179,20 @@ fn converted<S: Source>(source: &S) -> Result<(Value, Vec<sigil_api::verdicts::V
     let owner = source
         .controller_owner_ref(&())
         .ok_or_else(|| Error::Convert(format!("{} {name}: it has no uid", S::kind(&()))))?;
-    out["metadata"] = json!({
+    let metadata = json!({
         "name": name,
         "labels": {CONVERTED_LABEL: GROUP},
         "ownerReferences": [owner],
     });
+    match out.as_object_mut() {
+        Some(fields) => fields.insert("metadata".into(), metadata),
+        None => {
+            return Err(Error::Convert(format!(
+                "{} {name}: the conversion is not an object",
+                S::kind(&())
+            )));
+        }
+    };
     Ok((out, notes))
 }
 
@@ -336,9 +346,8 @@ pub async fn reconcile<S: Source>(source: Arc<S>, ctx: Arc<Context>) -> Result<A
                 "policy-controller's {} {WEBHOOK_CONFIGURATION} exists, so policy-controller \
                  enforces this {source_kind}; sigil does not enforce it as well (two enforcers \
                  would answer differently). Uninstall policy-controller, or delete that \
-                 configuration, and sigil enforces it within {} s",
+                 configuration, and sigil enforces it as soon as it is gone",
                 present.join(" and "),
-                RECHECK.as_secs()
             ),
         );
         return finish(&*source, &ctx, &[verdict], RECHECK).await;
@@ -429,6 +438,17 @@ pub fn error_policy<S: Source>(_source: Arc<S>, error: &Error, ctx: Arc<Context>
     Action::requeue(Duration::from_secs(10))
 }
 
+/// Maps any change of a `K` to every source in `store`.
+fn every_source<S: Source, K>(store: Store<S>) -> impl Fn(K) -> Vec<ObjectRef<S>> {
+    move |_| {
+        store
+            .state()
+            .iter()
+            .map(|s| ObjectRef::from_obj(s.as_ref()))
+            .collect()
+    }
+}
+
 /// Runs one kind's reconciler until `shutdown` resolves: its sources, and
 /// the converted objects they own (their status changes are copied back).
 async fn run_kind<S: Source>(
@@ -437,8 +457,24 @@ async fn run_kind<S: Source>(
 ) {
     let client = ctx.client.clone();
     let converted = watcher::Config::default().labels(&format!("{CONVERTED_LABEL}={GROUP}"));
-    Controller::new(Api::<S>::all(client.clone()), watcher::Config::default())
-        .owns(Api::<S::Converted>::all(client), converted)
+    let controller = Controller::new(Api::<S>::all(client.clone()), watcher::Config::default());
+    // policy-controller's webhook configurations appearing or going away
+    // re-reconciles every source: sigil steps back, or takes over.
+    let by_name =
+        || watcher::Config::default().fields(&format!("metadata.name={WEBHOOK_CONFIGURATION}"));
+    let store = controller.store();
+    controller
+        .owns(Api::<S::Converted>::all(client.clone()), converted)
+        .watches(
+            Api::<ValidatingWebhookConfiguration>::all(client.clone()),
+            by_name(),
+            every_source::<S, ValidatingWebhookConfiguration>(store.clone()),
+        )
+        .watches(
+            Api::<MutatingWebhookConfiguration>::all(client),
+            by_name(),
+            every_source::<S, MutatingWebhookConfiguration>(store),
+        )
         .graceful_shutdown_on(shutdown)
         .run(reconcile::<S>, error_policy::<S>, ctx)
         .for_each(|result| async move {

@@ -624,7 +624,24 @@ pub async fn push_attested(
 /// Sigstore (its CA, Rekor and CT log keys), as an administrator would
 /// write it for a private deployment.
 pub fn testkit_trust_root(name: &str, kit: &Testkit) -> anyhow::Result<Value> {
-    let root: Value = serde_json::from_str(&kit.trusted_root_json())?;
+    let mut keys = sigstore_keys(&kit.trusted_root_json())?;
+    // The scenarios that use it verify by log entry; timestamps stay out.
+    if let Some(keys) = keys.as_object_mut() {
+        keys.remove("timestampAuthorities");
+    }
+    Ok(json!({
+        "apiVersion": "policy.sigil.dev/v1alpha1",
+        "kind": "TrustRoot",
+        "metadata": {"name": name},
+        "spec": {"sigstoreKeys": keys},
+    }))
+}
+
+/// The `sigstoreKeys` of a TrustRoot (sigil's and policy-controller's
+/// shape) holding what the trusted root `trusted_root_json` lists: its CAs,
+/// timestamp authorities, Rekor and CT log keys.
+pub fn sigstore_keys(trusted_root_json: &str) -> anyhow::Result<Value> {
+    let root: Value = serde_json::from_str(trusted_root_json)?;
     let pem_b64 = |label: &str, der_b64: &str| -> anyhow::Result<String> {
         let der = STANDARD.decode(der_b64)?;
         Ok(STANDARD.encode(pem(label, &der)))
@@ -646,41 +663,43 @@ pub fn testkit_trust_root(name: &str, kit: &Testkit) -> anyhow::Result<Value> {
             })
             .collect()
     };
-    let mut authorities = Vec::new();
-    for ca in root["certificateAuthorities"]
+    let authorities = |field: &str| -> anyhow::Result<Vec<Value>> {
+        root[field]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(chain_authority)
+            .collect()
+    };
+    Ok(json!({
+        "certificateAuthorities": authorities("certificateAuthorities")?,
+        "timestampAuthorities": authorities("timestampAuthorities")?,
+        "tLogs": logs("tlogs")?,
+        "ctLogs": logs("ctlogs")?,
+    }))
+}
+
+/// One certificate authority of a trusted root as a TrustRoot's
+/// `sigstoreKeys` entry (its chain as base64 PEM).
+fn chain_authority(ca: &Value) -> anyhow::Result<Value> {
+    let mut chain = String::new();
+    for cert in ca["certChain"]["certificates"]
         .as_array()
         .into_iter()
         .flatten()
     {
-        let mut chain = String::new();
-        for cert in ca["certChain"]["certificates"]
-            .as_array()
-            .into_iter()
-            .flatten()
-        {
-            let der = cert["rawBytes"]
-                .as_str()
-                .ok_or_else(|| anyhow!("certificate without rawBytes"))?;
-            chain.push_str(&pem("CERTIFICATE", &STANDARD.decode(der)?));
-        }
-        authorities.push(json!({
-            "subject": {
-                "organization": ca["subject"]["organization"].as_str().unwrap_or("sigil test"),
-                "commonName": ca["subject"]["commonName"].as_str().unwrap_or("sigil test CA"),
-            },
-            "uri": ca["uri"],
-            "certChain": STANDARD.encode(chain),
-        }));
+        let der = cert["rawBytes"]
+            .as_str()
+            .ok_or_else(|| anyhow!("certificate without rawBytes"))?;
+        chain.push_str(&pem("CERTIFICATE", &STANDARD.decode(der)?));
     }
     Ok(json!({
-        "apiVersion": "policy.sigil.dev/v1alpha1",
-        "kind": "TrustRoot",
-        "metadata": {"name": name},
-        "spec": {"sigstoreKeys": {
-            "certificateAuthorities": authorities,
-            "tLogs": logs("tlogs")?,
-            "ctLogs": logs("ctlogs")?,
-        }},
+        "subject": {
+            "organization": ca["subject"]["organization"].as_str().unwrap_or("sigil test"),
+            "commonName": ca["subject"]["commonName"].as_str().unwrap_or("sigil test CA"),
+        },
+        "uri": ca["uri"],
+        "certChain": STANDARD.encode(chain),
     }))
 }
 

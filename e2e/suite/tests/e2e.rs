@@ -574,6 +574,228 @@ async fn a_private_repository_attestation_verifies_by_timestamp_and_other_reposi
     .await;
 }
 
+/// GitHub's `trust-policies` chart rendered by helm, its objects applied as
+/// they are (`policy.sigstore.dev`), in a namespace opted in the way
+/// policy-controller's users opt in: sigil converts and enforces them and
+/// says so on each object. The chart's TrustRoot fetches GitHub's trusted
+/// root by TUF from tuf-repo.github.com, which this suite cannot reach: it is
+/// replaced by a policy-controller TrustRoot of the same name holding a
+/// GitHub-shaped test instance's keys (Fulcio and a SHA-384 TSA, no log).
+/// Then policy-controller's webhook configuration appears, and sigil stops
+/// enforcing the objects, saying why.
+#[tokio::test]
+#[ignore = "needs a cluster with sigil serving policy-controller's objects: e2e/run-local.sh"]
+async fn githubs_trust_policies_chart_is_enforced_as_it_is_and_yields_to_policy_controller() {
+    let s = Scenario::start("pc-objects").await;
+    let ns = "e2e-pc-objects-sigstore";
+    s.cluster
+        .apply(
+            &format!("/api/v1/namespaces/{ns}"),
+            &json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns, "labels": {
+                sigil_e2e::E2E_LABEL: "true", "policy.sigstore.dev/include": "true"}}}),
+        )
+        .await
+        .unwrap()
+        .expect_ok("namespace opted in with policy-controller's label")
+        .unwrap();
+
+    let kit = Testkit::github_private(0x0516_0023);
+    let registry = s.fx.raw("OLAREG").unwrap();
+    let run = std::process::id();
+    let slsa = "https://slsa.dev/provenance/v1";
+    let predicate = json!({"buildDefinition": {"buildType": "https://actions.github.io/buildtypes/workflow/v1"}});
+    let workflow = |repo: &str| {
+        sigil_testkit::GithubWorkflow::new(
+            repo,
+            ".github/workflows/release.yml",
+            "refs/heads/main",
+            "0123456789abcdef0123456789abcdef01234567",
+        )
+    };
+    let mut pushed = Vec::new();
+    for (label, spec) in [
+        (
+            "good",
+            Some(BundleSpec::github_private(workflow("acme/app"))),
+        ),
+        (
+            "other-repo",
+            Some(BundleSpec::github_private(workflow("acme/other"))),
+        ),
+        ("unattested", None),
+    ] {
+        let image = sigil_e2e::push_attested(
+            &registry,
+            "e2e/ghchart/app",
+            &kit,
+            spec.as_ref(),
+            slsa,
+            predicate.clone(),
+            &format!("{label}-{run}"),
+        )
+        .await
+        .unwrap();
+        pushed.push(s.fx.in_cluster(&image));
+    }
+    let [good, other_repo, unattested] = pushed.try_into().unwrap();
+
+    // The chart, as a user installs it for organisation acme, repository app.
+    let chart = sigil_testdata::github_trust_policies().unwrap();
+    let glob = format!("{}/e2e/ghchart/**", s.fx.get("OLAREG").unwrap());
+    let images = format!("policy.images[0]={glob}");
+    let rendered = sigil_e2e::node::run(
+        "helm",
+        &[
+            "template",
+            "trust-policies",
+            chart.to_str().unwrap(),
+            "--set",
+            "policy.enabled=true",
+            "--set",
+            "policy.organization=acme",
+            "--set",
+            "policy.repository=app",
+            "--set-string",
+            &images,
+        ],
+    )
+    .await
+    .unwrap();
+    let docs: Vec<Value> = serde_saphyr::from_multiple(&rendered).unwrap();
+    let docs: Vec<Value> = docs.into_iter().filter(|d| d.is_object()).collect();
+    let mut kinds: Vec<(&str, &str)> = docs
+        .iter()
+        .map(|d| {
+            (
+                d["kind"].as_str().unwrap_or_default(),
+                d["metadata"]["name"].as_str().unwrap_or_default(),
+            )
+        })
+        .collect();
+    kinds.sort_unstable();
+    assert_eq!(
+        kinds,
+        [
+            ("ClusterImagePolicy", "github-policy"),
+            ("TrustRoot", "github")
+        ],
+        "the chart's objects"
+    );
+    let of_kind = |kind: &str| docs.iter().find(|d| d["kind"] == kind).unwrap().clone();
+    let (mut trust_root, cip) = (of_kind("TrustRoot"), of_kind("ClusterImagePolicy"));
+    assert_eq!(
+        trust_root["spec"]["remote"]["mirror"],
+        "https://tuf-repo.github.com/"
+    );
+    let root = kit.trusted_root_json_with(&sigil_testkit::TrustRootSpec::timestamp_only());
+    trust_root["spec"] = json!({"sigstoreKeys": sigil_e2e::sigstore_keys(&root).unwrap()});
+    s.cluster
+        .apply_sigstore("TrustRoot", &trust_root)
+        .await
+        .unwrap();
+    s.cluster
+        .apply_sigstore("ClusterImagePolicy", &cip)
+        .await
+        .unwrap();
+
+    // The source says sigil enforces it; the converted policy is sigil's.
+    let source = format!("{}/github-policy", sigil_e2e::SIGSTORE_CIP_PATH);
+    let ready = wait_for("github-policy to be enforced", SETTLE * 2, async || {
+        Ok(match s.cluster.ready_at(&source).await? {
+            Some(r) if r.1 == "Enforced" => Ok(r),
+            other => Err(format!("{other:?}")),
+        })
+    })
+    .await
+    .unwrap();
+    println!(
+        "policy.sigstore.dev ClusterImagePolicy github-policy: Ready {} {}: {}",
+        ready.0, ready.1, ready.2
+    );
+    assert_eq!(ready.0, "True");
+    s.expect_ready("github-policy", "True", "Accepted").await;
+
+    let try_in = |image: String| {
+        let cluster = &s.cluster;
+        async move { cluster.try_pod(ns, &[&image]).await.unwrap() }
+    };
+    wait_for("the attested image to be admitted", SETTLE, async || {
+        let reply = try_in(good.clone()).await;
+        Ok(if reply.ok() {
+            Ok(())
+        } else {
+            Err(reply.describe())
+        })
+    })
+    .await
+    .unwrap();
+    let denied = try_in(other_repo.clone()).await;
+    assert!(!denied.ok(), "{}", denied.describe());
+    assert!(
+        denied.message().contains("policy github-policy failed")
+            && denied.message().contains("acme/other"),
+        "{}",
+        denied.describe()
+    );
+    println!("other repository: {}", denied.message());
+    let denied = try_in(unattested.clone()).await;
+    assert!(
+        !denied.ok()
+            && denied
+                .message()
+                .contains("no attestation of type https://slsa.dev/provenance/v1 found"),
+        "{}",
+        denied.describe()
+    );
+    println!("unattested: {}", denied.message());
+
+    // policy-controller is installed next to sigil: sigil steps back.
+    let webhook =
+        "/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations/policy.sigstore.dev";
+    s.cluster
+        .apply(
+            webhook,
+            &json!({"apiVersion": "admissionregistration.k8s.io/v1",
+                    "kind": "ValidatingWebhookConfiguration",
+                    "metadata": {"name": "policy.sigstore.dev", "labels": {sigil_e2e::E2E_LABEL: "true"}},
+                    "webhooks": []}),
+        )
+        .await
+        .unwrap()
+        .expect_ok("policy-controller's webhook configuration")
+        .unwrap();
+    let ready = wait_for(
+        "github-policy to yield to policy-controller",
+        Duration::from_secs(60),
+        async || {
+            Ok(match s.cluster.ready_at(&source).await? {
+                Some(r) if r.1 == "PolicyControllerPresent" => Ok(r),
+                other => Err(format!("{other:?}")),
+            })
+        },
+    )
+    .await
+    .unwrap();
+    println!(
+        "with policy-controller installed: Ready {} {}: {}",
+        ready.0, ready.1, ready.2
+    );
+    wait_for("the converted policy to be withdrawn", SETTLE, async || {
+        let reply = try_in(good.clone()).await;
+        Ok(
+            if reply.message().contains("no ClusterImagePolicy matches it") {
+                Ok(())
+            } else {
+                Err(reply.describe())
+            },
+        )
+    })
+    .await
+    .unwrap();
+    s.cluster.delete(webhook).await.unwrap();
+    s.cluster.clear_policies().await.unwrap();
+}
+
 #[tokio::test]
 #[ignore = "needs a cluster with sigil: e2e/run-local.sh or e2e/kind.sh"]
 async fn an_attestation_policy_admits_good_provenance_and_denies_the_rest() {
