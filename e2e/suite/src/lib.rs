@@ -373,15 +373,20 @@ impl Cluster {
         Ok(())
     }
 
-    /// Applies a policy-controller object (`policy.sigstore.dev`) of `kind`
-    /// as it is, labelled for cleanup.
+    /// Applies a policy-controller object (`policy.sigstore.dev`, at the
+    /// version it names) of `kind` as it is, labelled for cleanup.
     pub async fn apply_sigstore(&self, kind: &str, doc: &Value) -> anyhow::Result<()> {
-        let collection = match kind {
-            "ClusterImagePolicy" => SIGSTORE_CIP_PATH,
-            "TrustRoot" => SIGSTORE_TRUST_ROOT_PATH,
+        let plural = match kind {
+            "ClusterImagePolicy" => "clusterimagepolicies",
+            "TrustRoot" => "trustroots",
             other => return Err(anyhow!("{other} is not a policy-controller kind")),
         };
-        self.apply_labelled(collection, kind, doc).await
+        let api_version = doc["apiVersion"]
+            .as_str()
+            .filter(|v| v.starts_with("policy.sigstore.dev/"))
+            .ok_or_else(|| anyhow!("{kind} is not a policy.sigstore.dev object: {doc}"))?;
+        self.apply_labelled(&format!("/apis/{api_version}/{plural}"), kind, doc)
+            .await
     }
 
     /// Deletes every ClusterImagePolicy and TrustRoot the suite made, sigil's

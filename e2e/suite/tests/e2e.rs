@@ -796,6 +796,140 @@ async fn githubs_trust_policies_chart_is_enforced_as_it_is_and_yields_to_policy_
     s.cluster.clear_policies().await.unwrap();
 }
 
+/// Every `url` field's value anywhere in `v`.
+fn urls(v: &Value) -> Vec<String> {
+    match v {
+        Value::Object(m) => m
+            .iter()
+            .flat_map(|(k, v)| match (k.as_str(), v.as_str()) {
+                ("url", Some(u)) => vec![u.to_owned()],
+                _ => urls(v),
+            })
+            .collect(),
+        Value::Array(a) => a.iter().flat_map(urls).collect(),
+        _ => Vec::new(),
+    }
+}
+
+/// policy-controller's own e2e policies (its test data, read at run time),
+/// applied as `policy.sigstore.dev` objects one file each: every one gets
+/// sigil's verdict on its status. Those that name only inline keys and the
+/// Sigstore instance of policy-controller's e2e cluster (listed by a default
+/// TrustRoot here, as an administrator of a private deployment writes it)
+/// are enforced; those that refer to a Secret, a ConfigMap or a TrustRoot
+/// that does not exist here are not, and say which. The one that fetches its
+/// policy from a URL on the internet is not applied: this suite reaches
+/// nothing beyond 127.0.0.1.
+#[tokio::test]
+#[ignore = "needs a cluster with sigil serving policy-controller's objects: e2e/run-local.sh"]
+async fn policy_controllers_e2e_policies_served_as_they_are_each_get_sigils_verdict() {
+    let s = Scenario::start("pc-corpus").await;
+    let mut root = testkit_trust_root("e2e-pc-scaffolding", &Testkit::new(0x0516_0024)).unwrap();
+    root["metadata"]["annotations"] = json!({"policy.sigil.dev/default-trust-root": "true"});
+    let keys = &mut root["spec"]["sigstoreKeys"];
+    keys["certificateAuthorities"][0]["uri"] = json!("http://fulcio.fulcio-system.svc");
+    keys["tLogs"][0]["baseURL"] = json!("http://rekor.rekor-system.svc");
+    s.cluster.apply_trust_root(&root).await.unwrap();
+
+    let dir = sigil_testdata::policy_controller_testdata()
+        .unwrap()
+        .join("e2e");
+    let mut files: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| {
+            p.file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| n.starts_with("cip-") && n.ends_with(".yaml"))
+        })
+        .collect();
+    files.sort();
+    let mut expected = Vec::new();
+    for file in &files {
+        let stem = file.file_stem().unwrap().to_str().unwrap().to_owned();
+        let text = std::fs::read_to_string(file).unwrap();
+        let docs: Vec<Value> = serde_saphyr::from_multiple(&text).unwrap();
+        let mut cips: Vec<Value> = docs
+            .into_iter()
+            .filter(|d| d["kind"] == "ClusterImagePolicy")
+            .collect();
+        assert_eq!(cips.len(), 1, "{stem}: one ClusterImagePolicy");
+        let mut cip = cips.remove(0);
+        let spec = cip["spec"].to_string();
+        if spec.contains("\"remote\"") {
+            continue;
+        }
+        // Several files reuse one name: policy-controller's e2e applies them
+        // one at a time. Here each keeps its file's name.
+        let name = format!("e2e-{stem}");
+        cip["metadata"] = json!({"name": name});
+        // What sigil says: a missing reference first (it resolves those
+        // before compiling), then a public-good URL, which the default
+        // TrustRoot here does not list.
+        let references = ["secretRef", "configMapRef", "trustRootRef"]
+            .iter()
+            .any(|r| spec.contains(&format!("\"{r}\"")));
+        let want = if references {
+            Some("UnresolvedReference")
+        } else if urls(&cip["spec"])
+            .iter()
+            .any(|u| u.ends_with(".sigstore.dev") || u.contains(".sigstore.dev/"))
+        {
+            Some("TrustRootMismatch")
+        } else {
+            None
+        };
+        s.cluster
+            .apply_sigstore("ClusterImagePolicy", &cip)
+            .await
+            .unwrap();
+        expected.push((name, want));
+    }
+    assert!(expected.len() >= 30, "{} policies", expected.len());
+
+    let mut enforced = 0;
+    for (name, refused) in &expected {
+        let path = format!("{}/{name}", sigil_e2e::SIGSTORE_CIP_PATH);
+        let (status, reason, message) =
+            wait_for(&format!("{name} to be judged"), SETTLE * 2, async || {
+                Ok(match s.cluster.ready_at(&path).await? {
+                    Some(r) if r.1 != "Converting" => Ok(r),
+                    other => Err(format!("{other:?}")),
+                })
+            })
+            .await
+            .unwrap();
+        match refused {
+            None => {
+                assert_eq!(
+                    (status.as_str(), reason.as_str()),
+                    ("True", "Enforced"),
+                    "{name}: {message}"
+                );
+                enforced += 1;
+            }
+            Some(why) => {
+                assert_eq!(
+                    (status.as_str(), reason.as_str()),
+                    ("False", "NotEnforced"),
+                    "{name}: {message}"
+                );
+                assert!(message.contains(why), "{name}: want {why}: {message}");
+            }
+        }
+    }
+    let refused = |why: &str| expected.iter().filter(|(_, r)| *r == Some(why)).count();
+    println!(
+        "policy-controller's e2e policies: {enforced} of {} enforced as they are; {} waiting for a \
+         Secret, ConfigMap or TrustRoot of their own; {} naming public-good beside the default \
+         TrustRoot",
+        expected.len(),
+        refused("UnresolvedReference"),
+        refused("TrustRootMismatch")
+    );
+    s.cluster.clear_policies().await.unwrap();
+}
+
 #[tokio::test]
 #[ignore = "needs a cluster with sigil: e2e/run-local.sh or e2e/kind.sh"]
 async fn an_attestation_policy_admits_good_provenance_and_denies_the_rest() {
