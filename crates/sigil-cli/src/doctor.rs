@@ -271,6 +271,15 @@ async fn doctor(args: &DoctorArgs) -> Result<Report> {
         Err(why) => Finding::new("trust-roots", Status::Fail, why.clone()),
     });
     out.push(checks::tuf(snapshot.as_ref().ok(), &listed(&roots)));
+    out.push(
+        match (
+            sigstore_policies(&client).await,
+            policy_controller_webhook(&client).await,
+        ) {
+            (Ok(sources), Ok(webhook)) => checks::policy_controller(sources.as_deref(), webhook),
+            (Err(why), _) | (_, Err(why)) => Finding::new("policy-controller", Status::Skip, why),
+        },
+    );
     out.push(ns_finding);
 
     let healthy = out.iter().all(|f| f.status != Status::Fail);
@@ -611,19 +620,62 @@ async fn conditioned(
     kind: &str,
     note: &str,
 ) -> Result<Vec<Conditioned>, String> {
+    listed_with_conditions(client, "policy.sigil.dev", plural, kind, note)
+        .await
+        .map_err(|e| {
+            format!(
+                "cannot list {kind}s: {e}; are sigil's CRDs installed, and may this context list \
+                 them?"
+            )
+        })
+}
+
+/// policy-controller's ClusterImagePolicies with their conditions; `None`
+/// when the cluster does not serve that API (no policy-controller CRDs).
+async fn sigstore_policies(client: &kube::Client) -> Result<Option<Vec<Conditioned>>, String> {
+    match listed_with_conditions(
+        client,
+        "policy.sigstore.dev",
+        "clusterimagepolicies",
+        "ClusterImagePolicy",
+        "mode",
+    )
+    .await
+    {
+        Ok(items) => Ok(Some(items)),
+        Err(kube::Error::Api(s)) if s.code == 404 => Ok(None),
+        Err(e) => Err(format!(
+            "cannot list policy-controller's ClusterImagePolicies (policy.sigstore.dev): {e}; \
+             may this context list them?"
+        )),
+    }
+}
+
+/// Whether policy-controller's own webhook configuration exists.
+async fn policy_controller_webhook(client: &kube::Client) -> Result<bool, String> {
+    let api: Api<ValidatingWebhookConfiguration> = Api::all(client.clone());
+    api.get_opt("policy.sigstore.dev")
+        .await
+        .map(|c| c.is_some())
+        .map_err(|e| format!("cannot read ValidatingWebhookConfiguration policy.sigstore.dev: {e}"))
+}
+
+async fn listed_with_conditions(
+    client: &kube::Client,
+    group: &str,
+    plural: &str,
+    kind: &str,
+    note: &str,
+) -> Result<Vec<Conditioned>, kube::Error> {
     let resource = ApiResource {
-        group: "policy.sigil.dev".into(),
+        group: group.into(),
         version: "v1alpha1".into(),
-        api_version: "policy.sigil.dev/v1alpha1".into(),
+        api_version: format!("{group}/v1alpha1"),
         kind: kind.into(),
         plural: plural.into(),
     };
     let api: Api<DynamicObject> = Api::all_with(client.clone(), &resource);
-    let list = api.list(&ListParams::default()).await.map_err(|e| {
-        format!(
-            "cannot list {kind}s: {e}; are sigil's CRDs installed, and may this context list them?"
-        )
-    })?;
+    let list = api.list(&ListParams::default()).await?;
     Ok(list
         .items
         .into_iter()

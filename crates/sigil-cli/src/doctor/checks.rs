@@ -818,6 +818,117 @@ fn condition_line(kind: &str, c: Option<&(String, String, String)>) -> String {
 }
 
 /// `policies`: every ClusterImagePolicy is Ready.
+/// The reasons sigil writes on the `Ready` condition of a policy-controller
+/// object it serves (`policyController.serve`).
+const SERVED_REASONS: &[&str] = &[
+    "Enforced",
+    "NotEnforced",
+    "Converting",
+    "NameTaken",
+    "PolicyControllerPresent",
+];
+
+/// policy-controller's own ClusterImagePolicies (`policy.sigstore.dev`):
+/// who enforces them. `sources` is `None` when that API is not served (no
+/// policy-controller CRDs); `webhook` whether policy-controller's own
+/// webhook configuration exists.
+pub(crate) fn policy_controller(sources: Option<&[Conditioned]>, webhook: bool) -> Finding {
+    const CHECK: &str = "policy-controller";
+    let sources = sources.unwrap_or_default();
+    if sources.is_empty() {
+        return Finding::new(
+            CHECK,
+            Status::Ok,
+            "no policy-controller ClusterImagePolicy (policy.sigstore.dev) exists",
+        );
+    }
+    let served = |p: &&Conditioned| {
+        p.condition("Ready")
+            .is_some_and(|(_, reason, _)| SERVED_REASONS.contains(&reason.as_str()))
+    };
+    let details: Vec<String> = sources
+        .iter()
+        .map(|p| {
+            format!(
+                "{}: {}",
+                p.name,
+                condition_line("Ready", p.condition("Ready"))
+            )
+        })
+        .collect();
+    let n = sources.len();
+    if !sources.iter().any(|p| served(&p)) {
+        return if webhook {
+            Finding::new(
+                CHECK,
+                Status::Ok,
+                format!(
+                    "{n} policy-controller ClusterImagePolicies are enforced by policy-controller \
+                     (its webhook configuration policy.sigstore.dev exists), not by sigil"
+                ),
+            )
+            .details(details)
+        } else {
+            Finding::new(
+                CHECK,
+                Status::Warn,
+                format!(
+                    "{n} policy-controller ClusterImagePolicies are enforced by nobody: \
+                     policy-controller's webhook is gone and sigil does not serve them"
+                ),
+            )
+            .details(details)
+            .fix(
+                "helm upgrade sigil with --set policyController.serve=true to enforce them as \
+                 they are, or convert them with `sigil policy convert` (docs: migration)",
+            )
+        };
+    }
+    let refused: Vec<&Conditioned> = sources
+        .iter()
+        .filter(|p| {
+            p.condition("Ready").is_some_and(|(status, reason, _)| {
+                status != "True" && reason != "Converting" && reason != "PolicyControllerPresent"
+            })
+        })
+        .collect();
+    if !refused.is_empty() {
+        let names: Vec<&str> = refused.iter().map(|p| p.name.as_str()).collect();
+        return Finding::new(
+            CHECK,
+            Status::Fail,
+            format!(
+                "{} of {n} policy-controller ClusterImagePolicies are not enforced by sigil: {}",
+                refused.len(),
+                names.join(", ")
+            ),
+        )
+        .details(details)
+        .fix(
+            "read each one's Ready condition (kubectl describe \
+             clusterimagepolicies.policy.sigstore.dev NAME) and fix what it names",
+        );
+    }
+    if webhook {
+        return Finding::new(
+            CHECK,
+            Status::Warn,
+            format!(
+                "sigil serves policy-controller's objects, but policy-controller's webhook \
+                 configuration policy.sigstore.dev exists, so sigil enforces none of the {n}"
+            ),
+        )
+        .details(details)
+        .fix("uninstall policy-controller; sigil takes over as soon as its webhook is gone");
+    }
+    Finding::new(
+        CHECK,
+        Status::Ok,
+        format!("{n} policy-controller ClusterImagePolicies served by sigil"),
+    )
+    .details(details)
+}
+
 pub(crate) fn policies(items: &[Conditioned]) -> Finding {
     const CHECK: &str = "policies";
     if items.is_empty() {

@@ -593,3 +593,60 @@ fn durations_read_as_people_say_them() {
     assert_eq!(human(Duration::from_secs(3 * 3600)), "3h");
     assert_eq!(human(Duration::from_secs(3 * 86_400)), "3d");
 }
+
+#[test]
+fn policy_controllers_objects_are_ok_when_sigil_or_policy_controller_enforces_them() {
+    assert_eq!(policy_controller(None, false).status, Status::Ok);
+    let enforced = [policy(
+        "github-policy",
+        1,
+        ("True", "Enforced", "enforced by sigil"),
+    )];
+    let f = policy_controller(Some(&enforced), false);
+    assert_eq!(f.status, Status::Ok, "{f:?}");
+    assert!(f.summary.contains("served by sigil"), "{}", f.summary);
+    // Not served by sigil, but policy-controller's webhook is there.
+    let theirs = [policy("p", 1, ("True", "Ready", ""))];
+    assert_eq!(policy_controller(Some(&theirs), true).status, Status::Ok);
+}
+
+#[test]
+fn policy_controllers_objects_nobody_enforces_are_a_warning_naming_the_value_to_set() {
+    let orphans = [policy("p", 1, ("True", "Ready", ""))];
+    let f = policy_controller(Some(&orphans), false);
+    assert_eq!(f.status, Status::Warn);
+    assert!(f.summary.contains("enforced by nobody"), "{}", f.summary);
+    assert!(f.fix.unwrap().contains("policyController.serve=true"));
+}
+
+#[test]
+fn a_served_object_sigil_does_not_enforce_fails_naming_it() {
+    let items = [
+        policy("ok", 1, ("True", "Enforced", "")),
+        policy(
+            "bad",
+            1,
+            ("False", "NotEnforced", "TrustRoot github not found"),
+        ),
+    ];
+    let f = policy_controller(Some(&items), false);
+    assert_eq!(f.status, Status::Fail);
+    assert!(
+        f.summary.contains("1 of 2") && f.summary.contains("bad"),
+        "{}",
+        f.summary
+    );
+    // policy-controller installed next to sigil: a warning, not a failure.
+    let yielded = [policy(
+        "p",
+        1,
+        (
+            "False",
+            "PolicyControllerPresent",
+            "policy-controller enforces it",
+        ),
+    )];
+    let f = policy_controller(Some(&yielded), true);
+    assert_eq!(f.status, Status::Warn, "{f:?}");
+    assert!(f.fix.unwrap().contains("uninstall policy-controller"));
+}
