@@ -15,7 +15,7 @@ use std::process::ExitCode;
 use anyhow::{Context as _, Result, bail};
 use clap::{Args, CommandFactory as _, FromArgMatches as _, Parser, Subcommand};
 use policy_cmd::Verdict;
-use sigil_api::default_root::DefaultSource;
+use sigil_compile::default_root::DefaultSource;
 use sigil_verifier::bundle::Bundle;
 use sigil_verifier::crypto::PublicKey;
 use sigil_verifier::identity::{IdentityMatcher, IdentityPolicy};
