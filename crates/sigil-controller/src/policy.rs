@@ -101,7 +101,7 @@ pub async fn resolve(
         if let Some(key) = &mut a.key {
             let path = format!("spec.authorities[{i}].key");
             r.key(&path, key, &mut problems).await?;
-            crate::kms::resolve_key(ctx, &path, key, &mut problems).await?;
+            crate::kms_resolve::resolve_key(ctx, &path, key, &mut problems).await?;
         }
         if let Some(ca) = a.keyless.as_mut().and_then(|k| k.ca_cert.as_mut()) {
             r.key(
@@ -384,7 +384,7 @@ async fn finish(
     if verdict.ok && !kms_degraded.is_empty() {
         verdict = Verdict::failed("Ready", "KMSUnreachable", kms_degraded.join("; "));
     }
-    let requeue = if crate::kms::uses_kms(&cip.spec) {
+    let requeue = if crate::kms_resolve::uses_kms(&cip.spec) {
         let again = if kms_degraded.is_empty() {
             ctx.kms.refresh()
         } else {

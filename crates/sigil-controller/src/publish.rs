@@ -32,9 +32,9 @@ use sigil_compile::default_root::{DefaultRoot, DefaultSource};
 use sigil_verifier::trust::TrustedRoot;
 use tokio::sync::Mutex;
 
-use crate::context::MANAGER;
 use crate::error::{Error, Result};
 use crate::metrics::Metrics;
+use crate::names::MANAGER;
 
 /// A trust root as the publisher holds it.
 #[derive(Debug, Clone, PartialEq)]

@@ -35,13 +35,9 @@ use time::OffsetDateTime;
 
 use crate::context::{Context, TrustChange};
 use crate::error::Result;
+use crate::names::{EMBEDDED, TUF};
 use crate::trustroot::TARGET;
 use crate::tuf::{self, Source, TufError};
-
-/// `source` of material verified from the mirror.
-pub const TUF: &str = "tuf";
-/// `source` of the copy built into sigil.
-pub const EMBEDDED: &str = "embedded";
 
 /// The TUF state key of the built-in root, e.g. `sigstore.public-good`.
 pub fn repository(ctx: &Context) -> String {

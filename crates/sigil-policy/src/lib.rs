@@ -27,12 +27,13 @@ mod tests;
 
 pub use cue::CuePolicy;
 pub use eval::{
-    AuthorityOutcome, AuthorityResult, AuthorityVerifier, ConfigFiles, ConfigFilesError,
-    ImageResult, PolicyResult, VerifiedAttestation, VerifiedSignature, evaluate_image,
+    AuthorityOutcome, AuthorityVerifier, ConfigFiles, ConfigFilesError, ImageResult, PolicyResult,
+    evaluate_image,
 };
 pub use glob::{Glob, GlobError, ImageName};
 pub use model::{
-    CompiledAuthority, CompiledPolicy, Mode, NoMatchPolicy, PolicyProgram, ResourceInfo,
+    AuthorityResult, CompiledAuthority, CompiledPolicy, Mode, NoMatchPolicy, PolicyProgram,
+    ResourceInfo, VerifiedAttestation, VerifiedSignature,
 };
 pub use rego::{RegoError, RegoPolicy};
 pub use render::{AdmissionVerdict, render};

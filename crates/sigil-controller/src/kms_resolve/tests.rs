@@ -4,12 +4,15 @@
 //! cannot be reached.
 
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use axum::http::{HeaderMap, StatusCode, Uri};
 use serde_json::{Value, json};
+use sigil_kms::Provider;
 
 use super::*;
 use crate::fixtures::*;
+use crate::kms::parse_credentials_flag;
 
 /// What the mock Vault answers: the key, or 503 while it is down.
 #[derive(Clone)]
