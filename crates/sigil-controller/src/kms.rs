@@ -16,6 +16,7 @@ use std::time::{Duration, Instant};
 use sigil_api::cip::ClusterImagePolicySpec;
 use sigil_kms::{Env, Http, HttpConfig, KmsError, KmsRef, Provider};
 use sigil_verifier::crypto::PublicKey;
+use sigil_verifier::trust::format_rfc3339;
 use tokio::sync::Mutex;
 
 /// Parses `--kms-credentials-secret PROVIDER=NAME`.
@@ -172,7 +173,7 @@ fn stale_message(uri: &str, entry: &Entry) -> String {
     let (since, why) = entry
         .failing
         .as_ref()
-        .map(|(since, why)| (rfc3339(*since), why.as_str()))
+        .map(|(since, why)| (format_rfc3339(*since), why.as_str()))
         .unwrap_or_default();
     format!(
         "KMS key {uri} cannot be fetched since {since}: {why}; the webhook keeps enforcing the \
@@ -182,7 +183,7 @@ fn stale_message(uri: &str, entry: &Entry) -> String {
             .as_deref()
             .map(|v| format!(" (version {v})"))
             .unwrap_or_default(),
-        rfc3339(entry.fetched_at)
+        format_rfc3339(entry.fetched_at)
     )
 }
 
@@ -204,9 +205,4 @@ impl KmsKeys {
         }
         out
     }
-}
-
-fn rfc3339(t: time::OffsetDateTime) -> String {
-    t.format(&time::format_description::well_known::Rfc3339)
-        .unwrap_or_else(|_| t.to_string())
 }

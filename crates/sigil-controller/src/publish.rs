@@ -29,7 +29,7 @@ use sigil_api::snapshot::{
 };
 use sigil_compile::compile::{Offline, compile_policy, trust_root_refs};
 use sigil_compile::default_root::{DefaultRoot, DefaultSource};
-use sigil_verifier::trust::TrustedRoot;
+use sigil_verifier::trust::{TrustedRoot, format_rfc3339};
 use tokio::sync::Mutex;
 
 use crate::error::{Error, Result};
@@ -465,7 +465,5 @@ impl Publisher {
 
 /// The current time in RFC 3339.
 pub fn now_rfc3339() -> String {
-    time::OffsetDateTime::now_utc()
-        .format(&time::format_description::well_known::Rfc3339)
-        .unwrap_or_default()
+    format_rfc3339(time::OffsetDateTime::now_utc())
 }

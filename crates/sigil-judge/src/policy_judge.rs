@@ -401,11 +401,7 @@ impl PolicyJudge {
             .collect();
         signature_secrets.sort();
         signature_secrets.dedup();
-        let generated_at = time::OffsetDateTime::parse(
-            &snapshot.generated_at,
-            &time::format_description::well_known::Rfc3339,
-        )
-        .ok();
+        let generated_at = sigil_verifier::trust::parse_rfc3339(&snapshot.generated_at);
         let hosts = registry_hosts(&policies, &self.allowed_registries);
         *current = Some(Arc::new(Loaded {
             prints,
