@@ -6,12 +6,16 @@ name every workspace member once, and nothing else; each crate's **uses**
 column must be exactly its sigil dependencies (normal, not dev or build);
 every use must point to a lower floor; the test crates (sigil-testdata,
 sigil-testkit) must not be a normal dependency of any crate but the e2e suite.
+Inside each crate, the top-level modules must not import each other in a
+circle: every `crate::<module>` path in a module's code (comments and the
+`#[cfg(test)]` part at the end of a file left out) is an edge to that module,
+and a cycle among them fails with the modules it passes through.
 
 Usage: scripts/check-architecture.py [METADATA.json]
   (default: runs `cargo metadata --no-deps`, which builds nothing)
 Then it breaks the workspace on purpose (a crate the document does not name,
-a dependency it does not list, a use of a higher floor) and fails unless
-each breakage is caught.
+a dependency it does not list, a use of a higher floor, two modules that
+import each other) and fails unless each breakage is caught.
 """
 import copy
 import json
@@ -86,6 +90,88 @@ def check(crates, rows):
     return problems
 
 
+CRATE_PATH = re.compile(r"\bcrate::(?:\{\s*)?([a-z_][a-z0-9_]*)")
+
+
+TEST_MODULE = re.compile(r"#\[cfg\(test\)\]\s*(?:pub(?:\([a-z]+\))?\s+)?mod\s+([a-z_][a-z0-9_]*)\s*;")
+
+
+def test_files(src):
+    """The files of modules declared `#[cfg(test)] mod name;` under `src`."""
+    out = set()
+    for path in src.rglob("*.rs"):
+        text = path.read_text(encoding="utf-8")
+        own_dir = path.parent if path.name in ("lib.rs", "main.rs", "mod.rs") else path.with_suffix("")
+        for name in TEST_MODULE.findall(text):
+            out.add(own_dir / f"{name}.rs")
+            out.update((own_dir / name).rglob("*.rs"))
+    return out
+
+
+def module_edges(src):
+    """{module: set of modules its code names through `crate::`} of one crate's
+    src/ directory. A module is a top-level file or directory of src/ (a
+    directory's files count as one module); the crate roots (lib.rs, main.rs),
+    src/bin/ and test-only modules (`#[cfg(test)] mod name;`) are left out,
+    and so are comments and everything from a file's first `#[cfg(test)]` on
+    (tests may use whatever they test)."""
+    roots = {"lib", "main"}
+    skip = test_files(src)
+    modules = {}
+    for path in sorted(src.rglob("*.rs")):
+        rel = path.relative_to(src)
+        if rel.parts[0] == "bin" or path in skip:
+            continue
+        module = rel.parts[0].removesuffix(".rs")
+        if module in roots:
+            continue
+        text = path.read_text(encoding="utf-8").split("#[cfg(test)]", 1)[0]
+        code = "\n".join(line.split("//", 1)[0] for line in text.splitlines())
+        modules.setdefault(module, set()).update(CRATE_PATH.findall(code))
+    return {m: {d for d in deps if d in modules and d != m} for m, deps in modules.items()}
+
+
+def cycles(edges):
+    """Cycles of `edges`, each as a list of modules (the first repeated at the
+    end), found by a depth-first walk from each module in order: not every
+    cycle, but at least one wherever there is a circle."""
+    found = []
+    seen = set()
+    def walk(node, stack):
+        for dep in sorted(edges.get(node, ())):
+            if dep in stack:
+                cycle = stack[stack.index(dep):] + [dep]
+                key = frozenset(cycle)
+                if key not in seen:
+                    seen.add(key)
+                    found.append(cycle)
+            elif dep not in done:
+                walk(dep, stack + [dep])
+        done.add(node)
+    done = set()
+    for node in sorted(edges):
+        if node not in done:
+            walk(node, [node])
+    return found
+
+
+def check_modules(crate_edges):
+    problems = []
+    for crate, edges in sorted(crate_edges.items()):
+        for cycle in cycles(edges):
+            problems.append(
+                f"{crate}: modules import each other in a circle: {' -> '.join(cycle)}; "
+                "move what they share into a lower module both can use")
+    return problems
+
+
+def crate_sources(metadata):
+    """{crate: its src/ directory} of the workspace members."""
+    members = set(metadata["workspace_members"])
+    return {p["name"]: Path(p["manifest_path"]).parent / "src"
+            for p in metadata["packages"] if p["id"] in members}
+
+
 def main(argv):
     if len(argv) > 1:
         metadata = json.loads(Path(argv[1]).read_text(encoding="utf-8"))
@@ -97,15 +183,22 @@ def main(argv):
     rows, problems = table(DOC.read_text(encoding="utf-8"))
     crates = workspace(metadata)
     problems += check(crates, rows)
+    crate_edges = {c: module_edges(d) for c, d in crate_sources(metadata).items() if d.is_dir()}
+    module_problems = check_modules(crate_edges)
     for p in problems:
         print(f"check-architecture: {DOC.relative_to(REPO)}: {p}", file=sys.stderr)
-    if problems:
+    for p in module_problems:
+        print(f"check-architecture: {p}", file=sys.stderr)
+    if problems or module_problems:
         return 1
     missed = [name for name, broken in breakages(crates) if not check(broken, rows)]
+    if not check_modules(module_breakage(crate_edges)):
+        missed.append("two modules that import each other")
     if missed:
         print(f"check-architecture: self-test: not caught: {', '.join(missed)}", file=sys.stderr)
         return 1
-    print(f"check-architecture: {len(rows)} crates on their floors, as the document says "
+    print(f"check-architecture: {len(rows)} crates on their floors, as the document says, "
+          f"{sum(len(e) for e in crate_edges.values())} modules without import circles "
           f"(self-test: every breakage caught)", file=sys.stderr)
     return 0
 
@@ -124,6 +217,18 @@ def breakages(crates):
             ("a use of a higher floor", upward),
             ("a test crate as a normal dependency", test_dep),
             ("a crate the document names that is gone", gone)]
+
+
+def module_breakage(crate_edges):
+    """A copy of `crate_edges` where one module imports one that imports it
+    back through a third (a three-module circle) in the verifier."""
+    broken = copy.deepcopy(crate_edges)
+    edges = broken.setdefault("sigil-verifier", {})
+    for a, b, c in (("circle_a", "circle_b", "circle_c"),):
+        edges[a] = {b}
+        edges[b] = {c}
+        edges[c] = {a}
+    return broken
 
 
 if __name__ == "__main__":

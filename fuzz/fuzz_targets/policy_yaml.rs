@@ -6,8 +6,8 @@
 
 use libfuzzer_sys::fuzz_target;
 use serde_json::Value;
-use sigil_api::convert::{SOURCE_VERSIONS, convert_document, convert_yaml};
-use sigil_api::lint::lint_yaml;
+use sigil_compile::convert::{SOURCE_VERSIONS, convert_document, convert_yaml};
+use sigil_compile::lint::lint_yaml;
 use sigil_api::snapshot::PolicySnapshot;
 
 fuzz_target!(|data: &[u8]| {
@@ -16,7 +16,7 @@ fuzz_target!(|data: &[u8]| {
         let again =
             PolicySnapshot::from_slice(json.as_bytes()).expect("a snapshot's own JSON parses");
         assert_eq!(again.to_json(), json, "snapshot JSON is not stable");
-        let _ = s.validate();
+        let _ = sigil_compile::snapshot::validate(&s);
     }
     let Ok(text) = std::str::from_utf8(data) else {
         return;

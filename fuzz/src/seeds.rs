@@ -657,7 +657,7 @@ fn policy_seeds(c: &mut Corpus) {
     let root = repo_root();
     for dir in [
         root.join("deploy/examples"),
-        root.join("crates/sigil-api/tests/data"),
+        root.join("crates/sigil-compile/tests/data"),
     ] {
         for p in files(&dir, "yaml") {
             c.add("policy_yaml", &name_of(&p), &std::fs::read(&p).unwrap());

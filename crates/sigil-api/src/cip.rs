@@ -3,7 +3,7 @@
 //! `policy.sigstore.dev/v1beta1` for every feature sigil supports. Fields that
 //! policy-controller has and sigil does not support are kept in the schema
 //! (so the apiserver does not silently prune them) and rejected by CEL rules
-//! and by [`crate::compile`] with a message saying what to use instead.
+//! and by `sigil_compile::compile` with a message saying what to use instead.
 
 // kube's KubeSchema derive re-declares each struct (with its `pub` fields)
 // in a private scope to build the schema; those copies trip this lint.

@@ -5,7 +5,7 @@
 //!
 //! sigil never interprets these specs field by field here: the controller
 //! hands each object, as JSON, to the same conversion `sigil policy convert`
-//! runs ([`crate::convert::convert_document`]) and enforces the result. So
+//! runs (`sigil_compile::convert::convert_document`) and enforces the result. So
 //! the spec is kept whole and untyped, and the CRDs the chart installs (when
 //! policy-controller's are absent) preserve unknown fields: nothing a user
 //! wrote is pruned before sigil has said what it does with it.

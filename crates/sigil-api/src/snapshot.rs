@@ -1,5 +1,8 @@
 //! The policy snapshot: the contract between the controller, which writes it,
-//! and the webhook, which enforces it.
+//! and the webhook, which enforces it. This module owns the document (its
+//! shape, the Secret it lives in, parsing and its errors); checking that a
+//! snapshot can be enforced compiles its policies and so lives above the
+//! API types, in `sigil_compile::snapshot::validate`.
 //!
 //! The controller (the leader only) keeps one Secret, [`SECRET_NAME`] in
 //! sigil's namespace, whose [`SECRET_KEY`] entry holds a [`PolicySnapshot`] as
@@ -28,15 +31,15 @@
 //! - every policy was accepted against the default in force when it was
 //!   reconciled: its `keyless.url` and `ctlog.url` without `trustRootRef`
 //!   name instances that default lists
-//!   ([`crate::default_root::check_instance_urls`]). That check is the
-//!   controller's, not part of [`PolicySnapshot::validate`]: when the
+//!   (`sigil_compile::default_root::check_instance_urls`). That check is the
+//!   controller's, not part of `sigil_compile::snapshot::validate`: when the
 //!   default changes, a policy whose URLs no longer match gets
 //!   `Ready=False` and keeps its place at its last accepted spec (verified
 //!   against the new default, whose instances it does not name), so a
 //!   change of the default can never make a snapshot unenforceable.
 //!
 //! What the webhook does with it: watch the Secret through the API (a watch
-//! delivers within about a second), run [`PolicySnapshot::validate`] on every
+//! delivers within about a second), run `sigil_compile::snapshot::validate` on every
 //! version, swap in a valid one whose revision is newer than the one it
 //! holds, keep the last good one in memory when the Secret is invalid or
 //! missing, and read it once before reporting ready. Verdicts are cached
@@ -44,14 +47,9 @@
 //! roots, which one is the default, the built-in root), so a change of the
 //! default is never answered from an old verdict.
 
-use std::collections::{BTreeMap, BTreeSet};
-
 use serde::{Deserialize, Serialize};
-use sigil_policy::model::{AuthorityKind, CaTrust, CompiledPolicy, KeyMaterial};
-use sigil_verifier::trust::TrustedRoot;
 
 use crate::cip::ClusterImagePolicySpec;
-use crate::compile::{Offline, compile_policy, trust_root_refs};
 
 /// `apiVersion` of the snapshot document the controller writes.
 pub const API_VERSION: &str = "policy.sigil.dev/snapshot/v2";
@@ -134,36 +132,6 @@ pub struct SnapshotTrustRoot {
     /// This is the cluster's default trust root.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub default: bool,
-}
-
-/// A snapshot that passed [`PolicySnapshot::validate`], ready to enforce.
-#[derive(Debug, Clone)]
-pub struct ValidSnapshot {
-    /// The snapshot's revision.
-    pub revision: u64,
-    /// Every policy, compiled, by name.
-    pub policies: BTreeMap<String, CompiledPolicy>,
-    /// Every trust root, parsed, by name.
-    pub trust_roots: BTreeMap<String, TrustedRoot>,
-    /// The trust root marked default, if any (a key of `trust_roots`).
-    pub default_trust_root: Option<String>,
-    /// The built-in Sigstore instance's root, parsed, when the snapshot
-    /// carries one.
-    pub sigstore: Option<TrustedRoot>,
-}
-
-impl ValidSnapshot {
-    /// The root authorities without a `trustRootRef` verify against: the
-    /// default trust root, else the built-in instance's root, else
-    /// `fallback` (the reader's embedded root, for v1 documents).
-    pub fn default_root(&self, fallback: &TrustedRoot) -> TrustedRoot {
-        self.default_trust_root
-            .as_ref()
-            .and_then(|name| self.trust_roots.get(name))
-            .or(self.sigstore.as_ref())
-            .unwrap_or(fallback)
-            .clone()
-    }
 }
 
 /// Why a snapshot cannot be enforced.
@@ -250,85 +218,9 @@ impl PolicySnapshot {
         serde_json::to_string(self).unwrap_or_default()
     }
 
-    /// Compiles every policy through sigil-api's compiler and parses every
-    /// trust root. A snapshot is enforced whole or not at all: any error
-    /// rejects it, and the reader keeps the snapshot it had.
-    pub fn validate(&self) -> Result<ValidSnapshot, SnapshotError> {
-        self.check_api_version()?;
-        let mut trust_roots = BTreeMap::new();
-        for root in &self.trust_roots {
-            let parsed = TrustedRoot::from_json(&root.trusted_root_json).map_err(|e| {
-                SnapshotError::TrustRoot {
-                    name: root.name.clone(),
-                    reason: e.to_string(),
-                }
-            })?;
-            if trust_roots.insert(root.name.clone(), parsed).is_some() {
-                return Err(SnapshotError::Duplicate {
-                    kind: "trust root",
-                    name: root.name.clone(),
-                });
-            }
-        }
-        let defaults: Vec<String> = self
-            .trust_roots
-            .iter()
-            .filter(|t| t.default)
-            .map(|t| t.name.clone())
-            .collect();
-        if defaults.len() > 1 {
-            return Err(SnapshotError::SeveralDefaults(defaults));
-        }
-        let sigstore = self
-            .sigstore
-            .as_ref()
-            .map(|s| {
-                TrustedRoot::from_json(&s.trusted_root_json).map_err(|e| SnapshotError::Sigstore {
-                    instance: s.instance.clone(),
-                    reason: e.to_string(),
-                })
-            })
-            .transpose()?;
-        let mut policies = BTreeMap::new();
-        for p in &self.policies {
-            let invalid = |reason: String| SnapshotError::Policy {
-                name: p.name.clone(),
-                reason,
-            };
-            let compiled =
-                compile_policy(&p.name, &p.spec, &Offline).map_err(|e| invalid(e.to_string()))?;
-            if let Some(secret) = unresolved_secret(&compiled) {
-                return Err(invalid(format!(
-                    "{secret} is not resolved inline; the controller resolves Secrets before publishing"
-                )));
-            }
-            let missing: BTreeSet<String> = trust_root_refs(&compiled)
-                .into_keys()
-                .filter(|name| !trust_roots.contains_key(name))
-                .collect();
-            if !missing.is_empty() {
-                return Err(invalid(format!(
-                    "refers to TrustRoot(s) {} that the snapshot does not hold",
-                    missing.into_iter().collect::<Vec<_>>().join(", ")
-                )));
-            }
-            if policies.insert(p.name.clone(), compiled).is_some() {
-                return Err(SnapshotError::Duplicate {
-                    kind: "policy",
-                    name: p.name.clone(),
-                });
-            }
-        }
-        Ok(ValidSnapshot {
-            revision: self.revision,
-            policies,
-            trust_roots,
-            default_trust_root: defaults.into_iter().next(),
-            sigstore,
-        })
-    }
-
-    fn check_api_version(&self) -> Result<(), SnapshotError> {
+    /// Refuses a document of another `apiVersion`, and a v1 document that
+    /// carries v2 fields.
+    pub fn check_api_version(&self) -> Result<(), SnapshotError> {
         match self.api_version.as_str() {
             API_VERSION => Ok(()),
             // A v1 document cannot carry the v2 fields' meaning.
@@ -347,151 +239,53 @@ impl PolicySnapshot {
     }
 }
 
-/// The first Secret reference a compiled policy still holds, if any.
-fn unresolved_secret(policy: &CompiledPolicy) -> Option<String> {
-    policy.authorities.iter().find_map(|a| match &a.kind {
-        AuthorityKind::Key(k) => match &k.key {
-            KeyMaterial::Secret(s) => Some(s.to_string()),
-            KeyMaterial::Resolved(_) => None,
-        },
-        AuthorityKind::Keyless(k) => match &k.trust {
-            CaTrust::CaCertSecret(s) => Some(s.to_string()),
-            _ => None,
-        },
-        _ => None,
-    })
-}
-
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)]
 
     use super::*;
 
-    const KEY: &str = include_str!("../tests/data/p256.pub");
-
-    fn policy(name: &str, key: serde_json::Value) -> SnapshotPolicy {
-        SnapshotPolicy {
-            name: name.into(),
-            uid: format!("uid-{name}"),
-            generation: 1,
-            resource_version: "1".into(),
-            spec: serde_json::from_value(serde_json::json!({
-                "images": [{"glob": "**"}], "authorities": [{"key": key}]}))
-            .unwrap(),
-        }
-    }
-
-    fn snapshot(policies: Vec<SnapshotPolicy>) -> PolicySnapshot {
+    fn snapshot() -> PolicySnapshot {
         PolicySnapshot {
             revision: 3,
             generated_at: "2026-01-01T00:00:00Z".into(),
-            policies,
+            policies: vec![SnapshotPolicy {
+                name: "p".into(),
+                uid: "uid-p".into(),
+                generation: 1,
+                resource_version: "1".into(),
+                spec: serde_json::from_value(serde_json::json!({
+                    "images": [{"glob": "**"}], "authorities": [{"key": {"data": "k"}}]}))
+                .unwrap(),
+            }],
             ..PolicySnapshot::empty()
         }
     }
 
-    #[test]
-    fn a_snapshot_round_trips_through_json_and_validates() {
-        let s = snapshot(vec![policy("p", serde_json::json!({"data": KEY}))]);
-        let parsed = PolicySnapshot::from_slice(s.to_json().as_bytes()).unwrap();
-        assert_eq!(parsed, s);
-        let valid = parsed.validate().unwrap();
-        assert_eq!(valid.revision, 3);
-        assert!(valid.policies.contains_key("p"));
-    }
-
-    #[test]
-    fn a_policy_with_an_unresolved_secret_is_refused() {
-        let s = snapshot(vec![policy(
-            "p",
-            serde_json::json!({"secretRef": {"name": "k"}}),
-        )]);
-        let err = s.validate().unwrap_err();
-        assert!(err.to_string().contains("not resolved inline"), "{err}");
-    }
-
-    #[test]
-    fn a_policy_that_does_not_compile_or_names_a_missing_trust_root_is_refused() {
-        let s = snapshot(vec![policy("p", serde_json::json!({"data": "junk"}))]);
-        assert!(matches!(s.validate(), Err(SnapshotError::Policy { .. })));
-        let mut p = policy("k", serde_json::json!({"data": KEY}));
-        p.spec.authorities[0].ctlog = Some(crate::cip::TLog {
-            url: None,
-            trust_root_ref: Some("private".into()),
-        });
-        let err = snapshot(vec![p]).validate().unwrap_err();
-        assert!(err.to_string().contains("private"), "{err}");
-    }
-
-    fn root(name: &str, json: &str, default: bool) -> SnapshotTrustRoot {
+    fn default_root() -> SnapshotTrustRoot {
         SnapshotTrustRoot {
-            name: name.into(),
+            name: "corp".into(),
             generation: 1,
-            trusted_root_json: json.into(),
-            default,
+            trusted_root_json: "{}".into(),
+            default: true,
         }
     }
 
     #[test]
-    fn authorities_without_a_trust_root_ref_use_the_marked_default_else_the_builtin_root() {
-        let staging = sigil_verifier::trust::STAGING_JSON;
-        let public_good = sigil_verifier::trust::PUBLIC_GOOD_JSON;
-        let fallback = TrustedRoot::from_json(public_good).unwrap();
-        let count = |r: &TrustedRoot| r.certificate_authorities.len() + r.tlogs.len();
-
-        let mut s = snapshot(vec![]);
-        s.trust_roots = vec![
-            root("corp", staging, true),
-            root("other", public_good, false),
-        ];
-        let valid = s.validate().unwrap();
-        assert_eq!(valid.default_trust_root.as_deref(), Some("corp"));
-        let staging_root = TrustedRoot::from_json(staging).unwrap();
-        assert_eq!(count(&valid.default_root(&fallback)), count(&staging_root));
-
-        s.trust_roots = vec![root("other", public_good, false)];
-        s.sigstore = Some(SnapshotSigstore {
-            instance: "staging".into(),
-            source: "embedded".into(),
-            trusted_root_json: staging.into(),
-        });
-        let valid = s.validate().unwrap();
-        assert_eq!(valid.default_trust_root, None);
-        assert_eq!(count(&valid.default_root(&fallback)), count(&staging_root));
-
-        s.sigstore = None;
+    fn a_snapshot_round_trips_through_json() {
+        let s = snapshot();
         assert_eq!(
-            count(&s.validate().unwrap().default_root(&fallback)),
-            count(&fallback)
+            PolicySnapshot::from_slice(s.to_json().as_bytes()).unwrap(),
+            s
         );
-    }
-
-    #[test]
-    fn two_defaults_or_an_unparsable_builtin_root_are_refused() {
-        let json = sigil_verifier::trust::PUBLIC_GOOD_JSON;
-        let mut s = snapshot(vec![]);
-        s.trust_roots = vec![root("a", json, true), root("b", json, true)];
-        assert_eq!(
-            s.validate().unwrap_err(),
-            SnapshotError::SeveralDefaults(vec!["a".into(), "b".into()])
-        );
-        s.trust_roots.clear();
-        s.sigstore = Some(SnapshotSigstore {
-            instance: "public-good".into(),
-            source: "tuf".into(),
-            trusted_root_json: "{}".into(),
-        });
-        assert!(matches!(s.validate(), Err(SnapshotError::Sigstore { .. })));
     }
 
     #[test]
     fn a_v1_document_is_read_unless_it_carries_v2_fields() {
-        let mut s = snapshot(vec![policy("p", serde_json::json!({"data": KEY}))]);
+        let mut s = snapshot();
         s.api_version = API_VERSION_V1.into();
-        let parsed = PolicySnapshot::from_slice(s.to_json().as_bytes()).unwrap();
-        assert_eq!(parsed.validate().unwrap().default_trust_root, None);
-        s.trust_roots = vec![root("corp", sigil_verifier::trust::PUBLIC_GOOD_JSON, true)];
+        PolicySnapshot::from_slice(s.to_json().as_bytes()).unwrap();
+        s.trust_roots = vec![default_root()];
         assert!(matches!(
             PolicySnapshot::from_slice(s.to_json().as_bytes()),
             Err(SnapshotError::ApiVersion(_))
@@ -499,27 +293,27 @@ mod tests {
     }
 
     #[test]
-    fn a_policy_naming_a_private_instance_by_url_is_enforceable_the_url_is_the_controllers_check() {
-        let mut p = policy("k", serde_json::json!({"data": KEY}));
-        p.spec.authorities[0].ctlog = Some(crate::cip::TLog {
-            url: Some("http://rekor.rekor-system.svc".into()),
-            trust_root_ref: None,
-        });
-        snapshot(vec![p]).validate().unwrap();
-    }
-
-    #[test]
-    fn another_api_version_or_a_duplicate_name_is_refused() {
-        let mut s = snapshot(vec![]);
+    fn another_api_version_or_an_oversized_document_is_refused() {
+        let mut s = snapshot();
         s.api_version = "policy.sigil.dev/snapshot/v9".into();
         assert!(matches!(
             PolicySnapshot::from_slice(s.to_json().as_bytes()),
             Err(SnapshotError::ApiVersion(_))
         ));
-        let p = policy("p", serde_json::json!({"data": KEY}));
-        assert!(matches!(
-            snapshot(vec![p.clone(), p]).validate(),
-            Err(SnapshotError::Duplicate { .. })
-        ));
+        assert_eq!(
+            PolicySnapshot::from_slice(&vec![b' '; MAX_BYTES + 1]),
+            Err(SnapshotError::TooLarge(MAX_BYTES + 1))
+        );
+    }
+
+    #[test]
+    fn the_default_trust_root_is_the_one_marked_default() {
+        let mut s = snapshot();
+        assert!(s.default_trust_root().is_none());
+        s.trust_roots = vec![default_root()];
+        assert_eq!(
+            s.default_trust_root().map(|t| t.name.as_str()),
+            Some("corp")
+        );
     }
 }

@@ -13,11 +13,6 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::Router;
-use axum::extract::State;
-use axum::http::{StatusCode, header};
-use axum::response::{IntoResponse as _, Response};
-use axum::routing::get;
 use clap::ArgAction;
 use clap::builder::TypedValueParser as _;
 use prometheus_client::registry::Registry;
@@ -27,6 +22,7 @@ use sigil_judge::judge::ImageJudge as _;
 use sigil_judge::metrics::Metrics;
 use sigil_judge::policy_judge::PolicyJudge;
 use sigil_runtime::LogFormat;
+use sigil_runtime::admin::{self, Admin};
 
 use crate::auditor::Auditor;
 use crate::engine::EngineSettings;
@@ -155,39 +151,23 @@ fn exposition(judge_metrics: &Metrics, audit_registry: &Registry) -> String {
     text
 }
 
-async fn metrics(State(s): State<Arc<Served>>) -> Response {
-    s.judge_metrics.snapshot_age.set(
-        s.judge
-            .snapshot_age()
-            .map_or(-1.0, |d: Duration| d.as_secs_f64()),
-    );
-    (
-        [(
-            header::CONTENT_TYPE,
-            "application/openmetrics-text; version=1.0.0; charset=utf-8",
-        )],
-        exposition(&s.judge_metrics, &s.audit_registry),
-    )
-        .into_response()
-}
-
-async fn readyz(State(s): State<Arc<Served>>) -> (StatusCode, &'static str) {
-    if s.judge.ready() {
-        (StatusCode::OK, "ready")
-    } else {
-        (
-            StatusCode::SERVICE_UNAVAILABLE,
-            "no policy snapshot in force yet: the audit waits for it",
-        )
+impl Admin for Served {
+    fn readiness(&self) -> Result<&'static str, &'static str> {
+        if self.judge.ready() {
+            Ok("ready")
+        } else {
+            Err("no policy snapshot in force yet: the audit waits for it")
+        }
     }
-}
 
-fn router(served: Arc<Served>) -> Router {
-    Router::new()
-        .route("/metrics", get(metrics))
-        .route("/healthz", get(|| async { "ok" }))
-        .route("/readyz", get(readyz))
-        .with_state(served)
+    fn metrics(&self) -> String {
+        self.judge_metrics.snapshot_age.set(
+            self.judge
+                .snapshot_age()
+                .map_or(-1.0, |d: Duration| d.as_secs_f64()),
+        );
+        exposition(&self.judge_metrics, &self.audit_registry)
+    }
 }
 
 /// Waits until `judge` has a policy snapshot in force: judging before
@@ -261,7 +241,7 @@ async fn audit(
         source,
     })?;
     let server = tokio::spawn(async move {
-        if let Err(e) = axum::serve(listener, router(served)).await {
+        if let Err(e) = axum::serve(listener, admin::router(served)).await {
             tracing::warn!(error = %e, "audit metrics server stopped");
         }
     });

@@ -743,11 +743,7 @@ async fn read_snapshot(client: &kube::Client, namespace: &str) -> Result<Snapsho
         .ok_or_else(|| format!("Secret {where_} has no {SECRET_KEY}"))?;
     let s: PolicySnapshot = serde_json::from_slice(&bytes.0)
         .map_err(|e| format!("Secret {where_} holds no valid snapshot: {e}"))?;
-    let generated_at = OffsetDateTime::parse(
-        &s.generated_at,
-        &time::format_description::well_known::Rfc3339,
-    )
-    .ok();
+    let generated_at = sigil_verifier::trust::parse_rfc3339(&s.generated_at);
     Ok(SnapshotFacts {
         secret: where_,
         revision: s.revision,

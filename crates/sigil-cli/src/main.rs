@@ -13,9 +13,9 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::{Context as _, Result, bail};
-use clap::{Args, CommandFactory as _, FromArgMatches as _, Parser, Subcommand};
+use clap::{Args, CommandFactory as _, Parser, Subcommand};
 use policy_cmd::Verdict;
-use sigil_api::default_root::DefaultSource;
+use sigil_compile::default_root::DefaultSource;
 use sigil_verifier::bundle::Bundle;
 use sigil_verifier::crypto::PublicKey;
 use sigil_verifier::identity::{IdentityMatcher, IdentityPolicy};
@@ -114,13 +114,9 @@ struct VerifyBundleArgs {
 }
 
 fn main() -> ExitCode {
-    let version = sigil_registry::tls::version_text(env!("CARGO_PKG_VERSION"));
-    let matches = Cli::command()
-        .version(&*Box::leak(version.into_boxed_str()))
-        .get_matches();
-    let cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
+    let cli: Cli = sigil_runtime::start::parse_args(env!("CARGO_PKG_VERSION"));
     // Before any signature or TLS: a FIPS build must not run outside FIPS mode.
-    if let Err(e) = sigil_registry::tls::install_provider() {
+    if let Err(e) = sigil_runtime::start::install_provider() {
         eprintln!("error: {e}");
         return ExitCode::FAILURE;
     }

@@ -11,8 +11,8 @@ use std::time::Duration;
 use anyhow::{Context as _, Result, bail};
 use clap::{Args, Subcommand, ValueEnum};
 use sigil_api::cip::{ClusterImagePolicySpec, Policy, RemotePolicy};
-use sigil_api::compile::{MAX_REMOTE_POLICY_BYTES, SecretResolver, check_remote_policy};
-use sigil_api::default_root::{DefaultRoot, DefaultSource, check_instance_urls};
+use sigil_compile::compile::{MAX_REMOTE_POLICY_BYTES, SecretResolver, check_remote_policy};
+use sigil_compile::default_root::{DefaultRoot, DefaultSource, check_instance_urls};
 use sigil_policy::glob::ImageName;
 use sigil_policy::model::{CompiledPolicy, Mode, NoMatchPolicy, ResourceInfo};
 use sigil_policy::registry::RegistryVerifier;
@@ -138,7 +138,7 @@ pub(crate) fn run(args: &PolicyArgs) -> Result<Verdict> {
     match &args.command {
         PolicyCommand::Lint { files } => lint(files).map(|()| Verdict::Allow),
         PolicyCommand::Convert { files, trust_root } => {
-            let options = sigil_api::convert::ConvertOptions {
+            let options = sigil_compile::convert::ConvertOptions {
                 trust_root: trust_root.clone(),
             };
             convert(files, &options)
@@ -171,7 +171,7 @@ fn read(path: &Path) -> Result<String> {
 fn lint(files: &[PathBuf]) -> Result<()> {
     let mut problems = 0;
     for path in files {
-        let reports = sigil_api::lint::lint_yaml(&read(path)?)
+        let reports = sigil_compile::lint::lint_yaml(&read(path)?)
             .with_context(|| format!("{}", path.display()))?;
         for r in reports {
             let what = format!("{}: {} {}", path.display(), r.kind, r.name);
@@ -196,12 +196,12 @@ fn lint(files: &[PathBuf]) -> Result<()> {
     Ok(())
 }
 
-fn convert(files: &[PathBuf], options: &sigil_api::convert::ConvertOptions) -> Result<Verdict> {
+fn convert(files: &[PathBuf], options: &sigil_compile::convert::ConvertOptions) -> Result<Verdict> {
     let mut problems = 0;
     let mut warnings = 0;
     let mut first = true;
     for path in files {
-        let c = sigil_api::convert::convert_yaml_with(&read(path)?, options)
+        let c = sigil_compile::convert::convert_yaml_with(&read(path)?, options)
             .with_context(|| format!("{}", path.display()))?;
         if c.converted > 0 {
             if !first {
@@ -296,7 +296,7 @@ fn load_policies(
     };
     let mut out = Vec::new();
     for (path, name, spec) in &specs {
-        let compiled = sigil_api::compile::compile_policy(name, spec, &resolver)
+        let compiled = sigil_compile::compile::compile_policy(name, spec, &resolver)
             .with_context(|| format!("{}: ClusterImagePolicy {name}", path.display()))?;
         out.push(compiled);
     }

@@ -12,12 +12,10 @@ use tokio::sync::{mpsc, watch};
 use crate::config::Args;
 use crate::error::{Error, Result};
 use crate::metrics::Metrics;
+use crate::names::{EMBEDDED, MANAGER};
 use crate::publish::Publisher;
 use crate::remote_policy::RemotePolicies;
 use crate::tuf_state::TufStore;
-
-/// Name under which the controller writes (field manager, event reporter).
-pub const MANAGER: &str = "sigil-controller";
 
 /// A change of published trust material that policies may depend on.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -77,7 +75,7 @@ impl Context {
         let instance = args.sigstore_instance;
         let embedded = SnapshotSigstore {
             instance: instance.name().to_owned(),
-            source: crate::sigstore_root::EMBEDDED.to_owned(),
+            source: EMBEDDED.to_owned(),
             trusted_root_json: instance.embedded_trusted_root().to_owned(),
         };
         let publisher = Publisher::new(client.clone(), &args.namespace, metrics.clone(), embedded);

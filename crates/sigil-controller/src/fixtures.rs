@@ -359,11 +359,11 @@ pub fn context(
 }
 
 /// A PEM P-256 public key.
-pub const P256_PUB: &str = include_str!("../../sigil-api/tests/data/p256.pub");
+pub const P256_PUB: &str = include_str!("../../sigil-compile/tests/data/p256.pub");
 /// Another PEM public key (Ed25519).
-pub const ED_PUB: &str = include_str!("../../sigil-api/tests/data/ed.pub");
+pub const ED_PUB: &str = include_str!("../../sigil-compile/tests/data/ed.pub");
 /// A PEM CA certificate.
-pub const CA_PEM: &str = include_str!("../../sigil-api/tests/data/ca.pem");
+pub const CA_PEM: &str = include_str!("../../sigil-compile/tests/data/ca.pem");
 
 /// A ClusterImagePolicy object at `generation` with `spec`.
 pub fn cip(name: &str, generation: i64, spec: Value) -> Value {

@@ -1,6 +1,6 @@
 //! The ClusterImagePolicy reconciler: resolves the Secrets and ConfigMaps a
 //! policy refers to (in sigil's namespace only) and its remote modules
-//! ([`crate::remote_policy`]), compiles it with sigil-api's
+//! ([`crate::remote_policy`]), compiles it with sigil-compile's
 //! compiler, publishes the compiled version to the snapshot, and reports
 //! `Ready` with `observedGeneration` plus an Event when that changes. A
 //! rejected generation is not published; the snapshot keeps the last
@@ -22,9 +22,9 @@ use kube::runtime::controller::Action;
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::{Controller, watcher};
 use sigil_api::cip::{ClusterImagePolicy, ClusterImagePolicySpec, KeyRef, Policy};
-use sigil_api::compile::{Offline, compile_policy, trust_root_refs};
-use sigil_api::default_root::check_instance_urls;
 use sigil_api::snapshot::SnapshotPolicy;
+use sigil_compile::compile::{Offline, compile_policy, trust_root_refs};
+use sigil_compile::default_root::check_instance_urls;
 
 use crate::context::{Context, TrustChange};
 use crate::error::{Error, Result};
@@ -101,7 +101,7 @@ pub async fn resolve(
         if let Some(key) = &mut a.key {
             let path = format!("spec.authorities[{i}].key");
             r.key(&path, key, &mut problems).await?;
-            crate::kms::resolve_key(ctx, &path, key, &mut problems).await?;
+            crate::kms_resolve::resolve_key(ctx, &path, key, &mut problems).await?;
         }
         if let Some(ca) = a.keyless.as_mut().and_then(|k| k.ca_cert.as_mut()) {
             r.key(
@@ -384,7 +384,7 @@ async fn finish(
     if verdict.ok && !kms_degraded.is_empty() {
         verdict = Verdict::failed("Ready", "KMSUnreachable", kms_degraded.join("; "));
     }
-    let requeue = if crate::kms::uses_kms(&cip.spec) {
+    let requeue = if crate::kms_resolve::uses_kms(&cip.spec) {
         let again = if kms_degraded.is_empty() {
             ctx.kms.refresh()
         } else {
@@ -562,7 +562,7 @@ mod tests {
         let snapshot = stored_snapshot(&api).unwrap();
         assert_eq!(snapshot.policies.len(), 1);
         assert_eq!(snapshot.policies[0].generation, 1);
-        snapshot.validate().unwrap();
+        sigil_compile::snapshot::validate(&snapshot).unwrap();
     }
 
     #[tokio::test]
@@ -882,7 +882,7 @@ mod tests {
         json!({
             "apiVersion": "policy.sigil.dev/v1alpha1", "kind": "TrustRoot",
             "metadata": {"name": name, "generation": 1,
-                "annotations": {sigil_api::default_root::DEFAULT_ANNOTATION: "true"}},
+                "annotations": {sigil_compile::default_root::DEFAULT_ANNOTATION: "true"}},
             "spec": {"sigstoreKeys": {
                 "certificateAuthorities": [{"uri": "http://fulcio.fulcio-system.svc",
                     "certChain": b64(CA_PEM)}],
@@ -947,7 +947,7 @@ mod tests {
         let snapshot = stored_snapshot(&api).unwrap();
         assert_eq!(snapshot.policies[0].name, "keyless");
         assert_eq!(snapshot.default_trust_root().unwrap().name, "private");
-        let valid = snapshot.validate().unwrap();
+        let valid = sigil_compile::snapshot::validate(&snapshot).unwrap();
         assert_eq!(valid.default_trust_root.as_deref(), Some("private"));
     }
 

@@ -23,18 +23,18 @@ use k8s_openapi::Resource as _;
 use k8s_openapi::api::core::v1::Secret;
 use kube::Client;
 use kube::api::{Api, Patch, PatchParams};
-use sigil_api::compile::{Offline, compile_policy, trust_root_refs};
-use sigil_api::default_root::{DefaultRoot, DefaultSource};
 use sigil_api::snapshot::{
     API_VERSION, PolicySnapshot, SECRET_KEY, SECRET_NAME, SnapshotPolicy, SnapshotSigstore,
     SnapshotTrustRoot,
 };
-use sigil_verifier::trust::TrustedRoot;
+use sigil_compile::compile::{Offline, compile_policy, trust_root_refs};
+use sigil_compile::default_root::{DefaultRoot, DefaultSource};
+use sigil_verifier::trust::{TrustedRoot, format_rfc3339};
 use tokio::sync::Mutex;
 
-use crate::context::MANAGER;
 use crate::error::{Error, Result};
 use crate::metrics::Metrics;
+use crate::names::MANAGER;
 
 /// A trust root as the publisher holds it.
 #[derive(Debug, Clone, PartialEq)]
@@ -87,7 +87,7 @@ pub struct DefaultInForce {
 }
 
 impl DefaultInForce {
-    /// The view the checks in [`sigil_api::default_root`] take.
+    /// The view the checks in [`sigil_compile::default_root`] take.
     pub fn view(&self) -> DefaultRoot<'_> {
         DefaultRoot {
             source: match &self.trust_root {
@@ -404,8 +404,7 @@ impl Publisher {
             return Ok(written.revision);
         }
         // Never publish what the webhook would refuse.
-        candidate
-            .validate()
+        sigil_compile::snapshot::validate(&candidate)
             .map_err(|e| Error::Snapshot(e.to_string()))?;
         let secret = Secret {
             metadata: kube::api::ObjectMeta {
@@ -466,7 +465,5 @@ impl Publisher {
 
 /// The current time in RFC 3339.
 pub fn now_rfc3339() -> String {
-    time::OffsetDateTime::now_utc()
-        .format(&time::format_description::well_known::Rfc3339)
-        .unwrap_or_default()
+    format_rfc3339(time::OffsetDateTime::now_utc())
 }

@@ -10,7 +10,7 @@
 //! webhook keeps enforcing the policy's last accepted generation.
 //!
 //! Fetches are bounded ([`TIMEOUT`], [`MAX_REDIRECTS`],
-//! [`sigil_api::compile::MAX_REMOTE_POLICY_BYTES`]) and reach only the
+//! [`sigil_compile::compile::MAX_REMOTE_POLICY_BYTES`]) and reach only the
 //! addresses the registry client's egress policy allows (no link-local or
 //! cloud metadata address, also not through a redirect or a DNS name).
 
@@ -20,8 +20,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use sigil_api::cip::{ClusterImagePolicySpec, Policy, RemotePolicy};
-use sigil_api::compile::{MAX_REMOTE_POLICY_BYTES, check_remote_policy};
 use sigil_api::snapshot::SnapshotPolicy;
+use sigil_compile::compile::{MAX_REMOTE_POLICY_BYTES, check_remote_policy};
 use sigil_registry::egress::{AddressPolicy, GuardedResolver, SystemLookup};
 use tokio::sync::{Mutex, OnceCell};
 
@@ -535,7 +535,7 @@ mod tests {
         let policy = snapshot.policies[0].spec.policy.as_ref().unwrap();
         assert_eq!(policy.data.as_deref(), Some(REGO));
         assert!(policy.remote.is_none());
-        snapshot.validate().unwrap();
+        sigil_compile::snapshot::validate(&snapshot).unwrap();
     }
 
     #[tokio::test]

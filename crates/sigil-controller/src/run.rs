@@ -38,24 +38,13 @@ pub async fn run(args: Args) -> Result<()> {
     run_with(client, args, stop_rx).await
 }
 
+/// Resolves on SIGTERM or Ctrl-C (sigil-runtime's wait, as the webhook's and
+/// the audit's); when the handlers cannot be installed the controller runs
+/// on, as it did, and says so.
 async fn shutdown_signal() {
-    let ctrl_c = async {
-        let _ = tokio::signal::ctrl_c().await;
-    };
-    #[cfg(unix)]
-    let term = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut s) => {
-                s.recv().await;
-            }
-            Err(_) => std::future::pending::<()>().await,
-        }
-    };
-    #[cfg(not(unix))]
-    let term = std::future::pending::<()>();
-    tokio::select! {
-        () = ctrl_c => {}
-        () = term => {}
+    if let Err(e) = sigil_runtime::termination().await {
+        tracing::error!(error = %e, "cannot wait for SIGTERM; the controller runs until it is killed");
+        std::future::pending::<()>().await;
     }
 }
 

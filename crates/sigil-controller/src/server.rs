@@ -1,53 +1,41 @@
 //! The HTTP endpoints: `/healthz` (the process runs), `/readyz` (the API
-//! server answered the first election round) and `/metrics`.
+//! server answered the first election round) and `/metrics`, served by
+//! sigil-runtime's admin router like the webhook's and the audit's.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use axum::Router;
-use axum::extract::State;
-use axum::http::{StatusCode, header};
-use axum::response::IntoResponse;
-use axum::routing::get;
+use sigil_runtime::admin::{self, Admin};
 
 use crate::error::{Error, Result};
 use crate::metrics::Metrics;
 
-#[derive(Clone)]
-struct AppState {
+/// What the controller's admin endpoints read.
+struct Endpoints {
     metrics: Arc<Metrics>,
     ready: Arc<AtomicBool>,
 }
 
-/// The router (also used by tests through `oneshot`).
-pub fn router(metrics: Arc<Metrics>, ready: Arc<AtomicBool>) -> Router {
-    Router::new()
-        .route("/healthz", get(|| async { "ok" }))
-        .route("/readyz", get(readyz))
-        .route("/metrics", get(metrics_text))
-        .with_state(AppState { metrics, ready })
-}
+impl Admin for Endpoints {
+    fn readiness(&self) -> std::result::Result<&'static str, &'static str> {
+        if self.ready.load(Ordering::Relaxed) {
+            Ok("ok")
+        } else {
+            Err("the API server has not answered yet")
+        }
+    }
 
-async fn readyz(State(s): State<AppState>) -> impl IntoResponse {
-    if s.ready.load(Ordering::Relaxed) {
-        (StatusCode::OK, "ok")
-    } else {
-        (
-            StatusCode::SERVICE_UNAVAILABLE,
-            "the API server has not answered yet",
-        )
+    fn metrics(&self) -> String {
+        self.metrics
+            .encode(time::OffsetDateTime::now_utc().unix_timestamp())
     }
 }
 
-async fn metrics_text(State(s): State<AppState>) -> impl IntoResponse {
-    let now = time::OffsetDateTime::now_utc().unix_timestamp();
-    (
-        [(
-            header::CONTENT_TYPE,
-            "application/openmetrics-text; version=1.0.0; charset=utf-8",
-        )],
-        s.metrics.encode(now),
-    )
+/// The router (also used by tests through `oneshot`): sigil-runtime's admin
+/// endpoints over the controller's metrics and readiness.
+pub fn router(metrics: Arc<Metrics>, ready: Arc<AtomicBool>) -> Router {
+    admin::router(Arc::new(Endpoints { metrics, ready }))
 }
 
 /// Serves the endpoints on `addr` until `shutdown` resolves.
@@ -74,7 +62,7 @@ pub async fn serve(
 mod tests {
 
     use axum::body::Body;
-    use axum::http::Request;
+    use axum::http::{Request, StatusCode};
     use tower::ServiceExt as _;
 
     use super::*;

@@ -3,7 +3,7 @@
 //!
 //! Each `policy.sigstore.dev` ClusterImagePolicy and TrustRoot is converted
 //! by the same code as `sigil policy convert`
-//! ([`sigil_api::convert::convert_document`]: the same changes that keep
+//! ([`sigil_compile::convert::convert_document`]: the same changes that keep
 //! policy-controller's verdicts) and written as the `policy.sigil.dev`
 //! object of the same name, labelled [`CONVERTED_LABEL`] and owned by its
 //! source (so the API server's garbage collector deletes it with the
@@ -43,14 +43,15 @@ use kube::{Resource, ResourceExt};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
-use sigil_api::convert::convert_document;
 use sigil_api::sigstore::{
     GROUP, SigstoreClusterImagePolicy, SigstoreStatus, SigstoreTrustRoot, WEBHOOK_CONFIGURATION,
 };
 use sigil_api::{ClusterImagePolicy, TrustRoot};
+use sigil_compile::convert::convert_document;
 
-use crate::context::{Context, MANAGER};
+use crate::context::Context;
 use crate::error::{Error, Result};
+use crate::names::MANAGER;
 use crate::status::{self, Verdict};
 
 /// The controller's name in metrics.
@@ -171,7 +172,7 @@ fn is_converted<K: Resource>(obj: &K) -> bool {
 /// reference as metadata (the source's labels and annotations stay on the
 /// source: copying a GitOps tool's tracking label would make it prune the
 /// converted object as one it does not know).
-fn converted<S: Source>(source: &S) -> Result<(Value, Vec<sigil_api::verdicts::VerdictNote>)> {
+fn converted<S: Source>(source: &S) -> Result<(Value, Vec<sigil_compile::verdicts::VerdictNote>)> {
     let name = source.name_any();
     let doc = serde_json::to_value(source)
         .map_err(|e| Error::Convert(format!("{} {name}: {e}", S::kind(&()))))?;
@@ -285,7 +286,7 @@ fn ready_from<S: Source>(source_kind: &str, name: &str, converted: &S::Converted
 }
 
 /// What the source's `Converted` condition says.
-fn converted_verdict(notes: &[sigil_api::verdicts::VerdictNote]) -> Verdict {
+fn converted_verdict(notes: &[sigil_compile::verdicts::VerdictNote]) -> Verdict {
     let kept: Vec<String> = notes
         .iter()
         .filter(|n| n.kept)

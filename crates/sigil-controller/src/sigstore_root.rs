@@ -30,18 +30,14 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use sigil_api::snapshot::SnapshotSigstore;
-use sigil_verifier::trust::{TrustedRoot, parse_rfc3339};
+use sigil_verifier::trust::{TrustedRoot, format_rfc3339, parse_rfc3339};
 use time::OffsetDateTime;
 
 use crate::context::{Context, TrustChange};
 use crate::error::Result;
+use crate::names::{EMBEDDED, TUF};
 use crate::trustroot::TARGET;
 use crate::tuf::{self, Source, TufError};
-
-/// `source` of material verified from the mirror.
-pub const TUF: &str = "tuf";
-/// `source` of the copy built into sigil.
-pub const EMBEDDED: &str = "embedded";
 
 /// The TUF state key of the built-in root, e.g. `sigstore.public-good`.
 pub fn repository(ctx: &Context) -> String {
@@ -139,7 +135,7 @@ async fn refresh_from(ctx: &Context, initial_root: &[u8]) -> Result<Refreshed> {
                     state.root_version,
                     state.timestamp_version,
                     state.timestamp_expires,
-                    rfc3339(now)
+                    format_rfc3339(now)
                 ),
             )
             .await;
@@ -219,11 +215,6 @@ async fn notify_if_changed(ctx: &Context, before: &str) {
     if ctx.publisher.default_id().await != before {
         let _ = ctx.trust_root_changed.send(TrustChange::Default);
     }
-}
-
-fn rfc3339(t: OffsetDateTime) -> String {
-    t.format(&time::format_description::well_known::Rfc3339)
-        .unwrap_or_else(|_| t.unix_timestamp().to_string())
 }
 
 /// Refreshes the built-in root now and then every refresh interval (sooner

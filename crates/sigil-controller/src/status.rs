@@ -9,8 +9,9 @@ use kube::{Resource, ResourceExt};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
-use crate::context::{Context, MANAGER};
+use crate::context::Context;
 use crate::error::{Error, Result};
+use crate::names::MANAGER;
 
 /// One condition as a reconciler decides it.
 #[derive(Debug, Clone, PartialEq, Eq)]

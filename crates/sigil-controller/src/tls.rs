@@ -37,8 +37,9 @@ use sigil_verifier::x509::Certificate;
 use time::{Duration, OffsetDateTime};
 
 use crate::config::Args;
-use crate::context::{Context, MANAGER};
+use crate::context::Context;
 use crate::error::{Error, Result};
+use crate::names::MANAGER;
 
 /// Lifetime of a generated CA.
 pub const CA_VALIDITY: Duration = Duration::days(3650);

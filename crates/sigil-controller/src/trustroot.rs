@@ -22,10 +22,10 @@ use k8s_openapi::api::core::v1::ConfigMap;
 use kube::runtime::Controller;
 use kube::runtime::controller::Action;
 use kube::{Api, ResourceExt};
-use sigil_api::compile::validate_trust_root;
-use sigil_api::default_root::{DEFAULT_ANNOTATION, is_marked_default};
 use sigil_api::snapshot::SnapshotTrustRoot;
 use sigil_api::trustroot::{TrustRoot, TrustedRootSource};
+use sigil_compile::compile::validate_trust_root;
+use sigil_compile::default_root::{DEFAULT_ANNOTATION, is_marked_default};
 use sigil_verifier::trust::parse_rfc3339;
 use time::OffsetDateTime;
 
@@ -840,7 +840,7 @@ mod tests {
     fn marked(name: &str, spec: Value) -> Value {
         let mut tr = trust_root(name, 1, spec);
         tr["metadata"]["annotations"] =
-            json!({sigil_api::default_root::DEFAULT_ANNOTATION: "true"});
+            json!({sigil_compile::default_root::DEFAULT_ANNOTATION: "true"});
         tr
     }
 

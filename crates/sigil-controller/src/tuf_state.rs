@@ -25,8 +25,8 @@ use kube::api::{Api, Patch, PatchParams};
 use serde::{Deserialize, Serialize};
 use tokio::sync::Mutex;
 
-use crate::context::MANAGER;
 use crate::error::{Error, Result};
+use crate::names::MANAGER;
 use crate::tuf::TufState;
 
 /// Name of the Secret holding the TUF state, in sigil's namespace.

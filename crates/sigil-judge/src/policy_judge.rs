@@ -1,11 +1,11 @@
 //! The judge that enforces the controller's policy snapshot: every
-//! ClusterImagePolicy compiled by sigil-api's compiler and every TrustRoot,
+//! ClusterImagePolicy compiled by sigil-compile's compiler and every TrustRoot,
 //! evaluated per image with sigil-verifier's `evaluate_image` over a
 //! [`RegistryVerifier`] — the same path as `sigil policy test`.
 //!
 //! The publication contract (see `sigil_api::snapshot`): a snapshot is
 //! enforced whole or not at all. A version that fails
-//! [`PolicySnapshot::validate`] is refused and logged, and the last good one
+//! [`sigil_compile::snapshot::validate`] is refused and logged, and the last good one
 //! keeps enforcing; a revision lower than the one in force is ignored. The
 //! judge is not ready until a first valid snapshot is loaded. Where the
 //! snapshot comes from is [`crate::snapshot_source`]'s business.
@@ -248,7 +248,7 @@ fn policy_prints(
                     .as_bytes(),
             );
             if let Some(c) = compiled.get(&p.name) {
-                for name in sigil_api::compile::trust_root_refs(c).into_keys() {
+                for name in sigil_compile::compile::trust_root_refs(c).into_keys() {
                     h.update([0]);
                     h.update(name.as_bytes());
                     h.update([0]);
@@ -346,7 +346,7 @@ impl PolicyJudge {
     /// Validates `snapshot` and puts it in force when its revision is not
     /// older than the one in force. On error nothing changes.
     pub fn apply(&self, snapshot: &PolicySnapshot) -> Result<Applied, PolicyJudgeError> {
-        let valid = snapshot.validate()?;
+        let valid = sigil_compile::snapshot::validate(snapshot)?;
         let default_root = valid.default_root(&self.public_good);
         let policy_hash = format!(
             "r{}:{}",
@@ -401,11 +401,7 @@ impl PolicyJudge {
             .collect();
         signature_secrets.sort();
         signature_secrets.dedup();
-        let generated_at = time::OffsetDateTime::parse(
-            &snapshot.generated_at,
-            &time::format_description::well_known::Rfc3339,
-        )
-        .ok();
+        let generated_at = sigil_verifier::trust::parse_rfc3339(&snapshot.generated_at);
         let hosts = registry_hosts(&policies, &self.allowed_registries);
         *current = Some(Arc::new(Loaded {
             prints,

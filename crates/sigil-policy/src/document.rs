@@ -21,11 +21,11 @@
 use std::fmt::Write as _;
 
 use serde_json::{Map, Number, Value};
+use sigil_registry::config::ConfigFiles;
 use sigil_verifier::dsse::Statement;
 use sigil_verifier::identity::FulcioIdentity;
 
-use crate::eval::{AuthorityResult, ConfigFiles, VerifiedAttestation};
-use crate::model::{CipPolicy, ResourceInfo};
+use crate::model::{AuthorityResult, CipPolicy, ResourceInfo, VerifiedAttestation};
 
 /// A value as Go's `encoding/json` writes it: objects keep their field
 /// order (struct order, or sorted keys for maps).

@@ -25,13 +25,12 @@ use futures_util::future::join_all;
 use crate::document::{Document, StatementShape, attestation_document, policy_document};
 use crate::glob::ImageName;
 use crate::model::{
-    AuthorityKind, CipPolicy, CompiledAttestation, CompiledAuthority, CompiledPolicy, Mode,
-    NoMatchPolicy, PolicyProgram, ResourceInfo, StaticAction,
+    AuthorityKind, AuthorityMatch, AuthorityResult, CipPolicy, CompiledAttestation,
+    CompiledAuthority, CompiledPolicy, Mode, NoMatchPolicy, PolicyProgram, ResourceInfo,
+    StaticAction, VerifiedAttestation, VerifiedSignature,
 };
 use crate::rego::RegoVerdict;
 pub use sigil_registry::config::ConfigFiles;
-use sigil_verifier::dsse::Statement;
-use sigil_verifier::identity::FulcioIdentity;
 
 /// Verifies an image's signatures and attestations for one authority: the
 /// seam between policy evaluation and OCI discovery plus bundle verification.
@@ -105,26 +104,6 @@ pub enum AuthorityOutcome {
     Inconclusive(String),
 }
 
-/// A verified signature.
-#[derive(Debug, Clone, PartialEq)]
-pub struct VerifiedSignature {
-    /// A stable identifier (bundle or signature-layer digest).
-    pub id: String,
-    /// The Fulcio identity, for keyless signatures.
-    pub identity: Option<FulcioIdentity>,
-}
-
-/// A verified attestation.
-#[derive(Debug, Clone, PartialEq)]
-pub struct VerifiedAttestation {
-    /// A stable identifier (bundle or attestation-layer digest).
-    pub id: String,
-    /// The Fulcio identity, for keyless attestations.
-    pub identity: Option<FulcioIdentity>,
-    /// The verified in-toto statement.
-    pub statement: Statement,
-}
-
 /// The verdict for one image.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ImageResult {
@@ -177,31 +156,6 @@ impl PolicyResult {
         !self.passed
             && (self.policy_inconclusive || self.authorities.iter().any(|a| a.inconclusive))
     }
-}
-
-/// The outcome of one authority.
-#[derive(Debug, Clone, PartialEq)]
-pub struct AuthorityResult {
-    /// The authority's name.
-    pub name: String,
-    /// `key`, `keyless` or `static`.
-    pub kind: &'static str,
-    /// `Ok` with the matched material, or the reason it failed.
-    pub outcome: Result<AuthorityMatch, String>,
-    /// The failure was [`AuthorityOutcome::Inconclusive`]: a registry did
-    /// not answer, so the image may well carry what the authority needs.
-    pub inconclusive: bool,
-}
-
-/// What a passing authority matched: the input of the CIP-level policy.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct AuthorityMatch {
-    /// Verified signatures (empty for attestation authorities and statics).
-    pub signatures: Vec<VerifiedSignature>,
-    /// Attestations that satisfied their policies, by attestation name.
-    pub attestations: BTreeMap<String, Vec<VerifiedAttestation>>,
-    /// The predicate type of each attestation name as the policy writes it.
-    pub predicate_types: BTreeMap<String, String>,
 }
 
 /// Evaluates every applicable policy for `image` (which must carry a digest

@@ -8,7 +8,7 @@
 //! [`eval::AuthorityVerifier`] seam ([`eval`]), the registry-backed verifier
 //! behind that seam ([`registry`]), and the admission answer ([`render`](mod@render)).
 //!
-//! It must not depend on Kubernetes: `sigil-api` compiles CRDs into these
+//! It must not depend on Kubernetes: `sigil-compile` compiles CRDs into these
 //! types, and the webhook, the CLI and the audit feed images in. Signature
 //! verification is `sigil-verifier`'s and registry access `sigil-registry`'s.
 #![forbid(unsafe_code)]
@@ -27,12 +27,13 @@ mod tests;
 
 pub use cue::CuePolicy;
 pub use eval::{
-    AuthorityOutcome, AuthorityResult, AuthorityVerifier, ConfigFiles, ConfigFilesError,
-    ImageResult, PolicyResult, VerifiedAttestation, VerifiedSignature, evaluate_image,
+    AuthorityOutcome, AuthorityVerifier, ConfigFiles, ConfigFilesError, ImageResult, PolicyResult,
+    evaluate_image,
 };
 pub use glob::{Glob, GlobError, ImageName};
 pub use model::{
-    CompiledAuthority, CompiledPolicy, Mode, NoMatchPolicy, PolicyProgram, ResourceInfo,
+    AuthorityResult, CompiledAuthority, CompiledPolicy, Mode, NoMatchPolicy, PolicyProgram,
+    ResourceInfo, VerifiedAttestation, VerifiedSignature,
 };
 pub use rego::{RegoError, RegoPolicy};
 pub use render::{AdmissionVerdict, render};

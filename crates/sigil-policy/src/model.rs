@@ -3,6 +3,12 @@
 //! already parsed (globs, keys, regular expressions, Rego) so admission never
 //! parses policy text. Nothing here knows about Kubernetes objects; names of
 //! Secrets and TrustRoots are plain strings the controller resolves.
+//!
+//! It also holds what evaluation establishes about an image's authorities
+//! ([`VerifiedSignature`], [`VerifiedAttestation`], [`AuthorityResult`]):
+//! [`crate::eval`] produces them and [`crate::document`] turns them into the
+//! documents CIP-level policies read, so both import them from here rather
+//! than from each other.
 
 use std::collections::BTreeMap;
 
@@ -10,6 +16,8 @@ use crate::cue::CuePolicy;
 use crate::glob::{Glob, ImageName};
 use crate::rego::RegoPolicy;
 use sigil_verifier::crypto::{HashAlgorithm, PublicKey};
+use sigil_verifier::dsse::Statement;
+use sigil_verifier::identity::FulcioIdentity;
 use sigil_verifier::identity::IdentityPolicy;
 
 /// One compiled ClusterImagePolicy.
@@ -394,6 +402,51 @@ pub fn predicate_type_uri(name: &str) -> &str {
         .iter()
         .find(|(short, _)| *short == name)
         .map_or(name, |(_, uri)| uri)
+}
+
+/// A verified signature.
+#[derive(Debug, Clone, PartialEq)]
+pub struct VerifiedSignature {
+    /// A stable identifier (bundle or signature-layer digest).
+    pub id: String,
+    /// The Fulcio identity, for keyless signatures.
+    pub identity: Option<FulcioIdentity>,
+}
+
+/// A verified attestation.
+#[derive(Debug, Clone, PartialEq)]
+pub struct VerifiedAttestation {
+    /// A stable identifier (bundle or attestation-layer digest).
+    pub id: String,
+    /// The Fulcio identity, for keyless attestations.
+    pub identity: Option<FulcioIdentity>,
+    /// The verified in-toto statement.
+    pub statement: Statement,
+}
+
+/// The outcome of one authority.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AuthorityResult {
+    /// The authority's name.
+    pub name: String,
+    /// `key`, `keyless` or `static`.
+    pub kind: &'static str,
+    /// `Ok` with the matched material, or the reason it failed.
+    pub outcome: Result<AuthorityMatch, String>,
+    /// The failure was [`crate::eval::AuthorityOutcome::Inconclusive`]: a registry did
+    /// not answer, so the image may well carry what the authority needs.
+    pub inconclusive: bool,
+}
+
+/// What a passing authority matched: the input of the CIP-level policy.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct AuthorityMatch {
+    /// Verified signatures (empty for attestation authorities and statics).
+    pub signatures: Vec<VerifiedSignature>,
+    /// Attestations that satisfied their policies, by attestation name.
+    pub attestations: BTreeMap<String, Vec<VerifiedAttestation>>,
+    /// The predicate type of each attestation name as the policy writes it.
+    pub predicate_types: BTreeMap<String, String>,
 }
 
 #[cfg(test)]

@@ -3,11 +3,12 @@
 //! and its trust roots, so the webhook and `sigil policy test` evaluate
 //! policies through exactly the same code.
 
-use crate::eval::{
-    AuthorityOutcome, AuthorityVerifier, ConfigFilesError, VerifiedAttestation, VerifiedSignature,
-};
+use crate::eval::{AuthorityOutcome, AuthorityVerifier, ConfigFilesError};
 use crate::glob::ImageName;
-use crate::model::{AuthorityKind, CaTrust, CompiledAuthority, KeyMaterial, TlogPolicy};
+use crate::model::{
+    AuthorityKind, CaTrust, CompiledAuthority, KeyMaterial, TlogPolicy, VerifiedAttestation,
+    VerifiedSignature,
+};
 use sigil_registry::config::{ConfigFiles, config_files};
 use sigil_registry::image::{ImagePolicy, VerifyImageOptions, verify_image};
 use sigil_registry::{DiscoveryOptions, ImageRef, MaterialScope, RegistryClient, Repository, Want};

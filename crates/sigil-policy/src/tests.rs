@@ -12,14 +12,13 @@ use std::pin::pin;
 use std::task::{Context, Poll, Waker};
 
 use crate::eval::{
-    AuthorityOutcome, AuthorityVerifier, ConfigFiles, ConfigFilesError, VerifiedAttestation,
-    VerifiedSignature, evaluate_image,
+    AuthorityOutcome, AuthorityVerifier, ConfigFiles, ConfigFilesError, evaluate_image,
 };
 use crate::glob::{Glob, ImageName};
 use crate::model::{
     AuthorityKind, CaTrust, CipPolicy, CompiledAttestation, CompiledAuthority, CompiledPolicy,
     KeyAuthority, KeyMaterial, KeylessAuthority, Mode, NoMatchPolicy, PolicyProgram, ResourceInfo,
-    ResourceMatch, SecretRef, StaticAction, TlogPolicy,
+    ResourceMatch, SecretRef, StaticAction, TlogPolicy, VerifiedAttestation, VerifiedSignature,
 };
 use crate::rego::RegoPolicy;
 use crate::render::render;

@@ -10,14 +10,12 @@ use std::future::Future;
 
 use serde_json::Value;
 use sigil_cue::{CueEngine, testing};
-use sigil_policy::eval::{
-    AuthorityOutcome, AuthorityVerifier, ConfigFiles, ConfigFilesError, VerifiedAttestation,
-};
+use sigil_policy::eval::{AuthorityOutcome, AuthorityVerifier, ConfigFiles, ConfigFilesError};
 use sigil_policy::glob::{Glob, ImageName};
 use sigil_policy::model::{
     AuthorityKind, CipPolicy, CompiledAttestation, CompiledAuthority, CompiledPolicy, KeyAuthority,
     KeyMaterial, Mode, NoMatchPolicy, PolicyProgram, ResourceInfo, SecretRef, StaticAction,
-    TlogPolicy, predicate_type_uri,
+    TlogPolicy, VerifiedAttestation, predicate_type_uri,
 };
 use sigil_policy::{CuePolicy, ImageResult, VerifiedSignature, evaluate_image, render};
 use sigil_verifier::crypto::HashAlgorithm;

@@ -3,56 +3,20 @@
 //! module for everything (registries, the API server, the webhook's own
 //! listener).
 //!
-//! The binaries install it once at start with [`install_provider`], which
-//! also fails closed when a FIPS build's module is not in FIPS mode. The
-//! registry client installs it itself when the embedding program did not
+//! The binaries install it once at start (`sigil_runtime::start::install_provider`,
+//! which also fails closed when a FIPS build's module is not in FIPS mode).
+//! The registry client installs it itself when the embedding program did not
 //! (tests, library users), as kube's client does: reqwest is built without a
 //! provider of its own and would otherwise refuse to build a client.
 
 use std::sync::Arc;
 
 use rustls::crypto::CryptoProvider;
-use sigil_verifier::crypto::{CryptoModule, ModuleError};
-
-/// Why the provider could not be installed.
-#[derive(Debug, thiserror::Error)]
-pub enum ProviderError {
-    /// The crypto module must not be used (a FIPS build not in FIPS mode).
-    #[error(transparent)]
-    Module(#[from] ModuleError),
-    /// A FIPS build whose rustls provider offers a non-approved algorithm.
-    #[error(
-        "this is a FIPS build of sigil but the rustls provider is not in FIPS mode \
-         (a cipher suite, key exchange or signature algorithm is not approved); refusing to run"
-    )]
-    TlsNotFips,
-    /// Another provider was installed first.
-    #[error(
-        "a rustls crypto provider was already installed before sigil's; \
-         sigil installs aws-lc-rs once at start"
-    )]
-    AlreadyInstalled,
-}
 
 /// The rustls provider sigil uses: aws-lc-rs's default (in a FIPS build its
 /// cipher suites, key exchanges and signature algorithms are the FIPS ones).
 pub fn provider() -> CryptoProvider {
     rustls::crypto::aws_lc_rs::default_provider()
-}
-
-/// Checks the crypto module and installs [`provider`] as the process default;
-/// returns the module for the binary to report.
-pub fn install_provider() -> Result<CryptoModule, ProviderError> {
-    let module = CryptoModule::current();
-    module.check()?;
-    let provider = provider();
-    if module.fips_build && !provider.fips() {
-        return Err(ProviderError::TlsNotFips);
-    }
-    provider
-        .install_default()
-        .map_err(|_| ProviderError::AlreadyInstalled)?;
-    Ok(module)
 }
 
 /// The process default provider, installing [`provider`] first when the
@@ -67,11 +31,6 @@ pub fn default_provider() -> Arc<CryptoProvider> {
     CryptoProvider::get_default()
         .map(Arc::clone)
         .unwrap_or_else(|| Arc::new(provider()))
-}
-
-/// The binaries' `--version` text: their version and the crypto module.
-pub fn version_text(package_version: &str) -> String {
-    format!("{package_version}\ncrypto: {}", CryptoModule::current())
 }
 
 #[cfg(test)]

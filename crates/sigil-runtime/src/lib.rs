@@ -1,11 +1,17 @@
 //! sigil-runtime: the process plumbing of sigil's long-running binaries
 //! (the admission webhook, the in-cluster audit, the controller), written
 //! once so they log in one shape and stop the same way: the `--log-format`
-//! setting and the subscriber it installs, and the wait for SIGTERM.
+//! setting and the subscriber it installs, the admin endpoints (health,
+//! readiness, metrics: [`admin`]), the command line's `--version` and the
+//! crypto provider ([`start`]), and the wait for SIGTERM.
 //!
-//! It knows nothing of admission, policies or Kubernetes: it must not
-//! depend on any other sigil crate.
+//! It knows nothing of admission, policies or Kubernetes. Of sigil's crates
+//! it uses only the verifier (the crypto module it reports) and the registry
+//! (the crypto provider it installs, [`start`]).
 #![forbid(unsafe_code)]
+
+pub mod admin;
+pub mod start;
 
 /// Log output format (`--log-format`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]

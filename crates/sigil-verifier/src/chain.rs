@@ -9,8 +9,8 @@
 
 use time::OffsetDateTime;
 
-use crate::sct::{describe, rfc3339};
-use crate::trust::{CertificateAuthority, TrustedRoot};
+use crate::sct::describe;
+use crate::trust::{CertificateAuthority, TrustedRoot, format_rfc3339};
 use crate::x509::{Certificate, OID_EKU_CODE_SIGNING};
 
 /// OID of `anyExtendedKeyUsage`.
@@ -261,9 +261,9 @@ fn check_validity(cert: &Certificate, at: OffsetDateTime) -> Result<(), ChainErr
     }
     Err(ChainError::NotValidAt {
         cert: describe(cert),
-        not_before: rfc3339(cert.not_before),
-        not_after: rfc3339(cert.not_after),
-        at: rfc3339(at),
+        not_before: format_rfc3339(cert.not_before),
+        not_after: format_rfc3339(cert.not_after),
+        at: format_rfc3339(at),
     })
 }
 
@@ -306,13 +306,13 @@ fn try_authority(
     if !authority.valid_for.contains(at) {
         let valid_for = match (authority.valid_for.start, authority.valid_for.end) {
             (None, _) => "never (its validFor has no start)".to_owned(),
-            (Some(s), None) => format!("from {}", rfc3339(s)),
-            (Some(s), Some(e)) => format!("from {} to {}", rfc3339(s), rfc3339(e)),
+            (Some(s), None) => format!("from {}", format_rfc3339(s)),
+            (Some(s), Some(e)) => format!("from {} to {}", format_rfc3339(s), format_rfc3339(e)),
         };
         return Err(ChainError::AuthorityNotValidAt {
             authority: authority_name(authority),
             valid_for,
-            at: rfc3339(at),
+            at: format_rfc3339(at),
         });
     }
     let mut best: Option<ChainError> = None;

@@ -10,7 +10,7 @@
 use time::OffsetDateTime;
 
 use crate::crypto::{HashAlgorithm, sha256};
-use crate::trust::{TransparencyLog, TrustedRoot};
+use crate::trust::{TransparencyLog, TrustedRoot, format_rfc3339};
 use crate::x509::{Certificate, OID_SCT_LIST, SignatureAlgorithm, verify_with_algorithm};
 
 /// DER content bytes of the OID 1.3.6.1.4.1.11129.2.4.2 (embedded SCT list).
@@ -216,7 +216,7 @@ fn check_one(
     if !log.valid_for.contains(timestamp) {
         return Err(SctError::LogKeyNotValid {
             log: log_name,
-            timestamp: rfc3339(timestamp),
+            timestamp: format_rfc3339(timestamp),
         });
     }
     let alg = sct_algorithm(sct.hash_alg, sct.sig_alg).ok_or_else(|| {
@@ -454,12 +454,6 @@ pub(crate) fn describe(cert: &Certificate) -> String {
     } else {
         format!("`{}`", cert.subject)
     }
-}
-
-/// Formats a time as RFC 3339 for messages.
-pub(crate) fn rfc3339(t: OffsetDateTime) -> String {
-    t.format(&time::format_description::well_known::Rfc3339)
-        .unwrap_or_else(|_| t.to_string())
 }
 
 /// DER tag of SEQUENCE.

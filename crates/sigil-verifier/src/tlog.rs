@@ -16,7 +16,7 @@ use crate::bundle::{Bundle, BundleVersion, Content, DsseEnvelope, InclusionProof
 use crate::checkpoint::{CheckpointError, OriginRule, ed25519_note_key_id, verify_checkpoint};
 use crate::crypto::{HashAlgorithm, PublicKey, pem_decode, sha256};
 use crate::merkle::{MerkleError, leaf_hash, verify_inclusion};
-use crate::trust::{TransparencyLog, TrustedRoot};
+use crate::trust::{TransparencyLog, TrustedRoot, format_rfc3339};
 use crate::x509::Certificate;
 
 /// How far in the future of `now` a verified integrated time may lie. Rekor's
@@ -262,7 +262,7 @@ impl VerifiedEntry {
         let Some(log) = root.tlogs.get(self.log) else {
             return Err(TlogError::LogKeyNotValidAt {
                 log: format!("tlogs[{}]", self.log),
-                at: rfc3339(at),
+                at: format_rfc3339(at),
             });
         };
         check_valid_at(root, log, at)
@@ -312,11 +312,6 @@ impl Kind {
     }
 }
 
-fn rfc3339(t: OffsetDateTime) -> String {
-    t.format(&time::format_description::well_known::Rfc3339)
-        .unwrap_or_else(|_| t.unix_timestamp().to_string())
-}
-
 /// Whether `log` is known under `id`: its trust-root log ID, SHA-256 of its
 /// DER SPKI (Rekor v1's log ID), or its C2SP key ID (Rekor v2), since trust
 /// roots and bundles each carry one of these.
@@ -354,7 +349,7 @@ fn check_valid_at(
     }
     Err(TlogError::LogKeyNotValidAt {
         log: log.base_url.clone(),
-        at: rfc3339(at),
+        at: format_rfc3339(at),
     })
 }
 
@@ -420,8 +415,8 @@ pub fn verify_tlog_entry(
             if t > ctx.now + MAX_FUTURE_SKEW {
                 return Err(TlogError::IntegratedTimeInFuture {
                     log_index,
-                    time: rfc3339(t),
-                    now: rfc3339(ctx.now),
+                    time: format_rfc3339(t),
+                    now: format_rfc3339(ctx.now),
                 });
             }
             check_valid_at(root, log, t)?;

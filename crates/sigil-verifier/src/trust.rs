@@ -206,6 +206,14 @@ pub fn parse_rfc3339(s: &str) -> Option<OffsetDateTime> {
     OffsetDateTime::parse(s, &time::format_description::well_known::Rfc3339).ok()
 }
 
+/// Writes `t` as RFC 3339, the one form of a time in sigil's messages,
+/// statuses and reports. A time RFC 3339 cannot express (a year before 0,
+/// as a forged log entry may claim) is written as Unix seconds instead.
+pub fn format_rfc3339(t: OffsetDateTime) -> String {
+    t.format(&time::format_description::well_known::Rfc3339)
+        .unwrap_or_else(|_| t.unix_timestamp().to_string())
+}
+
 fn valid_for(field: &str, raw: Option<&RawValidFor>) -> Result<ValidFor, TrustRootError> {
     let parse =
         |name: &str, v: Option<&String>| -> Result<Option<OffsetDateTime>, TrustRootError> {
@@ -366,6 +374,14 @@ impl TrustedRoot {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_time_is_written_as_rfc3339_and_one_before_year_0_as_unix_seconds() {
+        let t = parse_rfc3339("2026-01-02T03:04:05Z").unwrap();
+        assert_eq!(format_rfc3339(t), "2026-01-02T03:04:05Z");
+        let before = OffsetDateTime::from_unix_timestamp(-62_167_219_201).unwrap();
+        assert_eq!(format_rfc3339(before), "-62167219201");
+    }
 
     #[test]
     fn embedded_roots_load() {

@@ -23,7 +23,7 @@ use crate::identity::{
 };
 use crate::sct::{SctError, verify_embedded_scts};
 use crate::tlog::{EntryContext, TlogError, verify_tlog_entry};
-use crate::trust::TrustedRoot;
+use crate::trust::{TrustedRoot, format_rfc3339};
 use crate::tsa::{TimestampError, verify_rfc3161};
 
 /// What the bundle is expected to sign.
@@ -282,11 +282,6 @@ impl VerifyError {
     }
 }
 
-fn rfc3339(t: OffsetDateTime) -> String {
-    t.format(&time::format_description::well_known::Rfc3339)
-        .unwrap_or_else(|_| t.unix_timestamp().to_string())
-}
-
 /// Verifies the bundle's signature over the artifact with `key`, returning the
 /// in-toto statement for DSSE content. `hash` is a managed key's configured
 /// digest (`None`: the key type's own).
@@ -519,7 +514,7 @@ pub fn verify_bundle(
         for (t, source) in &verified_times {
             let m = verify_fulcio_chain(leaf, rest, root, *t).map_err(|source_err| {
                 VerifyError::Chain {
-                    time: rfc3339(*t),
+                    time: format_rfc3339(*t),
                     source_kind: source.to_string(),
                     cause: Box::new(source_err),
                 }

@@ -1,17 +1,13 @@
 //! `sigil-webhook`: parse flags, install the aws-lc-rs crypto provider, run.
 
 use anyhow::Context as _;
-use clap::{CommandFactory as _, FromArgMatches as _};
+use sigil_runtime::start;
 
 fn main() -> anyhow::Result<()> {
-    let version = sigil_registry::tls::version_text(env!("CARGO_PKG_VERSION"));
-    let matches = sigil_webhook::Args::command()
-        .version(&*Box::leak(version.into_boxed_str()))
-        .get_matches();
-    let args = sigil_webhook::Args::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
-    let module = sigil_registry::tls::install_provider()?;
+    let args: sigil_webhook::Args = start::parse_args(env!("CARGO_PKG_VERSION"));
+    let module = start::install_provider()?;
     sigil_webhook::init_logging(args.log_format);
-    tracing::info!(crypto_module = %module, fips = module.fips_mode, "crypto provider installed");
+    start::report_crypto_module(&module);
     let runtime = tokio::runtime::Runtime::new().context("cannot start the async runtime")?;
     runtime
         .block_on(sigil_webhook::run(args))

@@ -23,6 +23,7 @@ use hyper_util::server::graceful::GracefulShutdown;
 use hyper_util::service::TowerToHyperService;
 use prometheus_client::metrics::gauge::Gauge;
 use rustls::ServerConfig;
+use sigil_runtime::admin::{self, Admin};
 use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
 use tokio::time::Instant;
@@ -80,66 +81,44 @@ impl<J, S> AppState<J, S> {
     }
 }
 
-/// The HTTPS router: `/validate`, `/mutate`, `/healthz`, `/readyz`.
+/// The HTTPS router: `/validate`, `/mutate`, `/healthz`, `/readyz` (the
+/// probes answer as on the plain port, through sigil-runtime's handlers).
 pub fn router<J: ImageJudge, S: PullSecretSource>(state: Arc<AppState<J, S>>) -> Router {
     Router::new()
         .route("/validate", post(validate::<J, S>))
         .route("/mutate", post(mutate::<J, S>))
-        .route("/healthz", get(healthz))
-        .route("/readyz", get(readyz::<J, S>))
+        .route("/healthz", get(admin::healthz))
+        .route("/readyz", get(admin::readyz::<AppState<J, S>>))
         .with_state(state)
 }
 
-/// The plain-HTTP router: `/metrics`, `/healthz`, `/readyz`.
+/// The plain-HTTP router: `/metrics`, `/healthz`, `/readyz`, sigil-runtime's
+/// admin router over the admission state.
 pub fn metrics_router<J: ImageJudge, S: PullSecretSource>(state: Arc<AppState<J, S>>) -> Router {
-    Router::new()
-        .route("/metrics", get(metrics::<J, S>))
-        .route("/healthz", get(healthz))
-        .route("/readyz", get(readyz::<J, S>))
-        .with_state(state)
+    admin::router(state)
 }
 
-async fn healthz() -> &'static str {
-    "ok"
-}
-
-async fn readyz<J: ImageJudge, S: PullSecretSource>(
-    State(app): State<Arc<AppState<J, S>>>,
-) -> (StatusCode, &'static str) {
-    if app.shutting_down.load(Ordering::Relaxed) {
-        (StatusCode::SERVICE_UNAVAILABLE, "shutting down")
-    } else if app.admission.ready() {
-        (StatusCode::OK, "ready")
-    } else {
-        (
-            StatusCode::SERVICE_UNAVAILABLE,
-            "policies or trust roots not loaded yet",
-        )
+impl<J: ImageJudge, S: PullSecretSource> Admin for AppState<J, S> {
+    fn readiness(&self) -> Result<&'static str, &'static str> {
+        if self.shutting_down.load(Ordering::Relaxed) {
+            Err("shutting down")
+        } else if self.admission.ready() {
+            Ok("ready")
+        } else {
+            Err("policies or trust roots not loaded yet")
+        }
     }
-}
 
-async fn metrics<J: ImageJudge, S: PullSecretSource>(
-    State(app): State<Arc<AppState<J, S>>>,
-) -> Response {
-    let m = app.admission.metrics();
-    let age = app
-        .admission
-        .cache()
-        .judge()
-        .snapshot_age()
-        .map_or(-1.0, |d| d.as_secs_f64());
-    m.snapshot_age.set(age);
-    let revision = app.admission.cache().judge().snapshot_revision();
-    m.snapshot_revision
-        .set(revision.and_then(|r| i64::try_from(r).ok()).unwrap_or(-1));
-    (
-        [(
-            header::CONTENT_TYPE,
-            "application/openmetrics-text; version=1.0.0; charset=utf-8",
-        )],
-        m.encode(),
-    )
-        .into_response()
+    fn metrics(&self) -> String {
+        let m = self.admission.metrics();
+        let judge = self.admission.cache().judge();
+        m.snapshot_age
+            .set(judge.snapshot_age().map_or(-1.0, |d| d.as_secs_f64()));
+        let revision = judge.snapshot_revision();
+        m.snapshot_revision
+            .set(revision.and_then(|r| i64::try_from(r).ok()).unwrap_or(-1));
+        m.encode()
+    }
 }
 
 async fn validate<J: ImageJudge, S: PullSecretSource>(

@@ -8,6 +8,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use serde::Serialize;
+use sigil_verifier::trust::format_rfc3339;
 use time::OffsetDateTime;
 
 /// How a check came out, worst last (the report's status is the maximum).
@@ -271,7 +272,7 @@ pub(crate) fn ca_bundle(cert: Result<ServingCert, String>, now: OffsetDateTime) 
     if let Some((subject, not_after)) = &cert.leaf {
         details.push(format!(
             "leaf {subject}, valid until {}",
-            rfc3339(*not_after)
+            format_rfc3339(*not_after)
         ));
     }
     if let Err(cause) = &cert.verified {
@@ -300,7 +301,7 @@ pub(crate) fn ca_bundle(cert: Result<ServingCert, String>, now: OffsetDateTime) 
                 Status::Warn,
                 format!(
                     "the serving certificate verifies but expires at {} ({} left)",
-                    rfc3339(not_after),
+                    format_rfc3339(not_after),
                     human(left.try_into().unwrap_or_default())
                 ),
             )
@@ -1224,11 +1225,6 @@ pub(crate) fn human(d: Duration) -> String {
         7_200..172_800 => format!("{}h", s / 3600),
         _ => format!("{}d", s / 86_400),
     }
-}
-
-fn rfc3339(t: OffsetDateTime) -> String {
-    t.format(&time::format_description::well_known::Rfc3339)
-        .unwrap_or_else(|_| t.to_string())
 }
 
 #[cfg(test)]

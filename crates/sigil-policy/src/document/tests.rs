@@ -10,8 +10,10 @@ use sigil_verifier::dsse::Statement;
 use sigil_verifier::identity::{FulcioExtensions, FulcioIdentity};
 
 use super::*;
-use crate::eval::{AuthorityMatch, AuthorityResult, VerifiedAttestation, VerifiedSignature};
-use crate::model::{CipPolicy, PolicyProgram, ResourceInfo};
+use crate::model::{
+    AuthorityMatch, AuthorityResult, CipPolicy, PolicyProgram, ResourceInfo, VerifiedAttestation,
+    VerifiedSignature,
+};
 use crate::rego::RegoPolicy;
 
 const HEADER: &str = r#""_type":"https://in-toto.io/Statement/v1","predicateType":"P","subject":[{"digest":{"sha256":"ab"}}]"#;

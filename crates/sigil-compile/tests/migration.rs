@@ -31,8 +31,8 @@
 use std::path::{Path, PathBuf};
 
 use serde_json::Value;
-use sigil_api::convert::convert_yaml;
-use sigil_api::lint::lint_yaml;
+use sigil_compile::convert::convert_yaml;
+use sigil_compile::lint::lint_yaml;
 
 /// Valid files that still fail, each with the reason (as [`waits_for`]
 /// names it): none today. Add a line here only with the feature it waits for.

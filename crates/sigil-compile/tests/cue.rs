@@ -8,8 +8,8 @@ use std::path::Path;
 
 use sigil_api::ClusterImagePolicySpec;
 use sigil_api::cip::ConfigMapRef;
-use sigil_api::compile::{CompileError, Offline, SecretResolver, compile_policy};
-use sigil_api::convert::convert_yaml;
+use sigil_compile::compile::{CompileError, Offline, SecretResolver, compile_policy};
+use sigil_compile::convert::convert_yaml;
 use sigil_policy::model::{CompiledPolicy, PolicyProgram, SecretRef};
 
 fn engine() {

@@ -4,12 +4,15 @@
 //! cannot be reached.
 
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use axum::http::{HeaderMap, StatusCode, Uri};
 use serde_json::{Value, json};
+use sigil_kms::Provider;
 
 use super::*;
 use crate::fixtures::*;
+use crate::kms::parse_credentials_flag;
 
 /// What the mock Vault answers: the key, or 503 while it is down.
 #[derive(Clone)]
@@ -124,7 +127,7 @@ async fn a_kms_key_is_fetched_with_the_credentials_secret_and_published_inline()
     let key = published_key(&api);
     assert_eq!(key.data.as_deref(), Some(P256_PUB));
     assert!(key.kms.is_none());
-    stored_snapshot(&api).unwrap().validate().unwrap();
+    sigil_compile::snapshot::validate(&stored_snapshot(&api).unwrap()).unwrap();
     assert_eq!(
         action,
         kube::runtime::controller::Action::requeue(ctx.kms.refresh()),

@@ -9,8 +9,8 @@
 
 use std::path::Path;
 
-use sigil_api::convert::convert_yaml;
-use sigil_api::lint::lint_yaml;
+use sigil_compile::convert::convert_yaml;
+use sigil_compile::lint::lint_yaml;
 
 #[test]
 fn every_shipped_example_lints_clean() {
@@ -423,10 +423,10 @@ fn a_private_instance_named_by_url_lints_clean_with_a_note_about_the_default_tru
 
 #[test]
 fn convert_with_a_trust_root_adds_references_only_where_a_url_is_not_public_good() {
-    let options = sigil_api::convert::ConvertOptions {
+    let options = sigil_compile::convert::ConvertOptions {
         trust_root: Some("corp-sigstore".into()),
     };
-    let c = sigil_api::convert::convert_yaml_with(PRIVATE_SIGSTORE, &options).unwrap();
+    let c = sigil_compile::convert::convert_yaml_with(PRIVATE_SIGSTORE, &options).unwrap();
     assert!(c.report.is_empty(), "{:?}", c.report);
     assert_eq!(c.changes.len(), 2, "{:?}", c.changes);
     assert!(
@@ -484,12 +484,12 @@ fn a_keyless_ca_cert_from_a_kms_lints_clean_with_a_note_that_its_authority_admit
         "{:?}",
         r[0].notes
     );
-    let compiled = sigil_api::compile::compile_policy(
+    let compiled = sigil_compile::compile::compile_policy(
         "kms-ca",
         &serde_saphyr::from_str::<sigil_api::ClusterImagePolicy>(yaml)
             .unwrap()
             .spec,
-        &sigil_api::compile::Offline,
+        &sigil_compile::compile::Offline,
     )
     .unwrap();
     assert!(matches!(

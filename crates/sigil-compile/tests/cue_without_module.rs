@@ -5,8 +5,8 @@
 #![allow(clippy::unwrap_used, clippy::panic)]
 
 use sigil_api::ClusterImagePolicySpec;
-use sigil_api::compile::{Offline, compile_policy, is_offline_only};
-use sigil_api::lint::lint_yaml;
+use sigil_compile::compile::{Offline, compile_policy, is_offline_only};
+use sigil_compile::lint::lint_yaml;
 use sigil_cue::{CueConfig, configure_shared};
 
 const MISSING: &str = "/nonexistent/sigil/lib/cue.wasm";

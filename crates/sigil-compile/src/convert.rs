@@ -18,9 +18,9 @@
 //! references to a cluster default trust root.
 
 use serde_json::{Map, Value};
+use sigil_api::cip::Authority;
 use sigil_verifier::trust::TrustedRoot;
 
-use crate::cip::Authority;
 use crate::default_root::{default_urls, instances, same_instance};
 use crate::lint::{API_VERSION, LintError, lint_document};
 use crate::verdicts::{VerdictNote, keep_verdicts};

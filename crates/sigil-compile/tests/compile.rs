@@ -10,11 +10,11 @@
 use base64::Engine as _;
 use sigil_api::ClusterImagePolicySpec;
 use sigil_api::cip::{ConfigMapRef, RemotePolicy};
-use sigil_api::compile::{
+use sigil_api::trustroot::TrustRootSpec;
+use sigil_compile::compile::{
     CompileError, MAX_REMOTE_POLICY_BYTES, Offline, SecretResolver, check_remote_policy,
     compile_policy, is_offline_only, trust_root_refs, validate_trust_root,
 };
-use sigil_api::trustroot::TrustRootSpec;
 use sigil_policy::model::{
     AuthorityKind, CaTrust, CompiledPolicy, KeyMaterial, Mode, SecretRef, StaticAction, TlogPolicy,
 };

@@ -7,12 +7,12 @@
 //! warning wherever the two would judge it differently.
 
 use serde_json::Value;
+use sigil_api::{ClusterImagePolicy, TrustRoot};
 use sigil_policy::model::{AuthorityKind, CaTrust, CompiledPolicy, KeyMaterial};
 
 use crate::compile::{Offline, compile_policy, is_offline_only, validate_trust_root};
 use crate::default_root::{DEFAULT_ANNOTATION, instance_mismatches};
 use crate::verdicts::keep_verdicts;
-use crate::{ClusterImagePolicy, TrustRoot};
 
 /// The API version sigil serves.
 pub const API_VERSION: &str = "policy.sigil.dev/v1alpha1";
@@ -267,7 +267,7 @@ fn impossible_secret_names(policy: &CompiledPolicy) -> Vec<String> {
 /// URLs that only a cluster whose default TrustRoot lists them accepts:
 /// offline, the default is unknown, so they are checked against the
 /// embedded public-good root and reported as notes, not errors.
-fn default_root_notes(spec: &crate::ClusterImagePolicySpec) -> Vec<String> {
+fn default_root_notes(spec: &sigil_api::ClusterImagePolicySpec) -> Vec<String> {
     let Ok(public_good) = sigil_verifier::trust::TrustedRoot::public_good() else {
         return Vec::new();
     };

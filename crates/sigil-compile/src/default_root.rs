@@ -13,9 +13,9 @@
 //! reports it as a note (it cannot know the cluster's default).
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use sigil_api::cip::{Authority, ClusterImagePolicySpec};
 use sigil_verifier::trust::TrustedRoot;
 
-use crate::cip::{Authority, ClusterImagePolicySpec};
 use crate::compile::FieldError;
 
 /// The annotation that marks a TrustRoot as the cluster's default (value

@@ -11,6 +11,11 @@ use std::fmt;
 
 use base64::Engine as _;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1 as meta;
+use sigil_api::cip::{
+    Attestation, Authority, ClusterImagePolicySpec, ConfigMapRef, Identity, KeyRef, KeylessRef,
+    MatchResource, Policy, RemotePolicy, Source, TLog,
+};
+use sigil_api::trustroot::{CertificateAuthority, TransparencyLogInstance, TrustRootSpec};
 use sigil_policy::cue::{CIP_LEVEL_NAME, CueFailure, CuePolicy};
 use sigil_policy::glob::{Glob, ImageName};
 use sigil_policy::model::PolicyProgram;
@@ -24,12 +29,6 @@ use sigil_policy::rego::RegoPolicy;
 use sigil_verifier::crypto::{HashAlgorithm, PublicKey, pem_decode_all};
 use sigil_verifier::identity::{Claim, ClaimPolicy, IdentityMatcher, IdentityPolicy};
 use sigil_verifier::x509::Certificate;
-
-use crate::cip::{
-    Attestation, Authority, ClusterImagePolicySpec, ConfigMapRef, Identity, KeyRef, KeylessRef,
-    MatchResource, Policy, RemotePolicy, Source, TLog,
-};
-use crate::trustroot::{CertificateAuthority, TransparencyLogInstance, TrustRootSpec};
 
 /// Resources a `match` entry may name: those sigil's webhook admits.
 pub const MATCH_RESOURCES: &[&str] = &[

@@ -4,21 +4,20 @@
 //! a policy compiles, fetched again once it is older than the refresh
 //! interval (or the credentials changed), and while the KMS cannot be
 //! reached the last good key stays in force and the policy's `Ready`
-//! condition says so. The clients themselves are in `sigil-kms`.
+//! condition says so. The clients themselves are in `sigil-kms`; putting the
+//! keys into a policy, with the credentials Secret read through the
+//! controller's context, is [`crate::kms_resolve`]'s (this service is held by
+//! the context and so imports nothing of it).
 
 use std::collections::BTreeMap;
 use std::hash::{DefaultHasher, Hash, Hasher};
 use std::time::{Duration, Instant};
 
-use k8s_openapi::api::core::v1::Secret;
-use kube::api::Api;
-use sigil_api::cip::{ClusterImagePolicySpec, KeyRef};
+use sigil_api::cip::ClusterImagePolicySpec;
 use sigil_kms::{Env, Http, HttpConfig, KmsError, KmsRef, Provider};
 use sigil_verifier::crypto::PublicKey;
+use sigil_verifier::trust::format_rfc3339;
 use tokio::sync::Mutex;
-
-use crate::context::Context;
-use crate::error::{Error, Result};
 
 /// Parses `--kms-credentials-secret PROVIDER=NAME`.
 pub fn parse_credentials_flag(value: &str) -> std::result::Result<(Provider, String), String> {
@@ -174,7 +173,7 @@ fn stale_message(uri: &str, entry: &Entry) -> String {
     let (since, why) = entry
         .failing
         .as_ref()
-        .map(|(since, why)| (rfc3339(*since), why.as_str()))
+        .map(|(since, why)| (format_rfc3339(*since), why.as_str()))
         .unwrap_or_default();
     format!(
         "KMS key {uri} cannot be fetched since {since}: {why}; the webhook keeps enforcing the \
@@ -184,7 +183,7 @@ fn stale_message(uri: &str, entry: &Entry) -> String {
             .as_deref()
             .map(|v| format!(" (version {v})"))
             .unwrap_or_default(),
-        rfc3339(entry.fetched_at)
+        format_rfc3339(entry.fetched_at)
     )
 }
 
@@ -207,85 +206,3 @@ impl KmsKeys {
         out
     }
 }
-
-fn rfc3339(t: time::OffsetDateTime) -> String {
-    t.format(&time::format_description::well_known::Rfc3339)
-        .unwrap_or_else(|_| t.to_string())
-}
-
-/// Replaces `key.kms` by the fetched key's PEM in `data` (what the webhook
-/// enforces). A fetch failure without a last good key is a problem of the
-/// policy; with one, that key stays in force.
-pub async fn resolve_key(
-    ctx: &Context,
-    path: &str,
-    key: &mut KeyRef,
-    problems: &mut Vec<String>,
-) -> Result<()> {
-    let Some(uri) = key.kms.clone() else {
-        return Ok(());
-    };
-    // Syntax errors and data/secretRef conflicts are the compiler's to report.
-    let Ok(reference) = KmsRef::parse(&uri) else {
-        return Ok(());
-    };
-    if key.data.is_some() || key.secret_ref.is_some() {
-        return Ok(());
-    }
-    let path = format!("{path}.kms");
-    let overlay = match ctx.kms.secret_for(reference.provider()) {
-        None => BTreeMap::new(),
-        Some(name) => {
-            let ns = &ctx.args.namespace;
-            let api: Api<Secret> = Api::namespaced(ctx.client.clone(), ns);
-            let secret = api
-                .get_opt(name)
-                .await
-                .map_err(|e| Error::kube(format!("reading Secret {ns}/{name}"), e))?;
-            let Some(secret) = secret else {
-                problems.push(format!(
-                    "{path}: the {} credentials Secret {ns}/{name} (--kms-credentials-secret) \
-                     not found; create it with the provider's settings as entries (e.g. \
-                     VAULT_ADDR, VAULT_TOKEN)",
-                    reference.provider()
-                ));
-                return Ok(());
-            };
-            let mut overlay = BTreeMap::new();
-            for (k, v) in secret.data.unwrap_or_default() {
-                match String::from_utf8(v.0) {
-                    Ok(text) => {
-                        overlay.insert(k, text);
-                    }
-                    Err(_) => {
-                        problems.push(format!(
-                            "{path}: entry `{k}` of Secret {ns}/{name} is not UTF-8 text"
-                        ));
-                        return Ok(());
-                    }
-                }
-            }
-            overlay
-        }
-    };
-    match ctx.kms.lookup(&reference, &uri, &overlay).await {
-        // A stale key is reported by [`KmsKeys::degraded`] after publication.
-        Lookup::Fresh(pem) | Lookup::Stale(pem, _) => {
-            key.data = Some(pem);
-            key.kms = None;
-        }
-        Lookup::Failed(why) => problems.push(format!("{path}: {why}")),
-    }
-    Ok(())
-}
-
-/// Whether `spec` names any KMS key (such policies are re-checked every
-/// refresh interval).
-pub fn uses_kms(spec: &ClusterImagePolicySpec) -> bool {
-    spec.authorities
-        .iter()
-        .any(|a| a.key.as_ref().is_some_and(|k| k.kms.is_some()))
-}
-
-#[cfg(test)]
-mod tests;

@@ -1,0 +1,130 @@
+//! The admin endpoints every long-running sigil binary serves on its plain
+//! HTTP port: `/healthz` (the process answers), `/readyz` (the program says
+//! whether it is ready, and why not) and `/metrics` (its OpenMetrics text).
+//! One router, so the three programs answer probes and scrapes alike; what
+//! "ready" means and which metrics there are stays each program's own,
+//! behind [`Admin`].
+
+use std::sync::Arc;
+
+use axum::Router;
+use axum::extract::State;
+use axum::http::{StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+
+/// The content type of the `/metrics` answer.
+pub const OPENMETRICS: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+
+/// What a program tells its admin endpoints.
+pub trait Admin: Send + Sync + 'static {
+    /// `Ok(text)` when the program is ready (`/readyz` answers 200 with the
+    /// text), `Err(reason)` when not (503 with the reason).
+    fn readiness(&self) -> Result<&'static str, &'static str>;
+
+    /// The OpenMetrics exposition `/metrics` serves, ending in `# EOF`.
+    fn metrics(&self) -> String;
+}
+
+/// The router of `/healthz`, `/readyz` and `/metrics` over `admin` (also
+/// what tests call through `oneshot`).
+pub fn router<A: Admin>(admin: Arc<A>) -> Router {
+    Router::new()
+        .route("/healthz", get(healthz))
+        .route("/readyz", get(readyz::<A>))
+        .route("/metrics", get(metrics::<A>))
+        .with_state(admin)
+}
+
+/// `/healthz`: the process runs and answers.
+pub async fn healthz() -> &'static str {
+    "ok"
+}
+
+/// `/readyz` of `admin`: 200 when ready, 503 with the reason otherwise.
+pub async fn readyz<A: Admin>(State(admin): State<Arc<A>>) -> (StatusCode, &'static str) {
+    readiness_answer(admin.readiness())
+}
+
+/// The `/readyz` answer for a readiness (for a router of the program's
+/// own that also serves `/readyz`).
+pub fn readiness_answer(
+    readiness: Result<&'static str, &'static str>,
+) -> (StatusCode, &'static str) {
+    match readiness {
+        Ok(text) => (StatusCode::OK, text),
+        Err(reason) => (StatusCode::SERVICE_UNAVAILABLE, reason),
+    }
+}
+
+async fn metrics<A: Admin>(State(admin): State<Arc<A>>) -> Response {
+    ([(header::CONTENT_TYPE, OPENMETRICS)], admin.metrics()).into_response()
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use std::sync::atomic::{AtomicBool, Ordering};
+
+    use axum::body::Body;
+    use axum::http::Request;
+    use tower::ServiceExt as _;
+
+    use super::*;
+
+    struct Program {
+        ready: AtomicBool,
+    }
+
+    impl Admin for Program {
+        fn readiness(&self) -> Result<&'static str, &'static str> {
+            if self.ready.load(Ordering::Relaxed) {
+                Ok("ready")
+            } else {
+                Err("not loaded yet")
+            }
+        }
+
+        fn metrics(&self) -> String {
+            "up 1\n# EOF\n".to_owned()
+        }
+    }
+
+    async fn get(app: Router, path: &str) -> (StatusCode, Option<String>, String) {
+        let response = app
+            .oneshot(Request::get(path).body(Body::empty()).unwrap())
+            .await
+            .unwrap();
+        let status = response.status();
+        let kind = response
+            .headers()
+            .get(header::CONTENT_TYPE)
+            .map(|v| v.to_str().unwrap().to_owned());
+        let body = axum::body::to_bytes(response.into_body(), 1 << 16)
+            .await
+            .unwrap();
+        (status, kind, String::from_utf8(body.to_vec()).unwrap())
+    }
+
+    #[tokio::test]
+    async fn healthz_answers_readyz_says_why_not_and_metrics_are_openmetrics() {
+        let program = Arc::new(Program {
+            ready: AtomicBool::new(false),
+        });
+        let app = router(program.clone());
+        assert_eq!(get(app.clone(), "/healthz").await.2, "ok");
+        let (status, _, text) = get(app.clone(), "/readyz").await;
+        assert_eq!(
+            (status, text.as_str()),
+            (StatusCode::SERVICE_UNAVAILABLE, "not loaded yet")
+        );
+        program.ready.store(true, Ordering::Relaxed);
+        let (status, _, text) = get(app.clone(), "/readyz").await;
+        assert_eq!((status, text.as_str()), (StatusCode::OK, "ready"));
+        let (status, kind, text) = get(app, "/metrics").await;
+        assert_eq!(status, StatusCode::OK);
+        assert_eq!(kind.as_deref(), Some(OPENMETRICS));
+        assert_eq!(text, "up 1\n# EOF\n");
+    }
+}
