@@ -38,7 +38,6 @@ pub mod sigstore_keys;
 pub mod sigstore_objects;
 pub mod sigstore_root;
 pub mod status;
-pub mod telemetry;
 pub mod tls;
 pub mod trustroot;
 pub mod tuf;

@@ -5,7 +5,7 @@ use sigil_runtime::start;
 async fn main() -> anyhow::Result<()> {
     let args: sigil_controller::Args = start::parse_args(env!("CARGO_PKG_VERSION"));
     let module = start::install_provider()?;
-    sigil_controller::telemetry::init(args.log_format).map_err(anyhow::Error::msg)?;
+    sigil_runtime::try_init_logging(args.log_format).map_err(anyhow::Error::msg)?;
     start::report_crypto_module(&module);
     // Before any policy compiles: CUE policies are checked with this module.
     sigil_cue::configure_shared(args.cue_config())?;

@@ -37,7 +37,6 @@ use tokio::task::JoinHandle;
 
 pub use config::{Args, LogFormat};
 pub use error::Error;
-pub use sigil_runtime::init_logging;
 
 use crate::admit::{Admission, AdmissionConfig};
 use crate::judge::{ImageJudge, PullSecretSource};

@@ -6,7 +6,7 @@ use sigil_runtime::start;
 fn main() -> anyhow::Result<()> {
     let args: sigil_webhook::Args = start::parse_args(env!("CARGO_PKG_VERSION"));
     let module = start::install_provider()?;
-    sigil_webhook::init_logging(args.log_format);
+    sigil_runtime::init_logging(args.log_format);
     start::report_crypto_module(&module);
     let runtime = tokio::runtime::Runtime::new().context("cannot start the async runtime")?;
     runtime
