@@ -264,6 +264,12 @@ def main() -> None:
     out.append("## Not measured in this run\n")
     out.append("- Profiles of sigil where it misses a target.\n"
                "- The verdict differential with policy-controller's policy-tester: docs/policy-differential.md.\n")
+    # Figures measured in process, outside the cluster run (each with its
+    # date and command), kept by hand in bench/in-process.md.
+    in_process = os.path.join(os.path.dirname(os.path.abspath(__file__)), "in-process.md")
+    if os.path.exists(in_process):
+        with open(in_process) as f:
+            out.append(f.read().rstrip("\n"))
     print("\n".join(out))
 
 

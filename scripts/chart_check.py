@@ -243,6 +243,37 @@ def check_webhook_configs(docs, values, ns, errors):
                     errors.append(f"{where}: clientConfig {client}, want service sigil-webhook.{ns}:443{path}")
 
 
+def check_autoscaling(docs, w, deployment, errors):
+    """webhook.replicas, or a HorizontalPodAutoscaler on the webhook's CPU
+    that owns the replica count (then no replicas in the Deployment, which
+    every upgrade would otherwise reset)."""
+    hpa = find(docs, "HorizontalPodAutoscaler")
+    a = w["autoscaling"]
+    if not a["enabled"]:
+        if deployment["spec"].get("replicas") != w["replicas"]:
+            errors.append(f"webhook replicas {deployment['spec'].get('replicas')}, want {w['replicas']}")
+        if hpa:
+            errors.append("webhook.autoscaling.enabled=false still renders a HorizontalPodAutoscaler")
+        return
+    if "replicas" in deployment["spec"]:
+        errors.append("webhook.autoscaling.enabled but the Deployment sets replicas (each upgrade would reset the autoscaler's count)")
+    if len(hpa) != 1:
+        errors.append(f"webhook.autoscaling.enabled needs one HorizontalPodAutoscaler, found {len(hpa)}")
+        return
+    h = hpa[0]
+    spec = h["spec"]
+    target = spec.get("scaleTargetRef", {})
+    if h.get("apiVersion") != "autoscaling/v2" or h["metadata"]["name"] != "sigil-webhook" or \
+            (target.get("apiVersion"), target.get("kind"), target.get("name")) != ("apps/v1", "Deployment", "sigil-webhook"):
+        errors.append(f"the HorizontalPodAutoscaler {h['metadata']['name']} ({h.get('apiVersion')}) does not scale Deployment sigil-webhook: {target}")
+    if (spec.get("minReplicas"), spec.get("maxReplicas")) != (a["minReplicas"], a["maxReplicas"]):
+        errors.append(f"HorizontalPodAutoscaler replicas {spec.get('minReplicas')}-{spec.get('maxReplicas')}, want {a['minReplicas']}-{a['maxReplicas']}")
+    cpu = [m["resource"]["target"] for m in spec.get("metrics", [])
+           if m.get("type") == "Resource" and m.get("resource", {}).get("name") == "cpu"]
+    if cpu != [{"type": "Utilization", "averageUtilization": a["targetCPUUtilizationPercentage"]}]:
+        errors.append(f"HorizontalPodAutoscaler CPU target {cpu}, want {a['targetCPUUtilizationPercentage']}% utilization")
+
+
 def check_webhook(docs, values, ns, errors):
     w = values["webhook"]
     deploy = find(docs, "Deployment", "sigil-webhook")
@@ -258,8 +289,7 @@ def check_webhook(docs, values, ns, errors):
         errors.append("no webhook Deployment")
         return
     d = deploy[0]
-    if d["spec"]["replicas"] != w["replicas"]:
-        errors.append(f"webhook replicas {d['spec']['replicas']}, want {w['replicas']}")
+    check_autoscaling(docs, w, d, errors)
     pod = pod_spec(d)
     if not w["affinity"]:
         terms = pod.get("affinity", {}).get("podAntiAffinity", {}).get(
@@ -290,6 +320,9 @@ def check_webhook(docs, values, ns, errors):
         "--verdict-cache-size": [str(w["cache"]["verdictCacheSize"])],
         "--tls-cert": ["/etc/sigil/tls/tls.crt"],
         "--tls-key": ["/etc/sigil/tls/tls.key"],
+        "--connection-max-requests": [str(w["connections"]["maxRequests"])],
+        "--connection-max-age-seconds": [str(w["connections"]["maxAgeSeconds"])],
+        "--connection-jitter-percent": [str(w["connections"]["jitterPercent"])],
     }
     for flag, value in want.items():
         if args.get(flag) != value:
@@ -864,6 +897,10 @@ def breakages():
     def wrong_namespace(docs):
         find(docs, "Service", "sigil-webhook")[0]["metadata"]["namespace"] = "default"
 
+    def connections_unbounded(docs):
+        c = container(docs, "sigil-webhook")
+        c["args"] = [a for a in c["args"] if not a.startswith("--connection-max-requests")]
+
     def unknown_flag(docs):
         container(docs, "sigil-controller")["args"].append("--no-such-flag=1")
 
@@ -948,7 +985,14 @@ def breakages():
             if "policy.sigstore.dev" in r["apiGroups"] and "watch" in r["verbs"]:
                 r["verbs"].append("patch")
 
-    return [pc_entry_judges_twice, pc_crd_pruned, pc_controller_writes_sources, github_root_tampered, stray_github_trust_root, webhook_limit_too_low, drop_webhook_env, drop_ro_root, allow_escalation, include_kube_system, timeout_mismatch,
+    def stray_autoscaler(docs):
+        docs.append({"apiVersion": "autoscaling/v2", "kind": "HorizontalPodAutoscaler",
+                     "metadata": {"name": "sigil-webhook", "namespace": "sigil-check"},
+                     "spec": {"scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment",
+                                                 "name": "sigil-webhook"},
+                              "minReplicas": 2, "maxReplicas": 5}})
+
+    return [pc_entry_judges_twice, pc_crd_pruned, pc_controller_writes_sources, connections_unbounded, stray_autoscaler, github_root_tampered, stray_github_trust_root, webhook_limit_too_low, drop_webhook_env, drop_ro_root, allow_escalation, include_kube_system, timeout_mismatch,
             ignore_failures, forget_cronjobs, wider_webhook_role, no_probe,
             wrong_namespace, unknown_flag, path_swap, allow_loopback_registries,
             allow_unpinned_by_default, list_pull_secrets, forget_ephemeral_containers,

@@ -3,7 +3,9 @@
 //! decision (the webhook's); verification latency; cache
 //! hits and misses; reviews in flight; policy snapshot age and revision;
 //! registry requests
-//! by host and status; the build and crypto module (`sigil_build_info`).
+//! by host and status; the admission server's TLS connections opened and
+//! closed, by reason (the webhook's); the build and crypto module
+//! (`sigil_build_info`).
 //! Label values are constants, HTTP status codes, or
 //! registry hosts capped at [`MAX_REGISTRY_HOSTS`], so cardinality is bounded
 //! whatever the input.
@@ -57,6 +59,14 @@ pub struct RegistryLabels {
     pub status: String,
 }
 
+/// Labels of `sigil_webhook_connections_closed`.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ConnectionLabels {
+    /// `requests` or `age` (the server ended it to spread load), `shutdown`,
+    /// `client` (the client closed it) or `error`.
+    pub reason: &'static str,
+}
+
 /// Every metric the webhook exports, registered once.
 #[derive(Debug)]
 pub struct Metrics {
@@ -76,6 +86,10 @@ pub struct Metrics {
     pub snapshot_revision: Gauge<i64>,
     /// Registry requests by host and status.
     pub registry_requests: Family<RegistryLabels, Counter>,
+    /// TLS connections of the admission server (handshake done).
+    pub connections: Counter,
+    /// Those connections ended, by reason.
+    pub connections_closed: Family<ConnectionLabels, Counter>,
     registry_hosts: Mutex<HashSet<String>>,
 }
 
@@ -145,6 +159,18 @@ impl Metrics {
             "Registry HTTP requests (token requests included), by host and status or failure",
             registry_requests.clone(),
         );
+        let connections = Counter::default();
+        registry.register(
+            "webhook_connections",
+            "TLS connections of the admission server (handshake done)",
+            connections.clone(),
+        );
+        let connections_closed = Family::<ConnectionLabels, Counter>::default();
+        registry.register(
+            "webhook_connections_closed",
+            "Admission server connections ended, by reason: requests or age (ended by the server to spread load over replicas), shutdown, client, error",
+            connections_closed.clone(),
+        );
         registry.register(
             "build",
             "Version and crypto module of this binary",
@@ -159,6 +185,8 @@ impl Metrics {
             snapshot_age,
             snapshot_revision,
             registry_requests,
+            connections,
+            connections_closed,
             registry_hosts: Mutex::new(HashSet::new()),
         }
     }

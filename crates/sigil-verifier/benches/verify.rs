@@ -12,6 +12,15 @@
 //! (`signature/...`, fresh keys; ECDSA over a 1 KiB message like a
 //! certificate's TBS, Ed25519 over 256 bytes like a checkpoint's note), so that
 //! a bundle's median can be read against the floor its checks set.
+//!
+//! `two_p384/...` measures the floor of the Rekor v2 + TSA bundle, its two
+//! independent P-384 checks (the leaf by the Fulcio intermediate, over a
+//! 1 KiB TBS; the timestamp token, over 256 bytes of signed attributes), run
+//! one after the other on the caller's thread (`sequential`), or in parallel:
+//! the second on a thread spawned for it (`scoped_thread`, `std::thread::scope`)
+//! or handed to a warm worker thread that waits for work, as a runtime's
+//! blocking pool does (`warm_worker`). Throughput at saturation is
+//! `benches/saturation.rs`.
 
 // Test and benchmark glue: a failed fixture load should abort loudly.
 #![allow(
@@ -111,7 +120,90 @@ fn bench_ed25519(c: &mut Criterion) {
     });
 }
 
+/// One P-384 check ready to run: a key, a message and its signature.
+struct Check {
+    key: PublicKey,
+    message: Vec<u8>,
+    signature: Vec<u8>,
+}
+
+impl Check {
+    fn p384(message_len: usize) -> Self {
+        use aws_lc_rs::encoding::AsDer as _;
+        use aws_lc_rs::signature::KeyPair as _;
+        let rng = aws_lc_rs::rand::SystemRandom::new();
+        let pair = aws_lc_rs::signature::EcdsaKeyPair::generate(
+            &aws_lc_rs::signature::ECDSA_P384_SHA384_ASN1_SIGNING,
+        )
+        .expect("key generation");
+        let spki = pair.public_key().as_der().expect("public key DER");
+        let message = vec![0x5a_u8; message_len];
+        let signature = pair
+            .sign(&rng, &message)
+            .expect("signing")
+            .as_ref()
+            .to_vec();
+        Self {
+            key: PublicKey::from_spki_der(spki.as_ref()).expect("sigil parses the key"),
+            message,
+            signature,
+        }
+    }
+
+    fn run(&self) -> bool {
+        self.key
+            .verify(
+                std::hint::black_box(&self.message),
+                &self.signature,
+                HashAlgorithm::Sha384,
+            )
+            .is_ok()
+    }
+}
+
+/// The two P-384 checks of a Rekor v2 + TSA bundle, sequential and parallel.
+fn bench_two_p384(c: &mut Criterion) {
+    use std::sync::Arc;
+    use std::sync::mpsc;
+    let leaf = Arc::new(Check::p384(1024));
+    let token = Arc::new(Check::p384(256));
+    assert!(leaf.run() && token.run());
+    let mut group = c.benchmark_group("two_p384");
+    group.bench_function("sequential", |b| b.iter(|| leaf.run() && token.run()));
+    group.bench_function("scoped_thread", |b| {
+        b.iter(|| {
+            std::thread::scope(|s| {
+                let other = s.spawn(|| token.run());
+                let here = leaf.run();
+                here && other.join().unwrap_or(false)
+            })
+        })
+    });
+    // A worker thread parked on a channel, woken for each verification.
+    let (work, inbox) = mpsc::channel::<mpsc::Sender<bool>>();
+    let worker = {
+        let token = token.clone();
+        std::thread::spawn(move || {
+            for reply in inbox {
+                let _ = reply.send(token.run());
+            }
+        })
+    };
+    group.bench_function("warm_worker", |b| {
+        b.iter(|| {
+            let (reply, answer) = mpsc::channel();
+            work.send(reply).expect("worker alive");
+            let here = leaf.run();
+            here && answer.recv().unwrap_or(false)
+        })
+    });
+    group.finish();
+    drop(work);
+    worker.join().expect("worker ends");
+}
+
 fn bench(c: &mut Criterion) {
+    bench_two_p384(c);
     bench_signature(
         c,
         "ecdsa_p384_sha384",

@@ -20,7 +20,7 @@ use sigil_verifier::verify::{SignerPolicy, VerificationPolicy};
 
 use crate::admit::{AdmissionConfig, PinMode};
 use crate::error::Error;
-use crate::server::ServeLimits;
+use crate::server::{Recycle, ServeLimits};
 use crate::static_judge::StaticPolicy;
 
 /// Which images `/mutate` pins.
@@ -79,6 +79,20 @@ pub struct Args {
     /// Seconds a drain may take after SIGTERM.
     #[arg(long, default_value_t = 20)]
     pub drain_seconds: u64,
+    /// End a keep-alive connection after this many answers (0: never), so
+    /// that the API server opens a new one, which may reach another replica.
+    /// HTTP/1.1: the last answer says `Connection: close`; HTTP/2: a GOAWAY
+    /// after the streams in flight. A review is never cut.
+    #[arg(long, default_value_t = 100)]
+    pub connection_max_requests: u64,
+    /// End a keep-alive connection at its first answer after this age, in
+    /// seconds (0: never); HTTP/2 connections get a GOAWAY at that age.
+    #[arg(long, default_value_t = 30)]
+    pub connection_max_age_seconds: u64,
+    /// Draw both connection bounds per connection within this many percent
+    /// either side, so that connections do not end in lockstep (0-50).
+    #[arg(long, default_value_t = 20, value_parser = clap::value_parser!(u8).range(0..=50))]
+    pub connection_jitter_percent: u8,
     /// Name of the static policy in messages.
     #[arg(long, default_value = "sigil-static")]
     pub policy_name: String,
@@ -155,6 +169,12 @@ impl Args {
     pub fn serve_limits(&self) -> ServeLimits {
         ServeLimits {
             drain: Duration::from_secs(self.drain_seconds),
+            recycle: Recycle {
+                max_requests: self.connection_max_requests,
+                max_age: (self.connection_max_age_seconds != 0)
+                    .then(|| Duration::from_secs(self.connection_max_age_seconds)),
+                jitter_percent: self.connection_jitter_percent,
+            },
             ..ServeLimits::default()
         }
     }

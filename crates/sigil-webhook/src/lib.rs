@@ -136,6 +136,7 @@ pub async fn start_with_metrics<J: ImageJudge, S: PullSecretSource>(
         tls,
         server::router(state.clone()),
         settings.limits.clone(),
+        state.admission.metrics().clone(),
         stopped(rx.clone()),
     ));
     let plain_router = server::metrics_router(state.clone());

@@ -729,6 +729,7 @@ async fn serve_tls(registry: Arc<MockRegistry>, tls: Arc<rustls::ServerConfig>) 
         tls,
         app,
         sigil_webhook::server::ServeLimits::default(),
+        Arc::new(sigil_webhook::metrics::Metrics::new()),
         std::future::pending(),
     ));
     addr.to_string()
