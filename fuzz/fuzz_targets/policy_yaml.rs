@@ -6,9 +6,9 @@
 
 use libfuzzer_sys::fuzz_target;
 use serde_json::Value;
+use sigil_api::snapshot::PolicySnapshot;
 use sigil_compile::convert::{SOURCE_VERSIONS, convert_document, convert_yaml};
 use sigil_compile::lint::lint_yaml;
-use sigil_api::snapshot::PolicySnapshot;
 
 fuzz_target!(|data: &[u8]| {
     if let Ok(s) = PolicySnapshot::from_slice(data) {
