@@ -83,7 +83,7 @@ log "chart"
 helm upgrade --install sigil charts/sigil --namespace "$NS" --create-namespace \
   --set image.repository=sigil-olareg:5000/sigil --set image.digest="$digest" \
   --set 'insecureRegistries={sigil-olareg:5000,sigil-dockreg:5000}' \
-  --set webhook.timeoutSeconds=5 \
+  --set webhook.timeoutSeconds=5 --set policyController.serve=true \
   --wait --timeout 5m
 
 log "suite"

@@ -205,15 +205,17 @@ AUDIT_KEYLESS=$(audit_image keyless old)
 
 # The chart as a user installs it: image pinned by digest, in-cluster webhook
 # and controller (two, for the leader scenario), plain HTTP to the test
-# registries, a short webhook timeout (the hanging-registry scenario), and
-# the built-in trust root used as embedded (trustRoot.offline): nothing may
-# leave this machine, so the controller must not try the public TUF mirror.
+# registries, a short webhook timeout (the hanging-registry scenario),
+# policy-controller's objects served (their scenarios), and the built-in
+# trust root used as embedded (trustRoot.offline): nothing may leave this
+# machine, so the controller must not try the public TUF mirror.
 t=$SECONDS
 if ! helm upgrade --install sigil charts/sigil --namespace "$SIGIL_NS" --create-namespace \
   --set image.repository="${SIGIL_IMAGE%@*}" --set image.digest="${SIGIL_IMAGE#*@}" \
   --set "insecureRegistries={$POD_OLAREG,$POD_DOCKREG,$POD_AUDITREG,$SIGIL_E2E_NODE_REGISTRY}" \
   --set trustRoot.offline=true \
   --set webhook.timeoutSeconds=5 --set controller.replicas=2 \
+  --set policyController.serve=true \
   --wait --timeout 5m >"$WORK/helm.log" 2>&1; then
   cat "$WORK/helm.log" >&2
   e2e_log "e2e-node: helm install did not get every sigil Pod ready within 5 min"

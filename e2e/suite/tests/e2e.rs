@@ -584,7 +584,7 @@ async fn a_private_repository_attestation_verifies_by_timestamp_and_other_reposi
 /// Then policy-controller's webhook configuration appears, and sigil stops
 /// enforcing the objects, saying why.
 #[tokio::test]
-#[ignore = "needs a cluster with sigil serving policy-controller's objects: e2e/run-local.sh"]
+#[ignore = "needs a cluster with sigil serving policy-controller's objects: e2e/run-local.sh, e2e/run-node.sh or e2e/kind.sh"]
 async fn githubs_trust_policies_chart_is_enforced_as_it_is_and_yields_to_policy_controller() {
     let s = Scenario::start("pc-objects").await;
     let ns = "e2e-pc-objects-sigstore";
@@ -821,7 +821,7 @@ fn urls(v: &Value) -> Vec<String> {
 /// policy from a URL on the internet is not applied: this suite reaches
 /// nothing beyond 127.0.0.1.
 #[tokio::test]
-#[ignore = "needs a cluster with sigil serving policy-controller's objects: e2e/run-local.sh"]
+#[ignore = "needs a cluster with sigil serving policy-controller's objects: e2e/run-local.sh, e2e/run-node.sh or e2e/kind.sh"]
 async fn policy_controllers_e2e_policies_served_as_they_are_each_get_sigils_verdict() {
     let s = Scenario::start("pc-corpus").await;
     let mut root = testkit_trust_root("e2e-pc-scaffolding", &Testkit::new(0x0516_0024)).unwrap();
