@@ -31,8 +31,11 @@
     missing_docs
 )]
 
+mod common;
+
 use std::path::PathBuf;
 
+use common::Check;
 use criterion::{Criterion, criterion_group, criterion_main};
 use sigil_verifier::bundle::Bundle;
 use sigil_verifier::crypto::{HashAlgorithm, PublicKey};
@@ -118,47 +121,6 @@ fn bench_ed25519(c: &mut Criterion) {
             )
         })
     });
-}
-
-/// One P-384 check ready to run: a key, a message and its signature.
-struct Check {
-    key: PublicKey,
-    message: Vec<u8>,
-    signature: Vec<u8>,
-}
-
-impl Check {
-    fn p384(message_len: usize) -> Self {
-        use aws_lc_rs::encoding::AsDer as _;
-        use aws_lc_rs::signature::KeyPair as _;
-        let rng = aws_lc_rs::rand::SystemRandom::new();
-        let pair = aws_lc_rs::signature::EcdsaKeyPair::generate(
-            &aws_lc_rs::signature::ECDSA_P384_SHA384_ASN1_SIGNING,
-        )
-        .expect("key generation");
-        let spki = pair.public_key().as_der().expect("public key DER");
-        let message = vec![0x5a_u8; message_len];
-        let signature = pair
-            .sign(&rng, &message)
-            .expect("signing")
-            .as_ref()
-            .to_vec();
-        Self {
-            key: PublicKey::from_spki_der(spki.as_ref()).expect("sigil parses the key"),
-            message,
-            signature,
-        }
-    }
-
-    fn run(&self) -> bool {
-        self.key
-            .verify(
-                std::hint::black_box(&self.message),
-                &self.signature,
-                HashAlgorithm::Sha384,
-            )
-            .is_ok()
-    }
 }
 
 /// The two P-384 checks of a Rekor v2 + TSA bundle, sequential and parallel.
