@@ -557,6 +557,18 @@ mod tests {
             .unwrap_or(Value::Null)
     }
 
+    /// What sigil's policy reconciler writes on the converted policy `name`
+    /// (generation 1): its `Ready` condition as (status, reason, message).
+    fn judge_converted(api: &FakeApi, name: &str, ready: (&str, &str, &str)) {
+        let mut judged = api.get(&cip_path(name)).unwrap();
+        judged["metadata"]["generation"] = json!(1);
+        judged["status"] = json!({"observedGeneration": 1, "conditions": [{
+            "type": "Ready", "status": ready.0, "reason": ready.1, "message": ready.2,
+            "lastTransitionTime": "2026-12-01T00:00:00Z"
+        }]});
+        api.put(&cip_path(name), judged);
+    }
+
     #[tokio::test]
     async fn a_policy_is_converted_owned_by_its_source_and_its_verdict_is_copied_back() {
         let (client, api) = FakeApi::start();
@@ -586,14 +598,15 @@ mod tests {
         assert_eq!(ready["reason"], "Converting");
 
         // sigil's policy reconciler accepts the converted policy...
-        let mut accepted = api.get(&cip_path("p")).unwrap();
-        accepted["metadata"]["generation"] = json!(1);
-        accepted["status"] = json!({"observedGeneration": 1, "conditions": [{
-            "type": "Ready", "status": "True", "reason": "Accepted",
-            "message": "generation 1 compiled and is enforced by the webhook",
-            "lastTransitionTime": "2026-12-01T00:00:00Z"
-        }]});
-        api.put(&cip_path("p"), accepted);
+        judge_converted(
+            &api,
+            "p",
+            (
+                "True",
+                "Accepted",
+                "generation 1 compiled and is enforced by the webhook",
+            ),
+        );
         reconcile_cip(&api, &ctx, "p").await.unwrap();
         // ... and the source says so.
         let ready = condition(&api, &path, "Ready");
@@ -622,14 +635,15 @@ mod tests {
         let path = source_path("clusterimagepolicies", "p");
         api.put(&path, source("ClusterImagePolicy", "p", 1, key_policy()));
         reconcile_cip(&api, &ctx, "p").await.unwrap();
-        let mut refused = api.get(&cip_path("p")).unwrap();
-        refused["metadata"]["generation"] = json!(1);
-        refused["status"] = json!({"observedGeneration": 1, "conditions": [{
-            "type": "Ready", "status": "False", "reason": "UnresolvedReference",
-            "message": "TrustRoot github not found or not Ready",
-            "lastTransitionTime": "2026-12-01T00:00:00Z"
-        }]});
-        api.put(&cip_path("p"), refused);
+        judge_converted(
+            &api,
+            "p",
+            (
+                "False",
+                "UnresolvedReference",
+                "TrustRoot github not found or not Ready",
+            ),
+        );
         reconcile_cip(&api, &ctx, "p").await.unwrap();
         let ready = condition(&api, &path, "Ready");
         assert_eq!(ready["status"], "False");
