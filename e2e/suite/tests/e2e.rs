@@ -170,6 +170,26 @@ impl Scenario {
         message
     }
 
+    /// Waits (bounded by `timeout`) until the `Ready` condition of the object
+    /// at `path`, for its current generation, has a reason `want` accepts;
+    /// returns it as (status, reason, message).
+    async fn ready_when(
+        &self,
+        path: &str,
+        what: &str,
+        timeout: Duration,
+        want: impl Fn(&str) -> bool,
+    ) -> (String, String, String) {
+        wait_for(what, timeout, async || {
+            Ok(match self.cluster.ready_at(path).await? {
+                Some(r) if want(&r.1) => Ok(r),
+                other => Err(format!("{other:?}")),
+            })
+        })
+        .await
+        .unwrap()
+    }
+
     /// The attestation fixtures under a policy that requires main-branch
     /// provenance and a scan without critical or high findings: good
     /// provenance is admitted (once the policy is enforced), provenance from
@@ -700,14 +720,14 @@ async fn githubs_trust_policies_chart_is_enforced_as_it_is_and_yields_to_policy_
 
     // The source says sigil enforces it; the converted policy is sigil's.
     let source = format!("{}/github-policy", sigil_e2e::SIGSTORE_CIP_PATH);
-    let ready = wait_for("github-policy to be enforced", SETTLE * 2, async || {
-        Ok(match s.cluster.ready_at(&source).await? {
-            Some(r) if r.1 == "Enforced" => Ok(r),
-            other => Err(format!("{other:?}")),
-        })
-    })
-    .await
-    .unwrap();
+    let ready = s
+        .ready_when(
+            &source,
+            "github-policy to be enforced",
+            SETTLE * 2,
+            |reason| reason == "Enforced",
+        )
+        .await;
     println!(
         "policy.sigstore.dev ClusterImagePolicy github-policy: Ready {} {}: {}",
         ready.0, ready.1, ready.2
@@ -764,18 +784,14 @@ async fn githubs_trust_policies_chart_is_enforced_as_it_is_and_yields_to_policy_
         .unwrap()
         .expect_ok("policy-controller's webhook configuration")
         .unwrap();
-    let ready = wait_for(
-        "github-policy to yield to policy-controller",
-        Duration::from_secs(60),
-        async || {
-            Ok(match s.cluster.ready_at(&source).await? {
-                Some(r) if r.1 == "PolicyControllerPresent" => Ok(r),
-                other => Err(format!("{other:?}")),
-            })
-        },
-    )
-    .await
-    .unwrap();
+    let ready = s
+        .ready_when(
+            &source,
+            "github-policy to yield to policy-controller",
+            Duration::from_secs(60),
+            |reason| reason == "PolicyControllerPresent",
+        )
+        .await;
     println!(
         "with policy-controller installed: Ready {} {}: {}",
         ready.0, ready.1, ready.2
@@ -890,15 +906,14 @@ async fn policy_controllers_e2e_policies_served_as_they_are_each_get_sigils_verd
     let mut enforced = 0;
     for (name, refused) in &expected {
         let path = format!("{}/{name}", sigil_e2e::SIGSTORE_CIP_PATH);
-        let (status, reason, message) =
-            wait_for(&format!("{name} to be judged"), SETTLE * 2, async || {
-                Ok(match s.cluster.ready_at(&path).await? {
-                    Some(r) if r.1 != "Converting" => Ok(r),
-                    other => Err(format!("{other:?}")),
-                })
-            })
-            .await
-            .unwrap();
+        let (status, reason, message) = s
+            .ready_when(
+                &path,
+                &format!("{name} to be judged"),
+                SETTLE * 2,
+                |reason| reason != "Converting",
+            )
+            .await;
         match refused {
             None => {
                 assert_eq!(
