@@ -49,6 +49,7 @@ pub mod rekor;
 pub mod time;
 pub mod trust_root;
 pub mod tsa;
+pub mod tuf;
 pub mod x509;
 
 pub use bundle::{
