@@ -91,6 +91,10 @@ cargo build -q --workspace --all-targets
 export SIGIL_FIXTURE_OLAREG=127.0.0.1:5001 SIGIL_FIXTURE_DOCKREG=127.0.0.1:5002
 export SIGIL_E2E_REGISTRY_ALIAS=127.0.0.1:5001=sigil-olareg:5000,127.0.0.1:5002=sigil-dockreg:5000
 export SIGIL_E2E_NAMESPACE=$NS
+# The GitHub chart scenario's TUF mirror, where kind's nodes reach this host.
+gateway=$(docker network inspect kind -f '{{range .IPAM.Config}}{{if .Gateway}}{{.Gateway}} {{end}}{{end}}' | awk '{print $1}')
+port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+export SIGIL_E2E_TUF_MIRROR_ADDR=$gateway:$port
 e2e/registry-fixtures.sh -- \
   cargo test -q --workspace --test e2e -- --ignored --test-threads 1
 log "passed in $((SECONDS - start)) s"

@@ -173,6 +173,12 @@ wait_url "http://127.0.0.1:$AUDITREG_PORT/v2/" 10 || { e2e_log "e2e-node: the au
 e2e/local-cluster.sh expose "$AUDITREG_PORT"
 POD_AUDITREG=$SIGIL_E2E_NODE_IP:$AUDITREG_PORT
 SIGIL_E2E_REGISTRY_ALIAS=$SIGIL_E2E_REGISTRY_ALIAS,127.0.0.1:$AUDITREG_PORT=$POD_AUDITREG
+# The GitHub chart's scenario serves a TUF mirror on this port while it runs;
+# sigil's controller, in a pod, fetches from it at the node's address.
+TUF_MIRROR_PORT=$(free_port)
+e2e/local-cluster.sh expose "$TUF_MIRROR_PORT"
+SIGIL_E2E_REGISTRY_ALIAS=$SIGIL_E2E_REGISTRY_ALIAS,127.0.0.1:$TUF_MIRROR_PORT=$SIGIL_E2E_NODE_IP:$TUF_MIRROR_PORT
+echo "TUF_MIRROR_PORT=$TUF_MIRROR_PORT" >>"$SIGIL_REGISTRY_FIXTURES"
 audit_image() { # repo tag: pushed host side, pulled into the node by its name in the cluster
   local ref
   ref=$(e2e/node/image.sh busybox "$WORK/busybox-audit-$1" "127.0.0.1:$AUDITREG_PORT/sigil-audit/$1:$2" \

@@ -594,14 +594,21 @@ async fn a_private_repository_attestation_verifies_by_timestamp_and_other_reposi
     .await;
 }
 
-/// GitHub's `trust-policies` chart rendered by helm, its objects applied as
-/// they are (`policy.sigstore.dev`), in a namespace opted in the way
-/// policy-controller's users opt in: sigil converts and enforces them and
-/// says so on each object. The chart's TrustRoot fetches GitHub's trusted
-/// root by TUF from tuf-repo.github.com, which this suite cannot reach: it is
-/// replaced by a policy-controller TrustRoot of the same name holding a
-/// GitHub-shaped test instance's keys (Fulcio and a SHA-384 TSA, no log).
-/// Then policy-controller's webhook configuration appears, and sigil stops
+/// GitHub's `trust-policies` chart installed by helm as GitHub documents
+/// it, in a namespace opted in the way policy-controller's users opt in:
+/// sigil converts and enforces its `policy.sigstore.dev` objects and says so
+/// on each. The chart's TrustRoot `github` fetches the trusted root of a
+/// GHE.com trust domain (`acme.trusted_root.json`) by TUF; a helm
+/// post-renderer points its mirror and root at the testkit's TUF repository,
+/// served here and reached from the cluster (sigil's controller fetches it,
+/// in a pod on the node runs). That repository publishes a GitHub-shaped
+/// instance: Fulcio with GitHub's claims and a SHA-384 TSA, no log. The
+/// chart's second authority, public-good, uses the cluster's default trust
+/// root: a test instance with a log, listed under public-good's URLs. For
+/// each instance an image attested by acme/app's workflow is admitted, and
+/// one from another repository, from another repository's reusable workflow,
+/// or without an attestation is denied with the reason. Then
+/// policy-controller's webhook configuration appears, and sigil stops
 /// enforcing the objects, saying why.
 #[tokio::test]
 #[ignore = "needs a cluster with sigil serving policy-controller's objects: e2e/run-local.sh, e2e/run-node.sh or e2e/kind.sh"]
@@ -619,7 +626,34 @@ async fn githubs_trust_policies_chart_is_enforced_as_it_is_and_yields_to_policy_
         .expect_ok("namespace opted in with policy-controller's label")
         .unwrap();
 
-    let kit = Testkit::github_private(0x0516_0023);
+    // GitHub's instance behind a TUF mirror, and public-good's stand-in as
+    // the cluster's default trust root.
+    let github = Testkit::github_private(0x0516_0023);
+    let public_good = Testkit::new(0x0516_0025);
+    let mut repo = sigil_testkit::tuf::TufRepo::new(
+        github
+            .trusted_root_json_with(&sigil_testkit::TrustRootSpec::timestamp_only())
+            .as_bytes(),
+    );
+    repo.consistent = true;
+    repo.target_name = "acme.trusted_root.json".into();
+    // Where the cluster can reach it: on the node runs a port exposed to
+    // pods beforehand (TUF_MIRROR_PORT); on kind the docker network's
+    // gateway (SIGIL_E2E_TUF_MIRROR_ADDR); else any port of 127.0.0.1.
+    let bind = std::env::var("SIGIL_E2E_TUF_MIRROR_ADDR").unwrap_or_else(|_| {
+        let port = s.fx.raw("TUF_MIRROR_PORT").unwrap_or_else(|_| "0".into());
+        format!("127.0.0.1:{port}")
+    });
+    let mirror = sigil_testkit::tuf::Mirror::serve(&bind, repo.files()).unwrap();
+    let mirror_url = format!("http://{}", s.fx.in_cluster(&mirror.addr().to_string()));
+    let mut default_root = testkit_trust_root("e2e-ghchart-public-good", &public_good).unwrap();
+    default_root["metadata"]["annotations"] =
+        json!({"policy.sigil.dev/default-trust-root": "true"});
+    let keys = &mut default_root["spec"]["sigstoreKeys"];
+    keys["certificateAuthorities"][0]["uri"] = json!("https://fulcio.sigstore.dev");
+    keys["tLogs"][0]["baseURL"] = json!("https://rekor.sigstore.dev");
+    s.cluster.apply_trust_root(&default_root).await.unwrap();
+
     let registry = s.fx.raw("OLAREG").unwrap();
     let run = std::process::id();
     let slsa = "https://slsa.dev/provenance/v1";
@@ -632,93 +666,142 @@ async fn githubs_trust_policies_chart_is_enforced_as_it_is_and_yields_to_policy_
             "0123456789abcdef0123456789abcdef01234567",
         )
     };
-    let mut pushed = Vec::new();
-    for (label, spec) in [
+    // acme/app's build, signed by another repository's reusable workflow.
+    let foreign = sigil_testkit::GithubWorkflow {
+        build_signer_uri:
+            "https://github.com/evil/tools/.github/workflows/build.yml@refs/heads/main".into(),
+        ..workflow("acme/app")
+    };
+    let on_public_good = |w: sigil_testkit::GithubWorkflow| BundleSpec {
+        identity: w.identity(),
+        github: Some(w),
+        ..BundleSpec::default()
+    };
+    let cases = [
         (
+            "github",
             "good",
+            &github,
             Some(BundleSpec::github_private(workflow("acme/app"))),
         ),
         (
+            "github",
             "other-repo",
+            &github,
             Some(BundleSpec::github_private(workflow("acme/other"))),
         ),
-        ("unattested", None),
-    ] {
+        (
+            "github",
+            "foreign-workflow",
+            &github,
+            Some(BundleSpec::github_private(foreign.clone())),
+        ),
+        ("github", "unattested", &github, None),
+        (
+            "public-good",
+            "good",
+            &public_good,
+            Some(on_public_good(workflow("acme/app"))),
+        ),
+        (
+            "public-good",
+            "other-repo",
+            &public_good,
+            Some(on_public_good(workflow("acme/other"))),
+        ),
+        (
+            "public-good",
+            "foreign-workflow",
+            &public_good,
+            Some(on_public_good(foreign)),
+        ),
+    ];
+    let mut images = Vec::new();
+    for (instance, label, kit, spec) in &cases {
         let image = sigil_e2e::push_attested(
             &registry,
             "e2e/ghchart/app",
-            &kit,
+            kit,
             spec.as_ref(),
             slsa,
             predicate.clone(),
-            &format!("{label}-{run}"),
+            &format!("{instance}-{label}-{run}"),
         )
         .await
         .unwrap();
-        pushed.push(s.fx.in_cluster(&image));
+        images.push((*instance, *label, s.fx.in_cluster(&image)));
     }
-    let [good, other_repo, unattested] = pushed.try_into().unwrap();
 
-    // The chart, as a user installs it for organisation acme, repository app.
+    // The chart, installed as a user installs it for organisation acme,
+    // repository app, on GHE.com trust domain acme.
     let chart = sigil_testdata::github_trust_policies().unwrap();
-    let glob = format!("{}/e2e/ghchart/**", s.fx.get("OLAREG").unwrap());
-    let images = format!("policy.images[0]={glob}");
-    let rendered = sigil_e2e::node::run(
+    let post_renderer = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../tuf-mirror-post-renderer.sh"
+    );
+    let glob = format!(
+        "policy.images[0]={}/e2e/ghchart/**",
+        s.fx.get("OLAREG").unwrap()
+    );
+    let root_b64 = repo.root_base64();
+    let release = "e2e-trust-policies";
+    let _ = sigil_e2e::node::run("helm", &["uninstall", release, "--namespace", ns]).await;
+    sigil_e2e::node::run(
         "helm",
         &[
-            "template",
-            "trust-policies",
+            "install",
+            release,
             chart.to_str().unwrap(),
+            "--namespace",
+            ns,
             "--set",
             "policy.enabled=true",
             "--set",
             "policy.organization=acme",
             "--set",
             "policy.repository=app",
+            "--set",
+            "policy.trust.githubTrustDomain=acme",
             "--set-string",
-            &images,
+            &glob,
+            "--post-renderer",
+            post_renderer,
+            "--post-renderer-args",
+            &mirror_url,
+            "--post-renderer-args",
+            &root_b64,
         ],
     )
     .await
     .unwrap();
-    let docs: Vec<Value> = serde_saphyr::from_multiple(&rendered).unwrap();
-    let docs: Vec<Value> = docs.into_iter().filter(|d| d.is_object()).collect();
-    let mut kinds: Vec<(&str, &str)> = docs
-        .iter()
-        .map(|d| {
-            (
-                d["kind"].as_str().unwrap_or_default(),
-                d["metadata"]["name"].as_str().unwrap_or_default(),
-            )
-        })
-        .collect();
-    kinds.sort_unstable();
-    assert_eq!(
-        kinds,
-        [
-            ("ClusterImagePolicy", "github-policy"),
-            ("TrustRoot", "github")
-        ],
-        "the chart's objects"
-    );
-    let of_kind = |kind: &str| docs.iter().find(|d| d["kind"] == kind).unwrap().clone();
-    let (mut trust_root, cip) = (of_kind("TrustRoot"), of_kind("ClusterImagePolicy"));
-    assert_eq!(
-        trust_root["spec"]["remote"]["mirror"],
-        "https://tuf-repo.github.com/"
-    );
-    let root = kit.trusted_root_json_with(&sigil_testkit::TrustRootSpec::timestamp_only());
-    trust_root["spec"] = json!({"sigstoreKeys": sigil_e2e::sigstore_keys(&root).unwrap()});
-    s.cluster
-        .apply_sigstore("TrustRoot", &trust_root)
-        .await
-        .unwrap();
-    s.cluster
-        .apply_sigstore("ClusterImagePolicy", &cip)
-        .await
-        .unwrap();
 
-    // The source says sigil enforces it; the converted policy is sigil's.
+    // The sources say sigil enforces them; the converted policy is sigil's.
+    let trust_root = format!("{}/github", sigil_e2e::SIGSTORE_TRUST_ROOT_PATH);
+    let ready = s
+        .ready_when(
+            &trust_root,
+            "the github TrustRoot to be enforced",
+            SETTLE * 3,
+            |reason| reason == "Enforced",
+        )
+        .await;
+    println!(
+        "policy.sigstore.dev TrustRoot github: Ready {} {}: {}",
+        ready.0, ready.1, ready.2
+    );
+    assert_eq!(ready.0, "True");
+    let fetched = mirror.requests();
+    assert!(
+        fetched.iter().any(|p| p == "timestamp.json")
+            && fetched
+                .iter()
+                .any(|p| p.starts_with("targets/") && p.ends_with(".acme.trusted_root.json")),
+        "the trusted root was not fetched from the mirror: {fetched:?}"
+    );
+    println!(
+        "fetched from the TUF mirror at {mirror_url}: {}",
+        fetched.join(", ")
+    );
     let source = format!("{}/github-policy", sigil_e2e::SIGSTORE_CIP_PATH);
     let ready = s
         .ready_when(
@@ -739,26 +822,52 @@ async fn githubs_trust_policies_chart_is_enforced_as_it_is_and_yields_to_policy_
         let cluster = &s.cluster;
         async move { cluster.try_pod(ns, &[&image]).await.unwrap() }
     };
-    wait_for("the attested image to be admitted", SETTLE, async || {
-        let reply = try_in(good.clone()).await;
-        Ok(if reply.ok() {
-            Ok(())
-        } else {
-            Err(reply.describe())
-        })
-    })
-    .await
-    .unwrap();
-    let denied = try_in(other_repo.clone()).await;
-    assert!(!denied.ok(), "{}", denied.describe());
-    assert!(
-        denied.message().contains("policy github-policy failed")
-            && denied.message().contains("acme/other"),
-        "{}",
-        denied.describe()
-    );
-    println!("other repository: {}", denied.message());
-    let denied = try_in(unattested.clone()).await;
+    let image_of = |instance: &str, label: &str| {
+        images
+            .iter()
+            .find(|(i, l, _)| *i == instance && *l == label)
+            .map(|(_, _, image)| image.clone())
+            .unwrap()
+    };
+    for instance in ["github", "public-good"] {
+        let good = image_of(instance, "good");
+        wait_for(
+            &format!("the image attested on {instance} to be admitted"),
+            SETTLE,
+            async || {
+                let reply = try_in(good.clone()).await;
+                Ok(if reply.ok() {
+                    Ok(())
+                } else {
+                    Err(reply.describe())
+                })
+            },
+        )
+        .await
+        .unwrap();
+        println!("{instance}, acme/app's workflow: admitted");
+        for (label, says) in [
+            (
+                "other-repo",
+                "https://github.com/acme/other/.github/workflows/release.yml",
+            ),
+            (
+                "foreign-workflow",
+                "https://github.com/evil/tools/.github/workflows/build.yml",
+            ),
+        ] {
+            let denied = try_in(image_of(instance, label)).await;
+            assert!(
+                !denied.ok()
+                    && denied.message().contains("policy github-policy failed")
+                    && denied.message().contains(says),
+                "{instance} {label}: {}",
+                denied.describe()
+            );
+            println!("{instance}, {label}: {}", denied.message());
+        }
+    }
+    let denied = try_in(image_of("github", "unattested")).await;
     assert!(
         !denied.ok()
             && denied
@@ -768,6 +877,7 @@ async fn githubs_trust_policies_chart_is_enforced_as_it_is_and_yields_to_policy_
         denied.describe()
     );
     println!("unattested: {}", denied.message());
+    let good = image_of("github", "good");
 
     // policy-controller is installed next to sigil: sigil steps back.
     let webhook =
@@ -809,6 +919,9 @@ async fn githubs_trust_policies_chart_is_enforced_as_it_is_and_yields_to_policy_
     .await
     .unwrap();
     s.cluster.delete(webhook).await.unwrap();
+    sigil_e2e::node::run("helm", &["uninstall", release, "--namespace", ns])
+        .await
+        .unwrap();
     s.cluster.clear_policies().await.unwrap();
 }
 
