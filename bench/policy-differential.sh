@@ -3,8 +3,8 @@
 # every (policy, image) pair of bench/differential/corpus.yaml judged by
 # policy-tester (policy-controller v0.15.1, built by bench/peers/build.sh) and
 # by `sigil policy test`, on images in local registries on 127.0.0.1 (cosign v3
-# fixtures from e2e/registry-fixtures.sh, keyless images minted by the
-# testkit, custom attestations made here), with the table written to
+# fixtures from e2e/registry-fixtures.sh, custom attestations among them, and
+# keyless images minted by the testkit), with the table written to
 # docs/policy-differential.md (bench/policy-differential.py report).
 #
 # Usage: bench/policy-differential.sh [--out FILE] [--report]
@@ -29,8 +29,6 @@ KEEP=$REPO/.cache/bench/policy-differential
 
 log() { printf 'policy-differential: %s\n' "$*" >&2; }
 die() { log "error: $*"; exit 1; }
-# shellcheck source=e2e/lib.sh
-. e2e/lib.sh   # push_image
 
 outer() {
     local out=docs/policy-differential.md report_only=false
@@ -68,26 +66,6 @@ outer() {
     e2e/registry-fixtures.sh -- bench/policy-differential.sh --inner
 }
 
-# The custom attestations of policy-controller's key examples ("foobar key
-# e2e test", as its e2e tests attest) and one with other data, in the legacy
-# format policy-tester reads, by the fixtures' KEY1 (its private half lies
-# beside the public one).
-custom_attestations() {
-    local key=${KEY1%.pub}.key good other
-    [[ -f $key ]] || die "the fixtures' private key $key is missing"
-    printf 'foobar key e2e test' >"$WORK/custom-good.txt"
-    printf 'something else' >"$WORK/custom-other.txt"
-    good=$OLAREG/test/custom@$(push_image "$OLAREG" test/custom att-good difftest-custom-good)
-    other=$OLAREG/test/custom@$(push_image "$OLAREG" test/custom att-other difftest-custom-other)
-    local sign=(--key "$key" --use-signing-config=false --tlog-upload=false --allow-insecure-registry --yes
-        --new-bundle-format=false --type custom)
-    cosign attest "${sign[@]}" --predicate "$WORK/custom-good.txt" "$good" >/dev/null 2>&1 ||
-        die "cosign attest of $good failed"
-    cosign attest "${sign[@]}" --predicate "$WORK/custom-other.txt" "$other" >/dev/null 2>&1 ||
-        die "cosign attest of $other failed"
-    printf 'CUSTOM_ATT=%s\nCUSTOM_ATT_OTHER=%s\n' "$good" "$other"
-}
-
 # Runs one tool with a deadline; writes its exit status, stdout and stderr.
 run_tool() { # out-prefix command...
     local prefix=$1 rc=0
@@ -109,7 +87,6 @@ inner() {
     # shellcheck disable=SC1090
     . "$fix"
     "$DIFF_KEYLESS_IMAGES" "$OLAREG" test/keyless "$WORK" >>"$fix"
-    custom_attestations >>"$fix"
     python3 "$HELPER" trustroot "$WORK/trusted_root.json" "$TRUST_ROOT_NAME" >"$WORK/trustroot.yaml"
     mkdir -p "$WORK/tuf-empty" "$WORK/docker" "$WORK/policies"
     echo '{}' >"$WORK/docker/config.json"

@@ -259,6 +259,22 @@ for pair in "olareg:$OLAREG" "dockreg:$DOCKREG"; do
     echo "${name^^}_CONFIG_MIXED=$R/test/app@$CM"
   } >>"$FIX"
 done
+# The custom attestations of policy-controller's key examples ("foobar key
+# e2e test", as its e2e tests attest) and one with other data, in the legacy
+# format its tester reads, by key1: the policy differential judges them, and
+# the e2e suite serves those examples as they are.
+printf 'foobar key e2e test' >custom-good.txt
+printf 'something else' >custom-other.txt
+CG=$(push_image "$OLAREG" test/custom att-good custom-good)
+CO=$(push_image "$OLAREG" test/custom att-other custom-other)
+cosign attest --key key1.key "${SIGN[@]}" --new-bundle-format=false --type custom \
+  --predicate custom-good.txt "$OLAREG/test/custom@$CG" >/dev/null 2>&1
+cosign attest --key key1.key "${SIGN[@]}" --new-bundle-format=false --type custom \
+  --predicate custom-other.txt "$OLAREG/test/custom@$CO" >/dev/null 2>&1
+{
+  echo "CUSTOM_ATT=$OLAREG/test/custom@$CG"
+  echo "CUSTOM_ATT_OTHER=$OLAREG/test/custom@$CO"
+} >>"$FIX"
 echo "fixtures: $FIX" >&2
 export SIGIL_REGISTRY_FIXTURES=$FIX
 export HOME=$ORIG_HOME

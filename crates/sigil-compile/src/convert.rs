@@ -152,10 +152,40 @@ pub fn convert_document(doc: &Value) -> (Value, Vec<VerdictNote>) {
     let notes = if doc.get("kind").and_then(Value::as_str) == Some("ClusterImagePolicy") {
         keep_verdicts(&mut spec)
     } else {
+        log_hash_names(&mut spec);
         Vec::new()
     };
     out.insert("spec".into(), spec);
     (Value::Object(out), notes)
+}
+
+/// Writes a TrustRoot's log `hashAlgorithm`s the way sigil's TrustRoot
+/// names them: policy-controller takes the RFC 4055 names (`sha-256`,
+/// `SHA-384`), sigil `sha256`, `sha384` and `sha512`. Any other value stays
+/// as it is, for the API server's validation to name.
+fn log_hash_names(spec: &mut Value) {
+    for logs in ["tLogs", "ctLogs"] {
+        let Some(list) = spec
+            .pointer_mut(&format!("/sigstoreKeys/{logs}"))
+            .and_then(Value::as_array_mut)
+        else {
+            continue;
+        };
+        for log in list {
+            let Some(name) = log.get("hashAlgorithm").and_then(Value::as_str) else {
+                continue;
+            };
+            let sigil = match name.to_ascii_lowercase().replace('-', "").as_str() {
+                "sha256" => "sha256",
+                "sha384" => "sha384",
+                "sha512" => "sha512",
+                _ => continue,
+            };
+            if let Some(obj) = log.as_object_mut() {
+                obj.insert("hashAlgorithm".into(), Value::from(sigil));
+            }
+        }
+    }
 }
 
 /// Sets `trustRootRef: name` on each authority of a converted policy whose
@@ -196,4 +226,33 @@ fn add_trust_root_refs(doc: &mut Value, name: &str) -> Vec<String> {
         }
     }
     changes
+}
+
+#[cfg(test)]
+#[allow(clippy::indexing_slicing)]
+mod tests {
+    use serde_json::json;
+
+    use super::convert_document;
+
+    #[test]
+    fn a_trust_roots_rfc_4055_hash_names_are_written_as_sigil_names_them() {
+        let log = |url: &str, hash: &str| json!({"baseURL": url, "hashAlgorithm": hash, "publicKey": "eA=="});
+        let doc = json!({
+            "apiVersion": "policy.sigstore.dev/v1alpha1", "kind": "TrustRoot", "metadata": {"name": "t"},
+            "spec": {"sigstoreKeys": {
+                "tLogs": [log("https://rekor.example", "sha-256"), log("https://rekor2.example", "SHA-384")],
+                "ctLogs": [log("https://ct.example", "sha512"), log("https://ct2.example", "md5")],
+            }},
+        });
+        let (out, notes) = convert_document(&doc);
+        assert!(notes.is_empty(), "{notes:?}");
+        let keys = &out["spec"]["sigstoreKeys"];
+        assert_eq!(keys["tLogs"][0]["hashAlgorithm"], "sha256");
+        assert_eq!(keys["tLogs"][1]["hashAlgorithm"], "sha384");
+        assert_eq!(keys["ctLogs"][0]["hashAlgorithm"], "sha512");
+        // Left for the API server's validation to name.
+        assert_eq!(keys["ctLogs"][1]["hashAlgorithm"], "md5");
+        assert_eq!(out["apiVersion"], "policy.sigil.dev/v1alpha1");
+    }
 }

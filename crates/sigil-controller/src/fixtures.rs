@@ -27,6 +27,8 @@ struct Store {
     objects: BTreeMap<String, Value>,
     requests: Vec<Recorded>,
     resource_version: u64,
+    /// Object paths whose writes are refused as invalid, with the message.
+    refusals: BTreeMap<String, String>,
 }
 
 /// The fake API server's state, shared with the test.
@@ -130,6 +132,16 @@ impl FakeApi {
         s.objects.insert(path.to_owned(), obj);
     }
 
+    /// Refuses every write of the object at `path` (not its status) as the
+    /// API server refuses an object its validation rejects: 422 Invalid.
+    pub fn refuse(&self, path: &str, message: &str) {
+        self.store
+            .lock()
+            .unwrap()
+            .refusals
+            .insert(path.to_owned(), message.to_owned());
+    }
+
     /// The object stored at `path`.
     pub fn get(&self, path: &str) -> Option<Value> {
         self.store.lock().unwrap().objects.get(path).cloned()
@@ -182,6 +194,12 @@ impl FakeApi {
             Some(p) if !is_collection(&path) => (p.to_owned(), true),
             _ => (path.clone(), false),
         };
+        if matches!(method, Method::POST | Method::PUT | Method::PATCH)
+            && !subresource
+            && let Some(message) = s.refusals.get(&object_path)
+        {
+            return status(StatusCode::UNPROCESSABLE_ENTITY, "Invalid", message);
+        }
         match method {
             Method::GET if is_collection(&path) => {
                 if query.contains("watch=true") {

@@ -13,14 +13,17 @@
 //! the conversion changed and where verdicts still differ from
 //! policy-controller's (also an Event, so `kubectl describe` shows it).
 //!
-//! Two refusals, each with its reason on the source object:
+//! Three refusals, each with its reason on the source object:
 //! - while policy-controller's own webhook configuration
 //!   ([`sigil_api::sigstore::WEBHOOK_CONFIGURATION`]) exists, nothing is
 //!   converted and the converted objects are withdrawn: two enforcers of the
 //!   same policies would give two answers, and policy-controller's includes
 //!   defaults sigil does not share;
 //! - a `policy.sigil.dev` object of the same name that sigil did not convert
-//!   is never overwritten.
+//!   is never overwritten;
+//! - a conversion that the API server's validation of sigil's types refuses
+//!   (reason `Invalid`) is not retried until the source changes: its status
+//!   carries the API server's message, which names the field.
 //!
 //! With the mode off, [`withdraw_all`] deletes every converted object, so
 //! turning it off stops enforcing them.
@@ -372,14 +375,41 @@ pub async fn reconcile<S: Source>(source: Arc<S>, ctx: Arc<Context>) -> Result<A
     }
 
     let (doc, notes) = converted(&*source)?;
-    let written = api
+    let written = match api
         .patch(
             &name,
             &PatchParams::apply(MANAGER).force(),
             &Patch::Apply(doc),
         )
         .await
-        .map_err(|e| Error::kube(format!("writing converted {target_kind} {name}"), e))?;
+    {
+        Ok(written) => written,
+        // The API server's validation of sigil's types refused the copy:
+        // the source says why, and nothing changes until it does.
+        Err(kube::Error::Api(status)) if status.code == 422 => {
+            let kept = if existing.is_some() {
+                "the copy of its previous generation stays enforced"
+            } else {
+                "sigil does not enforce it"
+            };
+            let verdict = Verdict::failed(
+                "Ready",
+                "Invalid",
+                format!(
+                    "its conversion to a policy.sigil.dev {target_kind} was refused by the API \
+                     server: {}; {kept}. Fix the field it names in this object",
+                    status.message
+                ),
+            );
+            return finish(&*source, &ctx, &[verdict], RESYNC).await;
+        }
+        Err(e) => {
+            return Err(Error::kube(
+                format!("writing converted {target_kind} {name}"),
+                e,
+            ));
+        }
+    };
     let ready = ready_from::<S>(&source_kind, &name, &written);
     let requeue = if ready.reason == "Converting" {
         PENDING
@@ -739,6 +769,48 @@ mod tests {
             "sigil's own policy is untouched"
         );
         assert_eq!(condition(&api, &path, "Ready")["reason"], "NameTaken");
+    }
+
+    #[tokio::test]
+    async fn a_conversion_the_api_server_refuses_is_the_sources_not_ready_with_its_message() {
+        let (client, api) = FakeApi::start();
+        let (ctx, _rx) = context_with(client, |a| a.serve_policy_controller_objects = true);
+        let message = "TrustRoot.policy.sigil.dev \"r\" is invalid: \
+                       spec.sigstoreKeys.tLogs[0].hashAlgorithm: Unsupported value: \"md5\"";
+        api.refuse(&trustroot_path("r"), message);
+        let path = source_path("trustroots", "r");
+        api.put(
+            &path,
+            source(
+                "TrustRoot",
+                "r",
+                1,
+                json!({"sigstoreKeys": {"tLogs": [
+                    {"baseURL": "https://rekor.example", "hashAlgorithm": "md5", "publicKey": "eA=="}]}}),
+            ),
+        );
+        let obj: Arc<SigstoreTrustRoot> = object(&api, &path);
+        let action = reconcile(obj, ctx.clone()).await.unwrap();
+        assert_eq!(action, Action::requeue(RESYNC), "no retry loop");
+        assert!(api.get(&trustroot_path("r")).is_none());
+        let ready = condition(&api, &path, "Ready");
+        assert_eq!(
+            (&ready["status"], &ready["reason"]),
+            (&json!("False"), &json!("Invalid"))
+        );
+        let text = ready["message"].as_str().unwrap();
+        assert!(
+            text.contains("refused by the API server")
+                && text.contains("hashAlgorithm: Unsupported value"),
+            "{text}"
+        );
+        assert!(text.contains("sigil does not enforce it"), "{text}");
+        assert!(
+            api.event_notes()
+                .iter()
+                .any(|(reason, _)| reason == "Invalid"),
+            "an Event says it too"
+        );
     }
 
     #[tokio::test]

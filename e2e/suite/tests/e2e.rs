@@ -21,6 +21,8 @@
     missing_docs
 )]
 
+use std::collections::BTreeMap;
+use std::path::Path;
 use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -1056,6 +1058,235 @@ async fn policy_controllers_e2e_policies_served_as_they_are_each_get_sigils_verd
         refused("TrustRootMismatch")
     );
     s.cluster.clear_policies().await.unwrap();
+}
+
+/// The pairs of `make policy-differential` whose policy is one of
+/// policy-controller's own examples, in the cluster: each policy, rewritten
+/// to this run's registries, keys and trust root as the differential
+/// rewrites it (bench/policy-differential.py render), is applied as it is
+/// (`policy.sigstore.dev`, with the differential's TrustRoot, also as it
+/// is), one at a time; every image of its pairs is tried in a namespace
+/// opted in with policy-controller's label, and the admission verdict must
+/// be the one docs/policy-differential.md records for sigil.
+#[tokio::test]
+#[ignore = "needs a cluster with sigil serving policy-controller's objects: e2e/run-local.sh, e2e/run-node.sh or e2e/kind.sh"]
+async fn policy_controllers_examples_served_as_they_are_get_the_differentials_verdicts() {
+    let s = Scenario::start("pc-diff").await;
+    let ns = "e2e-pc-diff-sigstore";
+    s.cluster
+        .apply(
+            &format!("/api/v1/namespaces/{ns}"),
+            &json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns, "labels": {
+                sigil_e2e::E2E_LABEL: "true", "policy.sigstore.dev/include": "true"}}}),
+        )
+        .await
+        .unwrap()
+        .expect_ok("namespace opted in with policy-controller's label")
+        .unwrap();
+    let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let helper = repo.join("bench/policy-differential.py");
+    let corpus = repo.join("bench/differential/corpus.yaml");
+
+    // The differential's fixtures: the suite's, and its keyless images
+    // (the testkit's example, built with the workspace's targets).
+    let work = std::env::temp_dir().join(format!("sigil-e2e-pc-diff-{}", std::process::id()));
+    std::fs::create_dir_all(&work).unwrap();
+    let fixtures = work.join("fixtures.env");
+    let mut text =
+        std::fs::read_to_string(std::env::var("SIGIL_REGISTRY_FIXTURES").unwrap()).unwrap();
+    let examples = std::env::current_exe()
+        .unwrap()
+        .parent()
+        .and_then(Path::parent)
+        .unwrap()
+        .join("examples/keyless-images");
+    let registry = s.fx.raw("OLAREG").unwrap();
+    text.push_str(
+        &sigil_e2e::node::run(
+            examples.to_str().unwrap(),
+            &[&registry, "e2e/pc-diff/keyless", work.to_str().unwrap()],
+        )
+        .await
+        .unwrap(),
+    );
+    std::fs::write(&fixtures, &text).unwrap();
+    let fixture = |name: &str| {
+        text.lines()
+            .filter_map(|l| l.split_once('='))
+            .find(|(k, _)| *k == name)
+            .map(|(_, v)| v.to_owned())
+    };
+    let python = |args: Vec<String>| async move {
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        sigil_e2e::node::run("python3", &args).await.unwrap()
+    };
+    let path = |p: &Path| p.to_str().unwrap().to_owned();
+    let in_cluster = |text: &str| {
+        let mut text = text.to_owned();
+        for name in ["OLAREG", "DOCKREG"] {
+            text = text.replace(&s.fx.raw(name).unwrap(), &s.fx.get(name).unwrap());
+        }
+        text
+    };
+
+    let trust_root = python(vec![
+        path(&helper),
+        "trustroot".into(),
+        path(&work.join("trusted_root.json")),
+        "difftest".into(),
+    ])
+    .await;
+    let trust_root: Value = serde_saphyr::from_str(&trust_root).unwrap();
+    s.cluster
+        .apply_sigstore("TrustRoot", &trust_root)
+        .await
+        .unwrap();
+    let ready = s
+        .ready_when(
+            &format!("{}/difftest", sigil_e2e::SIGSTORE_TRUST_ROOT_PATH),
+            "the differential's TrustRoot to be enforced",
+            SETTLE * 2,
+            |r| r != "Converting",
+        )
+        .await;
+    assert_eq!(
+        (ready.0.as_str(), ready.1.as_str()),
+        ("True", "Enforced"),
+        "TrustRoot difftest: {}",
+        ready.2
+    );
+
+    // What the differential recorded for sigil, by (policy, image).
+    let recorded: BTreeMap<(String, String), String> =
+        std::fs::read_to_string(repo.join("docs/policy-differential.md"))
+            .unwrap()
+            .lines()
+            .filter_map(|line| {
+                let cells: Vec<&str> = line.split('|').map(str::trim).collect();
+                match cells.as_slice() {
+                    ["", n, policy, image, _, sigil, _, ""] if n.parse::<u32>().is_ok() => Some((
+                        (policy.to_string(), image.to_string()),
+                        sigil.split_whitespace().next().unwrap_or("").to_owned(),
+                    )),
+                    _ => None,
+                }
+            })
+            .collect();
+    assert!(recorded.len() >= 30, "{} recorded pairs", recorded.len());
+
+    let entries: Vec<Value> =
+        serde_saphyr::from_str(&std::fs::read_to_string(&corpus).unwrap()).unwrap();
+    let (mut agreed, mut differ) = (0, Vec::new());
+    let probe_image = s.fx.get("OLAREG_UNSIGNED").unwrap();
+    for entry in entries
+        .iter()
+        .filter(|e| e["policy"].as_str().is_some_and(|p| p.starts_with("pc:")))
+    {
+        let id = entry["id"].as_str().unwrap();
+        let images: Vec<(String, String)> = entry["images"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|n| {
+                let n = n.as_str().unwrap().to_owned();
+                let r = fixture(&n).unwrap_or_else(|| panic!("{id}: the fixtures have no {n}"));
+                (n, r)
+            })
+            .collect();
+        let rendered = python(vec![
+            path(&helper),
+            "render".into(),
+            path(&corpus),
+            id.into(),
+            path(&fixtures),
+            "difftest".into(),
+        ])
+        .await;
+        let mut cip: Value = serde_saphyr::from_str(&in_cluster(&rendered)).unwrap();
+        let name = format!("diff-{id}");
+        cip["metadata"] = json!({"name": name});
+        s.cluster
+            .apply_sigstore("ClusterImagePolicy", &cip)
+            .await
+            .unwrap();
+        let source = format!("{}/{name}", sigil_e2e::SIGSTORE_CIP_PATH);
+        let ready = s
+            .ready_when(
+                &source,
+                &format!("{name} to be enforced"),
+                SETTLE * 2,
+                |r| r != "Converting",
+            )
+            .await;
+        assert_eq!(
+            (ready.0.as_str(), ready.1.as_str()),
+            ("True", "Enforced"),
+            "{name}: {}",
+            ready.2
+        );
+        // In force once an image no longer meets "no policy matches".
+        wait_for(&format!("{name} to be in force"), SETTLE, async || {
+            let reply = s.cluster.try_pod(ns, &[&probe_image]).await?;
+            Ok(
+                if reply.message().contains("no ClusterImagePolicy matches it") {
+                    Err(reply.describe())
+                } else {
+                    Ok(())
+                },
+            )
+        })
+        .await
+        .unwrap();
+        for (image, reference) in images {
+            let reply = s
+                .cluster
+                .try_pod(ns, &[&s.fx.in_cluster(&reference)])
+                .await
+                .unwrap();
+            let got = if reply.ok() { "admit" } else { "deny" };
+            let want = recorded
+                .get(&(id.to_owned(), image.clone()))
+                .unwrap_or_else(|| panic!("docs/policy-differential.md has no row {id} × {image}"));
+            println!("{id} × {image}: {got} (recorded: {want})");
+            if got == want {
+                agreed += 1;
+            } else {
+                differ.push(format!(
+                    "{id} × {image}: {got}, recorded {want}: {}",
+                    reply.describe()
+                ));
+            }
+        }
+        // Deleting the original deletes sigil's copy (the garbage collector
+        // follows its owner reference; a collector that started before the
+        // CRDs existed needs up to its 30 s discovery period to see them).
+        s.cluster.delete(&source).await.unwrap();
+        wait_for(
+            &format!("{name} to be withdrawn"),
+            Duration::from_secs(90),
+            async || {
+                let reply = s.cluster.try_pod(ns, &[&probe_image]).await?;
+                Ok(
+                    if reply.message().contains("no ClusterImagePolicy matches it") {
+                        Ok(())
+                    } else {
+                        Err(reply.describe())
+                    },
+                )
+            },
+        )
+        .await
+        .unwrap();
+    }
+    println!(
+        "policy-controller's examples served as they are: {agreed} pair(s) give the verdict \
+         the differential records, {} differ",
+        differ.len()
+    );
+    assert!(differ.is_empty(), "{}", differ.join("\n"));
+    assert!(agreed >= 25, "only {agreed} pairs judged");
+    s.cluster.clear_policies().await.unwrap();
+    let _ = std::fs::remove_dir_all(&work);
 }
 
 #[tokio::test]
