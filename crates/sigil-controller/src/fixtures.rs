@@ -422,7 +422,7 @@ pub fn object<K: serde::de::DeserializeOwned>(api: &FakeApi, path: &str) -> Arc<
     Arc::new(serde_json::from_value(api.get(path).unwrap()).unwrap())
 }
 
-pub use sigil_testkit::tuf::{TufRepo, keyid, seed_key, sign};
+pub use sigil_testkit::tuf::{TufRepo, seed_key, sign};
 
 /// Files of a mirror, shared with the test that changes them.
 pub type MirrorFiles = Arc<Mutex<BTreeMap<String, Vec<u8>>>>;
