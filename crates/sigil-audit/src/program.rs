@@ -22,7 +22,7 @@ use sigil_judge::judge::ImageJudge as _;
 use sigil_judge::metrics::Metrics;
 use sigil_judge::policy_judge::PolicyJudge;
 use sigil_runtime::LogFormat;
-use sigil_runtime::admin::{self, Admin};
+use sigil_runtime::admin::{self, Admin, AdminListener, BindError};
 
 use crate::auditor::Auditor;
 use crate::engine::EngineSettings;
@@ -90,14 +90,9 @@ pub enum ProgramError {
     /// The judge could not be built from the settings.
     #[error(transparent)]
     Setup(#[from] SetupError),
-    /// The metrics address could not be bound.
-    #[error("cannot listen on {addr}: {source}; is another process using the port?")]
-    Bind {
-        /// The address.
-        addr: SocketAddr,
-        /// The I/O error.
-        source: std::io::Error,
-    },
+    /// The metrics and health port could not be bound.
+    #[error(transparent)]
+    Bind(#[from] BindError),
     /// Signal handlers could not be installed.
     #[error("cannot install the SIGTERM handler: {0}")]
     Signal(std::io::Error),
@@ -230,18 +225,11 @@ async fn audit(
         judge_metrics: judge_metrics.clone(),
         audit_registry,
     });
-    let listener = tokio::net::TcpListener::bind(listen)
-        .await
-        .map_err(|source| ProgramError::Bind {
-            addr: listen,
-            source,
-        })?;
-    let metrics_addr = listener.local_addr().map_err(|source| ProgramError::Bind {
-        addr: listen,
-        source,
-    })?;
+    let admin_port = AdminListener::bind(listen, "metrics-listen").await?;
+    let metrics_addr = admin_port.local_addr();
+    let serve = admin_port.serve(admin::router(served), std::future::pending());
     let server = tokio::spawn(async move {
-        if let Err(e) = axum::serve(listener, admin::router(served)).await {
+        if let Err(e) = serve.await {
             tracing::warn!(error = %e, "audit metrics server stopped");
         }
     });

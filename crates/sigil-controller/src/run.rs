@@ -9,6 +9,7 @@ use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 
 use kube::Client;
+use sigil_runtime::admin::AdminListener;
 use tokio::sync::{mpsc, watch};
 
 use crate::config::Args;
@@ -54,15 +55,14 @@ pub async fn run_with(client: Client, args: Args, stop: watch::Receiver<bool>) -
     let ready = Arc::new(AtomicBool::new(false));
     let (leading_tx, leading_rx) = watch::channel(false);
 
-    let server = tokio::spawn({
-        let (addr, metrics, ready, stop) = (
-            args.listen.clone(),
-            metrics.clone(),
-            ready.clone(),
-            stop.clone(),
-        );
-        async move { server::serve(&addr, metrics, ready, until(stop, true)).await }
-    });
+    // Bound before anything else runs: a taken port stops the start.
+    let admin = AdminListener::bind(args.listen.as_str(), "listen").await?;
+    let server = tokio::spawn(server::serve(
+        admin,
+        metrics.clone(),
+        ready.clone(),
+        until(stop.clone(), true),
+    ));
     let elector = Elector::new(client.clone(), &args, leading_tx, metrics.clone(), ready);
     let elector = tokio::spawn(elector.run(until(stop.clone(), true)));
 

@@ -3,8 +3,12 @@
 //! whether it is ready, and why not) and `/metrics` (its OpenMetrics text).
 //! One router, so the three programs answer probes and scrapes alike; what
 //! "ready" means and which metrics there are stays each program's own,
-//! behind [`Admin`].
+//! behind [`Admin`]. [`AdminListener`] binds the port and serves the
+//! router until the program stops, the same way in every binary.
 
+use std::fmt;
+use std::future::Future;
+use std::net::SocketAddr;
 use std::sync::Arc;
 
 use axum::Router;
@@ -12,6 +16,7 @@ use axum::extract::State;
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
+use tokio::net::{TcpListener, ToSocketAddrs};
 
 /// The content type of the `/metrics` answer.
 pub const OPENMETRICS: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
@@ -59,6 +64,67 @@ pub fn readiness_answer(
 
 async fn metrics<A: Admin>(State(admin): State<Arc<A>>) -> Response {
     ([(header::CONTENT_TYPE, OPENMETRICS)], admin.metrics()).into_response()
+}
+
+/// The admin port could not be bound.
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "cannot listen on {addr} (--{flag}): {source}; is another process using the port? \
+     free it or give --{flag} another address"
+)]
+pub struct BindError {
+    /// The address as given.
+    pub addr: String,
+    /// The flag that gave it, without its dashes.
+    pub flag: &'static str,
+    /// The I/O error.
+    #[source]
+    pub source: std::io::Error,
+}
+
+/// The admin port, bound: a program binds it while starting, so a taken
+/// port stops the start with a message naming the flag to change.
+#[derive(Debug)]
+pub struct AdminListener {
+    listener: TcpListener,
+    addr: SocketAddr,
+}
+
+impl AdminListener {
+    /// Binds `addr`, the value of the program's `--{flag}`.
+    pub async fn bind<A: ToSocketAddrs + fmt::Display>(
+        addr: A,
+        flag: &'static str,
+    ) -> Result<Self, BindError> {
+        let fail = |source| BindError {
+            addr: addr.to_string(),
+            flag,
+            source,
+        };
+        let listener = TcpListener::bind(&addr).await.map_err(fail)?;
+        let bound = listener.local_addr().map_err(fail)?;
+        Ok(Self {
+            listener,
+            addr: bound,
+        })
+    }
+
+    /// The address actually bound (the port chosen for `:0`).
+    pub fn local_addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// Serves `router` (HTTP/1.1) until `shutdown` resolves, then lets the
+    /// answers in flight finish.
+    pub async fn serve(
+        self,
+        router: Router,
+        shutdown: impl Future<Output = ()> + Send + 'static,
+    ) -> std::io::Result<()> {
+        axum::serve(self.listener, router)
+            .with_graceful_shutdown(shutdown)
+            .await
+    }
 }
 
 #[cfg(test)]
@@ -126,5 +192,25 @@ mod tests {
         assert_eq!(status, StatusCode::OK);
         assert_eq!(kind.as_deref(), Some(OPENMETRICS));
         assert_eq!(text, "up 1\n# EOF\n");
+    }
+
+    #[tokio::test]
+    async fn a_taken_port_is_refused_naming_the_address_and_the_flag() {
+        let taken = AdminListener::bind("127.0.0.1:0", "metrics-listen")
+            .await
+            .unwrap();
+        let addr = taken.local_addr();
+        let err = AdminListener::bind(addr, "metrics-listen")
+            .await
+            .unwrap_err();
+        let text = err.to_string();
+        assert!(
+            text.starts_with(&format!("cannot listen on {addr} (--metrics-listen): ")),
+            "{text}"
+        );
+        assert!(
+            text.ends_with("give --metrics-listen another address"),
+            "{text}"
+        );
     }
 }

@@ -31,6 +31,7 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
+use sigil_runtime::admin::AdminListener;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
@@ -118,17 +119,12 @@ pub async fn start_with_metrics<J: ImageJudge, S: PullSecretSource>(
     let cert = ReloadingCert::load(settings.cert.clone())?;
     let tls = tls::server_config(cert.clone())?;
     let listener = bind(settings.listen).await?;
-    let metrics_listener = bind(settings.metrics_listen).await?;
+    let admin = AdminListener::bind(settings.metrics_listen, "metrics-listen").await?;
     let addr = listener.local_addr().map_err(|source| Error::Bind {
         addr: settings.listen,
         source,
     })?;
-    let metrics_addr = metrics_listener
-        .local_addr()
-        .map_err(|source| Error::Bind {
-            addr: settings.metrics_listen,
-            source,
-        })?;
+    let metrics_addr = admin.local_addr();
     let (stop, rx) = watch::channel(false);
     let watcher = tokio::spawn(cert.watch(settings.cert_poll));
     let https = tokio::spawn(server::serve_tls(
@@ -139,11 +135,9 @@ pub async fn start_with_metrics<J: ImageJudge, S: PullSecretSource>(
         state.admission.metrics().clone(),
         stopped(rx.clone()),
     ));
-    let plain_router = server::metrics_router(state.clone());
-    let plain_stop = stopped(rx);
+    let admin = admin.serve(server::metrics_router(state.clone()), stopped(rx));
     let plain = tokio::spawn(async move {
-        let serve = axum::serve(metrics_listener, plain_router).with_graceful_shutdown(plain_stop);
-        if let Err(e) = serve.await {
+        if let Err(e) = admin.await {
             tracing::warn!(error = %e, "metrics server stopped");
         }
     });
