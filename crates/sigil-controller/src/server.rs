@@ -7,6 +7,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use axum::Router;
 use sigil_runtime::admin::{self, Admin, AdminListener};
+use sigil_runtime::shutdown::Shutdown;
 
 use crate::error::{Error, Result};
 use crate::metrics::Metrics;
@@ -38,12 +39,12 @@ pub fn router(metrics: Arc<Metrics>, ready: Arc<AtomicBool>) -> Router {
     admin::router(Arc::new(Endpoints { metrics, ready }))
 }
 
-/// Serves the endpoints on the bound `admin` port until `shutdown` resolves.
+/// Serves the endpoints on the bound `admin` port until `shutdown`.
 pub async fn serve(
     admin: AdminListener,
     metrics: Arc<Metrics>,
     ready: Arc<AtomicBool>,
-    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+    shutdown: Shutdown,
 ) -> Result<()> {
     let addr = admin.local_addr();
     admin

@@ -4,12 +4,13 @@
 //! One router, so the three programs answer probes and scrapes alike; what
 //! "ready" means and which metrics there are stays each program's own,
 //! behind [`Admin`]. [`AdminListener`] binds the port and serves the
-//! router until the program stops, the same way in every binary.
+//! router until the program's [`Shutdown`], the same way in every binary.
 
 use std::fmt;
-use std::future::Future;
+use std::future::IntoFuture as _;
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::time::Duration;
 
 use axum::Router;
 use axum::extract::State;
@@ -17,6 +18,8 @@ use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use tokio::net::{TcpListener, ToSocketAddrs};
+
+use crate::shutdown::{Shutdown, within};
 
 /// The content type of the `/metrics` answer.
 pub const OPENMETRICS: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
@@ -82,12 +85,18 @@ pub struct BindError {
     pub source: std::io::Error,
 }
 
+/// How long the admin server waits, once the shutdown began, for the
+/// answers in flight (a probe or a scrape takes milliseconds; a client that
+/// holds its request open does not hold up the process).
+pub const DRAIN: Duration = Duration::from_secs(5);
+
 /// The admin port, bound: a program binds it while starting, so a taken
 /// port stops the start with a message naming the flag to change.
 #[derive(Debug)]
 pub struct AdminListener {
     listener: TcpListener,
     addr: SocketAddr,
+    drain: Duration,
 }
 
 impl AdminListener {
@@ -106,6 +115,7 @@ impl AdminListener {
         Ok(Self {
             listener,
             addr: bound,
+            drain: DRAIN,
         })
     }
 
@@ -114,16 +124,28 @@ impl AdminListener {
         self.addr
     }
 
-    /// Serves `router` (HTTP/1.1) until `shutdown` resolves, then lets the
-    /// answers in flight finish.
-    pub async fn serve(
-        self,
-        router: Router,
-        shutdown: impl Future<Output = ()> + Send + 'static,
-    ) -> std::io::Result<()> {
-        axum::serve(self.listener, router)
-            .with_graceful_shutdown(shutdown)
+    /// Another bound than [`DRAIN`] for the answers in flight at shutdown.
+    #[must_use]
+    pub fn with_drain(mut self, bound: Duration) -> Self {
+        self.drain = bound;
+        self
+    }
+
+    /// Serves `router` (HTTP/1.1) until `shutdown` is requested, then stops
+    /// accepting, closes idle connections and lets the answers in flight
+    /// finish within the drain bound.
+    pub async fn serve(self, router: Router, shutdown: Shutdown) -> std::io::Result<()> {
+        let server = axum::serve(self.listener, router)
+            .with_graceful_shutdown(shutdown.wait())
+            .into_future();
+        tokio::pin!(server);
+        tokio::select! {
+            served = &mut server => return served,
+            () = shutdown.requested() => {}
+        }
+        within(self.drain, "an admin endpoint's answer", server)
             .await
+            .unwrap_or(Ok(()))
     }
 }
 
@@ -211,6 +233,85 @@ mod tests {
         assert!(
             text.ends_with("give --metrics-listen another address"),
             "{text}"
+        );
+    }
+
+    async fn http_get(addr: SocketAddr, path: &str) -> String {
+        use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+        let mut tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
+        tcp.write_all(
+            format!("GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").as_bytes(),
+        )
+        .await
+        .unwrap();
+        let mut out = String::new();
+        tcp.read_to_string(&mut out).await.unwrap();
+        out
+    }
+
+    #[tokio::test]
+    async fn the_admin_port_answers_over_tcp_until_the_shutdown() {
+        let program = Arc::new(Program {
+            ready: AtomicBool::new(true),
+        });
+        let port = AdminListener::bind("127.0.0.1:0", "listen").await.unwrap();
+        let addr = port.local_addr();
+        let (trigger, shutdown) = crate::shutdown::channel();
+        let serving = tokio::spawn(port.serve(router(program), shutdown));
+        let answer = http_get(addr, "/healthz").await;
+        assert!(answer.starts_with("HTTP/1.1 200 OK"), "{answer}");
+        assert!(answer.ends_with("ok"), "{answer}");
+        let answer = http_get(addr, "/readyz").await;
+        assert!(answer.ends_with("ready"), "{answer}");
+
+        trigger.trigger();
+        tokio::time::timeout(std::time::Duration::from_secs(5), serving)
+            .await
+            .unwrap()
+            .unwrap()
+            .unwrap();
+        assert!(tokio::net::TcpStream::connect(addr).await.is_err());
+    }
+
+    #[tokio::test]
+    async fn an_answer_still_in_flight_at_shutdown_is_given_the_drain_bound_and_no_more() {
+        use tokio::io::AsyncWriteExt as _;
+        let slow = Router::new().route(
+            "/slow",
+            axum::routing::get(|| async {
+                tokio::time::sleep(Duration::from_secs(3600)).await;
+                "late"
+            }),
+        );
+        let port = AdminListener::bind("127.0.0.1:0", "listen")
+            .await
+            .unwrap()
+            .with_drain(Duration::from_millis(300));
+        let addr = port.local_addr();
+        let (trigger, shutdown) = crate::shutdown::channel();
+        let serving = tokio::spawn(port.serve(slow, shutdown));
+        let mut tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
+        tcp.write_all(b"GET /slow HTTP/1.1\r\nHost: x\r\n\r\n")
+            .await
+            .unwrap();
+        // The request reaches its handler before the shutdown begins.
+        tokio::time::sleep(Duration::from_millis(100)).await;
+
+        let started = std::time::Instant::now();
+        trigger.trigger();
+        tokio::time::timeout(Duration::from_secs(5), serving)
+            .await
+            .unwrap()
+            .unwrap()
+            .unwrap();
+        let took = started.elapsed();
+        assert!(
+            took >= Duration::from_millis(300),
+            "stopped before the bound: {took:?}"
+        );
+        assert!(
+            took < Duration::from_secs(3),
+            "waited past the bound: {took:?}"
         );
     }
 }

@@ -32,8 +32,8 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use sigil_runtime::admin::AdminListener;
+use sigil_runtime::shutdown::{self, Trigger};
 use tokio::net::TcpListener;
-use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
 pub use config::{Args, LogFormat};
@@ -70,16 +70,17 @@ pub struct Running<J, S> {
     pub metrics_addr: SocketAddr,
     /// Shared state (metrics, caches, readiness).
     pub state: Arc<AppState<J, S>>,
-    stop: watch::Sender<bool>,
+    stop: Trigger,
     tasks: Vec<JoinHandle<()>>,
 }
 
 impl<J, S> Running<J, S> {
     /// Begins shutdown: `/readyz` fails, accepting stops, in-flight reviews
-    /// finish within the drain bound. Resolves when both servers stopped.
+    /// finish within the drain bound (the metrics port's answers within
+    /// sigil-runtime's admin drain). Resolves when both servers stopped.
     pub async fn shutdown(self) {
         self.state.shutting_down.store(true, Ordering::Relaxed);
-        let _ = self.stop.send(true);
+        self.stop.trigger();
         for t in self.tasks {
             let _ = t.await;
         }
@@ -90,11 +91,6 @@ async fn bind(addr: SocketAddr) -> Result<TcpListener, Error> {
     TcpListener::bind(addr)
         .await
         .map_err(|source| Error::Bind { addr, source })
-}
-
-/// Ends when `true` is sent or the sender is gone.
-async fn stopped(mut rx: watch::Receiver<bool>) {
-    let _ = rx.wait_for(|stop| *stop).await;
 }
 
 /// Binds both ports and serves `judge` until [`Running::shutdown`].
@@ -125,7 +121,7 @@ pub async fn start_with_metrics<J: ImageJudge, S: PullSecretSource>(
         source,
     })?;
     let metrics_addr = admin.local_addr();
-    let (stop, rx) = watch::channel(false);
+    let (stop, stopping) = shutdown::channel();
     let watcher = tokio::spawn(cert.watch(settings.cert_poll));
     let https = tokio::spawn(server::serve_tls(
         listener,
@@ -133,21 +129,18 @@ pub async fn start_with_metrics<J: ImageJudge, S: PullSecretSource>(
         server::router(state.clone()),
         settings.limits.clone(),
         state.admission.metrics().clone(),
-        stopped(rx.clone()),
+        stopping.wait(),
     ));
-    let admin = admin.serve(server::metrics_router(state.clone()), stopped(rx));
+    let admin = admin.serve(server::metrics_router(state.clone()), stopping.clone());
     let plain = tokio::spawn(async move {
         if let Err(e) = admin.await {
             tracing::warn!(error = %e, "metrics server stopped");
         }
     });
-    let stop_watcher = {
-        let rx = stop.subscribe();
-        tokio::spawn(async move {
-            stopped(rx).await;
-            watcher.abort();
-        })
-    };
+    let stop_watcher = tokio::spawn(async move {
+        stopping.requested().await;
+        watcher.abort();
+    });
     tracing::info!(%addr, %metrics_addr, "sigil-webhook serving");
     Ok(Running {
         addr,
@@ -166,8 +159,9 @@ async fn serve<J: ImageJudge>(
     metrics: Arc<Metrics>,
 ) -> Result<(), Error> {
     let running = start_with_metrics(judge, secrets, settings, metrics).await?;
-    sigil_runtime::termination().await.map_err(Error::Signal)?;
-    tracing::info!("SIGTERM: draining in-flight reviews");
+    let termination = shutdown::on_termination().map_err(Error::Signal)?;
+    termination.requested().await;
+    tracing::info!("draining in-flight reviews");
     running.shutdown().await;
     tracing::info!("stopped");
     Ok(())
