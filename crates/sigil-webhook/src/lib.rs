@@ -36,7 +36,7 @@ use sigil_runtime::shutdown::{self, Trigger};
 use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
 
-pub use config::{Args, LogFormat};
+pub use config::Args;
 pub use error::Error;
 
 use crate::admit::{Admission, AdmissionConfig};
