@@ -22,7 +22,8 @@ use sigil_judge::judge::ImageJudge as _;
 use sigil_judge::metrics::Metrics;
 use sigil_judge::policy_judge::PolicyJudge;
 use sigil_runtime::LogFormat;
-use sigil_runtime::admin::{self, Admin};
+use sigil_runtime::admin::{self, Admin, AdminListener, BindError};
+use sigil_runtime::shutdown;
 
 use crate::auditor::Auditor;
 use crate::engine::EngineSettings;
@@ -84,20 +85,20 @@ pub struct Args {
     pub judge: JudgeArgs,
 }
 
+/// How long a pass under way at SIGTERM may take to finish writing its
+/// reports (the chart gives the pod 10 seconds to stop); a pass cut short
+/// is redone by the next run, which adopts what this one wrote.
+const PASS_DRAIN: Duration = Duration::from_secs(5);
+
 /// Why the audit could not start or stopped.
 #[derive(Debug, thiserror::Error)]
 pub enum ProgramError {
     /// The judge could not be built from the settings.
     #[error(transparent)]
     Setup(#[from] SetupError),
-    /// The metrics address could not be bound.
-    #[error("cannot listen on {addr}: {source}; is another process using the port?")]
-    Bind {
-        /// The address.
-        addr: SocketAddr,
-        /// The I/O error.
-        source: std::io::Error,
-    },
+    /// The metrics and health port could not be bound.
+    #[error(transparent)]
+    Bind(#[from] BindError),
     /// Signal handlers could not be installed.
     #[error("cannot install the SIGTERM handler: {0}")]
     Signal(std::io::Error),
@@ -230,18 +231,12 @@ async fn audit(
         judge_metrics: judge_metrics.clone(),
         audit_registry,
     });
-    let listener = tokio::net::TcpListener::bind(listen)
-        .await
-        .map_err(|source| ProgramError::Bind {
-            addr: listen,
-            source,
-        })?;
-    let metrics_addr = listener.local_addr().map_err(|source| ProgramError::Bind {
-        addr: listen,
-        source,
-    })?;
+    let admin_port = AdminListener::bind(listen, "metrics-listen").await?;
+    let metrics_addr = admin_port.local_addr();
+    let shutdown = shutdown::on_termination().map_err(ProgramError::Signal)?;
+    let serve = admin_port.serve(admin::router(served), shutdown.clone());
     let server = tokio::spawn(async move {
-        if let Err(e) = axum::serve(listener, admin::router(served)).await {
+        if let Err(e) = serve.await {
             tracing::warn!(error = %e, "audit metrics server stopped");
         }
     });
@@ -265,7 +260,10 @@ async fn audit(
         "sigil audit starting"
     );
     let audit = async {
-        snapshot_loaded(&judge).await;
+        tokio::select! {
+            () = snapshot_loaded(&judge) => {}
+            () = shutdown.requested() => return,
+        }
         let revisions = judge.subscribe();
         let in_force = || judge.in_force();
         crate::runtime::run(
@@ -275,14 +273,30 @@ async fn audit(
             in_force,
             audit_metrics,
             settings,
+            shutdown.clone(),
         )
         .await;
     };
+    let mut audit = std::pin::pin!(audit);
     let outcome = tokio::select! {
-        () = audit => Err(ProgramError::WatchesEnded),
-        r = sigil_runtime::termination() => r.map_err(ProgramError::Signal),
+        () = &mut audit => {
+            if shutdown.is_requested() {
+                Ok(())
+            } else {
+                Err(ProgramError::WatchesEnded)
+            }
+        }
+        () = shutdown.requested() => {
+            shutdown::within(PASS_DRAIN, "the audit pass under way", audit).await;
+            Ok(())
+        }
     };
-    server.abort();
+    if outcome.is_ok() {
+        // Stops by itself on the shutdown, within the admin drain bound.
+        let _ = server.await;
+    } else {
+        server.abort();
+    }
     tracing::info!("audit stopped");
     outcome
 }

@@ -28,6 +28,7 @@ use kube::api::Api;
 use kube::runtime::{WatchStreamExt as _, watcher};
 use sigil_judge::judge::{ImageJudge, PullSecretSource};
 use sigil_judge::policy_judge::InForce;
+use sigil_runtime::shutdown::Shutdown;
 use tokio::sync::watch;
 
 use crate::auditor::Auditor;
@@ -206,8 +207,9 @@ fn apply<J: ImageJudge, S: PullSecretSource>(auditor: &mut Auditor<J, S>, change
     }
 }
 
-/// Runs the audit until the process ends: `revisions` is the judge's
-/// revision channel, `in_force` reads the policies in force after a change.
+/// Runs the audit until `shutdown` is requested (a pass under way is
+/// finished first) or the watches end: `revisions` is the judge's revision
+/// channel, `in_force` reads the policies in force after a change.
 pub async fn run<J: ImageJudge, S: PullSecretSource>(
     client: kube::Client,
     mut auditor: Auditor<J, S>,
@@ -215,6 +217,7 @@ pub async fn run<J: ImageJudge, S: PullSecretSource>(
     in_force: impl Fn() -> Option<InForce>,
     metrics: AuditMetrics,
     settings: RuntimeSettings,
+    shutdown: Shutdown,
 ) {
     let config = watcher::Config::default();
     let pods = watcher(Api::<Pod>::all(client.clone()), config.clone())
@@ -264,6 +267,7 @@ pub async fn run<J: ImageJudge, S: PullSecretSource>(
             }
         };
         tokio::select! {
+            () = shutdown.requested() => return,
             change = changes.next() => match change {
                 Some(Ok(c)) => {
                     apply(&mut auditor, c);
@@ -288,6 +292,10 @@ pub async fn run<J: ImageJudge, S: PullSecretSource>(
                 due.get_or_insert_with(tokio::time::Instant::now);
             },
             () = settle => {
+                // No new pass once the shutdown began (both may be ready).
+                if shutdown.is_requested() {
+                    return;
+                }
                 due = None;
                 match pass(&mut auditor, &mut writer, &metrics, &settings).await {
                     Ok(s) => tracing::info!(

@@ -368,7 +368,8 @@ async fn shop_report_becomes(api: &FakeApi, want: &[(&str, &str)], what: &str) -
 }
 
 #[tokio::test]
-async fn the_running_audit_keeps_reports_true_to_pod_and_policy_changes_patching_them_in_place() {
+async fn the_running_audit_keeps_reports_true_to_pod_and_policy_changes_patching_them_in_place_until_the_shutdown()
+ {
     let api = FakeApi::new();
     api.put(NAMESPACES, namespace("shop", &included()));
     api.put(NAMESPACES, namespace("quiet", &BTreeMap::new()));
@@ -399,6 +400,7 @@ async fn the_running_audit_keeps_reports_true_to_pod_and_policy_changes_patching
     let metrics = AuditMetrics::new(&mut prometheus_client::registry::Registry::default());
     // Not spawned: the loop's future need not be Send (the binary awaits
     // it in place), so the checks run beside it in this task.
+    let (stop, shutdown) = sigil_runtime::shutdown::channel();
     let audit = runtime::run(
         api.client(),
         f.auditor,
@@ -406,7 +408,9 @@ async fn the_running_audit_keeps_reports_true_to_pod_and_policy_changes_patching
         move || Some(reading.lock().unwrap().clone()),
         metrics.clone(),
         settings,
+        shutdown,
     );
+    let mut audit = std::pin::pin!(audit);
     let checks = async {
         // Start: what runs is reported, the earlier run's leftover goes.
         let first_report = shop_report_becomes(&api, &[("web", "pass")], "at start").await;
@@ -504,7 +508,12 @@ async fn the_running_audit_keeps_reports_true_to_pod_and_policy_changes_patching
         ));
     };
     tokio::select! {
-        () = audit => panic!("the audit loop ended while its watches were open"),
+        () = &mut audit => panic!("the audit loop ended while its watches were open"),
         () = checks => {}
     }
+    // The shutdown ends the loop (its watches are still open).
+    stop.trigger();
+    tokio::time::timeout(Duration::from_secs(5), audit)
+        .await
+        .expect("the audit loop stops once the shutdown is requested");
 }

@@ -3,6 +3,7 @@
 use std::time::Duration;
 
 use clap::{Parser, ValueEnum};
+use sigil_runtime::LogFormat;
 
 /// sigil-controller's settings.
 #[derive(Parser, Debug, Clone)]
@@ -203,8 +204,6 @@ impl SigstoreInstance {
         }
     }
 }
-
-pub use sigil_runtime::LogFormat;
 
 impl Default for Args {
     fn default() -> Self {

@@ -28,6 +28,9 @@ pub enum Error {
     /// A TUF repository could not be read or verified.
     #[error(transparent)]
     Tuf(#[from] crate::tuf::TufError),
+    /// The HTTP endpoints' port could not be bound.
+    #[error(transparent)]
+    Bind(#[from] sigil_runtime::admin::BindError),
     /// The HTTP endpoint could not be served.
     #[error("serving {addr}: {reason}")]
     Serve {
@@ -56,6 +59,7 @@ impl Error {
             Self::Convert(_) => "convert",
             Self::Tls(_) => "tls",
             Self::Tuf(_) => "tuf",
+            Self::Bind(_) => "bind",
             Self::Serve { .. } => "serve",
         }
     }

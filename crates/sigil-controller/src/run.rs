@@ -9,6 +9,8 @@ use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 
 use kube::Client;
+use sigil_runtime::admin::AdminListener;
+use sigil_runtime::shutdown::{self, Shutdown};
 use tokio::sync::{mpsc, watch};
 
 use crate::config::Args;
@@ -24,54 +26,43 @@ async fn until(mut rx: watch::Receiver<bool>, want: bool) {
 }
 
 /// Runs the controller with the in-cluster (or kubeconfig) client until
-/// SIGTERM or Ctrl-C.
+/// SIGTERM or Ctrl-C (sigil-runtime's shutdown token, as the webhook's and
+/// the audit's); when the handlers cannot be installed the controller runs
+/// on, as it did, and says so.
 pub async fn run(args: Args) -> Result<()> {
     let client = Client::try_default()
         .await
         .map_err(|e| Error::kube("connecting (in-cluster config or KUBECONFIG)", e))?;
-    let (stop_tx, stop_rx) = watch::channel(false);
-    tokio::spawn(async move {
-        shutdown_signal().await;
-        tracing::info!("shutting down");
-        let _ = stop_tx.send(true);
-    });
-    run_with(client, args, stop_rx).await
-}
-
-/// Resolves on SIGTERM or Ctrl-C (sigil-runtime's wait, as the webhook's and
-/// the audit's); when the handlers cannot be installed the controller runs
-/// on, as it did, and says so.
-async fn shutdown_signal() {
-    if let Err(e) = sigil_runtime::termination().await {
+    let shutdown = shutdown::on_termination().unwrap_or_else(|e| {
         tracing::error!(error = %e, "cannot wait for SIGTERM; the controller runs until it is killed");
-        std::future::pending::<()>().await;
-    }
+        Shutdown::never()
+    });
+    run_with(client, args, shutdown).await
 }
 
-/// Runs with `client` until `stop` becomes true.
-pub async fn run_with(client: Client, args: Args, stop: watch::Receiver<bool>) -> Result<()> {
+/// Runs with `client` until `stop` is requested.
+pub async fn run_with(client: Client, args: Args, stop: Shutdown) -> Result<()> {
     let metrics = Arc::new(Metrics::default());
     let ready = Arc::new(AtomicBool::new(false));
     let (leading_tx, leading_rx) = watch::channel(false);
 
-    let server = tokio::spawn({
-        let (addr, metrics, ready, stop) = (
-            args.listen.clone(),
-            metrics.clone(),
-            ready.clone(),
-            stop.clone(),
-        );
-        async move { server::serve(&addr, metrics, ready, until(stop, true)).await }
-    });
+    // Bound before anything else runs: a taken port stops the start.
+    let admin = AdminListener::bind(args.listen.as_str(), "listen").await?;
+    let server = tokio::spawn(server::serve(
+        admin,
+        metrics.clone(),
+        ready.clone(),
+        stop.clone(),
+    ));
     let elector = Elector::new(client.clone(), &args, leading_tx, metrics.clone(), ready);
-    let elector = tokio::spawn(elector.run(until(stop.clone(), true)));
+    let elector = tokio::spawn(elector.run(stop.wait()));
 
-    while !*stop.borrow() {
+    while !stop.is_requested() {
         tokio::select! {
             () = until(leading_rx.clone(), true) => {}
-            () = until(stop.clone(), true) => break,
+            () = stop.requested() => break,
         }
-        if *stop.borrow() {
+        if stop.is_requested() {
             break;
         }
         lead(
@@ -93,13 +84,13 @@ pub async fn run_with(client: Client, args: Args, stop: watch::Receiver<bool>) -
     }
 }
 
-/// Runs the reconcilers until leadership is lost or `stop` becomes true.
+/// Runs the reconcilers until leadership is lost or `stop` is requested.
 pub async fn lead(
     client: Client,
     args: &Args,
     metrics: Arc<Metrics>,
     leading: watch::Receiver<bool>,
-    stop: watch::Receiver<bool>,
+    stop: Shutdown,
 ) {
     let (tr_tx, tr_rx) = mpsc::unbounded_channel();
     let ctx = Arc::new(Context::new(
@@ -116,7 +107,7 @@ pub async fn lead(
             async move {
                 tokio::select! {
                     () = until(leading, false) => {}
-                    () = until(stop, true) => {}
+                    () = stop.requested() => {}
                 }
             }
         }
@@ -184,11 +175,11 @@ mod tests {
                 json!({"images": [{"glob": "**"}], "authorities": [{"key": {"data": P256_PUB}}]}),
             ),
         );
-        let (_stop_tx, stop_rx) = watch::channel(false);
+        let (_trigger, stop) = sigil_runtime::shutdown::channel();
         let task = tokio::spawn({
             let (args, metrics, leading) =
                 (ctx.args.clone(), ctx.metrics.clone(), ctx.leading.clone());
-            async move { lead(client, &args, metrics, leading, stop_rx).await }
+            async move { lead(client, &args, metrics, leading, stop).await }
         });
         // The leader reconciles: the policy gets its status.
         tokio::time::timeout(Duration::from_secs(10), async {

@@ -6,7 +6,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use axum::Router;
-use sigil_runtime::admin::{self, Admin};
+use sigil_runtime::admin::{self, Admin, AdminListener};
+use sigil_runtime::shutdown::Shutdown;
 
 use crate::error::{Error, Result};
 use crate::metrics::Metrics;
@@ -38,24 +39,21 @@ pub fn router(metrics: Arc<Metrics>, ready: Arc<AtomicBool>) -> Router {
     admin::router(Arc::new(Endpoints { metrics, ready }))
 }
 
-/// Serves the endpoints on `addr` until `shutdown` resolves.
+/// Serves the endpoints on the bound `admin` port until `shutdown`.
 pub async fn serve(
-    addr: &str,
+    admin: AdminListener,
     metrics: Arc<Metrics>,
     ready: Arc<AtomicBool>,
-    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+    shutdown: Shutdown,
 ) -> Result<()> {
-    let fail = |reason: String| Error::Serve {
-        addr: addr.to_owned(),
-        reason,
-    };
-    let listener = tokio::net::TcpListener::bind(addr)
+    let addr = admin.local_addr();
+    admin
+        .serve(router(metrics, ready), shutdown)
         .await
-        .map_err(|e| fail(format!("{e}; pick another --listen address")))?;
-    axum::serve(listener, router(metrics, ready))
-        .with_graceful_shutdown(shutdown)
-        .await
-        .map_err(|e| fail(e.to_string()))
+        .map_err(|e| Error::Serve {
+            addr: addr.to_string(),
+            reason: e.to_string(),
+        })
 }
 
 #[cfg(test)]

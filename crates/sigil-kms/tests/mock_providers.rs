@@ -3,7 +3,8 @@
 //! the token exchange's form fields and, for Google, the JWT's signature)
 //! and answers as the real API documents. Google Cloud KMS and Azure Key
 //! Vault are checked against these mocks only; Vault transit and AWS KMS
-//! also run against servers (`tests/servers.rs`).
+//! also run against real servers (OpenBao and moto, `make test-kms`:
+//! sigil-cli's `tests/kms_policy.rs`, the controller's `kms_resolve` tests).
 #![allow(
     clippy::unwrap_used,
     clippy::expect_used,

@@ -3,15 +3,23 @@
 //! whether it is ready, and why not) and `/metrics` (its OpenMetrics text).
 //! One router, so the three programs answer probes and scrapes alike; what
 //! "ready" means and which metrics there are stays each program's own,
-//! behind [`Admin`].
+//! behind [`Admin`]. [`AdminListener`] binds the port and serves the
+//! router until the program's [`Shutdown`], the same way in every binary.
 
+use std::fmt;
+use std::future::IntoFuture as _;
+use std::net::SocketAddr;
 use std::sync::Arc;
+use std::time::Duration;
 
 use axum::Router;
 use axum::extract::State;
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
+use tokio::net::{TcpListener, ToSocketAddrs};
+
+use crate::shutdown::{Shutdown, within};
 
 /// The content type of the `/metrics` answer.
 pub const OPENMETRICS: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
@@ -59,6 +67,86 @@ pub fn readiness_answer(
 
 async fn metrics<A: Admin>(State(admin): State<Arc<A>>) -> Response {
     ([(header::CONTENT_TYPE, OPENMETRICS)], admin.metrics()).into_response()
+}
+
+/// The admin port could not be bound.
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "cannot listen on {addr} (--{flag}): {source}; is another process using the port? \
+     free it or give --{flag} another address"
+)]
+pub struct BindError {
+    /// The address as given.
+    pub addr: String,
+    /// The flag that gave it, without its dashes.
+    pub flag: &'static str,
+    /// The I/O error.
+    #[source]
+    pub source: std::io::Error,
+}
+
+/// How long the admin server waits, once the shutdown began, for the
+/// answers in flight (a probe or a scrape takes milliseconds; a client that
+/// holds its request open does not hold up the process).
+pub const DRAIN: Duration = Duration::from_secs(5);
+
+/// The admin port, bound: a program binds it while starting, so a taken
+/// port stops the start with a message naming the flag to change.
+#[derive(Debug)]
+pub struct AdminListener {
+    listener: TcpListener,
+    addr: SocketAddr,
+    drain: Duration,
+}
+
+impl AdminListener {
+    /// Binds `addr`, the value of the program's `--{flag}`.
+    pub async fn bind<A: ToSocketAddrs + fmt::Display>(
+        addr: A,
+        flag: &'static str,
+    ) -> Result<Self, BindError> {
+        let fail = |source| BindError {
+            addr: addr.to_string(),
+            flag,
+            source,
+        };
+        let listener = TcpListener::bind(&addr).await.map_err(fail)?;
+        let bound = listener.local_addr().map_err(fail)?;
+        Ok(Self {
+            listener,
+            addr: bound,
+            drain: DRAIN,
+        })
+    }
+
+    /// The address actually bound (the port chosen for `:0`).
+    pub fn local_addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// Another bound than [`DRAIN`] for the answers in flight at shutdown.
+    #[must_use]
+    pub fn with_drain(mut self, bound: Duration) -> Self {
+        self.drain = bound;
+        self
+    }
+
+    /// Serves `router` (HTTP/1.1) until `shutdown` is requested, then stops
+    /// accepting, closes idle connections and lets the answers in flight
+    /// finish within the drain bound.
+    pub async fn serve(self, router: Router, shutdown: Shutdown) -> std::io::Result<()> {
+        let server = axum::serve(self.listener, router)
+            .with_graceful_shutdown(shutdown.wait())
+            .into_future();
+        tokio::pin!(server);
+        tokio::select! {
+            served = &mut server => return served,
+            () = shutdown.requested() => {}
+        }
+        within(self.drain, "an admin endpoint's answer", server)
+            .await
+            .unwrap_or(Ok(()))
+    }
 }
 
 #[cfg(test)]
@@ -126,5 +214,104 @@ mod tests {
         assert_eq!(status, StatusCode::OK);
         assert_eq!(kind.as_deref(), Some(OPENMETRICS));
         assert_eq!(text, "up 1\n# EOF\n");
+    }
+
+    #[tokio::test]
+    async fn a_taken_port_is_refused_naming_the_address_and_the_flag() {
+        let taken = AdminListener::bind("127.0.0.1:0", "metrics-listen")
+            .await
+            .unwrap();
+        let addr = taken.local_addr();
+        let err = AdminListener::bind(addr, "metrics-listen")
+            .await
+            .unwrap_err();
+        let text = err.to_string();
+        assert!(
+            text.starts_with(&format!("cannot listen on {addr} (--metrics-listen): ")),
+            "{text}"
+        );
+        assert!(
+            text.ends_with("give --metrics-listen another address"),
+            "{text}"
+        );
+    }
+
+    async fn http_get(addr: SocketAddr, path: &str) -> String {
+        use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+        let mut tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
+        tcp.write_all(
+            format!("GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").as_bytes(),
+        )
+        .await
+        .unwrap();
+        let mut out = String::new();
+        tcp.read_to_string(&mut out).await.unwrap();
+        out
+    }
+
+    #[tokio::test]
+    async fn the_admin_port_answers_over_tcp_until_the_shutdown() {
+        let program = Arc::new(Program {
+            ready: AtomicBool::new(true),
+        });
+        let port = AdminListener::bind("127.0.0.1:0", "listen").await.unwrap();
+        let addr = port.local_addr();
+        let (trigger, shutdown) = crate::shutdown::channel();
+        let serving = tokio::spawn(port.serve(router(program), shutdown));
+        let answer = http_get(addr, "/healthz").await;
+        assert!(answer.starts_with("HTTP/1.1 200 OK"), "{answer}");
+        assert!(answer.ends_with("ok"), "{answer}");
+        let answer = http_get(addr, "/readyz").await;
+        assert!(answer.ends_with("ready"), "{answer}");
+
+        trigger.trigger();
+        tokio::time::timeout(std::time::Duration::from_secs(5), serving)
+            .await
+            .unwrap()
+            .unwrap()
+            .unwrap();
+        assert!(tokio::net::TcpStream::connect(addr).await.is_err());
+    }
+
+    #[tokio::test]
+    async fn an_answer_still_in_flight_at_shutdown_is_given_the_drain_bound_and_no_more() {
+        use tokio::io::AsyncWriteExt as _;
+        let slow = Router::new().route(
+            "/slow",
+            axum::routing::get(|| async {
+                tokio::time::sleep(Duration::from_secs(3600)).await;
+                "late"
+            }),
+        );
+        let port = AdminListener::bind("127.0.0.1:0", "listen")
+            .await
+            .unwrap()
+            .with_drain(Duration::from_millis(300));
+        let addr = port.local_addr();
+        let (trigger, shutdown) = crate::shutdown::channel();
+        let serving = tokio::spawn(port.serve(slow, shutdown));
+        let mut tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
+        tcp.write_all(b"GET /slow HTTP/1.1\r\nHost: x\r\n\r\n")
+            .await
+            .unwrap();
+        // The request reaches its handler before the shutdown begins.
+        tokio::time::sleep(Duration::from_millis(100)).await;
+
+        let started = std::time::Instant::now();
+        trigger.trigger();
+        tokio::time::timeout(Duration::from_secs(5), serving)
+            .await
+            .unwrap()
+            .unwrap()
+            .unwrap();
+        let took = started.elapsed();
+        assert!(
+            took >= Duration::from_millis(300),
+            "stopped before the bound: {took:?}"
+        );
+        assert!(
+            took < Duration::from_secs(3),
+            "waited past the bound: {took:?}"
+        );
     }
 }

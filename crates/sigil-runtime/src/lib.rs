@@ -3,7 +3,8 @@
 //! once so they log in one shape and stop the same way: the `--log-format`
 //! setting and the subscriber it installs, the admin endpoints (health,
 //! readiness, metrics: [`admin`]), the command line's `--version` and the
-//! crypto provider ([`start`]), and the wait for SIGTERM.
+//! crypto provider ([`start`]), and SIGTERM with the graceful shutdown it
+//! starts ([`shutdown`]).
 //!
 //! It knows nothing of admission, policies or Kubernetes. Of sigil's crates
 //! it uses only the verifier (the crypto module it reports) and the registry
@@ -11,6 +12,7 @@
 #![forbid(unsafe_code)]
 
 pub mod admin;
+pub mod shutdown;
 pub mod start;
 
 /// Log output format (`--log-format`).
@@ -44,15 +46,4 @@ pub fn try_init_logging(format: LogFormat) -> Result<(), String> {
 /// that start a server twice).
 pub fn init_logging(format: LogFormat) {
     let _ = try_init_logging(format);
-}
-
-/// Resolves on SIGTERM or Ctrl-C; fails only when the handlers cannot be
-/// installed.
-pub async fn termination() -> std::io::Result<()> {
-    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
-    tokio::select! {
-        _ = term.recv() => {}
-        r = tokio::signal::ctrl_c() => r?,
-    }
-    Ok(())
 }

@@ -13,7 +13,7 @@ use sigil_judge::args::JudgeArgs;
 pub use sigil_judge::args::{PullSecretsArg, SnapshotFrom};
 use sigil_registry::Want;
 use sigil_registry::image::ImagePolicy;
-pub use sigil_runtime::LogFormat;
+use sigil_runtime::LogFormat;
 use sigil_verifier::crypto::PublicKey;
 use sigil_verifier::identity::{IdentityMatcher, IdentityPolicy};
 use sigil_verifier::verify::{SignerPolicy, VerificationPolicy};

@@ -17,7 +17,10 @@ pub enum Error {
     /// The policy snapshot judge could not be built.
     #[error(transparent)]
     PolicyJudge(#[from] crate::policy_judge::PolicyJudgeError),
-    /// An address could not be bound.
+    /// The metrics and health port could not be bound.
+    #[error(transparent)]
+    AdminBind(#[from] sigil_runtime::admin::BindError),
+    /// The admission (HTTPS) address could not be bound.
     #[error("cannot listen on {addr}: {source}; is another process using the port?")]
     Bind {
         /// The address.
@@ -38,7 +41,7 @@ impl Error {
             Self::Tls(_) => "tls",
             Self::Judge(_) => "judge",
             Self::PolicyJudge(e) => e.reason(),
-            Self::Bind { .. } => "bind",
+            Self::Bind { .. } | Self::AdminBind(_) => "bind",
             Self::Signal(_) => "signal",
         }
     }

@@ -31,11 +31,12 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
+use sigil_runtime::admin::AdminListener;
+use sigil_runtime::shutdown::{self, Trigger};
 use tokio::net::TcpListener;
-use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
-pub use config::{Args, LogFormat};
+pub use config::Args;
 pub use error::Error;
 
 use crate::admit::{Admission, AdmissionConfig};
@@ -69,16 +70,17 @@ pub struct Running<J, S> {
     pub metrics_addr: SocketAddr,
     /// Shared state (metrics, caches, readiness).
     pub state: Arc<AppState<J, S>>,
-    stop: watch::Sender<bool>,
+    stop: Trigger,
     tasks: Vec<JoinHandle<()>>,
 }
 
 impl<J, S> Running<J, S> {
     /// Begins shutdown: `/readyz` fails, accepting stops, in-flight reviews
-    /// finish within the drain bound. Resolves when both servers stopped.
+    /// finish within the drain bound (the metrics port's answers within
+    /// sigil-runtime's admin drain). Resolves when both servers stopped.
     pub async fn shutdown(self) {
         self.state.shutting_down.store(true, Ordering::Relaxed);
-        let _ = self.stop.send(true);
+        self.stop.trigger();
         for t in self.tasks {
             let _ = t.await;
         }
@@ -89,11 +91,6 @@ async fn bind(addr: SocketAddr) -> Result<TcpListener, Error> {
     TcpListener::bind(addr)
         .await
         .map_err(|source| Error::Bind { addr, source })
-}
-
-/// Ends when `true` is sent or the sender is gone.
-async fn stopped(mut rx: watch::Receiver<bool>) {
-    let _ = rx.wait_for(|stop| *stop).await;
 }
 
 /// Binds both ports and serves `judge` until [`Running::shutdown`].
@@ -118,18 +115,13 @@ pub async fn start_with_metrics<J: ImageJudge, S: PullSecretSource>(
     let cert = ReloadingCert::load(settings.cert.clone())?;
     let tls = tls::server_config(cert.clone())?;
     let listener = bind(settings.listen).await?;
-    let metrics_listener = bind(settings.metrics_listen).await?;
+    let admin = AdminListener::bind(settings.metrics_listen, "metrics-listen").await?;
     let addr = listener.local_addr().map_err(|source| Error::Bind {
         addr: settings.listen,
         source,
     })?;
-    let metrics_addr = metrics_listener
-        .local_addr()
-        .map_err(|source| Error::Bind {
-            addr: settings.metrics_listen,
-            source,
-        })?;
-    let (stop, rx) = watch::channel(false);
+    let metrics_addr = admin.local_addr();
+    let (stop, stopping) = shutdown::channel();
     let watcher = tokio::spawn(cert.watch(settings.cert_poll));
     let https = tokio::spawn(server::serve_tls(
         listener,
@@ -137,23 +129,18 @@ pub async fn start_with_metrics<J: ImageJudge, S: PullSecretSource>(
         server::router(state.clone()),
         settings.limits.clone(),
         state.admission.metrics().clone(),
-        stopped(rx.clone()),
+        stopping.wait(),
     ));
-    let plain_router = server::metrics_router(state.clone());
-    let plain_stop = stopped(rx);
+    let admin = admin.serve(server::metrics_router(state.clone()), stopping.clone());
     let plain = tokio::spawn(async move {
-        let serve = axum::serve(metrics_listener, plain_router).with_graceful_shutdown(plain_stop);
-        if let Err(e) = serve.await {
+        if let Err(e) = admin.await {
             tracing::warn!(error = %e, "metrics server stopped");
         }
     });
-    let stop_watcher = {
-        let rx = stop.subscribe();
-        tokio::spawn(async move {
-            stopped(rx).await;
-            watcher.abort();
-        })
-    };
+    let stop_watcher = tokio::spawn(async move {
+        stopping.requested().await;
+        watcher.abort();
+    });
     tracing::info!(%addr, %metrics_addr, "sigil-webhook serving");
     Ok(Running {
         addr,
@@ -172,8 +159,9 @@ async fn serve<J: ImageJudge>(
     metrics: Arc<Metrics>,
 ) -> Result<(), Error> {
     let running = start_with_metrics(judge, secrets, settings, metrics).await?;
-    sigil_runtime::termination().await.map_err(Error::Signal)?;
-    tracing::info!("SIGTERM: draining in-flight reviews");
+    let termination = shutdown::on_termination().map_err(Error::Signal)?;
+    termination.requested().await;
+    tracing::info!("draining in-flight reviews");
     running.shutdown().await;
     tracing::info!("stopped");
     Ok(())
