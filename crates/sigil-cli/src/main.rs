@@ -19,7 +19,7 @@ use sigil_compile::default_root::DefaultSource;
 use sigil_verifier::bundle::Bundle;
 use sigil_verifier::crypto::PublicKey;
 use sigil_verifier::identity::{IdentityMatcher, IdentityPolicy};
-use sigil_verifier::trust::TrustedRoot;
+use sigil_verifier::trust::{TrustedRoot, format_rfc3339};
 use sigil_verifier::verify::{Artifact, SignedContent, VerificationPolicy, verify_bundle};
 
 /// Verify Sigstore signatures the way the sigil admission controller does.
@@ -275,7 +275,7 @@ fn verify_bundle_cmd(args: &VerifyBundleArgs) -> Result<()> {
         println!("  predicate: {}", statement.predicate_type);
     }
     match verified.verified_times.first() {
-        Some((t, source)) => println!("  signed at: {t} ({source})"),
+        Some((t, source)) => println!("  signed at: {} ({source})", format_rfc3339(*t)),
         None => println!("  signed at: (no verified time)"),
     }
     match verified.log_index {

@@ -13,7 +13,7 @@ use sigil_registry::{
 };
 use sigil_verifier::crypto::PublicKey;
 use sigil_verifier::identity::{IdentityMatcher, IdentityPolicy};
-use sigil_verifier::trust::TrustedRoot;
+use sigil_verifier::trust::{TrustedRoot, format_rfc3339};
 use sigil_verifier::verify::{SignedContent, SignerPolicy, VerificationPolicy};
 
 /// Output format.
@@ -290,7 +290,7 @@ fn print_text(v: &ImageVerdict) {
             println!("    predicate: {}", statement.predicate_type);
         }
         match c.verified.verified_times.first() {
-            Some((t, source)) => println!("    signed at: {t} ({source})"),
+            Some((t, source)) => println!("    signed at: {} ({source})", format_rfc3339(*t)),
             None => println!("    signed at: (no verified time)"),
         }
         if let Some(i) = c.verified.log_index {

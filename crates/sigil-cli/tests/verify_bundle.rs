@@ -97,7 +97,9 @@ fn a_trusted_root_without_logs_lets_the_timestamp_prove_the_signing_time() {
     assert_eq!(code, 0, "{text}");
     assert!(text.contains("Verified OK"), "{text}");
     assert!(
-        text.contains("(RFC 3161 timestamp from https://timestamp.githubapp.test/"),
+        text.contains(
+            "signed at: 2025-10-09T08:53:21Z (RFC 3161 timestamp from https://timestamp.githubapp.test/"
+        ),
         "{text}"
     );
     assert!(
