@@ -17,7 +17,7 @@
       repository, a TrustRoot and a report from made-up inputs (no registry).
 
 Policies come from policy-controller's test data (``pc:PATH``, read at run time
-from /work/shared/policy-controller-testdata or $POLICY_CONTROLLER_TESTDATA,
+from $POLICY_CONTROLLER_TESTDATA or ``shared/policy-controller-testdata`` beside the checkout,
 never copied here) or from bench/differential/ (``edge/FILE``). Rendering
 changes only what a local registry needs:
   - every glob becomes the pair set's ``globs`` (default: both registries, **),
@@ -40,7 +40,24 @@ import yaml
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 DIFF_DIR = os.path.join(HERE, "differential")
-PC_TESTDATA_DEFAULT = "/work/shared/policy-controller-testdata"
+
+
+def pc_testdata_default():
+    """policy-controller's test data where sigil-testdata looks for it: a
+    `shared/` directory beside the checkout or any directory above it, then
+    the cache scripts/fetch-testdata.sh fills."""
+    checkout = os.path.dirname(HERE)
+    here = checkout
+    while True:
+        candidate = os.path.join(here, "shared", "policy-controller-testdata")
+        if os.path.isdir(candidate):
+            return candidate
+        parent = os.path.dirname(here)
+        if parent == here:
+            break
+        here = parent
+    return os.path.join(checkout, ".cache", "testdata", "shared", "policy-controller-testdata")
+
 KEY_NAMES = ("KEY1", "KEY2", "P384KEY", "RSAKEY", "HASHKEY")
 
 
@@ -91,7 +108,7 @@ def read_fixtures(path):
 
 def policy_path(source):
     if source.startswith("pc:"):
-        base = os.environ.get("POLICY_CONTROLLER_TESTDATA", PC_TESTDATA_DEFAULT)
+        base = os.environ.get("POLICY_CONTROLLER_TESTDATA") or pc_testdata_default()
         return os.path.join(base, source[3:])
     return os.path.join(DIFF_DIR, source)
 

@@ -1116,9 +1116,27 @@ async fn policy_controllers_examples_served_as_they_are_get_the_differentials_ve
             .find(|(k, _)| *k == name)
             .map(|(_, v)| v.to_owned())
     };
-    let python = |args: Vec<String>| async move {
-        let args: Vec<&str> = args.iter().map(String::as_str).collect();
-        sigil_e2e::node::run("python3", &args).await.unwrap()
+    let testdata = sigil_testdata::policy_controller_testdata().unwrap();
+    let python = |args: Vec<String>| {
+        let testdata = testdata.clone();
+        async move {
+            let shown = args.join(" ");
+            let out = tokio::task::spawn_blocking(move || {
+                Command::new("python3")
+                    .args(&args)
+                    .env("POLICY_CONTROLLER_TESTDATA", &testdata)
+                    .output()
+            })
+            .await
+            .unwrap()
+            .unwrap();
+            assert!(
+                out.status.success(),
+                "python3 {shown}: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            String::from_utf8(out.stdout).unwrap()
+        }
     };
     let path = |p: &Path| p.to_str().unwrap().to_owned();
     let in_cluster = |text: &str| {
