@@ -17,7 +17,7 @@ use clap::ArgAction;
 use clap::builder::TypedValueParser as _;
 use prometheus_client::registry::Registry;
 use sigil_judge::args::{Judge, JudgeArgs, SetupError};
-use sigil_judge::cache::CachedJudge;
+use sigil_judge::cache::{CacheConfig, CachedJudge};
 use sigil_judge::judge::ImageJudge as _;
 use sigil_judge::metrics::Metrics;
 use sigil_judge::policy_judge::PolicyJudge;
@@ -242,7 +242,8 @@ async fn audit(
     });
     let cache = Arc::new(CachedJudge::new(
         judge.clone(),
-        &args.judge.cache_config(),
+        // No tag is resolved: the audit judges the digests that run.
+        &args.judge.cache_config(CacheConfig::default().digest_ttl),
         judge_metrics,
     ));
     let auditor = Auditor::new(

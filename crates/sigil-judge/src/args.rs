@@ -77,9 +77,6 @@ pub struct JudgeArgs {
     /// Seconds a denial or warning stays cached.
     #[arg(long, default_value_t = 10)]
     pub negative_ttl_seconds: u64,
-    /// Seconds a tag→digest resolution stays cached.
-    #[arg(long, default_value_t = 30)]
-    pub digest_ttl_seconds: u64,
     /// Registry calls in flight per registry host.
     #[arg(long, default_value_t = 16)]
     pub per_host_concurrency: usize,
@@ -321,14 +318,16 @@ impl JudgeArgs {
         excluded
     }
 
-    /// The verdict and tag caches' settings.
-    pub fn cache_config(&self) -> CacheConfig {
+    /// The verdict and tag caches' settings. Tags are resolved only at
+    /// admission (the audit judges running digests), so the webhook passes
+    /// its own `--digest-ttl-seconds` as `digest_ttl`.
+    pub fn cache_config(&self, digest_ttl: Duration) -> CacheConfig {
         CacheConfig {
             verdict_capacity: self.verdict_cache_size,
             digest_capacity: (self.verdict_cache_size / 4).max(1024),
             positive_ttl: Duration::from_secs(self.verdict_ttl_seconds),
             negative_ttl: Duration::from_secs(self.negative_ttl_seconds),
-            digest_ttl: Duration::from_secs(self.digest_ttl_seconds),
+            digest_ttl,
             per_host_concurrency: self.per_host_concurrency,
         }
     }

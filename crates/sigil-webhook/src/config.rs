@@ -120,6 +120,9 @@ pub struct Args {
     /// `mode: warn`: failures become admission warnings.
     #[arg(long)]
     pub warn: bool,
+    /// Seconds a tag→digest resolution stays cached.
+    #[arg(long, default_value_t = 30)]
+    pub digest_ttl_seconds: u64,
     /// Log format.
     #[arg(long, value_enum, default_value = "text")]
     pub log_format: LogFormat,
@@ -161,7 +164,9 @@ impl Args {
             pin_templates: self.pin_templates,
             max_body_bytes: self.max_body_bytes,
             allow_unpinned: self.allow_unpinned,
-            cache: self.judge.cache_config(),
+            cache: self
+                .judge
+                .cache_config(Duration::from_secs(self.digest_ttl_seconds)),
         }
     }
 
