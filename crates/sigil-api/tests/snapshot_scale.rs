@@ -3,13 +3,17 @@
 //! keyless against TrustRoots, Rego and CUE attestations, each with its own
 //! key material and text) and prints their JSON and gzip sizes beside the
 //! 1 MiB a Secret holds. `bench/policy-scale.py` applies policies of the same
-//! four shapes to a cluster. Run with
+//! four shapes to a cluster. The stored columns are what the controller
+//! writes ([`sigil_api::snapshot::stored`]). Run with
 //! `cargo test -p sigil-api --test snapshot_scale -- --nocapture`.
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout)]
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::print_stdout,
+    clippy::indexing_slicing
+)]
 
-use std::io::Write as _;
-
-use sigil_api::snapshot::{PolicySnapshot, SnapshotPolicy, SnapshotTrustRoot};
+use sigil_api::snapshot::{PolicySnapshot, SECRET_NAME, SnapshotPolicy, SnapshotTrustRoot, stored};
 
 /// Deterministic pseudo-random bytes (SplitMix64): key material and
 /// certificates do not compress, and the sizes must not flatter gzip.
@@ -150,30 +154,24 @@ pub fn mixed_snapshot(count: usize) -> PolicySnapshot {
     }
 }
 
-fn gzip(bytes: &[u8]) -> usize {
-    let mut encoder = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
-    encoder.write_all(bytes).unwrap();
-    encoder.finish().unwrap().len()
-}
-
 #[test]
 fn snapshot_sizes_by_policy_count_are_printed() {
-    println!("| policies | JSON bytes | gzip bytes | ratio | JSON / 1 MiB | gzip / 1 MiB |");
+    println!("| policies | JSON bytes | stored (gzip) bytes | ratio | Secrets | JSON / 1 MiB |");
     println!("|---:|---:|---:|---:|---:|---:|");
     let mut sizes = Vec::new();
     for count in [10, 100, 1_000, 10_000] {
-        let json = mixed_snapshot(count).to_json();
-        let zipped = gzip(json.as_bytes());
+        let encoded = stored::encode(&mixed_snapshot(count), SECRET_NAME).unwrap();
         #[allow(clippy::cast_precision_loss)]
-        let (raw, z) = (json.len() as f64, zipped as f64);
+        let (raw, z) = (encoded.decoded_bytes as f64, encoded.stored_bytes as f64);
         println!(
-            "| {count} | {} | {zipped} | {:.1}x | {:.2} | {:.2} |",
-            json.len(),
+            "| {count} | {} | {} | {:.1}x | {} | {:.2} |",
+            encoded.decoded_bytes,
+            encoded.stored_bytes,
             raw / z,
+            1 + encoded.shards.len(),
             raw / 1_048_576.0,
-            z / 1_048_576.0
         );
-        sizes.push((json.len(), zipped));
+        sizes.push((encoded.decoded_bytes, encoded.stored_bytes));
     }
     // Sizes grow with the count: the measurement measures something.
     assert!(sizes.windows(2).all(|w| w[0].0 < w[1].0 && w[0].1 < w[1].1));
