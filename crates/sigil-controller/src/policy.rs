@@ -324,7 +324,8 @@ async fn accept(
         }
     }
     let result = if missing.is_empty() {
-        ctx.publisher
+        let published = ctx
+            .publisher
             .accept_policy(SnapshotPolicy {
                 name: name.clone(),
                 uid: cip.uid().unwrap_or_default(),
@@ -332,15 +333,23 @@ async fn accept(
                 resource_version: cip.resource_version().unwrap_or_default(),
                 spec,
             })
-            .await?;
-        (
-            Verdict::ok(
-                "Ready",
-                "Accepted",
-                format!("generation {generation} compiled and is enforced by the webhook"),
+            .await;
+        match published {
+            Ok(_) => (
+                Verdict::ok(
+                    "Ready",
+                    "Accepted",
+                    format!("generation {generation} compiled and is enforced by the webhook"),
+                ),
+                RESYNC,
             ),
-            RESYNC,
-        )
+            // The policy set with this one does not fit: say so on the
+            // policy that did not; the others stay published.
+            Err(Error::SnapshotTooLarge(why)) => {
+                (Verdict::failed("Ready", "SnapshotTooLarge", why), RESYNC)
+            }
+            Err(e) => return Err(e),
+        }
     } else {
         (
             Verdict::failed(
