@@ -8,7 +8,7 @@
 
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use futures_util::StreamExt as _;
 use k8s_openapi::api::core::v1::Secret;
@@ -45,8 +45,14 @@ pub async fn load_secret(
     .await
 }
 
-/// Applies what was read from `origin` and logs the outcome.
-fn apply_logged(judge: &PolicyJudge, read: Result<PolicySnapshot, SnapshotError>, origin: &str) {
+/// Applies what was read from `origin` (reading it began at `started`) and
+/// logs the outcome, with how long reading and compiling took.
+fn apply_logged(
+    judge: &PolicyJudge,
+    read: Result<PolicySnapshot, SnapshotError>,
+    origin: &str,
+    started: Instant,
+) {
     let snapshot = match read {
         Ok(snapshot) => snapshot,
         Err(e) => {
@@ -64,6 +70,8 @@ fn apply_logged(judge: &PolicyJudge, read: Result<PolicySnapshot, SnapshotError>
         Ok(Applied::Swapped) => tracing::info!(
             origin,
             revision = judge.revision().unwrap_or_default(),
+            policies = snapshot.policies.len(),
+            load_ms = started.elapsed().as_millis(),
             default_trust_root = judge
                 .default_trust_root()
                 .as_deref()
@@ -117,7 +125,8 @@ pub async fn file_source(
     match read_bounded(&path).await {
         Ok(bytes) => {
             last = Some(Sha256::digest(&bytes));
-            apply_logged(&judge, PolicySnapshot::from_slice(&bytes), &origin);
+            let started = Instant::now();
+            apply_logged(&judge, PolicySnapshot::from_slice(&bytes), &origin, started);
         }
         Err(e) => tracing::error!(error = %e, "policy snapshot file unreadable; not ready"),
     }
@@ -131,7 +140,8 @@ pub async fn file_source(
                     let hash = Sha256::digest(&bytes);
                     if last.as_ref() != Some(&hash) {
                         last = Some(hash);
-                        apply_logged(&judge, PolicySnapshot::from_slice(&bytes), &origin);
+                        let started = Instant::now();
+                        apply_logged(&judge, PolicySnapshot::from_slice(&bytes), &origin, started);
                     }
                 }
                 Err(e) => {
@@ -156,8 +166,9 @@ pub async fn secret_source(judge: Arc<PolicyJudge>, secrets: Api<Secret>, name: 
     while let Some(event) = stream.next().await {
         match event {
             Ok(Event::Apply(secret) | Event::InitApply(secret)) => {
+                let started = Instant::now();
                 let read = load_secret(&secrets, &secret).await;
-                apply_logged(&judge, read, &origin);
+                apply_logged(&judge, read, &origin, started);
             }
             Ok(Event::Delete(_)) => tracing::warn!(
                 origin,
