@@ -20,7 +20,7 @@ if [ "${1:-}" != "--inner" ]; then
   HELM_BIN=$(scripts/install-tools.sh helm)
   export PATH="$HELM_BIN:$PATH"
   if [ "${SIGIL_SCALE_PROFILE:-debug}" = release ]; then
-    cargo build -q --release -p sigil-controller -p sigil-webhook
+    cargo build -q --release -p sigil-webhook -p sigil-audit -p sigil-controller -p sigil-cli
   else
     cargo build -q --workspace --all-targets
   fi
