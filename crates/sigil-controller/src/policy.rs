@@ -575,6 +575,66 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn a_policy_that_does_not_fit_in_the_snapshot_is_not_ready_and_the_snapshot_stays() {
+        let (client, api) = FakeApi::start();
+        let (ctx, _rx, _l) = context(client, true);
+        // A trust root that leaves the snapshot's Secrets nearly full (gzip
+        // keeps about 84.5% of this text, escapes included: some 70 KiB
+        // stay free).
+        let mut state = 7u64;
+        let mut noise = |len: usize, symbols: u64, first: u8| -> String {
+            (0..len)
+                .map(|_| {
+                    state ^= state << 13;
+                    state ^= state >> 7;
+                    state ^= state << 17;
+                    char::from(first + u8::try_from(state % symbols).unwrap())
+                })
+                .collect()
+        };
+        let mut root: Value = serde_json::from_str(
+            crate::config::SigstoreInstance::PublicGood.embedded_trusted_root(),
+        )
+        .unwrap();
+        root["padding"] = noise(8_430 * 1024, 90, b'!').into();
+        ctx.publisher
+            .accept_trust_root(sigil_api::snapshot::SnapshotTrustRoot {
+                name: "padding".into(),
+                generation: 1,
+                trusted_root_json: root.to_string(),
+                default: false,
+            })
+            .await
+            .unwrap();
+        let before = stored_snapshot(&api).unwrap();
+        // 200 KiB of image globs, about 125 KiB compressed: more than is left.
+        let images: Vec<Value> = (0..200)
+            .map(|_| json!({"glob": format!("registry.example.com/{}/**", noise(1000, 26, b'a'))}))
+            .collect();
+        api.put(
+            &cip_path("big"),
+            cip(
+                "big",
+                1,
+                json!({"images": images, "authorities": [{"key": {"data": P256_PUB}}]}),
+            ),
+        );
+
+        reconcile_path(&api, &ctx, "big").await.unwrap();
+
+        let cond = ready(&api, "big");
+        assert_eq!(cond["status"], "False");
+        assert_eq!(cond["reason"], "SnapshotTooLarge");
+        let message = cond["message"].as_str().unwrap();
+        assert!(message.contains("more than the"), "{message}");
+        assert!(
+            message.contains("the webhook does not enforce this policy"),
+            "{message}"
+        );
+        assert_eq!(stored_snapshot(&api).unwrap(), before);
+    }
+
+    #[tokio::test]
     async fn a_second_reconcile_without_change_writes_nothing() {
         let (client, api) = FakeApi::start();
         let (ctx, _rx, _l) = context(client, true);
