@@ -10,9 +10,9 @@
 //!
 //! - The main Secret ([`SECRET_NAME`](super::SECRET_NAME)) holds the
 //!   [`MANIFEST_KEY`] (revision, decoded length, each chunk's Secret, length
-//!   and sha256) and the first chunk under [`CHUNK_KEY`]; up to 7,000 or so
-//!   mixed policies need nothing else, and then one write publishes a
-//!   revision whole, as before.
+//!   and sha256) and the first chunk under [`CHUNK_KEY`]; up to about 9,000
+//!   mixed policies (`tests/snapshot_scale.rs`) need nothing else, and then
+//!   one write publishes a revision whole, as before.
 //! - Further chunks go to shard Secrets `<main>-a1` … `<main>-a7` for odd
 //!   revisions and `<main>-b1` … `<main>-b7` for even ones, written before
 //!   the manifest, which is written last. The shards the manifest in force
