@@ -116,6 +116,12 @@ test-kms:
 bench-cluster:
 	bench/cluster.sh
 
+## Policies by the thousand on the local control plane (no node; run by
+## hand, not in make test or .ci/run): bench/policy-scale.md.
+.PHONY: bench-policy-scale
+bench-policy-scale:
+	bench/policy-scale.sh
+
 ## Verdicts of policy-controller's policy-tester and `sigil policy test` on
 ## the same (policy, image) pairs, local registries only (run by hand, not
 ## part of `make test`: it builds policy-controller): docs/policy-differential.md.

@@ -266,10 +266,13 @@ def main() -> None:
                "- The verdict differential with policy-controller's policy-tester: docs/policy-differential.md.\n")
     # Figures measured in process, outside the cluster run (each with its
     # date and command), kept by hand in bench/in-process.md.
-    in_process = os.path.join(os.path.dirname(os.path.abspath(__file__)), "in-process.md")
-    if os.path.exists(in_process):
-        with open(in_process) as f:
-            out.append(f.read().rstrip("\n"))
+    # Likewise the policy-count scale run (bench/policy-scale.sh), kept by
+    # hand in bench/policy-scale.md.
+    for part in ("in-process.md", "policy-scale.md"):
+        path = os.path.join(os.path.dirname(os.path.abspath(__file__)), part)
+        if os.path.exists(path):
+            with open(path) as f:
+                out.append(f.read().rstrip("\n"))
     print("\n".join(out))
 
 

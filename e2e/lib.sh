@@ -71,7 +71,8 @@ sa_kubeconfig() {
 # sigil_up DIR TIMEOUT REGISTRY...: installs the chart (CRDs, RBAC, webhook
 # configurations calling https://127.0.0.1:<port>; policy-controller's objects
 # served as they are), starts sigil-controller
-# and sigil-webhook from the dev build with DIR for certificates, logs and
+# and sigil-webhook from the dev build (SIGIL_E2E_PROFILE=release: the
+# release one) with DIR for certificates, logs and
 # pids, and waits until the webhook has loaded the controller's first policy
 # snapshot. Registries are talked to in plain HTTP, and may be on loopback
 # (sigil refuses loopback registries unless allowed: here they run on the
@@ -82,7 +83,7 @@ sa_kubeconfig() {
 sigil_up() {
   local dir=$1 timeout=$2
   shift 2
-  local bin=${CARGO_TARGET_DIR:-$REPO_ROOT/target}/debug cue
+  local bin=${CARGO_TARGET_DIR:-$REPO_ROOT/target}/${SIGIL_E2E_PROFILE:-debug} cue
   mkdir -p "$dir"
   cue=$("$REPO_ROOT/scripts/build-cue-wasm.sh")
   webhook_cert "$dir/tls"

@@ -43,6 +43,15 @@ CLUSTER_SCOPED = {
     "MutatingWebhookConfiguration", "ValidatingWebhookConfiguration", "TrustRoot",
 }
 WORKLOADS = {"Deployment", "StatefulSet", "DaemonSet", "Job", "CronJob"}
+# The policy snapshot's shard Secrets (sigil_api::snapshot::stored::all_shards).
+SNAPSHOT_SHARDS = [f"sigil-policy-snapshot-{s}{i}" for s in "ab" for i in range(1, 8)]
+# What the webhook and the audit may do with Secrets: read and watch the
+# snapshot's main Secret, read its shards.
+SNAPSHOT_READER_RULES = [
+    {"apiGroups": [""], "resources": ["secrets"], "resourceNames": ["sigil-policy-snapshot"],
+     "verbs": ["get", "list", "watch"]},
+    {"apiGroups": [""], "resources": ["secrets"], "resourceNames": SNAPSHOT_SHARDS, "verbs": ["get"]},
+]
 
 
 def merge(base, over):
@@ -346,10 +355,8 @@ def check_webhook(docs, values, ns, errors):
     if ("--allow-unpinned" in args) != bool(w["allowUnpinned"]):
         errors.append(f"webhook --allow-unpinned passed: {'--allow-unpinned' in args}, webhook.allowUnpinned: {w['allowUnpinned']}")
     snapshot_role = one(docs, "Role", "sigil-webhook", errors)
-    if snapshot_role and snapshot_role["rules"] != [{"apiGroups": [""], "resources": ["secrets"],
-                                                     "resourceNames": ["sigil-policy-snapshot"],
-                                                     "verbs": ["get", "list", "watch"]}]:
-        errors.append(f"webhook Role is wider than the snapshot Secret: {snapshot_role['rules']}")
+    if snapshot_role and snapshot_role["rules"] != SNAPSHOT_READER_RULES:
+        errors.append(f"webhook Role is wider than the snapshot Secrets: {snapshot_role['rules']}")
     # Registry CA: ConfigMap mounted where --registry-ca-file points.
     ca = values["registryCABundle"]
     if ca["pem"] or ca["existingConfigMap"]:
@@ -435,6 +442,12 @@ def check_controller(docs, values, ns, errors):
                    for n in r.get("resourceNames", ["*"])}
         if "sigil-tuf-state" not in patched or "*" in patched:
             errors.append(f"controller may not patch Secret sigil-tuf-state by name (patch on {sorted(patched)})")
+        if not {"sigil-policy-snapshot", *SNAPSHOT_SHARDS} <= patched:
+            errors.append(f"controller may not patch every snapshot Secret by name (patch on {sorted(patched)})")
+        deleted = {n for r in nsrole["rules"] if "secrets" in r["resources"] and "delete" in r["verbs"]
+                    for n in r.get("resourceNames", ["*"])}
+        if deleted != set(SNAPSHOT_SHARDS):
+            errors.append(f"controller may delete Secrets {sorted(deleted)}, want the snapshot shards only")
 
 
 PC_ENTRY = "policy-controller-namespaces."
@@ -651,8 +664,8 @@ def check_audit(docs, values, ns, errors):
         if b and b["subjects"] != subject:
             errors.append(f"{kind} sigil-audit binds {b['subjects']}")
     secrets = one(docs, "Role", "sigil-audit", errors)
-    if secrets and any(r.get("resourceNames") != ["sigil-policy-snapshot"] for r in secrets["rules"]):
-        errors.append("Role sigil-audit must name the snapshot Secret only")
+    if secrets and secrets["rules"] != SNAPSHOT_READER_RULES:
+        errors.append("Role sigil-audit must name the snapshot Secrets only")
     pulls = find(docs, "ClusterRoleBinding", "sigil-audit-pull-secrets") + \
         find(docs, "RoleBinding", "sigil-audit-pull-secrets")
     if values["webhook"]["pullSecrets"]:

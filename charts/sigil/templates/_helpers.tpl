@@ -7,6 +7,21 @@ binaries' defaults, the controller README and kubectl users all say "sigil-…".
 {{- define "sigil.controllerName" -}}sigil-controller{{- end -}}
 {{- define "sigil.tlsSecret" -}}sigil-webhook-tls{{- end -}}
 {{- define "sigil.snapshotSecret" -}}sigil-policy-snapshot{{- end -}}
+{{- /*
+The policy snapshot's shard Secrets, as a YAML list: two sets of seven
+(sigil_api::snapshot::stored::SHARDS_PER_SET), used by odd and even
+revisions in turn, so RBAC names every Secret the snapshot may use.
+*/ -}}
+{{- define "sigil.snapshotShards" -}}
+{{- $main := include "sigil.snapshotSecret" . -}}
+{{- $names := list -}}
+{{- range $set := list "a" "b" -}}
+{{- range $i := until 7 -}}
+{{- $names = append $names (printf "%s-%s%d" $main $set (add1 $i)) -}}
+{{- end -}}
+{{- end -}}
+{{- toYaml $names -}}
+{{- end -}}
 {{- define "sigil.tufStateSecret" -}}sigil-tuf-state{{- end -}}
 {{- define "sigil.registryCAConfigMap" -}}
 {{- .Values.registryCABundle.existingConfigMap | default "sigil-registry-ca" -}}

@@ -7,7 +7,7 @@
 //! ([`sigstore`]).
 //!
 //! It depends only on kube, k8s-openapi, serde and schemars (and the JSON and
-//! YAML serializers), never on another sigil crate, so anything that only
+//! YAML serializers, gzip and SHA-256 for the snapshot's stored form), never on another sigil crate, so anything that only
 //! needs the types gets them without the verifier, the registry client, the
 //! policy engines or KMS. Validation and compilation of these types, linting,
 //! conversion from policy-controller and the default trust root are in

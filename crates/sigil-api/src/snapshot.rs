@@ -5,8 +5,10 @@
 //! API types, in `sigil_compile::snapshot::validate`.
 //!
 //! The controller (the leader only) keeps one Secret, [`SECRET_NAME`] in
-//! sigil's namespace, whose [`SECRET_KEY`] entry holds a [`PolicySnapshot`] as
-//! JSON. The snapshot is self-contained: every `key.secretRef`, `ca-cert`
+//! sigil's namespace, holding a [`PolicySnapshot`] gzip-compressed under a
+//! manifest, spilling over shard Secrets when it outgrows one
+//! ([`stored`] says how and why; releases before it wrote plain JSON under
+//! [`SECRET_KEY`], which is still read). The snapshot is self-contained: every `key.secretRef`, `ca-cert`
 //! Secret and ConfigMap-referenced policy is resolved inline, and every
 //! TrustRoot is given as `trusted_root.json` text, so the webhook needs no
 //! other object to enforce it.
@@ -51,6 +53,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::cip::ClusterImagePolicySpec;
 
+pub mod stored;
+
 /// `apiVersion` of the snapshot document the controller writes.
 pub const API_VERSION: &str = "policy.sigil.dev/snapshot/v2";
 /// The previous `apiVersion`, still read: a v1 document has no default trust
@@ -60,10 +64,12 @@ pub const API_VERSION: &str = "policy.sigil.dev/snapshot/v2";
 pub const API_VERSION_V1: &str = "policy.sigil.dev/snapshot/v1";
 /// Name of the Secret holding the snapshot, in sigil's namespace.
 pub const SECRET_NAME: &str = "sigil-policy-snapshot";
-/// Data key of the snapshot inside the Secret.
+/// Data key of the snapshot as plain JSON, the format written before
+/// [`stored`]'s (still read).
 pub const SECRET_KEY: &str = "snapshot.json";
-/// Largest snapshot accepted: the size limit of a Secret.
+/// The size limit of a Secret: bounds one stored value.
 pub const MAX_BYTES: usize = 1024 * 1024;
+pub use stored::MAX_DECODED_BYTES;
 
 /// Every policy and trust root the webhook enforces, at one revision.
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Default)]
@@ -137,9 +143,48 @@ pub struct SnapshotTrustRoot {
 /// Why a snapshot cannot be enforced.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum SnapshotError {
-    /// The document is larger than a Secret can be.
-    #[error("policy snapshot is {0} bytes, more than the {MAX_BYTES} a Secret holds")]
+    /// The document is larger than a reader accepts.
+    #[error(
+        "policy snapshot is {0} bytes of JSON, more than the {MAX_DECODED_BYTES} a reader accepts"
+    )]
     TooLarge(usize),
+    /// The compressed document is larger than every Secret it may use
+    /// together.
+    #[error(
+        "policy snapshot is {decoded} bytes of JSON, {stored} compressed, more than the {} bytes its {} Secrets hold together; remove or merge policies (the previous revision stays in force)",
+        stored::MAX_STORED_BYTES,
+        1 + stored::SHARDS_PER_SET
+    )]
+    StoredTooLarge {
+        /// Length of the JSON.
+        decoded: usize,
+        /// Length compressed.
+        stored: usize,
+    },
+    /// The Secret holds neither a manifest nor plain JSON.
+    #[error(
+        "policy snapshot Secret {SECRET_NAME} has neither {} nor {SECRET_KEY}; is the controller running?",
+        stored::MANIFEST_KEY
+    )]
+    NoData,
+    /// The manifest cannot be followed.
+    #[error(
+        "policy snapshot manifest is invalid: {0}; the controller rewrites it on its next write"
+    )]
+    Manifest(String),
+    /// A chunk is missing or does not match the manifest.
+    #[error(
+        "policy snapshot chunk in Secret {secret} {problem}; the last good snapshot stays until the next revision"
+    )]
+    Chunk {
+        /// The Secret that should hold it.
+        secret: String,
+        /// What is wrong.
+        problem: String,
+    },
+    /// The compressed chunks do not decode.
+    #[error("policy snapshot does not decompress: {0}")]
+    Gzip(String),
     /// The document is not JSON of the snapshot shape.
     #[error(
         "policy snapshot in secret {SECRET_NAME} key {SECRET_KEY} is not valid JSON: {0}; the controller rewrites it on its next reconcile"
@@ -201,9 +246,9 @@ impl PolicySnapshot {
         }
     }
 
-    /// Parses the Secret's `snapshot.json` bytes (without validating policies).
+    /// Parses the snapshot's JSON (without validating policies).
     pub fn from_slice(bytes: &[u8]) -> Result<Self, SnapshotError> {
-        if bytes.len() > MAX_BYTES {
+        if bytes.len() > MAX_DECODED_BYTES {
             return Err(SnapshotError::TooLarge(bytes.len()));
         }
         let snapshot: Self =
@@ -301,8 +346,8 @@ mod tests {
             Err(SnapshotError::ApiVersion(_))
         ));
         assert_eq!(
-            PolicySnapshot::from_slice(&vec![b' '; MAX_BYTES + 1]),
-            Err(SnapshotError::TooLarge(MAX_BYTES + 1))
+            PolicySnapshot::from_slice(&vec![b' '; MAX_DECODED_BYTES + 1]),
+            Err(SnapshotError::TooLarge(MAX_DECODED_BYTES + 1))
         );
     }
 

@@ -14,9 +14,7 @@ use clap::{Args, ValueEnum};
 use k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::Secret;
-use sigil_api::snapshot::{
-    self, PolicySnapshot, SECRET_KEY, SECRET_NAME, SnapshotPolicy, SnapshotTrustRoot,
-};
+use sigil_api::snapshot::{self, PolicySnapshot, SECRET_NAME, SnapshotPolicy, SnapshotTrustRoot};
 use sigil_audit::auditor::Auditor;
 use sigil_audit::engine::EngineSettings;
 use sigil_audit::installed::{self, Installed};
@@ -178,8 +176,8 @@ fn local_snapshot(args: &AuditArgs) -> Result<PolicySnapshot> {
     })
 }
 
-/// The policy snapshot the webhook enforces, from the controller's Secret.
-async fn cluster_snapshot(client: &kube::Client, namespace: &str) -> Result<Vec<u8>> {
+/// The policy snapshot the webhook enforces, from the controller's Secrets.
+async fn cluster_snapshot(client: &kube::Client, namespace: &str) -> Result<PolicySnapshot> {
     let secrets: kube::Api<Secret> = kube::Api::namespaced(client.clone(), namespace);
     let secret = secrets.get(SECRET_NAME).await.with_context(|| {
         format!(
@@ -188,24 +186,11 @@ async fn cluster_snapshot(client: &kube::Client, namespace: &str) -> Result<Vec<
              local --policy files"
         )
     })?;
-    let bytes = secret
-        .data
-        .as_ref()
-        .and_then(|d| d.get(SECRET_KEY))
-        .map(|b| b.0.clone())
+    sigil_judge::snapshot_source::load_secret(&secrets, &secret)
+        .await
         .with_context(|| {
-            format!(
-                "Secret {namespace}/{SECRET_NAME} has no {SECRET_KEY}: is the controller running?"
-            )
-        })?;
-    if bytes.len() > snapshot::MAX_BYTES {
-        bail!(
-            "Secret {namespace}/{SECRET_NAME} holds {} bytes, more than a snapshot may ({})",
-            bytes.len(),
-            snapshot::MAX_BYTES
-        );
-    }
-    Ok(bytes)
+            format!("cannot read the policy snapshot in Secret {namespace}/{SECRET_NAME}")
+        })
 }
 
 /// The settings the chart gave the installed audit (Deployment
@@ -335,9 +320,9 @@ async fn audit(args: &AuditArgs, public_good: TrustedRoot) -> Result<Verdict> {
             .context("cannot set up the policy judge")?,
     );
     if args.policies.is_empty() {
-        let bytes = cluster_snapshot(&client, &args.sigil_namespace).await?;
+        let snapshot = cluster_snapshot(&client, &args.sigil_namespace).await?;
         judge
-            .apply_bytes(&bytes)
+            .apply(&snapshot)
             .context("the cluster's policy snapshot does not load")?;
     } else {
         judge

@@ -41,7 +41,7 @@ use kube::discovery::ApiResource;
 use rustls::pki_types::UnixTime;
 use serde::Serialize;
 use serde_json::{Value, json};
-use sigil_api::snapshot::{PolicySnapshot, SECRET_KEY, SECRET_NAME};
+use sigil_api::snapshot::{PolicySnapshot, SECRET_NAME};
 use time::OffsetDateTime;
 
 use crate::policy_cmd::Verdict;
@@ -736,12 +736,8 @@ async fn read_snapshot(client: &kube::Client, namespace: &str) -> Result<Snapsho
         .await
         .map_err(|e| format!("cannot read Secret {where_}: {e}"))?
         .ok_or_else(|| format!("Secret {where_} does not exist"))?;
-    let bytes = secret
-        .data
-        .as_ref()
-        .and_then(|d| d.get(SECRET_KEY))
-        .ok_or_else(|| format!("Secret {where_} has no {SECRET_KEY}"))?;
-    let s: PolicySnapshot = serde_json::from_slice(&bytes.0)
+    let s: PolicySnapshot = sigil_judge::snapshot_source::load_secret(&secrets, &secret)
+        .await
         .map_err(|e| format!("Secret {where_} holds no valid snapshot: {e}"))?;
     let generated_at = sigil_verifier::trust::parse_rfc3339(&s.generated_at);
     Ok(SnapshotFacts {

@@ -19,6 +19,9 @@ pub enum Error {
     /// The policy snapshot could not be built.
     #[error("policy snapshot not written: {0}")]
     Snapshot(String),
+    /// The policy snapshot would be larger than its Secrets hold together.
+    #[error("policy snapshot not written: {0}")]
+    SnapshotTooLarge(String),
     /// A policy-controller object could not be converted.
     #[error("converting policy-controller's {0}")]
     Convert(String),
@@ -56,6 +59,7 @@ impl Error {
             Self::Kube { .. } => "kube",
             Self::NotLeader(_) => "not_leader",
             Self::Snapshot(_) => "snapshot",
+            Self::SnapshotTooLarge(_) => "snapshot_too_large",
             Self::Convert(_) => "convert",
             Self::Tls(_) => "tls",
             Self::Tuf(_) => "tuf",

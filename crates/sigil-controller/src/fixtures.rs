@@ -408,13 +408,38 @@ pub fn secret(name: &str, data: &[(&str, &str)]) -> Value {
     json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": name, "namespace": NS}, "data": data})
 }
 
-/// The policy snapshot currently stored in the fake API server.
-pub fn stored_snapshot(api: &FakeApi) -> Option<sigil_api::snapshot::PolicySnapshot> {
+/// A data value of the Secret at `name` in the fake API server.
+pub fn secret_data(api: &FakeApi, name: &str, key: &str) -> Option<Vec<u8>> {
     use base64::Engine as _;
-    let secret = api.get(&secret_path(sigil_api::snapshot::SECRET_NAME))?;
-    let b64 = secret["data"][sigil_api::snapshot::SECRET_KEY].as_str()?;
-    let bytes = base64::engine::general_purpose::STANDARD.decode(b64).ok()?;
-    Some(sigil_api::snapshot::PolicySnapshot::from_slice(&bytes).unwrap())
+    let secret = api.get(&secret_path(name))?;
+    let b64 = secret["data"][key].as_str()?;
+    base64::engine::general_purpose::STANDARD.decode(b64).ok()
+}
+
+/// The policy snapshot currently stored in the fake API server, read as
+/// the webhook reads it (manifest, then shards).
+pub fn stored_snapshot(api: &FakeApi) -> Option<sigil_api::snapshot::PolicySnapshot> {
+    use sigil_api::snapshot::stored::{CHUNK_KEY, MANIFEST_KEY, Stored};
+    use sigil_api::snapshot::{SECRET_KEY, SECRET_NAME};
+    let main: BTreeMap<&str, Vec<u8>> = [MANIFEST_KEY, CHUNK_KEY, SECRET_KEY]
+        .into_iter()
+        .filter_map(|k| Some((k, secret_data(api, SECRET_NAME, k)?)))
+        .collect();
+    if main.is_empty() {
+        return None;
+    }
+    match Stored::read(SECRET_NAME, |k| main.get(k).map(Vec::as_slice)).unwrap() {
+        Stored::Plain(bytes) => {
+            Some(sigil_api::snapshot::PolicySnapshot::from_slice(bytes).unwrap())
+        }
+        Stored::Manifest { manifest, first } => {
+            let shards: Vec<Option<Vec<u8>>> = manifest
+                .shards()
+                .map(|name| secret_data(api, name, CHUNK_KEY))
+                .collect();
+            Some(manifest.assemble(first, &shards).unwrap())
+        }
+    }
 }
 
 /// Reads back the object at `path` as `K` (what the next reconcile sees).

@@ -324,7 +324,8 @@ async fn accept(
         }
     }
     let result = if missing.is_empty() {
-        ctx.publisher
+        let published = ctx
+            .publisher
             .accept_policy(SnapshotPolicy {
                 name: name.clone(),
                 uid: cip.uid().unwrap_or_default(),
@@ -332,15 +333,23 @@ async fn accept(
                 resource_version: cip.resource_version().unwrap_or_default(),
                 spec,
             })
-            .await?;
-        (
-            Verdict::ok(
-                "Ready",
-                "Accepted",
-                format!("generation {generation} compiled and is enforced by the webhook"),
+            .await;
+        match published {
+            Ok(_) => (
+                Verdict::ok(
+                    "Ready",
+                    "Accepted",
+                    format!("generation {generation} compiled and is enforced by the webhook"),
+                ),
+                RESYNC,
             ),
-            RESYNC,
-        )
+            // The policy set with this one does not fit: say so on the
+            // policy that did not; the others stay published.
+            Err(Error::SnapshotTooLarge(why)) => {
+                (Verdict::failed("Ready", "SnapshotTooLarge", why), RESYNC)
+            }
+            Err(e) => return Err(e),
+        }
     } else {
         (
             Verdict::failed(
@@ -563,6 +572,66 @@ mod tests {
         assert_eq!(snapshot.policies.len(), 1);
         assert_eq!(snapshot.policies[0].generation, 1);
         sigil_compile::snapshot::validate(&snapshot).unwrap();
+    }
+
+    #[tokio::test]
+    async fn a_policy_that_does_not_fit_in_the_snapshot_is_not_ready_and_the_snapshot_stays() {
+        let (client, api) = FakeApi::start();
+        let (ctx, _rx, _l) = context(client, true);
+        // A trust root that leaves the snapshot's Secrets nearly full (gzip
+        // keeps about 84.5% of this text, escapes included: some 70 KiB
+        // stay free).
+        let mut state = 7u64;
+        let mut noise = |len: usize, symbols: u64, first: u8| -> String {
+            (0..len)
+                .map(|_| {
+                    state ^= state << 13;
+                    state ^= state >> 7;
+                    state ^= state << 17;
+                    char::from(first + u8::try_from(state % symbols).unwrap())
+                })
+                .collect()
+        };
+        let mut root: Value = serde_json::from_str(
+            crate::config::SigstoreInstance::PublicGood.embedded_trusted_root(),
+        )
+        .unwrap();
+        root["padding"] = noise(8_430 * 1024, 90, b'!').into();
+        ctx.publisher
+            .accept_trust_root(sigil_api::snapshot::SnapshotTrustRoot {
+                name: "padding".into(),
+                generation: 1,
+                trusted_root_json: root.to_string(),
+                default: false,
+            })
+            .await
+            .unwrap();
+        let before = stored_snapshot(&api).unwrap();
+        // 200 KiB of image globs, about 125 KiB compressed: more than is left.
+        let images: Vec<Value> = (0..200)
+            .map(|_| json!({"glob": format!("registry.example.com/{}/**", noise(1000, 26, b'a'))}))
+            .collect();
+        api.put(
+            &cip_path("big"),
+            cip(
+                "big",
+                1,
+                json!({"images": images, "authorities": [{"key": {"data": P256_PUB}}]}),
+            ),
+        );
+
+        reconcile_path(&api, &ctx, "big").await.unwrap();
+
+        let cond = ready(&api, "big");
+        assert_eq!(cond["status"], "False");
+        assert_eq!(cond["reason"], "SnapshotTooLarge");
+        let message = cond["message"].as_str().unwrap();
+        assert!(message.contains("more than the"), "{message}");
+        assert!(
+            message.contains("the webhook does not enforce this policy"),
+            "{message}"
+        );
+        assert_eq!(stored_snapshot(&api).unwrap(), before);
     }
 
     #[tokio::test]

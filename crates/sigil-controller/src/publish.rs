@@ -3,7 +3,12 @@
 //!
 //! It holds what the reconcilers accepted — the last accepted spec of each
 //! policy and the material of each trust root — and writes a new revision
-//! whenever that changes. A policy whose new generation is rejected is simply
+//! whenever that changes, in the stored form of
+//! [`sigil_api::snapshot::stored`]: the shard Secrets first, the main
+//! Secret's manifest last, then it deletes shard Secrets the new manifest
+//! does not name. A snapshot too large for every Secret together is refused
+//! ([`Error::SnapshotTooLarge`]) and nothing is written, so the revision in
+//! force stays whole. A policy whose new generation is rejected is simply
 //! not accepted again, so its last good spec stays. After a restart,
 //! [`Publisher::recover`] reads the existing Secret first, so the last good
 //! specs and the revision counter survive. A trust root that was deleted
@@ -23,8 +28,9 @@ use k8s_openapi::Resource as _;
 use k8s_openapi::api::core::v1::Secret;
 use kube::Client;
 use kube::api::{Api, Patch, PatchParams};
+use sigil_api::snapshot::stored::{self, CHUNK_KEY};
 use sigil_api::snapshot::{
-    API_VERSION, PolicySnapshot, SECRET_KEY, SECRET_NAME, SnapshotPolicy, SnapshotSigstore,
+    API_VERSION, PolicySnapshot, SECRET_NAME, SnapshotError, SnapshotPolicy, SnapshotSigstore,
     SnapshotTrustRoot,
 };
 use sigil_compile::compile::{Offline, compile_policy, trust_root_refs};
@@ -51,6 +57,9 @@ struct State {
     sigstore: SnapshotSigstore,
     /// The last snapshot written (or recovered).
     written: Option<PolicySnapshot>,
+    /// Shard Secrets that may exist (all of them until the first write has
+    /// cleaned up).
+    shards: BTreeSet<String>,
 }
 
 impl State {
@@ -125,6 +134,7 @@ impl Publisher {
                 trust_roots: BTreeMap::new(),
                 sigstore,
                 written: None,
+                shards: stored::all_shards(SECRET_NAME).into_iter().collect(),
             }),
         }
     }
@@ -145,13 +155,14 @@ impl Publisher {
         let Some(secret) = secret else {
             return Ok(None);
         };
-        let bytes = secret
-            .data
-            .as_ref()
-            .and_then(|d| d.get(SECRET_KEY))
-            .map(|b| b.0.clone())
-            .unwrap_or_default();
-        match PolicySnapshot::from_slice(&bytes) {
+        let data = secret.data.unwrap_or_default();
+        let loaded = stored::load(
+            SECRET_NAME,
+            |key| data.get(key).map(|b| b.0.as_slice()),
+            |name| self.read_shard(name),
+        )
+        .await;
+        match loaded {
             Ok(snapshot) => {
                 for p in &snapshot.policies {
                     state.policies.insert(p.name.clone(), p.clone());
@@ -190,6 +201,15 @@ impl Publisher {
                 Ok(None)
             }
         }
+    }
+
+    /// A shard Secret's chunk, `None` when it is missing.
+    async fn read_shard(&self, name: String) -> Result<Option<Vec<u8>>, String> {
+        let secret = self.api.get_opt(&name).await.map_err(|e| e.to_string())?;
+        Ok(secret
+            .and_then(|s| s.data)
+            .and_then(|mut d| d.remove(CHUNK_KEY))
+            .map(|b| b.0))
     }
 
     /// The accepted version of a policy, if any.
@@ -233,8 +253,9 @@ impl Publisher {
         }
         let previous = state.policies.insert(name.clone(), policy);
         let result = self.flush(&mut state).await;
-        if let Err(Error::Snapshot(_)) = &result {
-            // A policy the webhook would refuse must not block the others.
+        if let Err(Error::Snapshot(_) | Error::SnapshotTooLarge(_)) = &result {
+            // A policy the webhook would refuse, or one that does not fit,
+            // must not block the others.
             match previous {
                 Some(p) => state.policies.insert(name, p),
                 None => state.policies.remove(&name),
@@ -264,10 +285,20 @@ impl Publisher {
         let mut state = self.state.lock().await;
         let mark = Self::decide_default(&state, &root.name, root.default);
         root.default = mark == DefaultMark::Default;
-        state
+        let name = root.name.clone();
+        let previous = state
             .trust_roots
-            .insert(root.name.clone(), HeldTrustRoot { root, live: true });
-        self.flush(&mut state).await?;
+            .insert(name.clone(), HeldTrustRoot { root, live: true });
+        if let Err(e) = self.flush(&mut state).await {
+            if matches!(e, Error::SnapshotTooLarge(_)) {
+                // Material that does not fit must not block the policies.
+                match previous {
+                    Some(t) => state.trust_roots.insert(name, t),
+                    None => state.trust_roots.remove(&name),
+                };
+            }
+            return Err(e);
+        }
         Ok(mark)
     }
 
@@ -406,54 +437,52 @@ impl Publisher {
         // Never publish what the webhook would refuse.
         sigil_compile::snapshot::validate(&candidate)
             .map_err(|e| Error::Snapshot(e.to_string()))?;
-        let secret = Secret {
-            metadata: kube::api::ObjectMeta {
-                name: Some(SECRET_NAME.to_owned()),
-                namespace: Some(self.namespace.clone()),
-                labels: Some(
-                    [(
-                        "app.kubernetes.io/managed-by".to_owned(),
-                        MANAGER.to_owned(),
-                    )]
-                    .into(),
-                ),
-                ..Default::default()
-            },
-            type_: Some("Opaque".to_owned()),
-            data: Some(
-                [(
-                    SECRET_KEY.to_owned(),
-                    ByteString(candidate.to_json().into_bytes()),
-                )]
-                .into(),
-            ),
-            ..Default::default()
-        };
-        let mut body = serde_json::to_value(&secret).map_err(|e| Error::Snapshot(e.to_string()))?;
-        if let Some(obj) = body.as_object_mut() {
-            obj.insert("apiVersion".into(), Secret::API_VERSION.into());
-            obj.insert("kind".into(), Secret::KIND.into());
-        }
-        self.api
-            .patch(
-                SECRET_NAME,
-                &PatchParams::apply(MANAGER).force(),
-                &Patch::Apply(body),
+        let encoded = stored::encode(&candidate, SECRET_NAME).map_err(|e| match e {
+            SnapshotError::TooLarge(_) | SnapshotError::StoredTooLarge { .. } => {
+                Error::SnapshotTooLarge(e.to_string())
+            }
+            other => Error::Snapshot(other.to_string()),
+        })?;
+        // Shards first, the manifest last: readers never follow a manifest
+        // to chunks that are not there yet.
+        for (name, chunk) in &encoded.shards {
+            self.apply_secret(
+                name,
+                candidate.revision,
+                [(CHUNK_KEY.to_owned(), chunk.clone())].into(),
             )
-            .await
-            .map_err(|e| {
-                Error::kube(
-                    format!(
-                        "writing policy snapshot revision {} to Secret {}/{SECRET_NAME}",
-                        candidate.revision, self.namespace
-                    ),
-                    e,
-                )
-            })?;
+            .await?;
+        }
+        self.apply_secret(SECRET_NAME, candidate.revision, encoded.main.clone())
+            .await?;
+        let used: BTreeSet<&str> = encoded.shards.iter().map(|(n, _)| n.as_str()).collect();
+        let stale: Vec<String> = state
+            .shards
+            .iter()
+            .filter(|n| !used.contains(n.as_str()))
+            .cloned()
+            .collect();
+        for name in stale {
+            match self.api.delete(&name, &Default::default()).await {
+                Ok(_) => {}
+                Err(kube::Error::Api(s)) if s.code == 404 => {}
+                Err(e) => {
+                    // Left for the next write: a stale shard is never read,
+                    // the manifest does not name it.
+                    tracing::warn!(secret = name, error = %e, "stale policy snapshot shard not deleted");
+                    continue;
+                }
+            }
+            state.shards.remove(&name);
+        }
+        state.shards.extend(used.into_iter().map(str::to_owned));
         tracing::info!(
             revision = candidate.revision,
             policies = candidate.policies.len(),
             trust_roots = candidate.trust_roots.len(),
+            json_bytes = encoded.decoded_bytes,
+            stored_bytes = encoded.stored_bytes,
+            secrets = 1 + encoded.shards.len(),
             "policy snapshot written"
         );
         self.metrics.snapshot_written(candidate.revision);
@@ -463,7 +492,267 @@ impl Publisher {
     }
 }
 
+impl Publisher {
+    /// Writes Secret `name` with `data` by server-side apply (keys this
+    /// manager wrote before and `data` lacks are dropped).
+    async fn apply_secret(
+        &self,
+        name: &str,
+        revision: u64,
+        data: BTreeMap<String, Vec<u8>>,
+    ) -> Result<()> {
+        let secret = Secret {
+            metadata: kube::api::ObjectMeta {
+                name: Some(name.to_owned()),
+                namespace: Some(self.namespace.clone()),
+                labels: Some(
+                    [(
+                        "app.kubernetes.io/managed-by".to_owned(),
+                        MANAGER.to_owned(),
+                    )]
+                    .into(),
+                ),
+                annotations: Some(
+                    [(
+                        "policy.sigil.dev/snapshot-revision".to_owned(),
+                        revision.to_string(),
+                    )]
+                    .into(),
+                ),
+                ..Default::default()
+            },
+            type_: Some("Opaque".to_owned()),
+            data: Some(data.into_iter().map(|(k, v)| (k, ByteString(v))).collect()),
+            ..Default::default()
+        };
+        let mut body = serde_json::to_value(&secret).map_err(|e| Error::Snapshot(e.to_string()))?;
+        if let Some(obj) = body.as_object_mut() {
+            obj.insert("apiVersion".into(), Secret::API_VERSION.into());
+            obj.insert("kind".into(), Secret::KIND.into());
+        }
+        self.api
+            .patch(
+                name,
+                &PatchParams::apply(MANAGER).force(),
+                &Patch::Apply(body),
+            )
+            .await
+            .map_err(|e| {
+                Error::kube(
+                    format!(
+                        "writing policy snapshot revision {revision} to Secret {}/{name}",
+                        self.namespace
+                    ),
+                    e,
+                )
+            })?;
+        Ok(())
+    }
+}
+
 /// The current time in RFC 3339.
 pub fn now_rfc3339() -> String {
     format_rfc3339(time::OffsetDateTime::now_utc())
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)]
+
+    use http::Method;
+    use sigil_api::snapshot::stored::{MANIFEST_KEY, Manifest};
+
+    use super::*;
+    use crate::fixtures::*;
+
+    /// A valid trust root padded with `kib` KiB of text gzip cannot shrink
+    /// much (the parser ignores the unknown field).
+    fn padded_root(name: &str, kib: usize, seed: u64) -> SnapshotTrustRoot {
+        let mut state = seed | 1;
+        let padding: String = (0..kib * 1024)
+            .map(|_| {
+                state ^= state << 13;
+                state ^= state >> 7;
+                state ^= state << 17;
+                char::from(b'!' + u8::try_from(state % 90).unwrap())
+            })
+            .collect();
+        let mut root: serde_json::Value = serde_json::from_str(
+            crate::config::SigstoreInstance::PublicGood.embedded_trusted_root(),
+        )
+        .unwrap();
+        root["padding"] = padding.into();
+        SnapshotTrustRoot {
+            name: name.into(),
+            generation: 1,
+            trusted_root_json: root.to_string(),
+            default: false,
+        }
+    }
+
+    fn manifest(api: &FakeApi) -> Manifest {
+        serde_json::from_slice(&secret_data(api, SECRET_NAME, MANIFEST_KEY).unwrap()).unwrap()
+    }
+
+    /// Paths written (PATCH) or deleted, in order, after request `from`.
+    fn writes(api: &FakeApi, from: usize) -> Vec<(Method, String)> {
+        api.requests()
+            .into_iter()
+            .skip(from)
+            .filter(|r| r.method == Method::PATCH || r.method == Method::DELETE)
+            .filter(|r| r.path.contains("/secrets/"))
+            .map(|r| {
+                let name = r
+                    .path
+                    .rsplit('/')
+                    .next()
+                    .unwrap()
+                    .split('?')
+                    .next()
+                    .unwrap();
+                (r.method, name.to_owned())
+            })
+            .collect()
+    }
+
+    #[tokio::test]
+    async fn a_snapshot_larger_than_a_secret_is_written_shards_first_and_the_old_set_is_deleted_after()
+     {
+        let (client, api) = FakeApi::start();
+        let (ctx, _rx, _leading) = context(client, true);
+        let publisher = &ctx.publisher;
+        publisher
+            .accept_sigstore(publisher.sigstore().await)
+            .await
+            .unwrap();
+        // About 2 MiB compressed: the main Secret and two shards.
+        publisher
+            .accept_trust_root(padded_root("big", 2400, 7))
+            .await
+            .unwrap();
+        let first = manifest(&api);
+        assert_eq!(first.chunks.len(), 3, "{first:?}");
+        let set = if first.revision % 2 == 1 { 'a' } else { 'b' };
+        let other = if set == 'a' { 'b' } else { 'a' };
+        assert_eq!(first.chunks[1].secret, format!("{SECRET_NAME}-{set}1"));
+        assert!(
+            stored_snapshot(&api)
+                .unwrap()
+                .trust_roots
+                .iter()
+                .any(|t| t.name == "big")
+        );
+
+        // The next revision goes to the other set, written before the
+        // manifest; the first set is deleted only after the manifest moved.
+        let from = api.requests().len();
+        publisher
+            .accept_trust_root(padded_root("big", 2400, 8))
+            .await
+            .unwrap();
+        let second = manifest(&api);
+        assert_eq!(second.revision, first.revision + 1);
+        let writes = writes(&api, from);
+        let main_at = writes
+            .iter()
+            .position(|(m, n)| *m == Method::PATCH && n == SECRET_NAME)
+            .unwrap();
+        for (i, (method, name)) in writes.iter().enumerate() {
+            if name.starts_with(&format!("{SECRET_NAME}-{other}")) && *method == Method::PATCH {
+                assert!(i < main_at, "{writes:?}");
+            }
+            if *method == Method::DELETE {
+                assert!(i > main_at, "{writes:?}");
+            }
+        }
+        assert!(
+            api.get(&secret_path(&format!("{SECRET_NAME}-{set}1")))
+                .is_none()
+        );
+        assert!(
+            api.get(&secret_path(&format!("{SECRET_NAME}-{other}2")))
+                .is_some()
+        );
+        let read = stored_snapshot(&api).unwrap();
+        assert_eq!(read.revision, second.revision);
+
+        // Back under one Secret: every shard is gone.
+        publisher.remove_trust_root("big").await.unwrap();
+        assert_eq!(manifest(&api).chunks.len(), 1);
+        for name in stored::all_shards(SECRET_NAME) {
+            assert!(api.get(&secret_path(&name)).is_none(), "{name}");
+        }
+    }
+
+    #[tokio::test]
+    async fn a_snapshot_too_large_for_every_secret_is_refused_and_the_previous_one_stays() {
+        let (client, api) = FakeApi::start();
+        let (ctx, _rx, _leading) = context(client, true);
+        let publisher = &ctx.publisher;
+        publisher
+            .accept_sigstore(publisher.sigstore().await)
+            .await
+            .unwrap();
+        let before = stored_snapshot(&api).unwrap();
+        let from = api.requests().len();
+        // About 9 MiB compressed, more than 8 Secrets of 900 KiB.
+        let err = publisher
+            .accept_trust_root(padded_root("huge", 11_000, 9))
+            .await
+            .unwrap_err();
+        assert!(matches!(err, Error::SnapshotTooLarge(_)), "{err}");
+        assert!(
+            err.to_string().contains("remove or merge policies"),
+            "{err}"
+        );
+        assert!(writes(&api, from).is_empty(), "nothing is written");
+        assert_eq!(stored_snapshot(&api).unwrap(), before);
+        // It is not held either, so the next change publishes without it.
+        assert!(publisher.trust_root("huge").await.is_none());
+        publisher
+            .accept_policy(SnapshotPolicy {
+                name: "p".into(),
+                uid: "uid-p".into(),
+                generation: 1,
+                resource_version: "1".into(),
+                spec: serde_json::from_value(serde_json::json!({
+                    "images": [{"glob": "**"}], "authorities": [{"key": {"data": P256_PUB}}]}))
+                .unwrap(),
+            })
+            .await
+            .unwrap();
+        assert_eq!(stored_snapshot(&api).unwrap().policies.len(), 1);
+    }
+
+    #[tokio::test]
+    async fn a_restarted_controller_recovers_a_sharded_snapshot_and_an_old_plain_one() {
+        let (client, _api) = FakeApi::start();
+        let (ctx, _rx, _leading) = context(client.clone(), true);
+        ctx.publisher
+            .accept_sigstore(ctx.publisher.sigstore().await)
+            .await
+            .unwrap();
+        ctx.publisher
+            .accept_trust_root(padded_root("big", 2400, 7))
+            .await
+            .unwrap();
+        let written = ctx.publisher.revision().await;
+        let (restarted, _rx, _leading) = context(client.clone(), true);
+        assert_eq!(restarted.publisher.recover().await.unwrap(), Some(written));
+        assert!(restarted.publisher.trust_root("big").await.is_some());
+
+        // A Secret an older controller wrote: plain JSON only.
+        let (client, api) = FakeApi::start();
+        let mut old = PolicySnapshot::empty();
+        old.revision = 41;
+        api.put(
+            &secret_path(SECRET_NAME),
+            secret(
+                SECRET_NAME,
+                &[(sigil_api::snapshot::SECRET_KEY, &old.to_json())],
+            ),
+        );
+        let (ctx, _rx, _leading) = context(client, true);
+        assert_eq!(ctx.publisher.recover().await.unwrap(), Some(41));
+    }
 }

@@ -1,12 +1,14 @@
 //! Where the policy snapshot comes from: a file polled every few seconds
-//! (local runs and tests) or the controller's Secret watched through the API
-//! (a watch on that one Secret by field selector delivers a new version
-//! within about a second). Both feed [`PolicyJudge::apply_bytes`]; an
-//! invalid or missing version is logged and the last good one stays.
+//! (local runs and tests, plain JSON) or the controller's Secrets read
+//! through the API (a watch on the main Secret by field selector delivers a
+//! new manifest within about a second; its shard Secrets, if any, are read
+//! then, [`load_secret`]). Both feed [`PolicyJudge::apply`]; an invalid,
+//! incomplete or missing version is logged and the last good one stays
+//! until the next version arrives.
 
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use futures_util::StreamExt as _;
 use k8s_openapi::api::core::v1::Secret;
@@ -14,16 +16,62 @@ use kube::Api;
 use kube::runtime::WatchStreamExt as _;
 use kube::runtime::watcher::{self, Event};
 use sha2::{Digest as _, Sha256};
-use sigil_api::snapshot::{MAX_BYTES, SECRET_KEY};
+use sigil_api::snapshot::stored::{self, CHUNK_KEY};
+use sigil_api::snapshot::{MAX_DECODED_BYTES, PolicySnapshot, SnapshotError};
 
 use crate::policy_judge::{Applied, PolicyJudge};
 
-/// Applies `bytes` from `origin` and logs the outcome.
-fn apply_logged(judge: &PolicyJudge, bytes: &[u8], origin: &str) {
-    match judge.apply_bytes(bytes) {
+/// Reads the snapshot stored under `main` (a Secret read or watched through
+/// `secrets`), fetching its shard Secrets: the one read path of the webhook,
+/// the audit, `sigil audit` and `sigil doctor`.
+pub async fn load_secret(
+    secrets: &Api<Secret>,
+    main: &Secret,
+) -> Result<PolicySnapshot, SnapshotError> {
+    let name = main.metadata.name.clone().unwrap_or_default();
+    let empty = Default::default();
+    let data = main.data.as_ref().unwrap_or(&empty);
+    stored::load(
+        &name,
+        |key| data.get(key).map(|b| b.0.as_slice()),
+        |shard| async move {
+            let secret = secrets.get_opt(&shard).await.map_err(|e| e.to_string())?;
+            Ok(secret
+                .and_then(|s| s.data)
+                .and_then(|mut d| d.remove(CHUNK_KEY))
+                .map(|b| b.0))
+        },
+    )
+    .await
+}
+
+/// Applies what was read from `origin` (reading it began at `started`) and
+/// logs the outcome, with how long reading and compiling took.
+fn apply_logged(
+    judge: &PolicyJudge,
+    read: Result<PolicySnapshot, SnapshotError>,
+    origin: &str,
+    started: Instant,
+) {
+    let snapshot = match read {
+        Ok(snapshot) => snapshot,
+        Err(e) => {
+            tracing::error!(
+                origin,
+                error = %e,
+                reason = "unreadable",
+                held = ?judge.revision(),
+                "policy snapshot not read; the last good one stays"
+            );
+            return;
+        }
+    };
+    match judge.apply(&snapshot) {
         Ok(Applied::Swapped) => tracing::info!(
             origin,
             revision = judge.revision().unwrap_or_default(),
+            policies = snapshot.policies.len(),
+            load_ms = started.elapsed().as_millis(),
             default_trust_root = judge
                 .default_trust_root()
                 .as_deref()
@@ -46,15 +94,15 @@ fn apply_logged(judge: &PolicyJudge, bytes: &[u8], origin: &str) {
     }
 }
 
-/// Reads the snapshot file, bounded to a Secret's size.
+/// Reads the snapshot file (plain JSON), bounded as a decoded snapshot is.
 async fn read_bounded(path: &PathBuf) -> Result<Vec<u8>, String> {
     let meta = tokio::fs::metadata(path)
         .await
         .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
     let len = usize::try_from(meta.len()).unwrap_or(usize::MAX);
-    if len > MAX_BYTES {
+    if len > MAX_DECODED_BYTES {
         return Err(format!(
-            "{} is {len} bytes, more than the {MAX_BYTES} a snapshot may be",
+            "{} is {len} bytes, more than the {MAX_DECODED_BYTES} a snapshot may be",
             path.display()
         ));
     }
@@ -77,7 +125,8 @@ pub async fn file_source(
     match read_bounded(&path).await {
         Ok(bytes) => {
             last = Some(Sha256::digest(&bytes));
-            apply_logged(&judge, &bytes, &origin);
+            let started = Instant::now();
+            apply_logged(&judge, PolicySnapshot::from_slice(&bytes), &origin, started);
         }
         Err(e) => tracing::error!(error = %e, "policy snapshot file unreadable; not ready"),
     }
@@ -91,7 +140,8 @@ pub async fn file_source(
                     let hash = Sha256::digest(&bytes);
                     if last.as_ref() != Some(&hash) {
                         last = Some(hash);
-                        apply_logged(&judge, &bytes, &origin);
+                        let started = Instant::now();
+                        apply_logged(&judge, PolicySnapshot::from_slice(&bytes), &origin, started);
                     }
                 }
                 Err(e) => {
@@ -102,30 +152,23 @@ pub async fn file_source(
     }
 }
 
-/// Watches Secret `namespace/name` and applies the [`SECRET_KEY`] entry of
-/// every version. Runs until dropped; the watcher retries with backoff when
-/// the API server is unreachable, and the last good snapshot stays.
+/// Watches Secret `namespace/name` and applies the snapshot stored under
+/// every version of it ([`load_secret`]). Runs until dropped; the watcher
+/// retries with backoff when the API server is unreachable, and the last
+/// good snapshot stays. A version whose shards are missing or do not match
+/// (the controller was mid-write, or already wrote the next one) is skipped:
+/// the next version of the main Secret arrives by the same watch.
 pub async fn secret_source(judge: Arc<PolicyJudge>, secrets: Api<Secret>, name: String) {
     let config = watcher::Config::default().fields(&format!("metadata.name={name}"));
     let origin = format!("secret {name}");
-    let stream = watcher::watcher(secrets, config).default_backoff();
+    let stream = watcher::watcher(secrets.clone(), config).default_backoff();
     let mut stream = std::pin::pin!(stream);
     while let Some(event) = stream.next().await {
         match event {
             Ok(Event::Apply(secret) | Event::InitApply(secret)) => {
-                let data = secret
-                    .data
-                    .as_ref()
-                    .and_then(|d| d.get(SECRET_KEY))
-                    .map(|b| b.0.as_slice());
-                match data {
-                    Some(bytes) => apply_logged(&judge, bytes, &origin),
-                    None => tracing::error!(
-                        origin,
-                        key = SECRET_KEY,
-                        "policy snapshot Secret has no such key; last good snapshot stays"
-                    ),
-                }
+                let started = Instant::now();
+                let read = load_secret(&secrets, &secret).await;
+                apply_logged(&judge, read, &origin, started);
             }
             Ok(Event::Delete(_)) => tracing::warn!(
                 origin,

@@ -284,7 +284,10 @@ async fn the_chart_is_installed_and_the_controller_publishes_a_snapshot() {
         .unwrap()
         .expect_ok("the policy snapshot Secret")
         .unwrap();
-    assert!(secret.body["data"]["snapshot.json"].is_string());
+    // The stored form: a manifest and the first gzip chunk (small policy
+    // sets need no shard Secret).
+    assert!(secret.body["data"]["manifest.json"].is_string());
+    assert!(secret.body["data"]["snapshot.json.gz"].is_string());
     let lease = c
         .get(&format!(
             "/apis/coordination.k8s.io/v1/namespaces/{}/leases/sigil-controller",
