@@ -19,6 +19,18 @@
 //! root accepted as marked default (a second marked one is refused as a
 //! conflict, so the default never flips on the order of reconciles), else
 //! the built-in Sigstore root it holds ([`Publisher::accept_sigstore`]).
+//!
+//! Writes are group commits. A change is queued, and one writer at a time
+//! applies every queued change to a copy of the held state and writes one
+//! revision carrying all of them; changes that arrive during a write wait
+//! for the next one. Each caller gets the revision that holds its change, or
+//! its own error: when a write carrying several changes is refused (the
+//! webhook would refuse it, or it does not fit), the writer applies those
+//! changes one at a time, so only the change at fault is rolled back and
+//! reported. Applying N policies at once therefore costs a few writes, not
+//! N. Each held policy keeps the TrustRoots it names, found when its spec
+//! was accepted, so a write compiles the policies once (in
+//! [`sigil_compile::snapshot::validate`]), not twice.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -36,7 +48,7 @@ use sigil_api::snapshot::{
 use sigil_compile::compile::{Offline, compile_policy, trust_root_refs};
 use sigil_compile::default_root::{DefaultRoot, DefaultSource};
 use sigil_verifier::trust::{TrustedRoot, format_rfc3339};
-use tokio::sync::Mutex;
+use tokio::sync::{Mutex, oneshot};
 
 use crate::error::{Error, Result};
 use crate::metrics::Metrics;
@@ -50,8 +62,32 @@ struct HeldTrustRoot {
     live: bool,
 }
 
+/// A policy as the publisher holds it.
+#[derive(Debug, Clone)]
+struct HeldPolicy {
+    policy: SnapshotPolicy,
+    /// The TrustRoots its spec names (none when it does not compile),
+    /// found once per accepted spec.
+    trust_root_refs: BTreeSet<String>,
+}
+
+impl HeldPolicy {
+    fn new(policy: SnapshotPolicy) -> Self {
+        let trust_root_refs = compile_policy(&policy.name, &policy.spec, &Offline)
+            .map(|compiled| trust_root_refs(&compiled).into_keys().collect())
+            .unwrap_or_default();
+        Self {
+            policy,
+            trust_root_refs,
+        }
+    }
+}
+
+/// What the publisher holds; a write works on a copy and the copy replaces
+/// it once the write is over.
+#[derive(Clone)]
 struct State {
-    policies: BTreeMap<String, SnapshotPolicy>,
+    policies: BTreeMap<String, HeldPolicy>,
     trust_roots: BTreeMap<String, HeldTrustRoot>,
     /// The built-in Sigstore instance's root.
     sigstore: SnapshotSigstore,
@@ -114,6 +150,141 @@ pub struct Publisher {
     namespace: String,
     metrics: Arc<Metrics>,
     state: Mutex<State>,
+    /// Changes waiting for the next write.
+    queue: Mutex<Vec<Queued>>,
+    /// Held by the one write in progress.
+    writer: Mutex<()>,
+}
+
+/// A change waiting for a write, and where its caller waits for the result.
+struct Queued {
+    change: Change,
+    reply: oneshot::Sender<Result<Published>>,
+}
+
+/// What a caller gets back once its change is written.
+struct Published {
+    revision: u64,
+    /// The default mark decided for an accepted or re-marked trust root.
+    mark: Option<DefaultMark>,
+}
+
+/// One change a reconciler asks for.
+enum Change {
+    AcceptPolicy(Box<SnapshotPolicy>),
+    RemovePolicy(String),
+    RetainPolicies(BTreeSet<String>),
+    AcceptTrustRoot(SnapshotTrustRoot),
+    MarkTrustRootDefault { name: String, marked: bool },
+    RemoveTrustRoot(String),
+    RetainTrustRoots(BTreeSet<String>),
+    AcceptSigstore(SnapshotSigstore),
+}
+
+impl Change {
+    /// Applies the change to `state`; returns the default mark decided, if
+    /// it decides one.
+    fn apply(&self, state: &mut State) -> Option<DefaultMark> {
+        match self {
+            Self::AcceptPolicy(policy) => {
+                // A status write bumps resourceVersion; that alone is no new
+                // version.
+                let unchanged = state.policies.get(&policy.name).is_some_and(|held| {
+                    held.policy.uid == policy.uid
+                        && held.policy.generation == policy.generation
+                        && held.policy.spec == policy.spec
+                });
+                if !unchanged {
+                    let held = match state.policies.get(&policy.name) {
+                        Some(held) if held.policy.spec == policy.spec => HeldPolicy {
+                            policy: policy.as_ref().clone(),
+                            trust_root_refs: held.trust_root_refs.clone(),
+                        },
+                        _ => HeldPolicy::new(policy.as_ref().clone()),
+                    };
+                    state.policies.insert(policy.name.clone(), held);
+                }
+                None
+            }
+            Self::RemovePolicy(name) => {
+                state.policies.remove(name);
+                None
+            }
+            Self::RetainPolicies(live) => {
+                state.policies.retain(|name, _| live.contains(name));
+                None
+            }
+            Self::AcceptTrustRoot(root) => {
+                let mark = Publisher::decide_default(state, &root.name, root.default);
+                let mut root = root.clone();
+                root.default = mark == DefaultMark::Default;
+                state
+                    .trust_roots
+                    .insert(root.name.clone(), HeldTrustRoot { root, live: true });
+                Some(mark)
+            }
+            Self::MarkTrustRootDefault { name, marked } => {
+                let mark = Publisher::decide_default(state, name, *marked);
+                let t = state.trust_roots.get_mut(name)?;
+                t.root.default = mark == DefaultMark::Default;
+                Some(mark)
+            }
+            Self::RemoveTrustRoot(name) => {
+                if let Some(t) = state.trust_roots.get_mut(name) {
+                    t.live = false;
+                    t.root.default = false;
+                }
+                None
+            }
+            Self::RetainTrustRoots(live) => {
+                for (name, t) in state.trust_roots.iter_mut() {
+                    t.live = live.contains(name);
+                    t.root.default &= t.live;
+                }
+                None
+            }
+            Self::AcceptSigstore(sigstore) => {
+                state.sigstore = sigstore.clone();
+                None
+            }
+        }
+    }
+
+    /// Whether a write that failed with `error` must leave this change out
+    /// of the held state: a policy the webhook would refuse, or one that
+    /// does not fit, must not block the others; trust material that does
+    /// not fit must not block the policies.
+    fn rolls_back_on(&self, error: &Error) -> bool {
+        match self {
+            Self::AcceptPolicy(_) => {
+                matches!(error, Error::Snapshot(_) | Error::SnapshotTooLarge(_))
+            }
+            Self::AcceptTrustRoot(_) => matches!(error, Error::SnapshotTooLarge(_)),
+            _ => false,
+        }
+    }
+}
+
+/// Whether `error` concerns the content of a write (and so one of the
+/// changes it carried) rather than the API server.
+fn blames_content(error: &Error) -> bool {
+    matches!(error, Error::Snapshot(_) | Error::SnapshotTooLarge(_))
+}
+
+/// The same error for another caller of the same write.
+fn duplicate(error: &Error) -> Error {
+    match error {
+        Error::Kube { action, source } => Error::Kube {
+            action: action.clone(),
+            source: Box::new(match source.as_ref() {
+                kube::Error::Api(status) => kube::Error::Api(status.clone()),
+                other => kube::Error::Service(other.to_string().into()),
+            }),
+        },
+        Error::Snapshot(m) => Error::Snapshot(m.clone()),
+        Error::SnapshotTooLarge(m) => Error::SnapshotTooLarge(m.clone()),
+        other => Error::Snapshot(other.to_string()),
+    }
 }
 
 impl Publisher {
@@ -136,6 +307,8 @@ impl Publisher {
                 written: None,
                 shards: stored::all_shards(SECRET_NAME).into_iter().collect(),
             }),
+            queue: Mutex::new(Vec::new()),
+            writer: Mutex::new(()),
         }
     }
 
@@ -151,6 +324,7 @@ impl Publisher {
                 e,
             )
         })?;
+        let _writer = self.writer.lock().await;
         let mut state = self.state.lock().await;
         let Some(secret) = secret else {
             return Ok(None);
@@ -165,7 +339,9 @@ impl Publisher {
         match loaded {
             Ok(snapshot) => {
                 for p in &snapshot.policies {
-                    state.policies.insert(p.name.clone(), p.clone());
+                    state
+                        .policies
+                        .insert(p.name.clone(), HeldPolicy::new(p.clone()));
                 }
                 for t in &snapshot.trust_roots {
                     state.trust_roots.insert(
@@ -214,7 +390,12 @@ impl Publisher {
 
     /// The accepted version of a policy, if any.
     pub async fn policy(&self, name: &str) -> Option<SnapshotPolicy> {
-        self.state.lock().await.policies.get(name).cloned()
+        self.state
+            .lock()
+            .await
+            .policies
+            .get(name)
+            .map(|held| held.policy.clone())
     }
 
     /// The published material of a trust root, if any.
@@ -241,65 +422,34 @@ impl Publisher {
     /// Publishes a policy version that compiled; returns the revision that
     /// holds it.
     pub async fn accept_policy(&self, policy: SnapshotPolicy) -> Result<u64> {
-        let mut state = self.state.lock().await;
-        let name = policy.name.clone();
-        // A status write bumps resourceVersion; that alone is no new version.
-        if let Some(held) = state.policies.get(&name)
-            && held.uid == policy.uid
-            && held.generation == policy.generation
-            && held.spec == policy.spec
-        {
-            return self.flush(&mut state).await;
-        }
-        let previous = state.policies.insert(name.clone(), policy);
-        let result = self.flush(&mut state).await;
-        if let Err(Error::Snapshot(_) | Error::SnapshotTooLarge(_)) = &result {
-            // A policy the webhook would refuse, or one that does not fit,
-            // must not block the others.
-            match previous {
-                Some(p) => state.policies.insert(name, p),
-                None => state.policies.remove(&name),
-            };
-        }
-        result
+        Ok(self
+            .submit(Change::AcceptPolicy(Box::new(policy)))
+            .await?
+            .revision)
     }
 
     /// Stops publishing a deleted policy.
     pub async fn remove_policy(&self, name: &str) -> Result<u64> {
-        let mut state = self.state.lock().await;
-        state.policies.remove(name);
-        self.flush(&mut state).await
+        Ok(self
+            .submit(Change::RemovePolicy(name.to_owned()))
+            .await?
+            .revision)
     }
 
     /// Keeps only the policies named in `live` (after a restart, policies
     /// deleted while the controller was down).
     pub async fn retain_policies(&self, live: &BTreeSet<String>) -> Result<u64> {
-        let mut state = self.state.lock().await;
-        state.policies.retain(|name, _| live.contains(name));
-        self.flush(&mut state).await
+        Ok(self
+            .submit(Change::RetainPolicies(live.clone()))
+            .await?
+            .revision)
     }
 
     /// Publishes trust material that loaded and verified; `root.default`
     /// asks for it to be the default trust root.
-    pub async fn accept_trust_root(&self, mut root: SnapshotTrustRoot) -> Result<DefaultMark> {
-        let mut state = self.state.lock().await;
-        let mark = Self::decide_default(&state, &root.name, root.default);
-        root.default = mark == DefaultMark::Default;
-        let name = root.name.clone();
-        let previous = state
-            .trust_roots
-            .insert(name.clone(), HeldTrustRoot { root, live: true });
-        if let Err(e) = self.flush(&mut state).await {
-            if matches!(e, Error::SnapshotTooLarge(_)) {
-                // Material that does not fit must not block the policies.
-                match previous {
-                    Some(t) => state.trust_roots.insert(name, t),
-                    None => state.trust_roots.remove(&name),
-                };
-            }
-            return Err(e);
-        }
-        Ok(mark)
+    pub async fn accept_trust_root(&self, root: SnapshotTrustRoot) -> Result<DefaultMark> {
+        let published = self.submit(Change::AcceptTrustRoot(root)).await?;
+        Ok(published.mark.unwrap_or(DefaultMark::NotMarked))
     }
 
     /// Sets only the default mark of a published trust root whose new
@@ -310,16 +460,21 @@ impl Publisher {
         name: &str,
         marked: bool,
     ) -> Result<Option<DefaultMark>> {
-        let mut state = self.state.lock().await;
-        if !state.trust_roots.get(name).is_some_and(|t| t.live) {
+        if !self
+            .state
+            .lock()
+            .await
+            .trust_roots
+            .get(name)
+            .is_some_and(|t| t.live)
+        {
             return Ok(None);
         }
-        let mark = Self::decide_default(&state, name, marked);
-        if let Some(t) = state.trust_roots.get_mut(name) {
-            t.root.default = mark == DefaultMark::Default;
-        }
-        self.flush(&mut state).await?;
-        Ok(Some(mark))
+        let change = Change::MarkTrustRootDefault {
+            name: name.to_owned(),
+            marked,
+        };
+        Ok(self.submit(change).await?.mark)
     }
 
     fn decide_default(state: &State, name: &str, marked: bool) -> DefaultMark {
@@ -335,29 +490,26 @@ impl Publisher {
     /// Stops publishing a deleted trust root (once no policy refers to it);
     /// a deleted default stops being the default.
     pub async fn remove_trust_root(&self, name: &str) -> Result<u64> {
-        let mut state = self.state.lock().await;
-        if let Some(t) = state.trust_roots.get_mut(name) {
-            t.live = false;
-            t.root.default = false;
-        }
-        self.flush(&mut state).await
+        Ok(self
+            .submit(Change::RemoveTrustRoot(name.to_owned()))
+            .await?
+            .revision)
     }
 
     /// Keeps only the trust roots named in `live`.
     pub async fn retain_trust_roots(&self, live: &BTreeSet<String>) -> Result<u64> {
-        let mut state = self.state.lock().await;
-        for (name, t) in state.trust_roots.iter_mut() {
-            t.live = live.contains(name);
-            t.root.default &= t.live;
-        }
-        self.flush(&mut state).await
+        Ok(self
+            .submit(Change::RetainTrustRoots(live.clone()))
+            .await?
+            .revision)
     }
 
     /// Publishes the built-in Sigstore instance's root.
     pub async fn accept_sigstore(&self, sigstore: SnapshotSigstore) -> Result<u64> {
-        let mut state = self.state.lock().await;
-        state.sigstore = sigstore;
-        self.flush(&mut state).await
+        Ok(self
+            .submit(Change::AcceptSigstore(sigstore))
+            .await?
+            .revision)
     }
 
     /// The built-in Sigstore instance's root as held.
@@ -406,15 +558,95 @@ impl Publisher {
         )
     }
 
+    /// Queues `change` and waits for the write that carries it; the caller
+    /// that finds no write in progress does the write.
+    async fn submit(&self, change: Change) -> Result<Published> {
+        let (reply, result) = oneshot::channel();
+        self.queue.lock().await.push(Queued { change, reply });
+        {
+            let _writer = self.writer.lock().await;
+            // Empty when the write before this one carried the change.
+            let batch = std::mem::take(&mut *self.queue.lock().await);
+            if !batch.is_empty() {
+                self.write_batch(batch).await;
+            }
+        }
+        result.await.unwrap_or_else(|_| {
+            Err(Error::Snapshot(
+                "the write carrying this change was cancelled (the controller is stopping); \
+                 it is retried on the next reconcile"
+                    .to_owned(),
+            ))
+        })
+    }
+
+    /// Writes one revision with every change of `batch` and answers each
+    /// caller; when the content is refused, writes the changes one at a time
+    /// so that only the change at fault is rolled back and reported.
+    async fn write_batch(&self, mut batch: Vec<Queued>) {
+        if batch.len() == 1
+            && let Some(queued) = batch.pop()
+        {
+            return self.write_one(queued).await;
+        }
+        let mut next = self.state.lock().await.clone();
+        let marks: Vec<Option<DefaultMark>> =
+            batch.iter().map(|q| q.change.apply(&mut next)).collect();
+        match self.flush(&mut next).await {
+            Ok(revision) => {
+                *self.state.lock().await = next;
+                for (queued, mark) in batch.into_iter().zip(marks) {
+                    // A caller that stopped waiting needs no answer.
+                    let _ = queued.reply.send(Ok(Published { revision, mark }));
+                }
+            }
+            Err(e) if blames_content(&e) => {
+                tracing::info!(
+                    changes = batch.len(),
+                    error = %e,
+                    "policy snapshot refused; writing its changes one at a time"
+                );
+                for queued in batch {
+                    self.write_one(queued).await;
+                }
+            }
+            Err(e) => {
+                // The API server failed the write: every change stays held
+                // (as a single one would) and every caller retries.
+                *self.state.lock().await = next;
+                for queued in batch {
+                    let _ = queued.reply.send(Err(duplicate(&e)));
+                }
+            }
+        }
+    }
+
+    /// Writes one change alone: the revision that holds it, or its error
+    /// (rolling it back when its kind asks to).
+    async fn write_one(&self, queued: Queued) {
+        let mut next = self.state.lock().await.clone();
+        let mark = queued.change.apply(&mut next);
+        let result = self.flush(&mut next).await;
+        let keep = match &result {
+            Ok(_) => true,
+            Err(e) => !queued.change.rolls_back_on(e),
+        };
+        if keep {
+            *self.state.lock().await = next;
+        }
+        let _ = queued
+            .reply
+            .send(result.map(|revision| Published { revision, mark }));
+    }
+
     /// Writes a new revision when the content changed.
     async fn flush(&self, state: &mut State) -> Result<u64> {
         // Trust roots that accepted policies still need stay, deleted or not.
-        let mut needed = BTreeSet::new();
-        for p in state.policies.values() {
-            if let Ok(compiled) = compile_policy(&p.name, &p.spec, &Offline) {
-                needed.extend(trust_root_refs(&compiled).into_keys());
-            }
-        }
+        let needed: BTreeSet<String> = state
+            .policies
+            .values()
+            .flat_map(|held| held.trust_root_refs.iter().cloned())
+            .collect();
         state
             .trust_roots
             .retain(|name, t| t.live || needed.contains(name));
@@ -423,7 +655,11 @@ impl Publisher {
             api_version: API_VERSION.to_owned(),
             revision: written.revision.saturating_add(1),
             generated_at: now_rfc3339(),
-            policies: state.policies.values().cloned().collect(),
+            policies: state
+                .policies
+                .values()
+                .map(|held| held.policy.clone())
+                .collect(),
             trust_roots: state.trust_roots.values().map(|t| t.root.clone()).collect(),
             sigstore: Some(state.sigstore.clone()),
         };
@@ -754,5 +990,168 @@ mod tests {
         );
         let (ctx, _rx, _leading) = context(client, true);
         assert_eq!(ctx.publisher.recover().await.unwrap(), Some(41));
+    }
+
+    fn key_policy(name: &str, images: serde_json::Value) -> SnapshotPolicy {
+        SnapshotPolicy {
+            name: name.into(),
+            uid: format!("uid-{name}"),
+            generation: 1,
+            resource_version: "1".into(),
+            spec: serde_json::from_value(serde_json::json!({
+                "images": images, "authorities": [{"key": {"data": P256_PUB}}]}))
+            .unwrap(),
+        }
+    }
+
+    /// Main Secret writes (one per revision) after request `from`.
+    fn revisions_written(api: &FakeApi, from: usize) -> usize {
+        writes(api, from)
+            .iter()
+            .filter(|(m, n)| *m == Method::PATCH && n == SECRET_NAME)
+            .count()
+    }
+
+    /// Calls `accept_policy` for every policy at once; the answers in order.
+    async fn accept_all(publisher: &Publisher, policies: Vec<SnapshotPolicy>) -> Vec<Result<u64>> {
+        futures_util::future::join_all(policies.into_iter().map(|p| publisher.accept_policy(p)))
+            .await
+    }
+
+    #[tokio::test]
+    async fn many_concurrent_accepts_are_written_in_a_few_revisions_that_end_holding_all_of_them() {
+        let (client, api) = FakeApi::start();
+        let (ctx, _rx, _leading) = context(client, true);
+        let publisher = &ctx.publisher;
+        publisher
+            .accept_sigstore(publisher.sigstore().await)
+            .await
+            .unwrap();
+        let from = api.requests().len();
+        let policies: Vec<SnapshotPolicy> = (0..50)
+            .map(|i| key_policy(&format!("p{i}"), serde_json::json!([{"glob": "**"}])))
+            .collect();
+
+        let answers = accept_all(publisher, policies).await;
+
+        let written = revisions_written(&api, from);
+        assert!(written <= 3, "{written} revisions for 50 accepts");
+        let last = publisher.revision().await;
+        for answer in answers {
+            let revision = answer.unwrap();
+            assert!(revision <= last);
+        }
+        let snapshot = stored_snapshot(&api).unwrap();
+        assert_eq!(snapshot.revision, last);
+        assert_eq!(snapshot.policies.len(), 50);
+        sigil_compile::snapshot::validate(&snapshot).unwrap();
+    }
+
+    #[tokio::test]
+    async fn a_policy_the_webhook_would_refuse_in_a_concurrent_batch_is_refused_alone() {
+        let (client, api) = FakeApi::start();
+        let (ctx, _rx, _leading) = context(client, true);
+        let publisher = &ctx.publisher;
+        publisher
+            .accept_sigstore(publisher.sigstore().await)
+            .await
+            .unwrap();
+        let mut policies: Vec<SnapshotPolicy> = (0..20)
+            .map(|i| key_policy(&format!("p{i}"), serde_json::json!([{"glob": "**"}])))
+            .collect();
+        // A Secret reference the controller did not resolve inline.
+        policies[7].spec = serde_json::from_value(serde_json::json!({
+            "images": [{"glob": "**"}], "authorities": [{"key": {"secretRef": {"name": "k"}}}]}))
+        .unwrap();
+
+        let answers = accept_all(publisher, policies).await;
+
+        for (i, answer) in answers.iter().enumerate() {
+            if i == 7 {
+                assert!(matches!(answer, Err(Error::Snapshot(_))), "{answer:?}");
+            } else {
+                assert!(answer.is_ok(), "p{i}: {answer:?}");
+            }
+        }
+        assert!(publisher.policy("p7").await.is_none());
+        let snapshot = stored_snapshot(&api).unwrap();
+        let names: BTreeSet<String> = snapshot.policies.iter().map(|p| p.name.clone()).collect();
+        assert_eq!(names.len(), 19);
+        assert!(!names.contains("p7"));
+        sigil_compile::snapshot::validate(&snapshot).unwrap();
+    }
+
+    #[tokio::test]
+    async fn a_policy_that_does_not_fit_in_a_concurrent_batch_is_refused_alone() {
+        let (client, api) = FakeApi::start();
+        let (ctx, _rx, _leading) = context(client, true);
+        let publisher = &ctx.publisher;
+        // Fills the Secrets to some 70 KiB under the limit.
+        publisher
+            .accept_trust_root(padded_root("padding", 8_430, 7))
+            .await
+            .unwrap();
+        let mut policies: Vec<SnapshotPolicy> = (0..4)
+            .map(|i| key_policy(&format!("p{i}"), serde_json::json!([{"glob": "**"}])))
+            .collect();
+        // 200 KiB of image globs, about 125 KiB compressed.
+        let mut state = 11u64;
+        let images: Vec<serde_json::Value> = (0..200)
+            .map(|_| {
+                let noise: String = (0..1000)
+                    .map(|_| {
+                        state ^= state << 13;
+                        state ^= state >> 7;
+                        state ^= state << 17;
+                        char::from(b'a' + u8::try_from(state % 26).unwrap())
+                    })
+                    .collect();
+                serde_json::json!({"glob": format!("registry.example.com/{noise}/**")})
+            })
+            .collect();
+        policies[3] = key_policy("p3", images.into());
+
+        let answers = accept_all(publisher, policies).await;
+
+        for (i, answer) in answers.iter().enumerate() {
+            if i == 3 {
+                assert!(
+                    matches!(answer, Err(Error::SnapshotTooLarge(_))),
+                    "{answer:?}"
+                );
+            } else {
+                assert!(answer.is_ok(), "p{i}: {answer:?}");
+            }
+        }
+        assert!(publisher.policy("p3").await.is_none());
+        let snapshot = stored_snapshot(&api).unwrap();
+        assert_eq!(snapshot.policies.len(), 3);
+        assert!(snapshot.policies.iter().all(|p| p.name != "p3"));
+    }
+
+    #[tokio::test]
+    async fn a_remove_during_a_write_in_progress_is_in_the_next_revision() {
+        let (client, api) = FakeApi::start();
+        let (ctx, _rx, _leading) = context(client, true);
+        let publisher = &ctx.publisher;
+        let first = key_policy("first", serde_json::json!([{"glob": "**"}]));
+        publisher.accept_policy(first).await.unwrap();
+        let held = publisher.revision().await;
+
+        // The accept takes the writer; the remove queues behind its write.
+        let second = key_policy("second", serde_json::json!([{"glob": "**"}]));
+        let (accepted, removed) = tokio::join!(publisher.accept_policy(second), async {
+            tokio::task::yield_now().await;
+            publisher.remove_policy("first").await
+        });
+
+        let accepted = accepted.unwrap();
+        let removed = removed.unwrap();
+        assert_eq!(accepted, held + 1);
+        assert_eq!(removed, held + 2);
+        let snapshot = stored_snapshot(&api).unwrap();
+        assert_eq!(snapshot.revision, removed);
+        let names: Vec<&str> = snapshot.policies.iter().map(|p| p.name.as_str()).collect();
+        assert_eq!(names, ["second"]);
     }
 }
