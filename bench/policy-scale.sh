@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# make bench-policy-scale (issue 26 item 2; run by hand, not in make test or
+# make bench-policy-scale (run by hand, not in make test or
 # .ci/run): policies by the thousand against the local control plane.
 #
 # Starts the control plane of e2e/local-cluster.sh (etcd, kube-apiserver,
