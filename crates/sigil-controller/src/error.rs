@@ -22,6 +22,13 @@ pub enum Error {
     /// The policy snapshot would be larger than its Secrets hold together.
     #[error("policy snapshot not written: {0}")]
     SnapshotTooLarge(String),
+    /// The write that carried a change to the policy snapshot stopped before
+    /// it answered (the controller is stopping); the change is not held.
+    #[error(
+        "policy snapshot not written: the write carrying this change stopped before it finished \
+         (the controller is stopping); the reconcile is retried"
+    )]
+    SnapshotInterrupted,
     /// A policy-controller object could not be converted.
     #[error("converting policy-controller's {0}")]
     Convert(String),
@@ -60,6 +67,7 @@ impl Error {
             Self::NotLeader(_) => "not_leader",
             Self::Snapshot(_) => "snapshot",
             Self::SnapshotTooLarge(_) => "snapshot_too_large",
+            Self::SnapshotInterrupted => "snapshot_interrupted",
             Self::Convert(_) => "convert",
             Self::Tls(_) => "tls",
             Self::Tuf(_) => "tuf",

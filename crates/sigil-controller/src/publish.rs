@@ -283,6 +283,7 @@ fn duplicate(error: &Error) -> Error {
         },
         Error::Snapshot(m) => Error::Snapshot(m.clone()),
         Error::SnapshotTooLarge(m) => Error::SnapshotTooLarge(m.clone()),
+        // `flush` returns none of the other kinds.
         other => Error::Snapshot(other.to_string()),
     }
 }
@@ -571,13 +572,9 @@ impl Publisher {
                 self.write_batch(batch).await;
             }
         }
-        result.await.unwrap_or_else(|_| {
-            Err(Error::Snapshot(
-                "the write carrying this change was cancelled (the controller is stopping); \
-                 it is retried on the next reconcile"
-                    .to_owned(),
-            ))
-        })
+        // Only a write cancelled mid-way drops the answer; nothing of it
+        // was committed to the held state.
+        result.await.unwrap_or(Err(Error::SnapshotInterrupted))
     }
 
     /// Writes one revision with every change of `batch` and answers each
@@ -1153,5 +1150,31 @@ mod tests {
         assert_eq!(snapshot.revision, removed);
         let names: Vec<&str> = snapshot.policies.iter().map(|p| p.name.as_str()).collect();
         assert_eq!(names, ["second"]);
+    }
+
+    #[tokio::test]
+    async fn a_write_cancelled_mid_way_answers_the_other_changes_it_carried_with_an_interruption() {
+        let (client, _api) = FakeApi::start();
+        let (ctx, _rx, _leading) = context(client, true);
+        let publisher = &ctx.publisher;
+        let glob = || serde_json::json!([{"glob": "**"}]);
+        let mut a = Box::pin(publisher.accept_policy(key_policy("a", glob())));
+        let mut b = Box::pin(publisher.accept_policy(key_policy("b", glob())));
+        let mut c = Box::pin(publisher.accept_policy(key_policy("c", glob())));
+        // `a` writes alone; `b` and `c` queue behind it.
+        assert!(futures_util::poll!(a.as_mut()).is_pending());
+        assert!(futures_util::poll!(b.as_mut()).is_pending());
+        assert!(futures_util::poll!(c.as_mut()).is_pending());
+        a.await.unwrap();
+        // `b` takes the writer and starts the write carrying `b` and `c`.
+        assert!(futures_util::poll!(b.as_mut()).is_pending());
+        drop(b);
+
+        let err = c.await.unwrap_err();
+
+        assert!(matches!(err, Error::SnapshotInterrupted), "{err}");
+        assert!(publisher.policy("b").await.is_none());
+        assert!(publisher.policy("c").await.is_none());
+        assert!(publisher.policy("a").await.is_some());
     }
 }
