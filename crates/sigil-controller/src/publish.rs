@@ -25,9 +25,9 @@
 //! revision carrying all of them; changes that arrive during a write wait
 //! for the next one. Each caller gets the revision that holds its change, or
 //! its own error: when a write carrying several changes is refused (the
-//! webhook would refuse it, or it does not fit), the writer applies those
-//! changes one at a time, so only the change at fault is rolled back and
-//! reported. Applying N policies at once therefore costs a few writes, not
+//! webhook would refuse it, or it does not fit), the writer splits those
+//! changes in halves until the change at fault is written alone, so only it
+//! is rolled back and reported. Applying N policies at once therefore costs a few writes, not
 //! N. Each held policy keeps the TrustRoots it names, found when its spec
 //! was accepted, so a write compiles the policies once (in
 //! [`sigil_compile::snapshot::validate`]), not twice.
@@ -578,14 +578,34 @@ impl Publisher {
     }
 
     /// Writes one revision with every change of `batch` and answers each
-    /// caller; when the content is refused, writes the changes one at a time
-    /// so that only the change at fault is rolled back and reported.
-    async fn write_batch(&self, mut batch: Vec<Queued>) {
-        if batch.len() == 1
-            && let Some(queued) = batch.pop()
-        {
-            return self.write_one(queued).await;
+    /// caller. When the content is refused, the changes are split in halves
+    /// (in order) until the change at fault is written alone, so only it is
+    /// rolled back and reported, in a number of writes that grows with the
+    /// logarithm of the batch rather than its size.
+    async fn write_batch(&self, batch: Vec<Queued>) {
+        let mut parts = vec![batch];
+        while let Some(mut part) = parts.pop() {
+            if part.len() == 1
+                && let Some(queued) = part.pop()
+            {
+                self.write_one(queued).await;
+                continue;
+            }
+            if let Some(mut refused) = self.try_batch(part).await {
+                tracing::info!(
+                    changes = refused.len(),
+                    "policy snapshot refused; writing its changes in halves to find the one at fault"
+                );
+                let second = refused.split_off(refused.len() / 2);
+                parts.push(second);
+                parts.push(refused);
+            }
         }
+    }
+
+    /// Writes several changes as one revision and answers their callers;
+    /// gives them back unanswered when the content is refused.
+    async fn try_batch(&self, batch: Vec<Queued>) -> Option<Vec<Queued>> {
         let mut next = self.state.lock().await.clone();
         let marks: Vec<Option<DefaultMark>> =
             batch.iter().map(|q| q.change.apply(&mut next)).collect();
@@ -596,17 +616,9 @@ impl Publisher {
                     // A caller that stopped waiting needs no answer.
                     let _ = queued.reply.send(Ok(Published { revision, mark }));
                 }
+                None
             }
-            Err(e) if blames_content(&e) => {
-                tracing::info!(
-                    changes = batch.len(),
-                    error = %e,
-                    "policy snapshot refused; writing its changes one at a time"
-                );
-                for queued in batch {
-                    self.write_one(queued).await;
-                }
-            }
+            Err(e) if blames_content(&e) => Some(batch),
             Err(e) => {
                 // The API server failed the write: every change stays held
                 // (as a single one would) and every caller retries.
@@ -614,6 +626,7 @@ impl Publisher {
                 for queued in batch {
                     let _ = queued.reply.send(Err(duplicate(&e)));
                 }
+                None
             }
         }
     }
@@ -1061,8 +1074,12 @@ mod tests {
             "images": [{"glob": "**"}], "authorities": [{"key": {"secretRef": {"name": "k"}}}]}))
         .unwrap();
 
+        let from = api.requests().len();
+
         let answers = accept_all(publisher, policies).await;
 
+        let written = revisions_written(&api, from);
+        assert!(written < 19, "{written} revisions for 20 accepts");
         for (i, answer) in answers.iter().enumerate() {
             if i == 7 {
                 assert!(matches!(answer, Err(Error::Snapshot(_))), "{answer:?}");
