@@ -864,13 +864,8 @@ mod tests {
     #[tokio::test]
     async fn a_snapshot_larger_than_a_secret_is_written_shards_first_and_the_old_set_is_deleted_after()
      {
-        let (client, api) = FakeApi::start();
-        let (ctx, _rx, _leading) = context(client, true);
+        let (api, (ctx, _rx, _leading)) = first_revision().await;
         let publisher = &ctx.publisher;
-        publisher
-            .accept_sigstore(publisher.sigstore().await)
-            .await
-            .unwrap();
         // About 2 MiB compressed: the main Secret and two shards.
         publisher
             .accept_trust_root(padded_root("big", 2400, 7))
@@ -932,13 +927,8 @@ mod tests {
 
     #[tokio::test]
     async fn a_snapshot_too_large_for_every_secret_is_refused_and_the_previous_one_stays() {
-        let (client, api) = FakeApi::start();
-        let (ctx, _rx, _leading) = context(client, true);
+        let (api, (ctx, _rx, _leading)) = first_revision().await;
         let publisher = &ctx.publisher;
-        publisher
-            .accept_sigstore(publisher.sigstore().await)
-            .await
-            .unwrap();
         let before = stored_snapshot(&api).unwrap();
         let from = api.requests().len();
         // About 9 MiB compressed, more than 8 Secrets of 900 KiB.
@@ -1002,6 +992,27 @@ mod tests {
         assert_eq!(ctx.publisher.recover().await.unwrap(), Some(41));
     }
 
+    /// A leading controller's context over a fake API server, its
+    /// publisher having written the first revision (the built-in Sigstore
+    /// root alone).
+    async fn first_revision() -> (
+        FakeApi,
+        (
+            Arc<crate::Context>,
+            tokio::sync::mpsc::UnboundedReceiver<crate::context::TrustChange>,
+            tokio::sync::watch::Sender<bool>,
+        ),
+    ) {
+        let (client, api) = FakeApi::start();
+        let started = context(client, true);
+        let publisher = &started.0.publisher;
+        publisher
+            .accept_sigstore(publisher.sigstore().await)
+            .await
+            .unwrap();
+        (api, started)
+    }
+
     fn key_policy(name: &str, images: serde_json::Value) -> SnapshotPolicy {
         SnapshotPolicy {
             name: name.into(),
@@ -1030,13 +1041,8 @@ mod tests {
 
     #[tokio::test]
     async fn many_concurrent_accepts_are_written_in_a_few_revisions_that_end_holding_all_of_them() {
-        let (client, api) = FakeApi::start();
-        let (ctx, _rx, _leading) = context(client, true);
+        let (api, (ctx, _rx, _leading)) = first_revision().await;
         let publisher = &ctx.publisher;
-        publisher
-            .accept_sigstore(publisher.sigstore().await)
-            .await
-            .unwrap();
         let from = api.requests().len();
         let policies: Vec<SnapshotPolicy> = (0..50)
             .map(|i| key_policy(&format!("p{i}"), serde_json::json!([{"glob": "**"}])))
@@ -1059,13 +1065,8 @@ mod tests {
 
     #[tokio::test]
     async fn a_policy_the_webhook_would_refuse_in_a_concurrent_batch_is_refused_alone() {
-        let (client, api) = FakeApi::start();
-        let (ctx, _rx, _leading) = context(client, true);
+        let (api, (ctx, _rx, _leading)) = first_revision().await;
         let publisher = &ctx.publisher;
-        publisher
-            .accept_sigstore(publisher.sigstore().await)
-            .await
-            .unwrap();
         let mut policies: Vec<SnapshotPolicy> = (0..20)
             .map(|i| key_policy(&format!("p{i}"), serde_json::json!([{"glob": "**"}])))
             .collect();

@@ -620,16 +620,7 @@ async fn a_private_repository_attestation_verifies_by_timestamp_and_other_reposi
 async fn githubs_trust_policies_chart_is_enforced_as_it_is_and_yields_to_policy_controller() {
     let s = Scenario::start("pc-objects").await;
     let ns = "e2e-pc-objects-sigstore";
-    s.cluster
-        .apply(
-            &format!("/api/v1/namespaces/{ns}"),
-            &json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns, "labels": {
-                sigil_e2e::E2E_LABEL: "true", "policy.sigstore.dev/include": "true"}}}),
-        )
-        .await
-        .unwrap()
-        .expect_ok("namespace opted in with policy-controller's label")
-        .unwrap();
+    policy_controller_namespace(&s.cluster, ns).await;
 
     // GitHub's instance behind a TUF mirror, and public-good's stand-in as
     // the cluster's default trust root.
@@ -911,23 +902,58 @@ async fn githubs_trust_policies_chart_is_enforced_as_it_is_and_yields_to_policy_
         "with policy-controller installed: Ready {} {}: {}",
         ready.0, ready.1, ready.2
     );
-    wait_for("the converted policy to be withdrawn", SETTLE, async || {
-        let reply = try_in(good.clone()).await;
-        Ok(
-            if reply.message().contains("no ClusterImagePolicy matches it") {
-                Ok(())
-            } else {
-                Err(reply.describe())
-            },
-        )
-    })
-    .await
-    .unwrap();
+    wait_until_selected(
+        &s.cluster,
+        ns,
+        &good,
+        false,
+        "the converted policy to be withdrawn",
+        SETTLE,
+    )
+    .await;
     s.cluster.delete(webhook).await.unwrap();
     sigil_e2e::node::run("helm", &["uninstall", release, "--namespace", ns])
         .await
         .unwrap();
     s.cluster.clear_policies().await.unwrap();
+}
+
+/// Creates namespace `ns`, opted in only with policy-controller's label.
+async fn policy_controller_namespace(cluster: &Cluster, ns: &str) {
+    cluster
+        .apply(
+            &format!("/api/v1/namespaces/{ns}"),
+            &json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns, "labels": {
+                sigil_e2e::E2E_LABEL: "true", "policy.sigstore.dev/include": "true"}}}),
+        )
+        .await
+        .unwrap()
+        .expect_ok("namespace opted in with policy-controller's label")
+        .unwrap();
+}
+
+/// Waits until a Pod of `image` in `ns` is judged by some policy
+/// (`selected`), or until its answer says that no ClusterImagePolicy
+/// matches it (`!selected`).
+async fn wait_until_selected(
+    cluster: &Cluster,
+    ns: &str,
+    image: &str,
+    selected: bool,
+    what: &str,
+    limit: Duration,
+) {
+    wait_for(what, limit, async || {
+        let reply = cluster.try_pod(ns, &[image]).await?;
+        let unmatched = reply.message().contains("no ClusterImagePolicy matches it");
+        Ok(if unmatched != selected {
+            Ok(())
+        } else {
+            Err(reply.describe())
+        })
+    })
+    .await
+    .unwrap();
 }
 
 /// Every `url` field's value anywhere in `v`.
@@ -1076,16 +1102,7 @@ async fn policy_controllers_e2e_policies_served_as_they_are_each_get_sigils_verd
 async fn policy_controllers_examples_served_as_they_are_get_the_differentials_verdicts() {
     let s = Scenario::start("pc-diff").await;
     let ns = "e2e-pc-diff-sigstore";
-    s.cluster
-        .apply(
-            &format!("/api/v1/namespaces/{ns}"),
-            &json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns, "labels": {
-                sigil_e2e::E2E_LABEL: "true", "policy.sigstore.dev/include": "true"}}}),
-        )
-        .await
-        .unwrap()
-        .expect_ok("namespace opted in with policy-controller's label")
-        .unwrap();
+    policy_controller_namespace(&s.cluster, ns).await;
     let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
     let helper = repo.join("bench/policy-differential.py");
     let corpus = repo.join("bench/differential/corpus.yaml");
@@ -1246,18 +1263,15 @@ async fn policy_controllers_examples_served_as_they_are_get_the_differentials_ve
             ready.2
         );
         // In force once an image no longer meets "no policy matches".
-        wait_for(&format!("{name} to be in force"), SETTLE, async || {
-            let reply = s.cluster.try_pod(ns, &[&probe_image]).await?;
-            Ok(
-                if reply.message().contains("no ClusterImagePolicy matches it") {
-                    Err(reply.describe())
-                } else {
-                    Ok(())
-                },
-            )
-        })
-        .await
-        .unwrap();
+        wait_until_selected(
+            &s.cluster,
+            ns,
+            &probe_image,
+            true,
+            &format!("{name} to be in force"),
+            SETTLE,
+        )
+        .await;
         for (image, reference) in images {
             let reply = s
                 .cluster
@@ -1282,22 +1296,15 @@ async fn policy_controllers_examples_served_as_they_are_get_the_differentials_ve
         // follows its owner reference; a collector that started before the
         // CRDs existed needs up to its 30 s discovery period to see them).
         s.cluster.delete(&source).await.unwrap();
-        wait_for(
+        wait_until_selected(
+            &s.cluster,
+            ns,
+            &probe_image,
+            false,
             &format!("{name} to be withdrawn"),
             Duration::from_secs(90),
-            async || {
-                let reply = s.cluster.try_pod(ns, &[&probe_image]).await?;
-                Ok(
-                    if reply.message().contains("no ClusterImagePolicy matches it") {
-                        Ok(())
-                    } else {
-                        Err(reply.describe())
-                    },
-                )
-            },
         )
-        .await
-        .unwrap();
+        .await;
     }
     println!(
         "policy-controller's examples served as they are: {agreed} pair(s) give the verdict \
