@@ -290,19 +290,25 @@ mod tests {
 
     use super::*;
 
+    /// Policy `p`: one key authority (not a PEM: nothing here compiles it)
+    /// for every image.
+    pub(in crate::snapshot) fn policy_p() -> SnapshotPolicy {
+        SnapshotPolicy {
+            name: "p".into(),
+            uid: "uid-p".into(),
+            generation: 1,
+            resource_version: "1".into(),
+            spec: serde_json::from_value(serde_json::json!({
+                "images": [{"glob": "**"}], "authorities": [{"key": {"data": "k"}}]}))
+            .unwrap(),
+        }
+    }
+
     fn snapshot() -> PolicySnapshot {
         PolicySnapshot {
             revision: 3,
             generated_at: "2026-01-01T00:00:00Z".into(),
-            policies: vec![SnapshotPolicy {
-                name: "p".into(),
-                uid: "uid-p".into(),
-                generation: 1,
-                resource_version: "1".into(),
-                spec: serde_json::from_value(serde_json::json!({
-                    "images": [{"glob": "**"}], "authorities": [{"key": {"data": "k"}}]}))
-                .unwrap(),
-            }],
+            policies: vec![policy_p()],
             ..PolicySnapshot::empty()
         }
     }

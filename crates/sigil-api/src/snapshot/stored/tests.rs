@@ -3,7 +3,7 @@
 use std::collections::BTreeMap;
 
 use super::*;
-use crate::snapshot::{SnapshotPolicy, SnapshotTrustRoot};
+use crate::snapshot::SnapshotTrustRoot;
 
 const MAIN: &str = "sigil-policy-snapshot";
 
@@ -23,15 +23,7 @@ fn snapshot(revision: u64, roots: usize, kib: usize) -> PolicySnapshot {
     PolicySnapshot {
         revision,
         generated_at: "2026-12-03T00:00:00Z".into(),
-        policies: vec![SnapshotPolicy {
-            name: "p".into(),
-            uid: "uid-p".into(),
-            generation: 1,
-            resource_version: "1".into(),
-            spec: serde_json::from_value(serde_json::json!({
-                "images": [{"glob": "**"}], "authorities": [{"key": {"data": "k"}}]}))
-            .unwrap(),
-        }],
+        policies: vec![crate::snapshot::tests::policy_p()],
         trust_roots: (0..roots)
             .map(|i| SnapshotTrustRoot {
                 name: format!("root-{i}"),
