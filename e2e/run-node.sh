@@ -153,6 +153,11 @@ workload() { # tag label
 }
 SIGNED=$(workload signed)
 UNSIGNED=$(workload unsigned)
+# README's quick start (node.rs): an image in a repository of its own, which
+# no other scenario's policy covers and nobody has signed yet.
+QUICKSTART_TAG=$SIGIL_E2E_NODE_REGISTRY/team/app:dev
+QUICKSTART=$(e2e/node/image.sh busybox "$WORK/busybox-quickstart" "$QUICKSTART_TAG" \
+  --label "dev.sigil.e2e.variant=quickstart")
 (cd "$WORK" && HOME=$WORK TUF_ROOT=$WORK/tuf COSIGN_PASSWORD='' cosign sign --key "$KEY1_PRIVATE" \
   --use-signing-config=false --tlog-upload=false --allow-insecure-registry --yes "$SIGNED" >/dev/null 2>&1) ||
   { e2e_log "e2e-node: cosign sign $SIGNED failed"; exit 1; }
@@ -205,6 +210,8 @@ AUDIT_KEYLESS=$(audit_image keyless old)
   echo "NODE_WORKLOAD_UNSIGNED=$UNSIGNED"
   echo "NODE_WORKLOAD_TAG_SIGNED=$SIGIL_E2E_NODE_REGISTRY/sigil-e2e/busybox:signed"
   echo "NODE_WORKLOAD_TAG_UNSIGNED=$SIGIL_E2E_NODE_REGISTRY/sigil-e2e/busybox:unsigned"
+  echo "NODE_QUICKSTART_TAG=$QUICKSTART_TAG"
+  echo "NODE_QUICKSTART_IMAGE=$QUICKSTART"
   echo "SIGIL_IMAGE=$SIGIL_IMAGE"
   echo "SIGIL_IMAGE_NEXT=$SIGIL_IMAGE_NEXT"
 } >>"$SIGIL_REGISTRY_FIXTURES"

@@ -90,10 +90,11 @@ for values in "${cases[@]}"; do
         log "FAIL $name"
         failed=1
     fi
-    # Every PrometheusRule's groups, as a Prometheus rule file, through promtool.
+    # Every PrometheusRule's groups, and the Grafana dashboard's queries as
+    # recording rules, as a Prometheus rule file, through promtool.
     if [[ -n $PROMTOOL ]] && python3 "$REPO/scripts/chart_check.py" rules "$out" >"$WORK/$name.rules.yaml"; then
         if "$PROMTOOL" check rules "$WORK/$name.rules.yaml" >"$WORK/promtool.log" 2>&1; then
-            log "ok   $name: promtool check rules ($(grep -c 'alert:' "$WORK/$name.rules.yaml") alerts)"
+            log "ok   $name: promtool check rules ($(grep -c 'alert:' "$WORK/$name.rules.yaml") alerts, $(grep -c 'record: dashboard:' "$WORK/$name.rules.yaml") dashboard queries)"
         else
             cat "$WORK/promtool.log" >&2
             log "FAIL $name: promtool check rules"

@@ -1054,6 +1054,13 @@ def check_release(workflow, rendered, deployed, chart, krew_text):
     platforms = workflow_platforms(workflow)
     if not platforms:
         errors.append("release workflow: job `cli` builds no platforms")
+    # The archives and the krew manifest come from the script that
+    # scripts/test-release-cli.sh tests, not from steps of their own.
+    jobs = workflow.get("jobs", {})
+    for job, call in (("cli", "scripts/release-cli.sh pack"), ("cli-publish", "scripts/release-cli.sh manifest")):
+        runs = "\n".join(str(step.get("run", "")) for step in jobs.get(job, {}).get("steps", []))
+        if call not in runs:
+            errors.append(f"release workflow: job `{job}` does not run `{call}`")
     try:
         krew = yaml.safe_load(krew_text)
         entries = krew["spec"]["platforms"]
@@ -1103,6 +1110,8 @@ def release_main(argv):
             workflow_text.replace("${TAG#v}", "$TAG"), rendered, deployed, chart, krew_text),
         "a chart rendering the tag with a v": (workflow_text, retag(rendered), deployed, chart, krew_text),
         "a stale deploy/sigil.yaml": (workflow_text, rendered, retag(deployed), chart, krew_text),
+        "archives packed by the workflow's own steps": (
+            workflow_text.replace("scripts/release-cli.sh pack", "tar -czf"), rendered, deployed, chart, krew_text),
         "a krew platform the workflow does not build": (
             workflow_text, rendered, deployed, chart, krew_text.replace("arch: arm64", "arch: s390x", 1)),
     }
@@ -1113,10 +1122,33 @@ def release_main(argv):
     return 1 if missed else 0
 
 
+def dashboard_queries(docs):
+    """Every query of the rendered Grafana dashboard, its variables given
+    values, as a recording-rule group: promtool then parses each one as the
+    Prometheus that Grafana asks would."""
+    rules = []
+    for cm in find(docs, "ConfigMap", "sigil-dashboard"):
+        for name, text in cm["data"].items():
+            board = json.loads(text)
+            for panel in board.get("panels", []):
+                for i, target in enumerate(panel.get("targets", [])):
+                    if "expr" not in target:
+                        continue
+                    expr = target["expr"].replace("${namespace}", "sigil-system").replace("$namespace", "sigil-system")
+                    expr = expr.replace("$__rate_interval", "5m").replace("$__interval", "1m")
+                    if "$" in expr:
+                        raise SystemExit(f"{name}: panel {panel.get('title')!r}: a variable this check cannot fill: {expr}")
+                    rules.append({"record": f"dashboard:panel_{panel.get('id', 0)}:query_{i}", "expr": expr})
+    return [{"name": "sigil-dashboard-queries", "rules": rules}] if rules else []
+
+
 def rules_main(argv):
-    """The groups of every PrometheusRule in a rendering, as one Prometheus
-    rule file on stdout (what promtool checks); exit 1 when there is none."""
-    groups = [g for d in load_docs(argv[2]) if d.get("kind") == "PrometheusRule" for g in d["spec"]["groups"]]
+    """The groups of every PrometheusRule in a rendering, and the Grafana
+    dashboard's queries as recording rules, as one Prometheus rule file on
+    stdout (what promtool checks); exit 1 when there is nothing to check."""
+    docs = load_docs(argv[2])
+    groups = [g for d in docs if d.get("kind") == "PrometheusRule" for g in d["spec"]["groups"]]
+    groups += dashboard_queries(docs)
     if not groups:
         return 1
     print(yaml.safe_dump({"groups": groups}, sort_keys=False), end="")

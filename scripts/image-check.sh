@@ -14,6 +14,9 @@
 #    `--version` must answer, so the base has every library they link; and
 #    `sigil policy lint` must compile CUE policies with the image's own
 #    CUE module (a broken one refused, a good one accepted).
+# 5. The CLI's release archives (scripts/test-release-cli.sh): packed as the
+#    release workflow packs them, with their checksums and krew manifest,
+#    and installed by README's own lines.
 # Prints the image's size. Needs root (chroot) and the release binaries,
 # which it builds.
 set -euo pipefail
@@ -174,4 +177,6 @@ fi
 [[ $out == *"failed to compile the cue policy"* ]] ||
     die "inside the image, a broken CUE policy was refused for another reason than CUE's: $out"
 log "in the image, as 65532: the CUE module compiles policies (a valid one ok, a broken one refused by CUE)"
+# The CLI's release archives, installed as README says.
+scripts/test-release-cli.sh
 log "passed in $((SECONDS - start)) s"

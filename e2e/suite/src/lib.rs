@@ -24,6 +24,7 @@
 // as `Null`); the one write goes through `labelled`, which checks the shape.
 #![allow(clippy::indexing_slicing)]
 
+pub mod doctor;
 pub mod load;
 pub mod node;
 
@@ -390,7 +391,8 @@ impl Cluster {
     }
 
     /// Deletes every ClusterImagePolicy and TrustRoot the suite made, sigil's
-    /// and policy-controller's (where that API is served).
+    /// and policy-controller's (where that API is served), and sigil's
+    /// converted copies of the latter.
     pub async fn clear_policies(&self) -> anyhow::Result<()> {
         for path in [
             SIGSTORE_CIP_PATH,
@@ -405,6 +407,23 @@ impl Cluster {
                 continue;
             }
             let list = list.expect_ok(&format!("listing {path}"))?;
+            for item in list.body["items"].as_array().into_iter().flatten() {
+                if let Some(name) = item["metadata"]["name"].as_str() {
+                    self.delete(&format!("{path}/{name}")).await?;
+                }
+            }
+        }
+        // sigil's copies of policy-controller's objects go with their
+        // sources through the garbage collector, which can take its time
+        // (its discovery of new kinds runs every 30 s): a scenario after one
+        // that failed half-way must not meet them.
+        for path in [CIP_PATH, TRUST_ROOT_PATH] {
+            let list = self
+                .get(&format!(
+                    "{path}?labelSelector=policy.sigil.dev%2Fconverted-from"
+                ))
+                .await?
+                .expect_ok(&format!("listing {path}"))?;
             for item in list.body["items"].as_array().into_iter().flatten() {
                 if let Some(name) = item["metadata"]["name"].as_str() {
                     self.delete(&format!("{path}/{name}")).await?;

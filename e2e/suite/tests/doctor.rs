@@ -19,6 +19,7 @@ use std::time::Duration;
 
 use base64::Engine as _;
 use serde_json::{Value, json};
+use sigil_e2e::doctor::Doctor;
 use sigil_e2e::{Cluster, Fixtures, key_authority, policy, wait_for};
 
 static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
@@ -28,18 +29,6 @@ const SETTLE: Duration = Duration::from_secs(30);
 const VALIDATING: &str = "/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations";
 const MUTATING: &str = "/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations";
 
-/// The `sigil` binary of this build.
-fn sigil_bin() -> PathBuf {
-    if let Ok(bin) = std::env::var("SIGIL_E2E_SIGIL_BIN") {
-        return bin.into();
-    }
-    let target = std::env::var("CARGO_TARGET_DIR").map_or_else(
-        |_| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../target"),
-        PathBuf::from,
-    );
-    target.join("debug/sigil")
-}
-
 /// The webhook's metrics address (`e2e/run-local.sh` exports it first in
 /// `SIGIL_E2E_METRICS`).
 fn webhook_metrics() -> Option<String> {
@@ -48,81 +37,13 @@ fn webhook_metrics() -> Option<String> {
         .and_then(|m| m.split_whitespace().next().map(str::to_owned))
 }
 
-/// A doctor run: its exit status and its JSON report.
-struct Doctor {
-    code: Option<i32>,
-    report: Value,
-    stderr: String,
-}
-
-impl Doctor {
-    fn check(&self, name: &str) -> &Value {
-        self.report["checks"]
-            .as_array()
-            .and_then(|c| c.iter().find(|f| f["check"] == name))
-            .unwrap_or_else(|| panic!("no check {name} in {}", self.report))
-    }
-
-    fn status(&self, name: &str) -> String {
-        self.check(name)["status"].as_str().unwrap_or("").to_owned()
-    }
-
-    /// The summary, details and fix of a check as one text.
-    fn text(&self, name: &str) -> String {
-        let c = self.check(name);
-        let mut out = c["summary"].as_str().unwrap_or("").to_owned();
-        for d in c["details"].as_array().into_iter().flatten() {
-            out.push('\n');
-            out.push_str(d.as_str().unwrap_or(""));
-        }
-        if let Some(fix) = c["fix"].as_str() {
-            out.push_str("\nfix: ");
-            out.push_str(fix);
-        }
-        out
-    }
-
-    fn describe(&self) -> String {
-        format!(
-            "exit {:?}\n{}\nstderr: {}",
-            self.code,
-            serde_json::to_string_pretty(&self.report).unwrap_or_default(),
-            self.stderr
-        )
-    }
-}
-
 fn doctor(namespace: &str) -> Doctor {
-    let mut cmd = Command::new(sigil_bin());
-    cmd.args(["doctor", "--output", "json", "--timeout", "4"])
-        .args(["--sigil-namespace", namespace]);
-    if let Some(m) = webhook_metrics() {
-        cmd.args(["--webhook-metrics", &m]);
-    }
-    let out = cmd
-        .output()
-        .unwrap_or_else(|e| panic!("cannot run {}: {e}", sigil_bin().display()));
-    Doctor {
-        code: out.status.code(),
-        report: serde_json::from_slice(&out.stdout).unwrap_or(Value::Null),
-        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-    }
+    Doctor::run(namespace, webhook_metrics().as_deref())
 }
 
 /// Prints doctor's text report, as a user sees it, into the test's output.
 fn show_text(namespace: &str, scenario: &str) {
-    let mut cmd = Command::new(sigil_bin());
-    cmd.args(["doctor", "--timeout", "4", "--sigil-namespace", namespace]);
-    if let Some(m) = webhook_metrics() {
-        cmd.args(["--webhook-metrics", &m]);
-    }
-    if let Ok(out) = cmd.output() {
-        eprintln!(
-            "---- sigil doctor, {scenario} (exit {:?}) ----\n{}",
-            out.status.code(),
-            String::from_utf8_lossy(&out.stdout)
-        );
-    }
+    Doctor::show_text(namespace, webhook_metrics().as_deref(), scenario);
 }
 
 /// The scenario's start: serialized, the namespace opted in, no policies

@@ -9,8 +9,9 @@
 //! Needs, besides what `tests/e2e.rs` needs: sigil installed in-cluster by
 //! its chart with two webhook and two controller replicas, the node's
 //! containerd socket (`SIGIL_E2E_CONTAINERD_SOCK`), and the fixture entries
-//! `run-node.sh` adds (`NODE_REGISTRY`, `NODE_WORKLOAD_*`, `SIGIL_IMAGE`,
-//! `SIGIL_IMAGE_NEXT`); `helm`, `openssl` and `ctr` on PATH; root.
+//! `run-node.sh` adds (`NODE_REGISTRY`, `NODE_WORKLOAD_*`, `NODE_QUICKSTART_*`,
+//! `SIGIL_IMAGE`, `SIGIL_IMAGE_NEXT`); `helm`, `openssl`, `ctr`, `kubectl`
+//! and `cosign` on PATH; root.
 #![allow(
     clippy::unwrap_used,
     clippy::expect_used,
@@ -23,6 +24,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use serde_json::json;
+use sigil_e2e::doctor::Doctor;
 use sigil_e2e::load::{Load, LoadSpec, Tally};
 use sigil_e2e::node::{self, ContainerRef};
 use sigil_e2e::{
@@ -433,6 +435,354 @@ async fn an_unsigned_workload_never_gets_a_pod() {
         "unsigned workload: denied by tag and as a Deployment; no Pod in {}",
         n.ns
     );
+}
+
+// ---- the README and `sigil doctor`, as a new user meets them -----------------------
+
+/// The fenced blocks of README.md's "Quick start" section, as (info string,
+/// body), and the section's text.
+fn quick_start() -> (Vec<(String, String)>, String) {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../README.md");
+    let readme = std::fs::read_to_string(&path).unwrap();
+    let section = readme
+        .split("\n## Quick start")
+        .nth(1)
+        .expect("README.md has a Quick start section");
+    let section = section.split("\n## ").next().unwrap_or(section).to_owned();
+    let mut blocks = Vec::new();
+    let mut lines = section.lines();
+    while let Some(line) = lines.next() {
+        if let Some(info) = line.strip_prefix("```") {
+            let body: Vec<&str> = lines
+                .by_ref()
+                .take_while(|l| !l.starts_with("```"))
+                .collect();
+            blocks.push((info.to_owned(), body.join("\n") + "\n"));
+        }
+    }
+    (blocks, section)
+}
+
+/// `text` with its one occurrence of `from` replaced by `to`: the README
+/// must still say what this test adapts.
+fn adapt(text: &str, from: &str, to: &str) -> String {
+    assert_eq!(
+        text.matches(from).count(),
+        1,
+        "README's quick start no longer says {from:?} once:\n{text}"
+    );
+    text.replacen(from, to, 1)
+}
+
+/// Runs `script` with bash (`-euo pipefail`) in `work`: whether it
+/// succeeded, and what it printed (stdout, then stderr).
+fn bash(work: &std::path::Path, env: &[(&str, &str)], script: &str) -> (bool, String) {
+    tokio::task::block_in_place(|| {
+        let out = std::process::Command::new("bash")
+            .args(["-euo", "pipefail", "-c", script])
+            .current_dir(work)
+            .envs(env.iter().copied())
+            .output()
+            .unwrap_or_else(|e| panic!("cannot run bash: {e}"));
+        let mut text = String::from_utf8_lossy(&out.stdout).into_owned();
+        text.push_str(&String::from_utf8_lossy(&out.stderr));
+        (out.status.success(), text)
+    })
+}
+
+/// Whether `got` reads as README's sample output `want`: whitespace
+/// (line breaks included) is compared as one space, `…` stands for any
+/// text, and so does a shortened digest (`sha256:4c95…4fdb`).
+fn reads_as(want: &str, got: &str) -> bool {
+    let squeeze = |s: &str| s.split_whitespace().collect::<Vec<_>>().join(" ");
+    let (want, got) = (squeeze(want), squeeze(got));
+    // A shortened digest: the hex on both sides of `…` goes with it.
+    let mut pattern = String::new();
+    let mut rest = want.as_str();
+    while let Some(at) = rest.find('…') {
+        let before = rest[..at].trim_end_matches(|c: char| c.is_ascii_hexdigit());
+        let before = if before.ends_with("sha256:") || before.ends_with("sha256-") {
+            before
+        } else {
+            &rest[..at]
+        };
+        pattern.push_str(before);
+        pattern.push('…');
+        rest = &rest[at + '…'.len_utf8()..];
+        if before.len() < at {
+            rest = rest.trim_start_matches(|c: char| c.is_ascii_hexdigit());
+        }
+    }
+    pattern.push_str(rest);
+    glob(
+        &pattern.chars().collect::<Vec<_>>(),
+        &got.chars().collect::<Vec<_>>(),
+    )
+}
+
+/// `pattern` (where `…` matches any run of characters) matches all of `text`.
+fn glob(pattern: &[char], text: &[char]) -> bool {
+    // The classic two-pointer match with one backtrack point.
+    let (mut p, mut t) = (0, 0);
+    let mut star: Option<(usize, usize)> = None;
+    while t < text.len() {
+        if p < pattern.len() && pattern[p] == '…' {
+            star = Some((p, t));
+            p += 1;
+        } else if p < pattern.len() && pattern[p] == text[t] {
+            p += 1;
+            t += 1;
+        } else if let Some((sp, st)) = star {
+            p = sp + 1;
+            t = st + 1;
+            star = Some((sp, st + 1));
+        } else {
+            return false;
+        }
+    }
+    pattern[p..].iter().all(|c| *c == '…')
+}
+
+#[test]
+fn the_readme_sample_matcher_takes_shortened_digests_and_line_breaks() {
+    let want = "denied:\nsigil denied pod demo/x: image r/app:dev@sha256:4c95…4fdb (c x): failed\n  (looked in …, r/app:sha256-4c95….sig)";
+    let digest = "0123456789abcdef".repeat(4);
+    let got = format!(
+        "denied: sigil denied pod demo/x: image r/app:dev@sha256:{digest} (c x): failed (looked in referrers API of r, r/app:sha256-{digest}.sig)"
+    );
+    assert!(reads_as(want, &got));
+    assert!(!reads_as(want, &got.replace("demo/x", "demo/y")));
+    assert!(!reads_as(want, &got.replace("failed", "passed")));
+    assert!(!reads_as(want, &format!("{got} and more")));
+}
+
+/// README.md's quick start, run as written against the chart installed from
+/// this checkout with this build's image, on the node: a namespace opted in,
+/// a key made and a policy applied, the unsigned image denied with the
+/// message README shows, then signed and run, pinned to its digest. What
+/// this machine needs that README's reader does not is adapted in place
+/// and asserted to still be there: the repository (the node's registry),
+/// and signing without the public Rekor (README's own variant: no log
+/// upload, `ctlog: {}`), which this offline machine cannot reach.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+#[ignore = "needs sigil installed on a node: e2e/run-node.sh"]
+async fn the_readmes_quick_start_reaches_a_denial_and_a_fix() {
+    let _serial = SERIAL.lock().await;
+    let (cluster, fx) = Cluster::fresh_scenario("e2e-node-quickstart")
+        .await
+        .unwrap();
+    let tag = fx.raw("NODE_QUICKSTART_TAG").unwrap();
+    let digest = digest_of(&fx.raw("NODE_QUICKSTART_IMAGE").unwrap()).to_owned();
+    let repo = tag
+        .rsplit_once("/app:")
+        .map(|(r, _)| r.to_owned())
+        .expect("NODE_QUICKSTART_TAG is REGISTRY/team/app:TAG");
+    let work = tempfile_dir("sigil-e2e-quickstart");
+    // cosign keeps its state in the scenario's directory, and the key has
+    // no password (README's reader types one at the prompt).
+    let home = work.display().to_string();
+    let tuf_root = format!("{home}/tuf");
+    let env = [
+        ("HOME", home.as_str()),
+        ("TUF_ROOT", tuf_root.as_str()),
+        ("COSIGN_PASSWORD", ""),
+        ("UNSIGNED", tag.as_str()),
+    ];
+    let clean = "kubectl delete namespace demo --ignore-not-found --wait=true >/dev/null; \
+                 kubectl delete clusterimagepolicies.policy.sigil.dev team-signed --ignore-not-found >/dev/null";
+    let (ok, out) = bash(&work, &env, clean);
+    assert!(ok, "cleaning up an earlier run: {out}");
+
+    let (blocks, text) = quick_start();
+    let kinds: Vec<&str> = blocks.iter().map(|(k, _)| k.as_str()).collect();
+    assert_eq!(
+        kinds,
+        ["sh", "sh", "text", "sh"],
+        "README's quick start: opt in, key and policy, the denial, the fix"
+    );
+    // 1. Opt a namespace in.
+    let (ok, out) = bash(&work, &env, &blocks[0].1);
+    assert!(ok, "step 1:\n{}\n{out}", blocks[0].1);
+    // 2. A key and a policy: the node's registry, and the key alone vouching.
+    let step2 = adapt(
+        &blocks[1].1,
+        "REPO=registry.example.com/team",
+        &format!("REPO={repo}"),
+    );
+    let step2 = adapt(
+        &step2,
+        "$(sed 's/^/        /' cosign.pub)\n",
+        "$(sed 's/^/        /' cosign.pub)\n    ctlog: {}\n",
+    );
+    let (ok, out) = bash(&work, &env, &step2);
+    assert!(ok, "step 2:\n{step2}\n{out}");
+    // 3. The denial, and the message README shows for it.
+    let sample = &blocks[2].1;
+    let (command, want) = sample
+        .split_once('\n')
+        .and_then(|(first, rest)| Some((first.strip_prefix("$ ")?, rest)))
+        .expect("step 3 opens with `$ COMMAND`");
+    let want = want.replace("registry.example.com/team", &repo);
+    let (ok, got) = bash(&work, &env, command);
+    assert!(!ok, "step 3 was admitted: {got}");
+    assert!(
+        reads_as(&want, &got),
+        "step 3: the denial does not read as README shows it\nREADME:\n{want}\ngot:\n{got}"
+    );
+    // 4. The fix: sign (without the public Rekor, as README says for a
+    // registry that cannot reach it), wait out the remembered denial, run.
+    let mut fix = blocks[3].1.lines().filter(|l| !l.trim().is_empty());
+    let sign = fix.next().unwrap();
+    let sign = adapt(
+        sign,
+        "cosign sign --yes --key cosign.key",
+        "cosign sign --yes --key cosign.key --tlog-upload=false --use-signing-config=false \
+         --allow-insecure-registry",
+    );
+    let (ok, out) = bash(&work, &env, &sign);
+    assert!(ok, "step 4, {sign}: {out}");
+    let remembered: u64 = text
+        .split_once("a denial is remembered for ")
+        .and_then(|(_, rest)| rest.split_whitespace().next()?.parse().ok())
+        .expect("README says how long a denial is remembered");
+    tokio::time::sleep(Duration::from_secs(remembered + 1)).await;
+    let rest = fix.collect::<Vec<_>>().join("\n");
+    let (ok, out) = bash(&work, &env, &rest);
+    assert!(ok, "step 4:\n{rest}\n{out}");
+    assert!(
+        out.trim_end().ends_with(&format!("{tag}@{digest}")),
+        "step 4 printed {out:?}, not {tag}@{digest}"
+    );
+    // And the kubelet runs it, by that digest.
+    let pod = "/api/v1/namespaces/demo/pods/signed";
+    let image_id = wait_for(
+        "the quick start's pod to run",
+        Duration::from_secs(120),
+        async || {
+            let p = cluster.get(pod).await?.expect_ok("the pod")?;
+            let s = &p.body["status"];
+            Ok(match s["containerStatuses"][0]["imageID"].as_str() {
+                Some(id) if s["phase"] == "Running" => Ok(id.to_owned()),
+                _ => Err(format!("phase {} {}", s["phase"], s["containerStatuses"])),
+            })
+        },
+    )
+    .await;
+    let (ok, out) = bash(&work, &env, clean);
+    let _ = std::fs::remove_dir_all(&work);
+    let image_id = image_id.unwrap();
+    assert!(ok, "cleaning up: {out}");
+    assert!(image_id.ends_with(&digest), "the kubelet ran {image_id}");
+    println!(
+        "README quick start: denied as README shows, then signed, pinned to {digest} and Running"
+    );
+}
+
+/// A fresh directory under the system's temporary directory.
+fn tempfile_dir(prefix: &str) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("{prefix}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// `sigil doctor` against the chart's installation (webhook behind its
+/// Service, TLS from the controller's Secret, replicas' snapshot revisions
+/// read through the API server): healthy, then, with the webhook scaled to
+/// zero, the Service without a ready endpoint diagnosed, and healthy again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+#[ignore = "needs sigil installed on a node: e2e/run-node.sh"]
+async fn sigil_doctor_reads_the_charts_installation_and_names_a_webhook_without_endpoints() {
+    let n = Node::start("doctor").await;
+    let ns = n.cluster.sigil_namespace.clone();
+    let healthy = wait_for(
+        "doctor to find the installation healthy",
+        SETTLE,
+        async || {
+            let d = Doctor::run(&ns, None);
+            Ok(if d.code == Some(0) {
+                Ok(d)
+            } else {
+                Err(d.describe())
+            })
+        },
+    )
+    .await
+    .unwrap();
+    Doctor::show_text(&ns, None, "the chart's installation");
+    for check in [
+        "webhook-configurations",
+        "ca-bundle",
+        "endpoints",
+        "admission",
+        "policy-snapshot",
+        "webhook-loaded",
+        "policies",
+        "namespaces",
+    ] {
+        assert_eq!(
+            healthy.status(check),
+            "ok",
+            "{check}: {}",
+            healthy.describe()
+        );
+    }
+    let service = format!("Service {ns}/sigil-webhook");
+    assert!(
+        healthy.text("endpoints").contains(&service)
+            && healthy.text("endpoints").contains("2 ready endpoint(s)"),
+        "{}",
+        healthy.describe()
+    );
+    assert!(
+        healthy
+            .text("webhook-loaded")
+            .contains("2 webhook replica(s)"),
+        "{}",
+        healthy.describe()
+    );
+
+    // The webhook scaled to zero: no endpoint, nothing answers.
+    let scale = |replicas: u32| {
+        let (ok, out) = bash(
+            &std::env::temp_dir(),
+            &[],
+            &format!("kubectl -n {ns} scale deployment/sigil-webhook --replicas={replicas}"),
+        );
+        assert!(ok, "kubectl scale: {out}");
+    };
+    scale(0);
+    let down = wait_for(
+        "doctor to find no endpoint",
+        Duration::from_secs(90),
+        async || {
+            let d = Doctor::run(&ns, None);
+            Ok(if d.status("endpoints") == "fail" {
+                Ok(d)
+            } else {
+                Err(d.describe())
+            })
+        },
+    )
+    .await;
+    Doctor::show_text(&ns, None, "the webhook scaled to zero");
+    scale(2);
+    n.ready(WEBHOOK, 2, &[]).await;
+    n.eventually(&n.fx.get("OLAREG_NEW").unwrap(), true).await;
+    let down = down.unwrap();
+    assert_eq!(down.code, Some(1), "{}", down.describe());
+    assert!(
+        down.text("endpoints").contains("no ready endpoint"),
+        "{}",
+        down.describe()
+    );
+    assert_eq!(down.status("admission"), "fail", "{}", down.describe());
+    assert!(
+        down.text("admission").contains("nothing answers"),
+        "{}",
+        down.describe()
+    );
+    println!("doctor: the chart's installation healthy; the webhook scaled to zero diagnosed");
 }
 
 // ---- failure and change under load --------------------------------------------------
