@@ -38,7 +38,7 @@ fn webhook_metrics() -> Option<String> {
 }
 
 fn doctor(namespace: &str) -> Doctor {
-    Doctor::run(namespace, webhook_metrics().as_deref())
+    Doctor::run(namespace, webhook_metrics().as_deref()).unwrap()
 }
 
 /// Prints doctor's text report, as a user sees it, into the test's output.

@@ -699,7 +699,7 @@ async fn sigil_doctor_reads_the_charts_installation_and_names_a_webhook_without_
         "doctor to find the installation healthy",
         SETTLE,
         async || {
-            let d = Doctor::run(&ns, None);
+            let d = Doctor::run(&ns, None)?;
             Ok(if d.code == Some(0) {
                 Ok(d)
             } else {
@@ -756,7 +756,7 @@ async fn sigil_doctor_reads_the_charts_installation_and_names_a_webhook_without_
         "doctor to find no endpoint",
         Duration::from_secs(90),
         async || {
-            let d = Doctor::run(&ns, None);
+            let d = Doctor::run(&ns, None)?;
             Ok(if d.status("endpoints") == "fail" {
                 Ok(d)
             } else {
