@@ -53,7 +53,7 @@ platforms=$(python3 -c '
 import sys, yaml
 for p in yaml.safe_load(open(sys.argv[1]))["spec"]["platforms"]:
     m = p["selector"]["matchLabels"]
-    print(f"{m[\"os\"]}-{m[\"arch\"]}")' deploy/krew/sigil.yaml)
+    print(m["os"] + "-" + m["arch"])' deploy/krew/sigil.yaml)
 for p in $platforms; do
     [[ $p == "$HOST" ]] || scripts/release-cli.sh pack "$TAG" "$p" "$SIGIL" "$CUE" "$WORK/dist" >/dev/null
 done
