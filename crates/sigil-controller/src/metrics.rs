@@ -364,3 +364,30 @@ impl Metrics {
         out
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_charts_dashboard_and_alerts_ask_only_for_series_the_controller_exports() {
+        let m = Metrics::default();
+        // One sample of every family (an empty one is not exposed).
+        m.reconciled("policy");
+        m.failed("policy", "kube");
+        m.policy_state("p", Some(true));
+        m.policy_state("q", None);
+        m.trust_root_refreshed("root", 1_700_000_000);
+        m.tuf_updated("sigstore.public-good", 1_700_000_000, Some(1_800_000_000));
+        m.tuf_failed("sigstore.public-good", "expired");
+        m.sigstore_source("public-good", "tuf");
+        m.snapshot_written(3);
+        m.leading(true);
+        m.certificate_expiry(1_800_000_000);
+        let exposition = m.encode(1_700_000_100);
+        let missing = sigil_testkit::metrics::unexported(&exposition, |name| {
+            name.starts_with("sigil_controller_")
+        });
+        assert!(missing.is_empty(), "{missing:#?}\nexported:\n{exposition}");
+    }
+}

@@ -6,8 +6,12 @@
 //! ([`sigil_compile::convert::convert_document`]: the same changes that keep
 //! policy-controller's verdicts) and written as the `policy.sigil.dev`
 //! object of the same name, labelled [`CONVERTED_LABEL`] and owned by its
-//! source (so the API server's garbage collector deletes it with the
-//! source). sigil's own reconcilers then compile and publish it like any
+//! source. When the source is deleted, this reconciler deletes its copy
+//! itself (on the delete event, and once its watch has listed every source,
+//! for deletions while the controller was down) rather than leave it
+//! enforced until the API server's garbage collector gets to it, which can
+//! take long: the collector waits for its discovery of every API, and an
+//! unavailable one stalls it. sigil's own reconcilers then compile and publish it like any
 //! other, and this reconciler copies their verdict back: the source's
 //! `Ready` condition says whether sigil enforces it, and `Converted` what
 //! the conversion changed and where verdicts still differ from
@@ -28,6 +32,7 @@
 //! With the mode off, [`withdraw_all`] deletes every converted object, so
 //! turning it off stops enforcing them.
 
+use std::collections::BTreeSet;
 use std::fmt::Debug;
 use std::sync::Arc;
 use std::time::Duration;
@@ -55,6 +60,7 @@ use sigil_compile::convert::convert_document;
 use crate::context::Context;
 use crate::error::{Error, Result};
 use crate::names::MANAGER;
+use crate::prune::{Published, watch_and_prune};
 use crate::status::{self, Verdict};
 
 /// The controller's name in metrics.
@@ -213,11 +219,71 @@ where
     if !existing.as_ref().is_some_and(is_converted) {
         return Ok(false);
     }
-    api.delete(name, &DeleteParams::default())
-        .await
-        .map_err(|e| Error::kube(format!("deleting converted {} {name}", K::kind(&())), e))?;
-    Ok(true)
+    match api.delete(name, &DeleteParams::default()).await {
+        Ok(_) => Ok(true),
+        // Gone meanwhile (the garbage collector, another withdrawal).
+        Err(kube::Error::Api(status)) if status.code == 404 => Ok(false),
+        Err(e) => Err(Error::kube(
+            format!("deleting converted {} {name}", K::kind(&())),
+            e,
+        )),
+    }
 }
+
+/// Deletes every converted `K` whose name is not in `live` (the sources
+/// that exist); returns how many.
+async fn withdraw_orphans<K>(ctx: &Context, live: &BTreeSet<String>) -> Result<u64>
+where
+    K: Resource<DynamicType = (), Scope = ClusterResourceScope> + Clone + Debug + DeserializeOwned,
+{
+    let api: Api<K> = Api::all(ctx.client.clone());
+    let params = ListParams::default().labels(&format!("{CONVERTED_LABEL}={GROUP}"));
+    let list = api
+        .list(&params)
+        .await
+        .map_err(|e| Error::kube(format!("listing converted {}s", K::kind(&())), e))?;
+    let mut withdrawn = 0;
+    for obj in list.items.iter().filter(|o| is_converted(*o)) {
+        let name = obj.name_any();
+        if !live.contains(&name) && withdraw::<K>(ctx, &name).await? {
+            tracing::info!(%name, kind = %K::kind(&()), "converted object withdrawn: its source is gone");
+            withdrawn += 1;
+        }
+    }
+    Ok(withdrawn)
+}
+
+/// A source deleted, or not there when the watch listed them all: its
+/// converted object goes too (see the module's documentation).
+macro_rules! withdraws_with_its_source {
+    ($source:ty, $plural:literal) => {
+        impl Published for $source {
+            const PLURAL: &'static str = $plural;
+
+            async fn unpublish(ctx: &Context, name: &str) -> Result<u64> {
+                let kind = <$source as Source>::Converted::kind(&());
+                let withdrawn =
+                    withdraw::<<$source as Source>::Converted>(ctx, name).await?;
+                if withdrawn {
+                    tracing::info!(%name, %kind, "converted object withdrawn: its source was deleted");
+                }
+                Ok(u64::from(withdrawn))
+            }
+
+            async fn retain(ctx: &Context, live: &BTreeSet<String>) -> Result<u64> {
+                withdraw_orphans::<<$source as Source>::Converted>(ctx, live).await
+            }
+        }
+    };
+}
+withdraws_with_its_source!(
+    SigstoreClusterImagePolicy,
+    "copies of policy-controller's ClusterImagePolicies"
+);
+withdraws_with_its_source!(
+    SigstoreTrustRoot,
+    "copies of policy-controller's TrustRoots"
+);
 
 /// Deletes every converted object of both kinds (the mode is off); returns
 /// how many.
@@ -482,13 +548,15 @@ fn every_source<S: Source, K>(store: Store<S>) -> impl Fn(K) -> Vec<ObjectRef<S>
 
 /// Runs one kind's reconciler until `shutdown` resolves: its sources, and
 /// the converted objects they own (their status changes are copied back).
-async fn run_kind<S: Source>(
+async fn run_kind<S: Source + Published>(
     ctx: Arc<Context>,
     shutdown: impl std::future::Future<Output = ()> + Send + Sync + 'static,
 ) {
     let client = ctx.client.clone();
     let converted = watcher::Config::default().labels(&format!("{CONVERTED_LABEL}={GROUP}"));
-    let controller = Controller::new(Api::<S>::all(client.clone()), watcher::Config::default());
+    // Sources deleted take their converted objects with them.
+    let (reader, sources) = watch_and_prune::<S>(&ctx);
+    let controller = Controller::for_stream(sources, reader);
     // policy-controller's webhook configurations appearing or going away
     // re-reconciles every source: sigil steps back, or takes over.
     let by_name =
@@ -834,6 +902,52 @@ mod tests {
         assert!(
             condition(&api, &path, "Converted").is_null(),
             "a trust root has no verdicts to keep"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_deleted_source_takes_its_copy_with_it_without_the_garbage_collector() {
+        use kube::runtime::reflector;
+        use kube::runtime::watcher::Event;
+        let (client, api) = FakeApi::start();
+        let (ctx, _rx, _leading) = context(client, true);
+        for name in ["gone", "kept", "gone-while-down"] {
+            api.put(
+                &source_path("clusterimagepolicies", name),
+                source("ClusterImagePolicy", name, 1, key_policy()),
+            );
+            reconcile_cip(&api, &ctx, name).await.unwrap();
+            assert!(api.get(&cip_path(name)).is_some(), "{name} converted");
+        }
+        api.put(&cip_path("own"), cip("own", 1, key_policy()));
+        // The watch saw "kept" only: "gone" is deleted now, and
+        // "gone-while-down" was deleted while the controller was not running.
+        let (reader, mut writer) = reflector::store::<SigstoreClusterImagePolicy>();
+        writer.apply_watcher_event(&Event::Apply(
+            (*object::<SigstoreClusterImagePolicy>(
+                &api,
+                &source_path("clusterimagepolicies", "kept"),
+            ))
+            .clone(),
+        ));
+        let gone: SigstoreClusterImagePolicy = (*object::<SigstoreClusterImagePolicy>(
+            &api,
+            &source_path("clusterimagepolicies", "gone"),
+        ))
+        .clone();
+        crate::prune::prune(&ctx, &reader, &Event::Delete(gone)).await;
+        assert!(api.get(&cip_path("gone")).is_none(), "withdrawn on delete");
+        assert!(api.get(&cip_path("gone-while-down")).is_some());
+
+        crate::prune::prune(&ctx, &reader, &Event::InitDone).await;
+        assert!(
+            api.get(&cip_path("gone-while-down")).is_none(),
+            "withdrawn once every source was listed"
+        );
+        assert!(api.get(&cip_path("kept")).is_some(), "its source exists");
+        assert!(
+            api.get(&cip_path("own")).is_some(),
+            "sigil's own policy stays"
         );
     }
 

@@ -282,4 +282,33 @@ mod tests {
             "{text}"
         );
     }
+
+    #[test]
+    fn the_charts_dashboard_and_alerts_ask_only_for_series_the_webhook_exports() {
+        let m = Metrics::new();
+        // One sample of every family (an empty one is not exposed).
+        m.requests
+            .get_or_create(&RequestLabels {
+                endpoint: "validate",
+                operation: "CREATE",
+                kind: "Pod",
+                decision: "denied",
+            })
+            .inc();
+        m.verification.observe(0.001);
+        m.cache_lookup("verdict", true);
+        m.in_flight.set(1);
+        m.snapshot_age.set(2.0);
+        m.snapshot_revision.set(3);
+        m.observe("registry.example", RequestOutcome::Status(200));
+        m.connections.inc();
+        m.connections_closed
+            .get_or_create(&ConnectionLabels { reason: "age" })
+            .inc();
+        let exposition = m.encode();
+        let missing = sigil_testkit::metrics::unexported(&exposition, |name| {
+            !name.starts_with("sigil_controller_") && !name.starts_with("sigil_audit_")
+        });
+        assert!(missing.is_empty(), "{missing:#?}\nexported:\n{exposition}");
+    }
 }

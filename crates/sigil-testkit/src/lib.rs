@@ -44,6 +44,7 @@ pub mod der;
 pub mod fulcio;
 pub mod json;
 pub mod keys;
+pub mod metrics;
 pub mod registry;
 pub mod rekor;
 pub mod time;

@@ -414,9 +414,8 @@ impl Cluster {
             }
         }
         // sigil's copies of policy-controller's objects go with their
-        // sources through the garbage collector, which can take its time
-        // (its discovery of new kinds runs every 30 s): a scenario after one
-        // that failed half-way must not meet them.
+        // sources; a scenario after one that failed half-way must not meet
+        // one that is still on its way out.
         for path in [CIP_PATH, TRUST_ROOT_PATH] {
             let list = self
                 .get(&format!(
