@@ -253,21 +253,57 @@ e2e_log "e2e-node: the e2e suite against in-cluster sigil took $((SECONDS - t)) 
 t=$SECONDS
 run_suite node "$@" || status=$?
 e2e_log "e2e-node: the node scenarios took $((SECONDS - t)) s"
-# The audit, switched on as a user switches it on. A short interval, and a
-# verdict TTL below it: the audit judges through admission's verdict cache,
-# so a re-verification within the TTL would be answered by the cached
-# verdict and the outage scenario would wait for the default 600 s.
+# The audit, switched on as a user switches it on, by an upgrade that
+# follows docs/installation.md's "Upgrading" steps as written but for where
+# the chart comes from (this checkout's chart, packaged, for the OCI
+# registry): the new version's CRDs applied first, as Helm never changes
+# them after the first install. The packaged CRDs carry a change a new
+# version could bring (an annotation), which must reach the cluster. A short
+# audit interval, and a verdict TTL below it: the audit judges through
+# admission's verdict cache, so a re-verification within the TTL would be
+# answered by the cached verdict and the outage scenario would wait for the
+# default 600 s.
+upgrade_as_documented() {
+  local steps pull apply upgrade dir=$WORK/upgrade crd
+  steps=$(awk '/^## Upgrading/ { s = 1 } s && /^```sh$/ { b = 1; next } b && /^```$/ { exit } b' docs/installation.md)
+  pull=$(sed -n 1p <<<"$steps") apply=$(sed -n 2p <<<"$steps") upgrade=$(sed -n 3p <<<"$steps")
+  [[ $pull == "helm pull oci://ghcr.io/sigil-dev/charts/sigil --version NEW --untar --untardir sigil-NEW" &&
+    $apply == "kubectl apply --server-side --force-conflicts -f sigil-NEW/sigil/crds/" &&
+    $upgrade == "helm upgrade sigil oci://ghcr.io/sigil-dev/charts/sigil --version NEW -n sigil-system --reuse-values" ]] ||
+    { e2e_log "e2e-node: docs/installation.md's upgrade steps changed; follow them here too: $steps"; return 1; }
+  mkdir -p "$dir/pkg" "$dir/sigil-NEW"
+  # helm pull --untar, from this checkout.
+  helm package charts/sigil --destination "$dir/pkg" >/dev/null
+  tar -xzf "$dir"/pkg/sigil-*.tgz -C "$dir/sigil-NEW"
+  for crd in "$dir"/sigil-NEW/sigil/crds/*.yaml; do
+    python3 - "$crd" <<'PY'
+import sys, yaml
+path = sys.argv[1]
+doc = yaml.safe_load(open(path))
+doc["metadata"].setdefault("annotations", {})["e2e.sigil.dev/upgraded"] = "true"
+open(path, "w").write(yaml.safe_dump(doc, sort_keys=False))
+PY
+  done
+  (cd "$dir" && bash -euo pipefail -c "$apply") || return 1
+  for crd in clusterimagepolicies.policy.sigil.dev trustroots.policy.sigil.dev; do
+    [[ $(kubectl get crd "$crd" -o jsonpath='{.metadata.annotations.e2e\.sigil\.dev/upgraded}') == true ]] ||
+      { e2e_log "e2e-node: the documented CRD step did not update $crd"; return 1; }
+  done
+  upgrade=${upgrade/"oci://ghcr.io/sigil-dev/charts/sigil --version NEW"/sigil-NEW/sigil}
+  upgrade=${upgrade/"-n sigil-system"/-n $SIGIL_NS}
+  (cd "$dir" && bash -euo pipefail -c "$upgrade --set audit.enabled=true --set audit.intervalSeconds=60 \
+    --set webhook.cache.verdictTTLSeconds=20 --wait --timeout 5m")
+}
 t=$SECONDS
-if helm upgrade sigil charts/sigil --namespace "$SIGIL_NS" --reuse-values \
-  --set audit.enabled=true --set audit.intervalSeconds=60 --set webhook.cache.verdictTTLSeconds=20 \
-  --wait --timeout 5m >"$WORK/helm-audit.log" 2>&1; then
+if upgrade_as_documented >"$WORK/helm-audit.log" 2>&1; then
+  e2e_log "e2e-node: CRDs applied and helm upgrade as docs/installation.md says, CRD change in force"
   e2e_log "e2e-node: helm upgrade --set audit.enabled=true (pods ready) took $((SECONDS - t)) s"
   t=$SECONDS
   run_suite node_audit "$@" || status=$?
   e2e_log "e2e-node: the audit scenarios took $((SECONDS - t)) s"
 else
   cat "$WORK/helm-audit.log" >&2
-  e2e_log "e2e-node: helm upgrade with audit.enabled=true did not get every sigil Pod ready within 5 min"
+  e2e_log "e2e-node: the documented upgrade (CRDs, then helm upgrade --set audit.enabled=true, every Pod ready within 5 min) failed (above)"
   status=1
 fi
 # sigil ran as its ServiceAccounts: an RBAC refusal in its logs means the
