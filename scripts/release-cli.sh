@@ -32,7 +32,7 @@ pack() {
     local tag=$1 platform=$2 sigil=$3 cue=$4 out=$5 version name stage said
     version=$(version_of "$tag")
     [[ $platform =~ ^(linux|darwin)-(amd64|arm64)$ ]] || die "platform $platform is not linux|darwin-amd64|arm64"
-    [[ -x $sigil ]] || die "no sigil binary at $sigil (cargo build --release -p sigil-cli)"
+    [[ -x $sigil ]] || die "no sigil binary at $sigil (make release builds one)"
     [[ -s $cue ]] || die "no CUE module at $cue (scripts/build-cue-wasm.sh)"
     said=$("$sigil" --version 2>&1 | head -n 1) || die "$sigil --version failed: $said"
     [[ $said == "sigil $version" ]] || die "$sigil says '$said', the tag says $version: build the tagged commit"
