@@ -97,6 +97,10 @@ pub fn convert_yaml_with(text: &str, options: &ConvertOptions) -> Result<Convers
             ));
             continue;
         }
+        if let Some(why) = refusal(doc) {
+            c.report.push(format!("{label}: not converted: {why}"));
+            continue;
+        }
         let (mut converted, notes) = convert_document(doc);
         for note in notes {
             let line = format!("{label}: {note}");
@@ -127,8 +131,24 @@ pub fn convert_yaml_with(text: &str, options: &ConvertOptions) -> Result<Convers
     Ok(c)
 }
 
+/// Why a policy-controller object must not be converted at all, if it must
+/// not: a ClusterImagePolicy in `mode: audit`. That mode is sigil's own
+/// extension; policy-controller refuses the object (it knows `enforce` and
+/// `warn`), and a conversion must neither invent nor carry sigil's
+/// extensions, so the converted object is never in audit mode.
+pub fn refusal(doc: &Value) -> Option<String> {
+    let is_policy = doc.get("kind").and_then(Value::as_str) == Some("ClusterImagePolicy");
+    let mode = doc.pointer("/spec/mode").and_then(Value::as_str);
+    (is_policy && mode == Some("audit")).then(|| {
+        "spec.mode: `audit` is sigil's extension, not a policy-controller mode \
+         (policy-controller accepts enforce and warn and refuses this object); set enforce or \
+         warn here, or write the policy as a policy.sigil.dev ClusterImagePolicy with mode: audit"
+            .to_string()
+    })
+}
+
 /// Converts one document (already known to be a policy-controller object)
-/// and says where verdicts would differ.
+/// and says where verdicts would differ. Check [`refusal`] first.
 pub fn convert_document(doc: &Value) -> (Value, Vec<VerdictNote>) {
     let mut out = Map::new();
     out.insert("apiVersion".into(), Value::from(API_VERSION));
@@ -234,6 +254,29 @@ mod tests {
     use serde_json::json;
 
     use super::convert_document;
+
+    #[test]
+    fn a_policy_controller_policy_in_audit_mode_is_not_converted() {
+        let yaml = concat!(
+            "apiVersion: policy.sigstore.dev/v1beta1\nkind: ClusterImagePolicy\n",
+            "metadata: {name: p}\nspec:\n  mode: audit\n  images: [{glob: \"**\"}]\n",
+            "  authorities: [{static: {action: pass}}]\n",
+        );
+        let c = super::convert_yaml(yaml).unwrap();
+        assert_eq!(c.converted, 0);
+        assert!(!c.yaml.contains("audit"), "{}", c.yaml);
+        assert_eq!(c.report.len(), 1, "{:?}", c.report);
+        assert!(
+            c.report[0].starts_with(
+                "document 0 (ClusterImagePolicy p): not converted: spec.mode: `audit` is sigil's"
+            ),
+            "{:?}",
+            c.report
+        );
+        let warn = super::convert_yaml(&yaml.replace("mode: audit", "mode: warn")).unwrap();
+        assert_eq!(warn.converted, 1);
+        assert!(warn.report.is_empty(), "{:?}", warn.report);
+    }
 
     #[test]
     fn a_trust_roots_rfc_4055_hash_names_are_written_as_sigil_names_them() {

@@ -323,6 +323,12 @@ async fn accept(
             missing.push(root);
         }
     }
+    let in_force = if spec.mode.as_deref() == Some("audit") {
+        "is in force in audit mode: the webhook counts its verdicts and the audit reports \
+         them, but it never denies, warns or pins"
+    } else {
+        "is enforced by the webhook"
+    };
     let result = if missing.is_empty() {
         let published = ctx
             .publisher
@@ -339,7 +345,7 @@ async fn accept(
                 Verdict::ok(
                     "Ready",
                     "Accepted",
-                    format!("generation {generation} compiled and is enforced by the webhook"),
+                    format!("generation {generation} compiled and {in_force}"),
                 ),
                 RESYNC,
             ),

@@ -374,6 +374,23 @@ pub async fn reconcile<S: Source>(source: Arc<S>, ctx: Arc<Context>) -> Result<A
         return finish(&*source, &ctx, &[verdict], RECHECK).await;
     }
 
+    let refused = serde_json::to_value(&*source)
+        .ok()
+        .and_then(|doc| sigil_compile::convert::refusal(&doc));
+    if let Some(why) = refused {
+        let kept = if existing.is_some() {
+            "the copy of its previous generation stays enforced"
+        } else {
+            "sigil does not enforce it"
+        };
+        let verdict = Verdict::failed(
+            "Ready",
+            "Invalid",
+            format!("it cannot be converted to a policy.sigil.dev {target_kind}: {why}; {kept}"),
+        );
+        return finish(&*source, &ctx, &[verdict], RESYNC).await;
+    }
+
     let (doc, notes) = converted(&*source)?;
     let written = match api
         .patch(
