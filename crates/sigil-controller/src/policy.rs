@@ -581,6 +581,30 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn an_audit_mode_policy_is_ready_and_says_it_is_in_force_in_audit_mode() {
+        let (client, api) = FakeApi::start();
+        let (ctx, _rx, _l) = context(client, true);
+        let mut spec = key_spec(json!({"data": P256_PUB}));
+        spec["mode"] = json!("audit");
+        api.put(&cip_path("p"), cip("p", 1, spec));
+
+        reconcile_path(&api, &ctx, "p").await.unwrap();
+
+        let cond = ready(&api, "p");
+        assert_eq!(
+            (&cond["status"], &cond["reason"]),
+            (&json!("True"), &json!("Accepted"))
+        );
+        assert_eq!(
+            cond["message"],
+            "generation 1 compiled and is in force in audit mode: the webhook counts its \
+             verdicts and the audit reports them, but it never denies, warns or pins"
+        );
+        let snapshot = stored_snapshot(&api).unwrap();
+        assert_eq!(snapshot.policies[0].spec.mode.as_deref(), Some("audit"));
+    }
+
+    #[tokio::test]
     async fn a_policy_that_does_not_fit_in_the_snapshot_is_not_ready_and_the_snapshot_stays() {
         let (client, api) = FakeApi::start();
         let (ctx, _rx, _l) = context(client, true);

@@ -831,6 +831,30 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn a_policy_in_sigils_audit_mode_is_not_converted_and_says_why() {
+        let (client, api) = FakeApi::start();
+        let (ctx, _rx) = context_with(client, |a| a.serve_policy_controller_objects = true);
+        let path = source_path("clusterimagepolicies", "p");
+        let mut spec = key_policy();
+        spec["mode"] = json!("audit");
+        api.put(&path, source("ClusterImagePolicy", "p", 1, spec));
+        let action = reconcile_cip(&api, &ctx, "p").await.unwrap();
+        assert_eq!(action, Action::requeue(RESYNC), "no retry loop");
+        assert!(api.get(&cip_path("p")).is_none(), "nothing is converted");
+        let ready = condition(&api, &path, "Ready");
+        assert_eq!(
+            (&ready["status"], &ready["reason"]),
+            (&json!("False"), &json!("Invalid"))
+        );
+        let text = ready["message"].as_str().unwrap();
+        assert!(
+            text.contains("spec.mode: `audit` is sigil's extension")
+                && text.contains("sigil does not enforce it"),
+            "{text}"
+        );
+    }
+
+    #[tokio::test]
     async fn a_trust_root_is_converted_with_its_spec_unchanged() {
         let (client, api) = FakeApi::start();
         let (ctx, _rx) = context_with(client, |a| a.serve_policy_controller_objects = true);

@@ -476,6 +476,27 @@ fn labelled(doc: &Value) -> anyhow::Result<Value> {
     Ok(doc)
 }
 
+/// The `sigil` binary of this build (`SIGIL_E2E_SIGIL_BIN`, else the
+/// workspace's debug build).
+pub fn sigil_bin() -> std::path::PathBuf {
+    if let Ok(bin) = std::env::var("SIGIL_E2E_SIGIL_BIN") {
+        return bin.into();
+    }
+    let target = std::env::var("CARGO_TARGET_DIR").map_or_else(
+        |_| std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../target"),
+        std::path::PathBuf::from,
+    );
+    target.join("debug/sigil")
+}
+
+/// The webhook's metrics address (`e2e/run-local.sh` exports it first in
+/// `SIGIL_E2E_METRICS`).
+pub fn webhook_metrics() -> Option<String> {
+    std::env::var("SIGIL_E2E_METRICS")
+        .ok()
+        .and_then(|m| m.split_whitespace().next().map(str::to_owned))
+}
+
 /// A pod document running `images` (one container each).
 pub fn pod(name: &str, images: &[&str]) -> Value {
     let containers: Vec<Value> = images

@@ -19,7 +19,7 @@ use std::time::Duration;
 
 use base64::Engine as _;
 use serde_json::{Value, json};
-use sigil_e2e::{Cluster, Fixtures, key_authority, policy, wait_for};
+use sigil_e2e::{Cluster, Fixtures, key_authority, policy, sigil_bin, wait_for, webhook_metrics};
 
 static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
@@ -27,26 +27,6 @@ const NS: &str = "e2e-doctor";
 const SETTLE: Duration = Duration::from_secs(30);
 const VALIDATING: &str = "/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations";
 const MUTATING: &str = "/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations";
-
-/// The `sigil` binary of this build.
-fn sigil_bin() -> PathBuf {
-    if let Ok(bin) = std::env::var("SIGIL_E2E_SIGIL_BIN") {
-        return bin.into();
-    }
-    let target = std::env::var("CARGO_TARGET_DIR").map_or_else(
-        |_| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../target"),
-        PathBuf::from,
-    );
-    target.join("debug/sigil")
-}
-
-/// The webhook's metrics address (`e2e/run-local.sh` exports it first in
-/// `SIGIL_E2E_METRICS`).
-fn webhook_metrics() -> Option<String> {
-    std::env::var("SIGIL_E2E_METRICS")
-        .ok()
-        .and_then(|m| m.split_whitespace().next().map(str::to_owned))
-}
 
 /// A doctor run: its exit status and its JSON report.
 struct Doctor {
