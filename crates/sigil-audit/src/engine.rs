@@ -362,10 +362,28 @@ impl<J: ImageJudge, S: PullSecretSource> Engine<J, S> {
                 let secrets = match credentials.clone() {
                     Some(Ok(s)) => s,
                     Some(Err(cause)) => {
-                        answer(Judgement::Judged {
-                            selecting: selecting(&c.image),
-                            verdict: Err(format!("cannot read pull secrets: {cause}")),
-                        });
+                        let cause = format!("cannot read pull secrets: {cause}");
+                        // Admission reads no credentials for an image only
+                        // audit-mode policies select: it gets noMatchPolicy.
+                        let judgement = match &no_match {
+                            Some(verdict) => Judgement::NoMatch {
+                                setting: no_match_setting(verdict),
+                                verdict: verdict.clone(),
+                            },
+                            None => Judgement::Judged {
+                                selecting: selecting(&c.image),
+                                verdict: Err(cause.clone()),
+                            },
+                        };
+                        answered.push((
+                            key.clone(),
+                            i,
+                            Arc::new(Judged {
+                                key: None,
+                                judgement,
+                                audit_mode: audit_mode.then_some(Err(cause)),
+                            }),
+                        ));
                         continue;
                     }
                     None => PullSecrets::anonymous(),

@@ -375,6 +375,62 @@ async fn an_image_only_audit_mode_policies_select_has_both_no_match_and_audit_re
     assert_eq!(f.judge.calls(), 1, "only the audit-mode judgement ran");
 }
 
+/// Pull secrets that can never be read (RBAC refuses them).
+struct Refusing;
+
+impl sigil_judge::judge::PullSecretSource for Refusing {
+    async fn pull_secrets(
+        &self,
+        _namespace: &str,
+        _secret_names: &[String],
+        _service_account: &str,
+        _deadline: Instant,
+    ) -> Result<PullSecrets, String> {
+        Err("secrets are forbidden".into())
+    }
+}
+
+#[tokio::test]
+async fn unreadable_pull_secrets_are_an_audit_mode_error_never_a_denial_of_an_image_only_it_selects()
+ {
+    let judge = Arc::new(Scripted::default());
+    *judge.policies.lock().unwrap() = vec![("preview".into(), "r.example/**".into())];
+    judge.set_audit_mode("preview");
+    let cache = Arc::new(CachedJudge::new(
+        judge.clone(),
+        &CacheConfig::default(),
+        Arc::new(NoObserver),
+    ));
+    let mut auditor = Auditor::new(
+        cache,
+        Arc::new(Refusing),
+        EngineSettings::default(),
+        Scope::default(),
+    );
+    auditor.namespace_applied("shop", included());
+    auditor.snapshot_applied(judge.in_force(&[]));
+    auditor.pod_applied(&pod("shop", "a", "r.example/app:1", 1));
+    auditor.run().await;
+    let found = auditor.findings(None);
+    let seen: Vec<(&str, &str, Outcome)> = found
+        .iter()
+        .map(|x| (x.policy.as_str(), x.mode.as_str(), x.outcome))
+        .collect();
+    assert_eq!(
+        seen,
+        [
+            (NO_MATCH_POLICY, "allow", Outcome::Skip),
+            (crate::finding::VERIFICATION_POLICY, "audit", Outcome::Error)
+        ]
+    );
+    assert!(
+        found[1].message.contains("secrets are forbidden"),
+        "{found:?}"
+    );
+    assert!(!crate::print::would_deny(&found));
+    assert_eq!(judge.calls(), 0, "nothing could be judged");
+}
+
 #[tokio::test]
 async fn results_name_the_deployment_once_its_replicaset_is_seen() {
     let mut f = fixture(&[("signed", "r.example/**")]);
