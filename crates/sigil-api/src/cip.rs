@@ -85,7 +85,7 @@ pub struct ClusterImagePolicySpec {
     /// shows it) denies images that fail; `warn` admits them with an
     /// admission warning; `audit` (sigil's extension, not in
     /// policy-controller) never affects admission: the webhook counts its
-    /// verdicts in `sigil_audit_mode_verdicts_total` and the audit reports
+    /// verdicts in `sigil_admission_audit_mode_verdicts_total` and the audit reports
     /// them, so it shows what the policy would deny before it is enforced.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(extend("enum" = ["enforce", "warn", "audit"], "default" = "enforce"))]

@@ -60,11 +60,11 @@ pub struct RegistryLabels {
     pub status: String,
 }
 
-/// Policies named in `sigil_audit_mode_verdicts_total`; further policies
+/// Policies named in `sigil_admission_audit_mode_verdicts_total`; further policies
 /// are counted as `other`.
 pub const MAX_AUDIT_MODE_POLICIES: usize = 64;
 
-/// Labels of `sigil_audit_mode_verdicts`.
+/// Labels of `sigil_admission_audit_mode_verdicts`.
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct AuditModeLabels {
     /// The `mode: audit` ClusterImagePolicy, `other` past
@@ -197,13 +197,13 @@ impl Metrics {
         );
         let audit_mode_verdicts = Family::<AuditModeLabels, Counter>::default();
         registry.register(
-            "audit_mode_verdicts",
+            "admission_audit_mode_verdicts",
             "Verdicts of mode: audit ClusterImagePolicies on the images of admission requests (never part of the answer), by policy and outcome: pass, warn, fail (would deny), error",
             audit_mode_verdicts.clone(),
         );
         let audit_mode_skipped = Counter::default();
         registry.register(
-            "audit_mode_skipped",
+            "admission_audit_mode_skipped",
             "Images of admission requests whose mode: audit policies were not judged because too many such judgements were in flight",
             audit_mode_skipped.clone(),
         );
@@ -360,7 +360,9 @@ mod tests {
         assert_eq!(m.audit_mode_count("other", "fail"), 3);
         let text = m.encode();
         assert!(
-            text.contains(r#"sigil_audit_mode_verdicts_total{policy="p1",outcome="fail"} 1"#),
+            text.contains(
+                r#"sigil_admission_audit_mode_verdicts_total{policy="p1",outcome="fail"} 1"#
+            ),
             "{text}"
         );
     }

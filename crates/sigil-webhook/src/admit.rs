@@ -28,7 +28,7 @@
 //! answered, each image one of them selects is judged by them in the
 //! background (its digest as admission found it, or its tag resolved
 //! then), at most [`AUDIT_MODE_IN_FLIGHT`] at a time, and the verdicts are
-//! logged and counted in `sigil_audit_mode_verdicts_total`.
+//! logged and counted in `sigil_admission_audit_mode_verdicts_total`.
 //!
 //! Text from the object (image names) reaches logs and messages through
 //! [`printable`], so it cannot forge log lines or denial lines.
@@ -380,7 +380,7 @@ fn lookup_cause(what: &str, image: &str, e: &LookupError, config: &AdmissionConf
 
 /// Background judgements by `mode: audit` policies at once; past this an
 /// image's audit-mode judgement is skipped (and counted in
-/// `sigil_audit_mode_skipped_total`) rather than queued without bound.
+/// `sigil_admission_audit_mode_skipped_total`) rather than queued without bound.
 pub const AUDIT_MODE_IN_FLIGHT: usize = 64;
 
 /// The admission logic: a cached judge, a pull-secret source, settings.

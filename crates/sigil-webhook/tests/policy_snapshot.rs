@@ -379,7 +379,9 @@ async fn an_audit_mode_failure_neither_denies_nor_warns_and_is_counted() {
     );
     let text = metrics.encode();
     assert!(
-        text.contains(r#"sigil_audit_mode_verdicts_total{policy="preview",outcome="fail"} 2"#),
+        text.contains(
+            r#"sigil_admission_audit_mode_verdicts_total{policy="preview",outcome="fail"} 2"#
+        ),
         "{text}"
     );
 }

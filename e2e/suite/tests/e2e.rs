@@ -1399,7 +1399,7 @@ async fn warn_mode_admits_with_a_warning() {
 }
 
 /// The webhook's count of `mode: audit` verdicts of `policy` with `outcome`
-/// (`sigil_audit_mode_verdicts_total`), 0 before the first.
+/// (`sigil_admission_audit_mode_verdicts_total`), 0 before the first.
 async fn audit_mode_count(policy: &str, outcome: &str) -> anyhow::Result<u64> {
     let Some(metrics) = sigil_e2e::webhook_metrics() else {
         anyhow::bail!("SIGIL_E2E_METRICS is not set: run the suite through e2e/run-local.sh");
@@ -1408,8 +1408,9 @@ async fn audit_mode_count(policy: &str, outcome: &str) -> anyhow::Result<u64> {
         .await?
         .text()
         .await?;
-    let series =
-        format!("sigil_audit_mode_verdicts_total{{policy=\"{policy}\",outcome=\"{outcome}\"}} ");
+    let series = format!(
+        "sigil_admission_audit_mode_verdicts_total{{policy=\"{policy}\",outcome=\"{outcome}\"}} "
+    );
     Ok(text
         .lines()
         .find_map(|l| l.strip_prefix(&series))
