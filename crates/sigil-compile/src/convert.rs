@@ -23,7 +23,7 @@ use sigil_verifier::trust::TrustedRoot;
 
 use crate::default_root::{default_urls, instances, same_instance};
 use crate::lint::{API_VERSION, LintError, lint_document};
-use crate::verdicts::{VerdictNote, keep_verdicts};
+use crate::verdicts::{VerdictNote, keep_verdicts, refusal};
 
 /// API versions of policy-controller that convert.
 pub const SOURCE_VERSIONS: &[&str] = &[
@@ -131,24 +131,9 @@ pub fn convert_yaml_with(text: &str, options: &ConvertOptions) -> Result<Convers
     Ok(c)
 }
 
-/// Why a policy-controller object must not be converted at all, if it must
-/// not: a ClusterImagePolicy in `mode: audit`. That mode is sigil's own
-/// extension; policy-controller refuses the object (it knows `enforce` and
-/// `warn`), and a conversion must neither invent nor carry sigil's
-/// extensions, so the converted object is never in audit mode.
-pub fn refusal(doc: &Value) -> Option<String> {
-    let is_policy = doc.get("kind").and_then(Value::as_str) == Some("ClusterImagePolicy");
-    let mode = doc.pointer("/spec/mode").and_then(Value::as_str);
-    (is_policy && mode == Some("audit")).then(|| {
-        "spec.mode: `audit` is sigil's extension, not a policy-controller mode \
-         (policy-controller accepts enforce and warn and refuses this object); set enforce or \
-         warn here, or write the policy as a policy.sigil.dev ClusterImagePolicy with mode: audit"
-            .to_string()
-    })
-}
-
 /// Converts one document (already known to be a policy-controller object)
-/// and says where verdicts would differ. Check [`refusal`] first.
+/// and says where verdicts would differ. Check
+/// [`refusal`](crate::verdicts::refusal) first.
 pub fn convert_document(doc: &Value) -> (Value, Vec<VerdictNote>) {
     let mut out = Map::new();
     out.insert("apiVersion".into(), Value::from(API_VERSION));

@@ -376,7 +376,7 @@ pub async fn reconcile<S: Source>(source: Arc<S>, ctx: Arc<Context>) -> Result<A
 
     let refused = serde_json::to_value(&*source)
         .ok()
-        .and_then(|doc| sigil_compile::convert::refusal(&doc));
+        .and_then(|doc| sigil_compile::verdicts::refusal(&doc));
     if let Some(why) = refused {
         let kept = if existing.is_some() {
             "the copy of its previous generation stays enforced"
