@@ -34,13 +34,13 @@ use std::collections::BTreeMap;
         name = "Ready",
         type_ = "string",
         json_path = ".status.conditions[?(@.type==\"Ready\")].status",
-        description = "Whether the policy compiled and is enforced"
+        description = "Whether the policy compiled and is in force (in audit mode: judged and reported, never enforced)"
     ),
     printcolumn(
         name = "Mode",
         type_ = "string",
         json_path = ".spec.mode",
-        description = "enforce (deny on failure) or warn"
+        description = "enforce (deny on failure), warn (admit with a warning) or audit (never affects admission; counted and reported)"
     ),
     printcolumn(
         name = "Pass",
@@ -83,9 +83,12 @@ pub struct ClusterImagePolicySpec {
     pub policy: Option<Policy>,
     /// `enforce` (default, filled in by the API server so `kubectl get cip`
     /// shows it) denies images that fail; `warn` admits them with an
-    /// admission warning.
+    /// admission warning; `audit` (sigil's extension, not in
+    /// policy-controller) never affects admission: the webhook counts its
+    /// verdicts in `sigil_admission_audit_mode_verdicts_total` and the audit reports
+    /// them, so it shows what the policy would deny before it is enforced.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(extend("enum" = ["enforce", "warn"], "default" = "enforce"))]
+    #[schemars(extend("enum" = ["enforce", "warn", "audit"], "default" = "enforce"))]
     pub mode: Option<String>,
     /// Restricts the policy to some resources; empty applies it to every
     /// resource sigil admits.
@@ -463,8 +466,10 @@ pub struct ClusterImagePolicyStatus {
     /// The generation the controller last compiled.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub observed_generation: Option<i64>,
-    /// `Ready`: True when the policy compiled and is enforced; False with the
-    /// reason (`Invalid`, `UnresolvedReference`, …) and message otherwise.
+    /// `Ready`: True when the policy compiled and is in force (enforced; for
+    /// `mode: audit`, judged and reported but never enforced, as its message
+    /// says); False with the reason (`Invalid`, `UnresolvedReference`, …) and
+    /// message otherwise.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub conditions: Vec<Condition>,
     /// What the audit (the chart's `audit.enabled`) last found for this

@@ -72,7 +72,7 @@ impl ImageJudge for Judge {
             allowed: !odd,
             results: vec![PolicyVerdict {
                 policy: policy.into(),
-                warn_mode: false,
+                mode: sigil_policy::model::Mode::Enforce,
                 outcome,
                 authorities: vec![AuthorityVerdict {
                     name: "release-key".into(),

@@ -188,9 +188,11 @@ impl<J: ImageJudge, S: PullSecretSource> Auditor<J, S> {
             let (Some(f), Ok(name)) = (in_force, ImageName::parse(image)) else {
                 return Vec::new();
             };
+            // Admission's policies: an error before any of them answered
+            // is theirs, never an audit-mode policy's.
             f.policies
                 .iter()
-                .filter(|(_, (_, p))| p.matches_image(&name))
+                .filter(|(_, (_, p))| p.mode.admits() && p.matches_image(&name))
                 .map(|(n, _)| n.clone())
                 .collect()
         };

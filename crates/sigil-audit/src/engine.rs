@@ -8,6 +8,9 @@
 //! asks for it (same judge, same cache keys, same single flight, same
 //! per-registry bound), after the same `matches` / `no_match` split, so a
 //! result here and an admission answer cannot differ for the same inputs.
+//! Images `mode: audit` policies select are also judged by those through
+//! [`CachedJudge::audit_mode_verdict`], as the webhook judges them after
+//! answering.
 //!
 //! Verdicts stay held across snapshots until [`Engine::invalidate`] drops
 //! those a change can affect (the caller decides which, from the policies'
@@ -20,7 +23,9 @@ use std::time::Duration;
 
 use futures_util::StreamExt as _;
 use sigil_judge::cache::{CachedJudge, SecretsOnce};
-use sigil_judge::judge::{ImageJudge, ObjectInfo, PinnedImage, PullSecretSource, PullSecrets};
+use sigil_judge::judge::{
+    ImageJudge, ObjectInfo, PinnedImage, PullSecretSource, PullSecrets, Verdict,
+};
 use sigil_judge::secrets::ObjectSecrets;
 use sigil_policy::glob::ImageName;
 use tokio::time::Instant;
@@ -80,6 +85,8 @@ struct PodState {
 struct Judged {
     key: Option<HeldKey>,
     judgement: Judgement,
+    /// How the `mode: audit` policies judged it; `None` when none selects it.
+    audit_mode: Option<Result<Arc<Verdict>, String>>,
 }
 
 /// The pods the audit covers and what they were judged.
@@ -134,6 +141,11 @@ struct Pending {
     pinned: PinnedImage,
     object: Arc<ObjectInfo>,
     secrets: PullSecrets,
+    /// `noMatchPolicy`'s verdict when no admission policy selects the image
+    /// (only `mode: audit` ones do).
+    no_match: Option<Arc<Verdict>>,
+    /// Some `mode: audit` policy selects the image.
+    audit_mode: bool,
 }
 
 impl<J: ImageJudge, S: PullSecretSource> Engine<J, S> {
@@ -318,6 +330,7 @@ impl<J: ImageJudge, S: PullSecretSource> Engine<J, S> {
                         Arc::new(Judged {
                             key: None,
                             judgement,
+                            audit_mode: None,
                         }),
                     ));
                 };
@@ -328,11 +341,13 @@ impl<J: ImageJudge, S: PullSecretSource> Engine<J, S> {
                         continue;
                     }
                 };
-                if !judge.matches(&c.image, &object) {
-                    let verdict = judge.no_match(&c.image);
+                let admitted = judge.matches(&c.image, &object);
+                let audit_mode = judge.audit_mode_matches(&c.image, &object);
+                let no_match = (!admitted).then(|| Arc::new(judge.no_match(&c.image)));
+                if let (Some(verdict), false) = (&no_match, audit_mode) {
                     answer(Judgement::NoMatch {
-                        setting: no_match_setting(&verdict),
-                        verdict: Arc::new(verdict),
+                        setting: no_match_setting(verdict),
+                        verdict: verdict.clone(),
                     });
                     continue;
                 }
@@ -347,10 +362,28 @@ impl<J: ImageJudge, S: PullSecretSource> Engine<J, S> {
                 let secrets = match credentials.clone() {
                     Some(Ok(s)) => s,
                     Some(Err(cause)) => {
-                        answer(Judgement::Judged {
-                            selecting: selecting(&c.image),
-                            verdict: Err(format!("cannot read pull secrets: {cause}")),
-                        });
+                        let cause = format!("cannot read pull secrets: {cause}");
+                        // Admission reads no credentials for an image only
+                        // audit-mode policies select: it gets noMatchPolicy.
+                        let judgement = match &no_match {
+                            Some(verdict) => Judgement::NoMatch {
+                                setting: no_match_setting(verdict),
+                                verdict: verdict.clone(),
+                            },
+                            None => Judgement::Judged {
+                                selecting: selecting(&c.image),
+                                verdict: Err(cause.clone()),
+                            },
+                        };
+                        answered.push((
+                            key.clone(),
+                            i,
+                            Arc::new(Judged {
+                                key: None,
+                                judgement,
+                                audit_mode: audit_mode.then_some(Err(cause)),
+                            }),
+                        ));
                         continue;
                     }
                     None => PullSecrets::anonymous(),
@@ -379,6 +412,8 @@ impl<J: ImageJudge, S: PullSecretSource> Engine<J, S> {
                     pinned,
                     object: object.clone(),
                     secrets,
+                    no_match,
+                    audit_mode,
                 });
             }
         }
@@ -391,21 +426,39 @@ impl<J: ImageJudge, S: PullSecretSource> Engine<J, S> {
         let cache = &self.cache;
         let results: Vec<(HeldKey, Arc<Judged>)> = futures_util::stream::iter(jobs)
             .map(|w| async move {
-                let verdict = cache
-                    .verdict(
-                        &w.pinned,
-                        &w.object,
-                        &Known(w.secrets.clone()),
-                        Instant::now() + deadline,
+                let secrets = Known(w.secrets.clone());
+                let judgement = match &w.no_match {
+                    Some(verdict) => Judgement::NoMatch {
+                        setting: no_match_setting(verdict),
+                        verdict: verdict.clone(),
+                    },
+                    None => Judgement::Judged {
+                        selecting: w.selecting.clone(),
+                        verdict: cache
+                            .verdict(&w.pinned, &w.object, &secrets, Instant::now() + deadline)
+                            .await
+                            .map_err(|e| e.to_string()),
+                    },
+                };
+                let audit_mode = if w.audit_mode {
+                    Some(
+                        cache
+                            .audit_mode_verdict(
+                                &w.pinned,
+                                &w.object,
+                                &secrets,
+                                Instant::now() + deadline,
+                            )
+                            .await
+                            .map_err(|e| e.to_string()),
                     )
-                    .await
-                    .map_err(|e| e.to_string());
+                } else {
+                    None
+                };
                 let judged = Arc::new(Judged {
                     key: Some(w.key.clone()),
-                    judgement: Judgement::Judged {
-                        selecting: w.selecting.clone(),
-                        verdict,
-                    },
+                    judgement,
+                    audit_mode,
                 });
                 (w.key.clone(), judged)
             })
@@ -474,6 +527,7 @@ impl<J: ImageJudge, S: PullSecretSource> Engine<J, S> {
                     coverage: p.coverage,
                 };
                 out.extend(finding::findings(&site, &j.judgement));
+                out.extend(finding::audit_mode_findings(&site, j.audit_mode.as_ref()));
             }
         }
         finding::aggregate(out)

@@ -2,13 +2,15 @@
 //! with pass / fail / warn / error / skip, the authorities tried and the
 //! cause exactly as a denial words it. Turning a container's verdict into
 //! findings is here, so the reports, the metrics and `sigil audit` print
-//! the same thing.
+//! the same thing. A `mode: audit` policy's findings carry mode `audit`:
+//! what it would deny if it were enforced, never what admission does.
 
 use std::cmp::Ordering;
 use std::collections::BTreeMap;
 
 use serde::Serialize;
 use sigil_judge::judge::{PolicyOutcome, Verdict};
+use sigil_policy::model::Mode;
 
 use crate::scope::Coverage;
 use crate::workload::{ContainerList, Workload};
@@ -98,8 +100,10 @@ pub struct Finding {
     /// The ClusterImagePolicy, or one of the pseudo-policies
     /// ([`NO_MATCH_POLICY`], [`RUNNING_DIGEST_POLICY`], [`VERIFICATION_POLICY`]).
     pub policy: String,
-    /// `enforce` or `warn` for a ClusterImagePolicy; for `noMatchPolicy`
-    /// its value (`deny`, `warn`, `allow`); empty otherwise.
+    /// `enforce`, `warn` or `audit` for a ClusterImagePolicy; for
+    /// `noMatchPolicy` its value (`deny`, `warn`, `allow`); `audit` for a
+    /// `mode: audit` judgement that failed before any policy answered;
+    /// empty otherwise.
     pub mode: String,
     /// The authorities tried (`name (kind)`), passing ones only on a pass.
     pub authorities: Vec<String>,
@@ -115,6 +119,17 @@ pub struct Finding {
 
 fn list_label<S: serde::Serializer>(list: &ContainerList, s: S) -> Result<S::Ok, S::Error> {
     s.serialize_str(list.label())
+}
+
+impl Finding {
+    /// Whether admission denies what this finding says (a `fail` or `error`
+    /// of an enforcing policy, a denying `noMatchPolicy`, an unknown
+    /// digest), wherever admission guards the namespace; `warn` and
+    /// `audit` policies never deny.
+    pub fn denies(&self) -> bool {
+        !matches!(self.mode.as_str(), "warn" | "audit")
+            && matches!(self.outcome, Outcome::Fail | Outcome::Error)
+    }
 }
 
 /// What identifies a finding across audits.
@@ -296,28 +311,52 @@ pub fn findings(site: &Site<'_>, judgement: &Judgement) -> Vec<Finding> {
                 .join("; ");
             errors(site, selecting, &cause)
         }
-        Judgement::Judged { verdict: Ok(v), .. } => v
-            .results
-            .iter()
-            .map(|p| {
-                let outcome = match p.outcome {
-                    PolicyOutcome::Pass => Outcome::Pass,
-                    PolicyOutcome::Warn => Outcome::Warn,
-                    PolicyOutcome::Inconclusive => Outcome::Error,
-                    PolicyOutcome::Fail => Outcome::Fail,
-                };
-                let passed = matches!(p.outcome, PolicyOutcome::Pass | PolicyOutcome::Warn);
-                let authorities = p
-                    .authorities
-                    .iter()
-                    .filter(|a| !passed || a.passed)
-                    .map(|a| format!("{} ({})", a.name, a.kind))
-                    .collect();
-                let mode = if p.warn_mode { "warn" } else { "enforce" };
-                site.finding(&p.policy, mode, authorities, outcome, &p.message)
-            })
-            .collect(),
+        Judgement::Judged { verdict: Ok(v), .. } => policy_findings(site, v),
     }
+}
+
+/// The findings of the `mode: audit` policies that judged one container
+/// (`None`: none selects its image): one per policy, mode `audit`, or one
+/// error when the judgement failed before any policy answered.
+pub fn audit_mode_findings(
+    site: &Site<'_>,
+    verdict: Option<&Result<std::sync::Arc<Verdict>, String>>,
+) -> Vec<Finding> {
+    match verdict {
+        None => Vec::new(),
+        Some(Ok(v)) => policy_findings(site, v),
+        Some(Err(cause)) => vec![site.finding(
+            VERIFICATION_POLICY,
+            Mode::Audit.as_str(),
+            Vec::new(),
+            Outcome::Error,
+            cause,
+        )],
+    }
+}
+
+/// One finding per policy result of `verdict`.
+fn policy_findings(site: &Site<'_>, verdict: &Verdict) -> Vec<Finding> {
+    verdict
+        .results
+        .iter()
+        .map(|p| {
+            let outcome = match p.outcome {
+                PolicyOutcome::Pass => Outcome::Pass,
+                PolicyOutcome::Warn => Outcome::Warn,
+                PolicyOutcome::Inconclusive => Outcome::Error,
+                PolicyOutcome::Fail => Outcome::Fail,
+            };
+            let passed = matches!(p.outcome, PolicyOutcome::Pass | PolicyOutcome::Warn);
+            let authorities = p
+                .authorities
+                .iter()
+                .filter(|a| !passed || a.passed)
+                .map(|a| format!("{} ({})", a.name, a.kind))
+                .collect();
+            site.finding(&p.policy, p.mode.as_str(), authorities, outcome, &p.message)
+        })
+        .collect()
 }
 
 fn errors(site: &Site<'_>, selecting: &[String], cause: &str) -> Vec<Finding> {
@@ -400,7 +439,7 @@ mod tests {
     fn policy(name: &str, outcome: PolicyOutcome, message: &str) -> PolicyVerdict {
         PolicyVerdict {
             policy: name.into(),
-            warn_mode: false,
+            mode: Mode::Enforce,
             outcome,
             authorities: vec![
                 AuthorityVerdict {

@@ -28,11 +28,12 @@ pub fn table(findings: &[Finding]) -> String {
         "CONTAINER",
         "IMAGE",
         "POLICY",
+        "MODE",
         "RESULT",
         "ENFORCED",
         "MESSAGE",
     ];
-    let rows: Vec<[String; 8]> = findings
+    let rows: Vec<[String; 9]> = findings
         .iter()
         .map(|f| {
             [
@@ -45,6 +46,7 @@ pub fn table(findings: &[Finding]) -> String {
                 f.container.clone(),
                 f.image.clone(),
                 f.policy.clone(),
+                if f.mode.is_empty() { "-" } else { &f.mode }.to_string(),
                 f.outcome.as_str().to_string(),
                 if f.enforced { "yes" } else { "no" }.to_string(),
                 cell(&f.message, TABLE_MESSAGE_CHARS),
@@ -87,9 +89,8 @@ pub fn table(findings: &[Finding]) -> String {
 }
 
 /// Whether any finding in an enforced namespace would be denied (`fail`
-/// or `error` under an enforcing policy): `sigil audit`'s exit status.
+/// or `error` under an enforcing policy; a `mode: audit` policy's failures
+/// are reported, never denied): `sigil audit`'s exit status.
 pub fn would_deny(findings: &[Finding]) -> bool {
-    findings.iter().any(|f| {
-        f.enforced && f.mode != "warn" && matches!(f.outcome, Outcome::Fail | Outcome::Error)
-    })
+    findings.iter().any(|f| f.enforced && f.denies())
 }

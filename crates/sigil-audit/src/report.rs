@@ -134,8 +134,8 @@ fn result(f: &Finding) -> Value {
         "policy": f.policy,
         "rule": f.container,
         "result": f.outcome.as_str(),
-        // A warn-mode policy or an unguarded namespace never denies.
-        "scored": f.enforced && f.mode != "warn",
+        // A warn- or audit-mode policy or an unguarded namespace never denies.
+        "scored": f.enforced && !matches!(f.mode.as_str(), "warn" | "audit"),
         "message": f.message,
         "resources": [{
             "apiVersion": f.workload.api_version,

@@ -31,6 +31,8 @@ use crate::scope::{INCLUDE_LABEL, Scope};
 #[derive(Default)]
 pub(crate) struct Scripted {
     policies: Mutex<Vec<(String, String)>>,
+    /// Names of the policies in `mode: audit`.
+    audit_mode: Mutex<Vec<String>>,
     outcomes: Mutex<HashMap<String, PolicyOutcome>>,
     revision: AtomicUsize,
     calls: AtomicUsize,
@@ -47,6 +49,61 @@ impl Scripted {
             .iter()
             .filter(|(_, glob)| Glob::compile(glob).unwrap().matches(&name))
             .map(|(p, _)| p.clone())
+            .collect()
+    }
+
+    /// The policies of one mode that select `image`: `mode: audit` ones
+    /// when `audit`, the others otherwise.
+    fn selecting_in(&self, image: &str, audit: bool) -> Vec<String> {
+        let audit_mode = self.audit_mode.lock().unwrap().clone();
+        self.selecting(image)
+            .into_iter()
+            .filter(|p| audit_mode.contains(p) == audit)
+            .collect()
+    }
+
+    pub(crate) fn set_audit_mode(&self, policy: &str) {
+        self.audit_mode.lock().unwrap().push(policy.to_string());
+    }
+
+    /// The scripted results of the policies of one mode for `image`.
+    fn results(&self, image: &PinnedImage, audit: bool) -> Vec<PolicyVerdict> {
+        self.calls.fetch_add(1, Ordering::SeqCst);
+        let repository = image
+            .image
+            .split(':')
+            .next()
+            .unwrap_or_default()
+            .to_string();
+        let outcome = self
+            .outcomes
+            .lock()
+            .unwrap()
+            .get(&repository)
+            .copied()
+            .unwrap_or(PolicyOutcome::Pass);
+        let mode = if audit { Mode::Audit } else { Mode::Enforce };
+        self.selecting_in(&image.image, audit)
+            .into_iter()
+            .map(|policy| PolicyVerdict {
+                message: match (outcome, audit) {
+                    (PolicyOutcome::Pass | PolicyOutcome::Warn, _) => String::new(),
+                    (_, false) => {
+                        format!("policy {policy} failed: authority k (key): no signature found")
+                    }
+                    (_, true) => format!(
+                        "policy {policy} (mode: audit) failed: authority k (key): no signature found"
+                    ),
+                },
+                policy,
+                mode,
+                outcome,
+                authorities: vec![AuthorityVerdict {
+                    name: "k".into(),
+                    kind: "key",
+                    passed: outcome == PolicyOutcome::Pass,
+                }],
+            })
             .collect()
     }
 
@@ -101,40 +158,11 @@ impl ImageJudge for Scripted {
         _secrets: &PullSecrets,
         _deadline: Instant,
     ) -> Verdict {
-        self.calls.fetch_add(1, Ordering::SeqCst);
-        let repository = image
-            .image
-            .split(':')
-            .next()
-            .unwrap_or_default()
-            .to_string();
-        let outcome = self
-            .outcomes
-            .lock()
-            .unwrap()
-            .get(&repository)
-            .copied()
-            .unwrap_or(PolicyOutcome::Pass);
-        let results: Vec<PolicyVerdict> = self
-            .selecting(&image.image)
-            .into_iter()
-            .map(|policy| PolicyVerdict {
-                message: match outcome {
-                    PolicyOutcome::Pass | PolicyOutcome::Warn => String::new(),
-                    _ => format!("policy {policy} failed: authority k (key): no signature found"),
-                },
-                policy,
-                warn_mode: false,
-                outcome,
-                authorities: vec![AuthorityVerdict {
-                    name: "k".into(),
-                    kind: "key",
-                    passed: outcome == PolicyOutcome::Pass,
-                }],
-            })
-            .collect();
+        let results = self.results(image, false);
         Verdict {
-            allowed: !matches!(outcome, PolicyOutcome::Fail | PolicyOutcome::Inconclusive),
+            allowed: !results
+                .iter()
+                .any(|r| matches!(r.outcome, PolicyOutcome::Fail | PolicyOutcome::Inconclusive)),
             reasons: results
                 .iter()
                 .filter(|r| !r.message.is_empty())
@@ -155,8 +183,28 @@ impl ImageJudge for Scripted {
         Err(format!("the audit never resolves tags ({image})"))
     }
 
+    async fn judge_audit_mode(
+        &self,
+        image: &PinnedImage,
+        _object: &ObjectInfo,
+        _secrets: &PullSecrets,
+        _deadline: Instant,
+    ) -> Verdict {
+        let results = self.results(image, true);
+        Verdict {
+            allowed: true,
+            policies: results.iter().map(|r| r.policy.clone()).collect(),
+            results,
+            ..Verdict::default()
+        }
+    }
+
     fn matches(&self, image: &str, _object: &ObjectInfo) -> bool {
-        !self.selecting(image).is_empty()
+        !self.selecting_in(image, false).is_empty()
+    }
+
+    fn audit_mode_matches(&self, image: &str, _object: &ObjectInfo) -> bool {
+        !self.selecting_in(image, true).is_empty()
     }
 
     fn no_match(&self, _image: &str) -> Verdict {
@@ -259,6 +307,128 @@ async fn pods_sharing_a_digest_cost_one_verification_and_one_result_per_workload
         found[0].workload.kind, "ReplicaSet",
         "its owner is not known yet"
     );
+}
+
+#[tokio::test]
+async fn audit_mode_policies_are_reported_as_such_and_never_as_denials() {
+    let mut f = fixture(&[("signed", "r.example/**"), ("preview", "r.example/**")]);
+    f.judge.set_audit_mode("preview");
+    f.judge.set_outcome("r.example/evil", PolicyOutcome::Fail);
+    f.auditor
+        .pod_applied(&pod("shop", "a", "r.example/app:1", 1));
+    f.auditor.run().await;
+    let found = f.auditor.findings(None);
+    let seen: Vec<(&str, &str, Outcome)> = found
+        .iter()
+        .map(|x| (x.policy.as_str(), x.mode.as_str(), x.outcome))
+        .collect();
+    assert_eq!(
+        seen,
+        [
+            ("preview", "audit", Outcome::Pass),
+            ("signed", "enforce", Outcome::Pass)
+        ]
+    );
+    f.auditor
+        .pod_applied(&pod("shop", "b", "r.example/evil:1", 2));
+    f.auditor.run().await;
+    let preview: Vec<_> = f
+        .auditor
+        .findings(None)
+        .into_iter()
+        .filter(|x| x.image == "r.example/evil:1" && x.policy == "preview")
+        .collect();
+    assert_eq!(preview.len(), 1);
+    assert_eq!(preview[0].outcome, Outcome::Fail);
+    assert!(
+        preview[0]
+            .message
+            .starts_with("policy preview (mode: audit) failed: "),
+        "{}",
+        preview[0].message
+    );
+    assert!(!preview[0].denies(), "an audit-mode failure denies nothing");
+    assert_eq!(f.judge.calls(), 4, "each image judged once per mode");
+}
+
+#[tokio::test]
+async fn an_image_only_audit_mode_policies_select_has_both_no_match_and_audit_results() {
+    let mut f = fixture(&[("preview", "r.example/**")]);
+    f.judge.set_audit_mode("preview");
+    f.judge.set_outcome("r.example/app", PolicyOutcome::Fail);
+    f.auditor
+        .pod_applied(&pod("shop", "a", "r.example/app:1", 1));
+    f.auditor.run().await;
+    let found = f.auditor.findings(None);
+    let seen: Vec<(&str, &str, Outcome)> = found
+        .iter()
+        .map(|x| (x.policy.as_str(), x.mode.as_str(), x.outcome))
+        .collect();
+    assert_eq!(
+        seen,
+        [
+            (NO_MATCH_POLICY, "allow", Outcome::Skip),
+            ("preview", "audit", Outcome::Fail)
+        ]
+    );
+    assert!(!crate::print::would_deny(&found));
+    assert_eq!(f.judge.calls(), 1, "only the audit-mode judgement ran");
+}
+
+/// Pull secrets that can never be read (RBAC refuses them).
+struct Refusing;
+
+impl sigil_judge::judge::PullSecretSource for Refusing {
+    async fn pull_secrets(
+        &self,
+        _namespace: &str,
+        _secret_names: &[String],
+        _service_account: &str,
+        _deadline: Instant,
+    ) -> Result<PullSecrets, String> {
+        Err("secrets are forbidden".into())
+    }
+}
+
+#[tokio::test]
+async fn unreadable_pull_secrets_are_an_audit_mode_error_never_a_denial_of_an_image_only_it_selects()
+ {
+    let judge = Arc::new(Scripted::default());
+    *judge.policies.lock().unwrap() = vec![("preview".into(), "r.example/**".into())];
+    judge.set_audit_mode("preview");
+    let cache = Arc::new(CachedJudge::new(
+        judge.clone(),
+        &CacheConfig::default(),
+        Arc::new(NoObserver),
+    ));
+    let mut auditor = Auditor::new(
+        cache,
+        Arc::new(Refusing),
+        EngineSettings::default(),
+        Scope::default(),
+    );
+    auditor.namespace_applied("shop", included());
+    auditor.snapshot_applied(judge.in_force(&[]));
+    auditor.pod_applied(&pod("shop", "a", "r.example/app:1", 1));
+    auditor.run().await;
+    let found = auditor.findings(None);
+    let seen: Vec<(&str, &str, Outcome)> = found
+        .iter()
+        .map(|x| (x.policy.as_str(), x.mode.as_str(), x.outcome))
+        .collect();
+    assert_eq!(
+        seen,
+        [
+            (NO_MATCH_POLICY, "allow", Outcome::Skip),
+            (crate::finding::VERIFICATION_POLICY, "audit", Outcome::Error)
+        ]
+    );
+    assert!(
+        found[1].message.contains("secrets are forbidden"),
+        "{found:?}"
+    );
+    assert!(!crate::print::would_deny(&found));
+    assert_eq!(judge.calls(), 0, "nothing could be judged");
 }
 
 #[tokio::test]

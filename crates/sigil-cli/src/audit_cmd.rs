@@ -17,9 +17,10 @@ use k8s_openapi::api::core::v1::Secret;
 use sigil_api::snapshot::{self, PolicySnapshot, SECRET_NAME, SnapshotPolicy, SnapshotTrustRoot};
 use sigil_audit::auditor::Auditor;
 use sigil_audit::engine::EngineSettings;
+use sigil_audit::finding::Finding;
 use sigil_audit::installed::{self, Installed};
 use sigil_audit::print;
-use sigil_audit::scope::ScopeArgs;
+use sigil_audit::scope::{Scope, ScopeArgs};
 use sigil_judge::cache::{CacheConfig, CachedJudge, NoObserver};
 use sigil_judge::policy_judge::PolicyJudge;
 use sigil_judge::secrets::{AnyPullSecrets, KubePullSecrets, NoPullSecrets};
@@ -27,7 +28,7 @@ use sigil_policy::NoMatchPolicy;
 use sigil_registry::{ClientConfig, Limits};
 use sigil_verifier::trust::TrustedRoot;
 
-use crate::policy_cmd::Verdict;
+use crate::verdict::Verdict;
 
 /// How long a pod's pull secrets, once read, serve other pods naming the
 /// same ones: the whole audit, which reads each set once.
@@ -79,40 +80,73 @@ pub(crate) struct AuditArgs {
     /// --from-cluster reads the installed value).
     #[arg(long, value_enum, default_value = "deny")]
     no_match: NoMatch,
-    /// The namespace sigil runs in (its policy snapshot Secret is there;
-    /// its pods are never audited).
-    #[arg(long, default_value = "sigil-system")]
-    sigil_namespace: String,
-    /// Which namespaces are audited: --namespace-selection and
-    /// --unenforced-namespaces, named as in sigil-audit and the chart.
     #[command(flatten)]
-    scope: ScopeArgs,
-    /// A namespace admission never acts in (repeatable; kube-system and
-    /// --sigil-namespace always are).
-    #[arg(long = "exclude-namespace", value_name = "NAME")]
-    excluded: Vec<String>,
-    /// The kubeconfig context (default: the current one).
-    #[arg(long)]
-    context: Option<String>,
+    cluster: ClusterArgs,
     /// Output format.
     #[arg(long, short = 'o', value_enum, default_value = "table")]
     output: Output,
+}
+
+/// What `sigil audit` and `sigil policy preview` share: where the cluster
+/// and sigil are, which namespaces count, how registries are reached.
+#[derive(Args)]
+pub(crate) struct ClusterArgs {
+    /// The namespace sigil runs in (its policy snapshot Secret is there;
+    /// its pods are never audited).
+    #[arg(long, default_value = "sigil-system")]
+    pub(crate) sigil_namespace: String,
+    /// Which namespaces are audited: --namespace-selection and
+    /// --unenforced-namespaces, named as in sigil-audit and the chart.
+    #[command(flatten)]
+    pub(crate) scope: ScopeArgs,
+    /// A namespace admission never acts in (repeatable; kube-system and
+    /// --sigil-namespace always are).
+    #[arg(long = "exclude-namespace", value_name = "NAME")]
+    pub(crate) excluded: Vec<String>,
+    /// The kubeconfig context (default: the current one).
+    #[arg(long)]
+    pub(crate) context: Option<String>,
     /// Docker config with registry credentials (default: $DOCKER_CONFIG or
     /// ~/.docker), used besides each pod's pull secrets.
     #[arg(long, value_name = "FILE")]
-    docker_config: Option<PathBuf>,
+    pub(crate) docker_config: Option<PathBuf>,
     /// Do not read pods' imagePullSecrets (or their service accounts') and
     /// policies' signaturePullSecrets: images are fetched with the docker
     /// config only. By default they are read as the webhook reads them,
     /// which needs `get` on secrets and serviceaccounts.
     #[arg(long)]
-    no_pull_secrets: bool,
+    pub(crate) no_pull_secrets: bool,
     /// Talk plain http to this registry host (repeatable).
     #[arg(long, value_name = "HOST")]
-    insecure_registry: Vec<String>,
+    pub(crate) insecure_registry: Vec<String>,
     /// Seconds one image's verification may take.
     #[arg(long, default_value_t = 30)]
-    timeout: u64,
+    pub(crate) timeout: u64,
+}
+
+impl ClusterArgs {
+    /// The registry client settings: the docker config's credentials,
+    /// --insecure-registry, --timeout.
+    pub(crate) fn client_config(&self) -> Result<ClientConfig> {
+        let (credentials, _source) =
+            crate::verify_image::credentials(self.docker_config.as_deref())?;
+        Ok(ClientConfig {
+            credentials,
+            insecure_hosts: self.insecure_registry.clone(),
+            limits: Limits {
+                total_deadline: Duration::from_secs(self.timeout.max(1)),
+                ..Limits::default()
+            },
+            ..ClientConfig::default()
+        })
+    }
+
+    /// The namespaces audited, from the flags.
+    pub(crate) fn scope(&self) -> Scope {
+        let mut excluded = vec!["kube-system".to_owned(), self.sigil_namespace.clone()];
+        excluded.extend(self.excluded.iter().cloned());
+        self.scope.scope(excluded)
+    }
 }
 
 fn read(path: &Path) -> Result<String> {
@@ -121,8 +155,25 @@ fn read(path: &Path) -> Result<String> {
 
 /// A snapshot of the --policy files, as the controller would publish it.
 fn local_snapshot(args: &AuditArgs) -> Result<PolicySnapshot> {
+    files_snapshot(
+        &args.policies,
+        &args.trust_roots,
+        args.default_trust_root.as_deref(),
+        "--policy files",
+    )
+}
+
+/// A snapshot of the ClusterImagePolicies in `files` with the TrustRoots
+/// `trust_roots` (`NAME=trusted_root.json`), as the controller would
+/// publish it; `what` names the files in errors.
+pub(crate) fn files_snapshot(
+    files: &[PathBuf],
+    trust_roots_args: &[String],
+    default_trust_root: Option<&str>,
+    what: &str,
+) -> Result<PolicySnapshot> {
     let mut policies = Vec::new();
-    for path in &args.policies {
+    for path in files {
         let docs: Vec<serde_json::Value> = serde_saphyr::from_multiple(&read(path)?)
             .with_context(|| format!("{} is not YAML", path.display()))?;
         for doc in docs {
@@ -146,10 +197,10 @@ fn local_snapshot(args: &AuditArgs) -> Result<PolicySnapshot> {
         }
     }
     if policies.is_empty() {
-        bail!("no ClusterImagePolicy found in the --policy files");
+        bail!("no ClusterImagePolicy found in the {what}");
     }
     let mut trust_roots = Vec::new();
-    for spec in &args.trust_roots {
+    for spec in trust_roots_args {
         let (name, file) = spec.split_once('=').with_context(|| {
             format!(
                 "--trust-root {spec}: expected NAME=FILE (a TrustRoot name and a trusted_root.json)"
@@ -159,11 +210,11 @@ fn local_snapshot(args: &AuditArgs) -> Result<PolicySnapshot> {
             name: name.to_owned(),
             generation: 1,
             trusted_root_json: read(Path::new(file))?,
-            default: args.default_trust_root.as_deref() == Some(name),
+            default: default_trust_root == Some(name),
         });
     }
-    if let Some(name) = &args.default_trust_root
-        && !trust_roots.iter().any(|t| &t.name == name)
+    if let Some(name) = default_trust_root
+        && !trust_roots.iter().any(|t| t.name == name)
     {
         bail!("--default-trust-root {name}: no --trust-root {name}=FILE is given");
     }
@@ -269,6 +320,44 @@ pub(crate) async fn kube_client(context: Option<&str>) -> Result<kube::Client> {
     kube::Client::try_from(config).context("cannot create a Kubernetes client")
 }
 
+/// Judges what runs in the namespaces of `scope` with `judge` (its
+/// snapshot applied) through the audit's engine: the findings `sigil audit`
+/// prints and `sigil policy preview` sums up. Reads the cluster, writes
+/// nothing.
+pub(crate) async fn judge_running(
+    client: &kube::Client,
+    cluster: &ClusterArgs,
+    judge: Arc<PolicyJudge>,
+    scope: Scope,
+) -> Result<Vec<Finding>> {
+    let in_force = judge
+        .in_force()
+        .context("no policy snapshot is in force after loading one")?;
+    let cache = Arc::new(CachedJudge::new(
+        judge,
+        &CacheConfig::default(),
+        Arc::new(NoObserver),
+    ));
+    let settings = EngineSettings {
+        deadline: Duration::from_secs(cluster.timeout.max(1)),
+        ..EngineSettings::default()
+    };
+    let secrets = if cluster.no_pull_secrets {
+        AnyPullSecrets::None(NoPullSecrets)
+    } else {
+        AnyPullSecrets::Kube(Box::new(KubePullSecrets::new(
+            client.clone(),
+            &cluster.sigil_namespace,
+            PULL_SECRET_TTL,
+        )))
+    };
+    let mut auditor = Auditor::new(cache, Arc::new(secrets), settings, scope);
+    auditor.snapshot_applied(in_force);
+    sigil_audit::cluster::read_cluster(client, &mut auditor).await?;
+    auditor.run().await;
+    Ok(auditor.findings(None))
+}
+
 /// Runs `sigil audit`: exit 0 when nothing enforced would be denied, 1
 /// when something would.
 pub(crate) fn run(args: &AuditArgs, public_good: TrustedRoot) -> Result<Verdict> {
@@ -280,26 +369,18 @@ pub(crate) fn run(args: &AuditArgs, public_good: TrustedRoot) -> Result<Verdict>
 }
 
 async fn audit(args: &AuditArgs, public_good: TrustedRoot) -> Result<Verdict> {
-    let client = kube_client(args.context.as_deref()).await?;
-    let (credentials, _source) = crate::verify_image::credentials(args.docker_config.as_deref())?;
-    let base = ClientConfig {
-        credentials,
-        insecure_hosts: args.insecure_registry.clone(),
-        limits: Limits {
-            total_deadline: Duration::from_secs(args.timeout.max(1)),
-            ..Limits::default()
-        },
-        ..ClientConfig::default()
-    };
+    let cluster = &args.cluster;
+    let client = kube_client(cluster.context.as_deref()).await?;
+    let base = cluster.client_config()?;
     let installed = if args.from_cluster {
-        let installed = installed_settings(&client, &args.sigil_namespace).await?;
+        let installed = installed_settings(&client, &cluster.sigil_namespace).await?;
         eprintln!(
             "settings of the installed sigil: noMatchPolicy {:?}, namespaceSelection {:?}, \
              excluded namespaces {}, unenforced namespaces {}",
             installed.no_match,
             installed.scope.selection,
             installed.scope.excluded.join(","),
-            if installed.scope.unenforced || args.scope.unenforced_namespaces {
+            if installed.scope.unenforced || cluster.scope.unenforced_namespaces {
                 "audited"
             } else {
                 "not audited"
@@ -320,7 +401,7 @@ async fn audit(args: &AuditArgs, public_good: TrustedRoot) -> Result<Verdict> {
             .context("cannot set up the policy judge")?,
     );
     if args.policies.is_empty() {
-        let snapshot = cluster_snapshot(&client, &args.sigil_namespace).await?;
+        let snapshot = cluster_snapshot(&client, &cluster.sigil_namespace).await?;
         judge
             .apply(&snapshot)
             .context("the cluster's policy snapshot does not load")?;
@@ -329,44 +410,15 @@ async fn audit(args: &AuditArgs, public_good: TrustedRoot) -> Result<Verdict> {
             .apply(&local_snapshot(args)?)
             .context("the --policy files do not load")?;
     }
-    let in_force = judge
-        .in_force()
-        .context("no policy snapshot is in force after loading one")?;
-    let cache = Arc::new(CachedJudge::new(
-        judge,
-        &CacheConfig::default(),
-        Arc::new(NoObserver),
-    ));
     let scope = match installed {
         Some(mut installed) => {
             // Asking for the unguarded namespaces too is this run's choice.
-            installed.scope.unenforced |= args.scope.unenforced_namespaces;
+            installed.scope.unenforced |= cluster.scope.unenforced_namespaces;
             installed.scope
         }
-        None => {
-            let mut excluded = vec!["kube-system".to_owned(), args.sigil_namespace.clone()];
-            excluded.extend(args.excluded.iter().cloned());
-            args.scope.scope(excluded)
-        }
+        None => cluster.scope(),
     };
-    let settings = EngineSettings {
-        deadline: Duration::from_secs(args.timeout.max(1)),
-        ..EngineSettings::default()
-    };
-    let secrets = if args.no_pull_secrets {
-        AnyPullSecrets::None(NoPullSecrets)
-    } else {
-        AnyPullSecrets::Kube(Box::new(KubePullSecrets::new(
-            client.clone(),
-            &args.sigil_namespace,
-            PULL_SECRET_TTL,
-        )))
-    };
-    let mut auditor = Auditor::new(cache, Arc::new(secrets), settings, scope);
-    auditor.snapshot_applied(in_force);
-    sigil_audit::cluster::read_cluster(&client, &mut auditor).await?;
-    auditor.run().await;
-    let findings = auditor.findings(None);
+    let findings = judge_running(&client, cluster, judge, scope).await?;
     match args.output {
         Output::Table => print!("{}", print::table(&findings)),
         Output::Json => println!(

@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use anyhow::{Context as _, Result};
 use clap::{Args, Command};
 
-use crate::policy_cmd::Verdict;
+use crate::verdict::Verdict;
 
 /// `sigil completion`.
 #[derive(Args)]

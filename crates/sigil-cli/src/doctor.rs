@@ -44,7 +44,7 @@ use serde_json::{Value, json};
 use sigil_api::snapshot::{PolicySnapshot, SECRET_NAME};
 use time::OffsetDateTime;
 
-use crate::policy_cmd::Verdict;
+use crate::verdict::Verdict;
 
 /// How `sigil doctor` prints.
 #[derive(Clone, Copy, ValueEnum)]

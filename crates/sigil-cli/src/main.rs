@@ -7,6 +7,8 @@ mod claims;
 mod completion;
 mod doctor;
 mod policy_cmd;
+mod preview_cmd;
+mod verdict;
 mod verify_image;
 
 use std::path::{Path, PathBuf};
@@ -14,13 +16,13 @@ use std::process::ExitCode;
 
 use anyhow::{Context as _, Result, bail};
 use clap::{Args, CommandFactory as _, Parser, Subcommand};
-use policy_cmd::Verdict;
 use sigil_compile::default_root::DefaultSource;
 use sigil_verifier::bundle::Bundle;
 use sigil_verifier::crypto::PublicKey;
 use sigil_verifier::identity::{IdentityMatcher, IdentityPolicy};
 use sigil_verifier::trust::{TrustedRoot, format_rfc3339};
 use sigil_verifier::verify::{Artifact, SignedContent, VerificationPolicy, verify_bundle};
+use verdict::Verdict;
 
 /// Verify Sigstore signatures the way the sigil admission controller does.
 #[derive(Parser)]

@@ -20,6 +20,7 @@ use sigil_policy::{ImageResult, evaluate_image, render};
 use sigil_registry::{ClientConfig, RegistryClient, Repository};
 use sigil_verifier::trust::TrustedRoot;
 
+use crate::verdict::Verdict;
 use crate::verify_image::credentials;
 
 /// `sigil policy` arguments.
@@ -62,6 +63,16 @@ enum PolicyCommand {
     /// Exit status 0 when admitted, 3 when admitted with warnings (warn-mode
     /// failures, noMatchPolicy warn), 1 when denied or on errors.
     Test(TestArgs),
+    /// Show what policies not yet applied would deny among what runs in the cluster.
+    ///
+    /// Judges the ClusterImagePolicy files alone (not the cluster's
+    /// policies), each as if enforced, against the running digests of the
+    /// pods in the audited namespaces, as `sigil audit` does; prints every
+    /// result and a summary (images checked, containers that would be
+    /// denied, by namespace and workload). Reads the cluster (kubeconfig
+    /// like kubectl), writes nothing. Exit status 0, or 4 with
+    /// --fail-on-deny when something would be denied; 1 on errors.
+    Preview(Box<crate::preview_cmd::PreviewArgs>),
 }
 
 #[derive(Args)]
@@ -110,33 +121,12 @@ enum NoMatch {
     Allow,
 }
 
-/// The outcome of evaluating images, worst first when combined.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
-pub(crate) enum Verdict {
-    /// Every image is admitted without warnings.
-    Allow,
-    /// Every image is admitted, some with warnings.
-    Warn,
-    /// Some image is denied.
-    Deny,
-}
-
-impl Verdict {
-    /// The exit status: 0 allow, 3 warn, 1 deny (clap uses 2 for usage errors).
-    pub(crate) fn exit_code(self) -> u8 {
-        match self {
-            Self::Allow => 0,
-            Self::Warn => 3,
-            Self::Deny => 1,
-        }
-    }
-}
-
 /// Runs `sigil policy …`; `test` returns its verdict, the others `Allow`
 /// when they succeed.
 pub(crate) fn run(args: &PolicyArgs) -> Result<Verdict> {
     match &args.command {
         PolicyCommand::Lint { files } => lint(files).map(|()| Verdict::Allow),
+        PolicyCommand::Preview(args) => crate::preview_cmd::run(args, TrustedRoot::public_good()?),
         PolicyCommand::Convert { files, trust_root } => {
             let options = sigil_compile::convert::ConvertOptions {
                 trust_root: trust_root.clone(),
@@ -517,6 +507,14 @@ pub(crate) fn evaluate(
         for w in &verdict.warnings {
             println!("warn: {w}");
         }
+        // Never part of the verdict, as at admission; shown so a policy in
+        // audit mode can be tried before it is enforced.
+        for p in result.policies.iter().filter(|p| !p.mode.admits()) {
+            match render::policy_failure(p) {
+                Some(failure) => println!("audit: {failure}"),
+                None => println!("audit: policy {} (mode: audit) passed", p.name),
+            }
+        }
         let this = match &verdict.message {
             Some(message) => {
                 println!("deny: {message}");
@@ -549,10 +547,11 @@ fn admitted_by(result: &ImageResult) -> String {
     let names: Vec<String> = result
         .policies
         .iter()
+        .filter(|p| p.mode.admits())
         .map(|p| match (p.passed, p.mode) {
             (true, _) => format!("{} passed", p.name),
             (false, Mode::Warn) => format!("{} failed in warn mode", p.name),
-            (false, Mode::Enforce) => format!("{} failed", p.name),
+            (false, Mode::Enforce | Mode::Audit) => format!("{} failed", p.name),
         })
         .collect();
     format!("policies: {}", names.join(", "))

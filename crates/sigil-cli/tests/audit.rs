@@ -526,3 +526,153 @@ fn the_webhook_the_audit_and_policy_test_word_one_denied_image_alike() {
         "the same summary after the object's name:\n{policy_test}\n{webhook}"
     );
 }
+
+/// A policy over 127.0.0.1:1/shop whose one authority always fails (no
+/// registry is contacted), in `mode`.
+fn failing_policy(dir: &Path, mode: &str) -> std::path::PathBuf {
+    let path = dir.join(format!("failing-{mode}.yaml"));
+    std::fs::write(
+        &path,
+        format!(
+            "apiVersion: policy.sigil.dev/v1alpha1\nkind: ClusterImagePolicy\nmetadata:\n  name: shop-gate\nspec:\n  mode: {mode}\n  images:\n  - glob: \"127.0.0.1:1/shop/**\"\n  authorities:\n  - name: closed\n    static:\n      action: fail\n      message: shop images are not allowed yet\n"
+        ),
+    )
+    .unwrap();
+    path
+}
+
+#[test]
+fn sigil_audit_reports_an_audit_mode_policy_as_such_without_failing() {
+    let (port, _) = fake_api();
+    let dir = scratch("audit-mode");
+    let kubeconfig = write_kubeconfig(&dir, port);
+    let out = Command::new(env!("CARGO_BIN_EXE_sigil"))
+        .args([
+            "audit",
+            "--no-pull-secrets",
+            "--no-match",
+            "allow",
+            "--policy",
+        ])
+        .arg(failing_policy(&dir, "audit"))
+        .args(["-o", "json"])
+        .env("KUBECONFIG", &kubeconfig)
+        .env("HOME", &dir)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "audit mode denies nothing\n{stderr}"
+    );
+    let results: Vec<Value> = serde_json::from_slice(&out.stdout).unwrap();
+    let gate = results
+        .iter()
+        .find(|r| r["policy"] == "shop-gate")
+        .unwrap_or_else(|| panic!("{results:?}"));
+    assert_eq!(
+        (&gate["mode"], &gate["outcome"]),
+        (&json!("audit"), &json!("fail"))
+    );
+    assert_eq!(
+        gate["message"],
+        "policy shop-gate (mode: audit) failed: authority closed (static): shop images are not allowed yet"
+    );
+    assert!(
+        results
+            .iter()
+            .any(|r| r["workload"]["name"] == "signed" && r["policy"] == "noMatchPolicy"),
+        "admission treats the image as one no policy selects: {results:?}"
+    );
+}
+
+#[test]
+fn sigil_policy_preview_lists_what_a_policy_would_deny_and_fails_only_when_asked() {
+    let (port, seen) = fake_api();
+    let dir = scratch("preview");
+    let kubeconfig = write_kubeconfig(&dir, port);
+    // In audit mode in the file; previewed as enforced.
+    let policy = failing_policy(&dir, "audit");
+    let run = |args: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_sigil"))
+            .args(["policy", "preview", "--no-pull-secrets"])
+            .arg(&policy)
+            .args(args)
+            .env("KUBECONFIG", &kubeconfig)
+            .env("HOME", &dir)
+            .output()
+            .unwrap()
+    };
+    let out = run(&["-o", "json", "--fail-on-deny"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(4), "--fail-on-deny\n{stderr}");
+    let report: Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}\n{stderr}", String::from_utf8_lossy(&out.stdout)));
+    let summary = &report["summary"];
+    assert_eq!(summary["policies"], json!(["shop-gate"]));
+    assert_eq!(summary["imagesChecked"], 1, "{summary}");
+    assert_eq!(summary["containersChecked"], 1, "{summary}");
+    assert_eq!(summary["wouldDeny"], 1, "{summary}");
+    assert_eq!(summary["unverifiable"], 0, "{summary}");
+    assert_eq!(summary["byNamespace"], json!({"shop": 1}));
+    assert_eq!(
+        summary["workloads"],
+        json!([{"namespace": "shop", "workload": "pod/signed", "containers": ["containers/app"], "pods": 1}])
+    );
+    let results = report["results"].as_array().unwrap();
+    assert_eq!(
+        results.len(),
+        1,
+        "the unselected image is left out: {results:?}"
+    );
+    assert_eq!(results[0]["mode"], "enforce");
+    assert_eq!(
+        results[0]["message"],
+        "policy shop-gate failed: authority closed (static): shop images are not allowed yet"
+    );
+    let out = run(&[]);
+    assert_eq!(out.status.code(), Some(0), "without --fail-on-deny");
+    let table = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        table.contains("preview of shop-gate (each judged as if enforced): 1 image(s) checked in 1 container(s); 1 container(s) would be denied"),
+        "{table}"
+    );
+    assert!(
+        table.contains("  pod/signed (1 pod(s)): containers/app"),
+        "{table}"
+    );
+    let requests = seen.lock().unwrap().clone();
+    assert!(
+        requests.iter().all(|r| r.starts_with("GET ")),
+        "preview writes nothing: {requests:?}"
+    );
+}
+
+#[test]
+fn sigil_policy_preview_says_which_file_does_not_load() {
+    let (port, _) = fake_api();
+    let dir = scratch("preview-bad");
+    let kubeconfig = write_kubeconfig(&dir, port);
+    let policy = dir.join("bad.yaml");
+    std::fs::write(
+        &policy,
+        "apiVersion: policy.sigil.dev/v1alpha1\nkind: ClusterImagePolicy\nmetadata:\n  name: broken\nspec:\n  images:\n  - glob: \"a b\"\n  authorities:\n  - static: {action: pass}\n",
+    )
+    .unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_sigil"))
+        .args(["policy", "preview"])
+        .arg(&policy)
+        .env("KUBECONFIG", &kubeconfig)
+        .env("HOME", &dir)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("the files to preview do not load")
+            && stderr.contains("bad.yaml")
+            && stderr.contains("sigil policy lint"),
+        "{stderr}"
+    );
+}

@@ -270,10 +270,11 @@ pub fn compile_policy(
     let mode = match spec.mode.as_deref() {
         None | Some("") | Some("enforce") => Mode::Enforce,
         Some("warn") => Mode::Warn,
+        Some("audit") => Mode::Audit,
         Some(other) => {
             errs.add(
                 "spec.mode",
-                format!("unsupported mode `{other}`; use `enforce` or `warn`"),
+                format!("unsupported mode `{other}`; use `enforce`, `warn` or `audit`"),
             );
             Mode::Enforce
         }

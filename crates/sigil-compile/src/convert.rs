@@ -23,7 +23,7 @@ use sigil_verifier::trust::TrustedRoot;
 
 use crate::default_root::{default_urls, instances, same_instance};
 use crate::lint::{API_VERSION, LintError, lint_document};
-use crate::verdicts::{VerdictNote, keep_verdicts};
+use crate::verdicts::{VerdictNote, keep_verdicts, refusal};
 
 /// API versions of policy-controller that convert.
 pub const SOURCE_VERSIONS: &[&str] = &[
@@ -97,6 +97,10 @@ pub fn convert_yaml_with(text: &str, options: &ConvertOptions) -> Result<Convers
             ));
             continue;
         }
+        if let Some(why) = refusal(doc) {
+            c.report.push(format!("{label}: not converted: {why}"));
+            continue;
+        }
         let (mut converted, notes) = convert_document(doc);
         for note in notes {
             let line = format!("{label}: {note}");
@@ -128,7 +132,8 @@ pub fn convert_yaml_with(text: &str, options: &ConvertOptions) -> Result<Convers
 }
 
 /// Converts one document (already known to be a policy-controller object)
-/// and says where verdicts would differ.
+/// and says where verdicts would differ. Check
+/// [`refusal`](crate::verdicts::refusal) first.
 pub fn convert_document(doc: &Value) -> (Value, Vec<VerdictNote>) {
     let mut out = Map::new();
     out.insert("apiVersion".into(), Value::from(API_VERSION));
@@ -234,6 +239,29 @@ mod tests {
     use serde_json::json;
 
     use super::convert_document;
+
+    #[test]
+    fn a_policy_controller_policy_in_audit_mode_is_not_converted() {
+        let yaml = concat!(
+            "apiVersion: policy.sigstore.dev/v1beta1\nkind: ClusterImagePolicy\n",
+            "metadata: {name: p}\nspec:\n  mode: audit\n  images: [{glob: \"**\"}]\n",
+            "  authorities: [{static: {action: pass}}]\n",
+        );
+        let c = super::convert_yaml(yaml).unwrap();
+        assert_eq!(c.converted, 0);
+        assert!(!c.yaml.contains("audit"), "{}", c.yaml);
+        assert_eq!(c.report.len(), 1, "{:?}", c.report);
+        assert!(
+            c.report[0].starts_with(
+                "document 0 (ClusterImagePolicy p): not converted: spec.mode: `audit` is sigil's"
+            ),
+            "{:?}",
+            c.report
+        );
+        let warn = super::convert_yaml(&yaml.replace("mode: audit", "mode: warn")).unwrap();
+        assert_eq!(warn.converted, 1);
+        assert!(warn.report.is_empty(), "{:?}", warn.report);
+    }
 
     #[test]
     fn a_trust_roots_rfc_4055_hash_names_are_written_as_sigil_names_them() {

@@ -12,7 +12,7 @@ use sigil_policy::model::{AuthorityKind, CaTrust, CompiledPolicy, KeyMaterial};
 
 use crate::compile::{Offline, compile_policy, is_offline_only, validate_trust_root};
 use crate::default_root::{DEFAULT_ANNOTATION, instance_mismatches};
-use crate::verdicts::keep_verdicts;
+use crate::verdicts::{keep_verdicts, refusal};
 
 /// The API version sigil serves.
 pub const API_VERSION: &str = "policy.sigil.dev/v1alpha1";
@@ -165,6 +165,12 @@ fn unusable_authorities(policy: &CompiledPolicy) -> Vec<String> {
 }
 
 fn lint_as_converted(doc: &Value, report: &mut DocumentReport) {
+    if let Some(why) = refusal(doc) {
+        report
+            .errors
+            .push(format!("`sigil policy convert` does not convert it: {why}"));
+        return;
+    }
     let mut converted = doc.clone();
     if let Value::Object(fields) = &mut converted {
         fields.insert("apiVersion".into(), Value::from(API_VERSION));

@@ -37,6 +37,22 @@ impl fmt::Display for VerdictNote {
     }
 }
 
+/// Why a policy-controller object must not be converted at all, if it must
+/// not: a ClusterImagePolicy in `mode: audit`. That mode is sigil's own
+/// extension; policy-controller refuses the object (it knows `enforce` and
+/// `warn`), and a conversion must neither invent nor carry sigil's
+/// extensions, so the converted object is never in audit mode.
+pub fn refusal(doc: &Value) -> Option<String> {
+    let is_policy = doc.get("kind").and_then(Value::as_str) == Some("ClusterImagePolicy");
+    let mode = doc.pointer("/spec/mode").and_then(Value::as_str);
+    (is_policy && mode == Some("audit")).then(|| {
+        "spec.mode: `audit` is sigil's extension, not a policy-controller mode \
+         (policy-controller accepts enforce and warn and refuses this object); set enforce or \
+         warn here, or write the policy as a policy.sigil.dev ClusterImagePolicy with mode: audit"
+            .to_string()
+    })
+}
+
 /// Rewrites a policy-controller ClusterImagePolicy spec (JSON) into sigil's
 /// explicit form of the same verdicts, and lists every difference: the ones
 /// rewritten (`kept`) and the ones sigil cannot express.

@@ -871,13 +871,16 @@ fn fetched_content_is_checked_for_its_hash_size_and_text() {
 }
 
 #[test]
-fn mode_is_enforce_or_warn() {
+fn mode_is_enforce_warn_or_audit() {
     let p =
         compile("images: [{glob: \"**\"}]\nauthorities: [{static: {action: pass}}]\nmode: warn");
     assert_eq!(p.mode, Mode::Warn);
+    let p =
+        compile("images: [{glob: \"**\"}]\nauthorities: [{static: {action: pass}}]\nmode: audit");
+    assert_eq!(p.mode, Mode::Audit);
     assert_error(
-        "images: [{glob: \"**\"}]\nauthorities: [{static: {action: pass}}]\nmode: audit",
-        "spec.mode: unsupported mode `audit`; use `enforce` or `warn`",
+        "images: [{glob: \"**\"}]\nauthorities: [{static: {action: pass}}]\nmode: dryrun",
+        "spec.mode: unsupported mode `dryrun`; use `enforce`, `warn` or `audit`",
     );
 }
 
@@ -935,7 +938,7 @@ fn a_match_version_of_star_is_policy_controllers_wildcard_for_any_version() {
 #[test]
 fn every_error_of_a_policy_is_reported_at_once() {
     let errs =
-        errors("images: [{glob: \"a b\"}]\nauthorities: [{static: {action: maybe}}]\nmode: audit");
+        errors("images: [{glob: \"a b\"}]\nauthorities: [{static: {action: maybe}}]\nmode: dryrun");
     assert_eq!(errs.len(), 3, "{errs:#?}");
 }
 

@@ -61,6 +61,32 @@ fn policy_controller_objects_are_pointed_to_convert() {
 }
 
 #[test]
+fn a_policy_controller_object_in_audit_mode_is_an_error_as_convert_refuses_it() {
+    let yaml = "apiVersion: policy.sigstore.dev/v1beta1\nkind: ClusterImagePolicy\nmetadata: {name: x}\nspec: {mode: audit, images: [{glob: \"**\"}], authorities: [{static: {action: pass}}]}\n";
+    let r = &lint_yaml(yaml).unwrap()[0];
+    assert_eq!(r.errors.len(), 2, "{:?}", r.errors);
+    assert!(
+        r.errors[0].contains("run `sigil policy convert`"),
+        "{:?}",
+        r.errors
+    );
+    assert!(
+        r.errors[1].starts_with(
+            "`sigil policy convert` does not convert it: spec.mode: `audit` is sigil's extension"
+        ),
+        "{:?}",
+        r.errors
+    );
+    let sigil = yaml.replace("policy.sigstore.dev/v1beta1", "policy.sigil.dev/v1alpha1");
+    let r = &lint_yaml(&sigil).unwrap()[0];
+    assert!(
+        r.errors.is_empty(),
+        "sigil's own object may be in audit mode: {:?}",
+        r.errors
+    );
+}
+
+#[test]
 fn lint_reports_compile_errors_and_unresolved_secrets_as_notes() {
     let yaml = "apiVersion: policy.sigil.dev/v1alpha1\nkind: ClusterImagePolicy\nmetadata: {name: x}\nspec:\n  images: [{glob: \"**\"}]\n  authorities:\n  - key: {secretRef: {name: cosign-pub}}\n  - keyless: {identities: [{issuer: a, subjectRegExp: \"(\"}]}\n";
     let r = &lint_yaml(yaml).unwrap()[0];

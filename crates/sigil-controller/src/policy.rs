@@ -323,6 +323,12 @@ async fn accept(
             missing.push(root);
         }
     }
+    let in_force = if spec.mode.as_deref() == Some("audit") {
+        "is in force in audit mode: the webhook counts its verdicts and the audit reports \
+         them, but it never denies, warns or pins"
+    } else {
+        "is enforced by the webhook"
+    };
     let result = if missing.is_empty() {
         let published = ctx
             .publisher
@@ -339,7 +345,7 @@ async fn accept(
                 Verdict::ok(
                     "Ready",
                     "Accepted",
-                    format!("generation {generation} compiled and is enforced by the webhook"),
+                    format!("generation {generation} compiled and {in_force}"),
                 ),
                 RESYNC,
             ),
@@ -572,6 +578,30 @@ mod tests {
         assert_eq!(snapshot.policies.len(), 1);
         assert_eq!(snapshot.policies[0].generation, 1);
         sigil_compile::snapshot::validate(&snapshot).unwrap();
+    }
+
+    #[tokio::test]
+    async fn an_audit_mode_policy_is_ready_and_says_it_is_in_force_in_audit_mode() {
+        let (client, api) = FakeApi::start();
+        let (ctx, _rx, _l) = context(client, true);
+        let mut spec = key_spec(json!({"data": P256_PUB}));
+        spec["mode"] = json!("audit");
+        api.put(&cip_path("p"), cip("p", 1, spec));
+
+        reconcile_path(&api, &ctx, "p").await.unwrap();
+
+        let cond = ready(&api, "p");
+        assert_eq!(
+            (&cond["status"], &cond["reason"]),
+            (&json!("True"), &json!("Accepted"))
+        );
+        assert_eq!(
+            cond["message"],
+            "generation 1 compiled and is in force in audit mode: the webhook counts its \
+             verdicts and the audit reports them, but it never denies, warns or pins"
+        );
+        let snapshot = stored_snapshot(&api).unwrap();
+        assert_eq!(snapshot.policies[0].spec.mode.as_deref(), Some("audit"));
     }
 
     #[tokio::test]

@@ -440,6 +440,23 @@ pub async fn reconcile<S: Source>(source: Arc<S>, ctx: Arc<Context>) -> Result<A
         return finish(&*source, &ctx, &[verdict], RECHECK).await;
     }
 
+    let refused = serde_json::to_value(&*source)
+        .ok()
+        .and_then(|doc| sigil_compile::verdicts::refusal(&doc));
+    if let Some(why) = refused {
+        let kept = if existing.is_some() {
+            "the copy of its previous generation stays enforced"
+        } else {
+            "sigil does not enforce it"
+        };
+        let verdict = Verdict::failed(
+            "Ready",
+            "Invalid",
+            format!("it cannot be converted to a policy.sigil.dev {target_kind}: {why}; {kept}"),
+        );
+        return finish(&*source, &ctx, &[verdict], RESYNC).await;
+    }
+
     let (doc, notes) = converted(&*source)?;
     let written = match api
         .patch(
@@ -878,6 +895,30 @@ mod tests {
                 .iter()
                 .any(|(reason, _)| reason == "Invalid"),
             "an Event says it too"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_policy_in_sigils_audit_mode_is_not_converted_and_says_why() {
+        let (client, api) = FakeApi::start();
+        let (ctx, _rx) = context_with(client, |a| a.serve_policy_controller_objects = true);
+        let path = source_path("clusterimagepolicies", "p");
+        let mut spec = key_policy();
+        spec["mode"] = json!("audit");
+        api.put(&path, source("ClusterImagePolicy", "p", 1, spec));
+        let action = reconcile_cip(&api, &ctx, "p").await.unwrap();
+        assert_eq!(action, Action::requeue(RESYNC), "no retry loop");
+        assert!(api.get(&cip_path("p")).is_none(), "nothing is converted");
+        let ready = condition(&api, &path, "Ready");
+        assert_eq!(
+            (&ready["status"], &ready["reason"]),
+            (&json!("False"), &json!("Invalid"))
+        );
+        let text = ready["message"].as_str().unwrap();
+        assert!(
+            text.contains("spec.mode: `audit` is sigil's extension")
+                && text.contains("sigil does not enforce it"),
+            "{text}"
         );
     }
 

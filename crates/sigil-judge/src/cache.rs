@@ -76,6 +76,9 @@ struct VerdictKey {
     /// [`PullSecrets::id`]: a verdict never answers for other credentials
     /// (a denial for lack of access must not deny an object that has it).
     credentials: String,
+    /// The `mode: audit` policies' verdict ([`ImageJudge::judge_audit_mode`])
+    /// rather than admission's.
+    audit_mode: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -241,6 +244,31 @@ impl<J: ImageJudge> CachedJudge<J> {
         secrets: &impl SecretsOnce,
         deadline: Instant,
     ) -> Result<Arc<Verdict>, LookupError> {
+        self.lookup(image, object, secrets, deadline, false).await
+    }
+
+    /// How the `mode: audit` policies judge `image` of `object`
+    /// ([`ImageJudge::judge_audit_mode`]), from the cache or the judge, with
+    /// the same keys, single flight, deadline and per-host bound as
+    /// [`Self::verdict`].
+    pub async fn audit_mode_verdict(
+        &self,
+        image: &PinnedImage,
+        object: &ObjectInfo,
+        secrets: &impl SecretsOnce,
+        deadline: Instant,
+    ) -> Result<Arc<Verdict>, LookupError> {
+        self.lookup(image, object, secrets, deadline, true).await
+    }
+
+    async fn lookup(
+        &self,
+        image: &PinnedImage,
+        object: &ObjectInfo,
+        secrets: &impl SecretsOnce,
+        deadline: Instant,
+        audit_mode: bool,
+    ) -> Result<Arc<Verdict>, LookupError> {
         let budget_ms = deadline
             .saturating_duration_since(Instant::now())
             .as_millis();
@@ -250,7 +278,13 @@ impl<J: ImageJudge> CachedJudge<J> {
             let permit = self.host_semaphore(&image.image);
             let _permit = permit.acquire().await;
             let started = Instant::now();
-            let verdict = self.judge.judge(image, object, &secrets, deadline).await;
+            let verdict = if audit_mode {
+                self.judge
+                    .judge_audit_mode(image, object, &secrets, deadline)
+                    .await
+            } else {
+                self.judge.judge(image, object, &secrets, deadline).await
+            };
             self.metrics.verified(started.elapsed().as_secs_f64());
             Ok::<_, LookupError>(Arc::new(verdict))
         };
@@ -268,6 +302,7 @@ impl<J: ImageJudge> CachedJudge<J> {
             versions,
             object: object_key,
             credentials: secrets.id.clone(),
+            audit_mode,
         };
         // A waiter coalesced onto another caller's miss still honours its own deadline.
         let entry = tokio::time::timeout_at(

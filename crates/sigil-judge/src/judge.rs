@@ -12,6 +12,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use kube::core::DynamicObject;
+use sigil_policy::model::{CompiledPolicy, Mode};
 use sigil_registry::Credentials;
 use tokio::time::Instant;
 
@@ -103,8 +104,9 @@ pub struct Verdict {
 pub struct PolicyVerdict {
     /// The policy's name.
     pub policy: String,
-    /// Whether the policy is in `mode: warn`.
-    pub warn_mode: bool,
+    /// The policy's mode: `Audit` results come only from
+    /// [`ImageJudge::judge_audit_mode`] and never decide admission.
+    pub mode: Mode,
     /// What it decided.
     pub outcome: PolicyOutcome,
     /// The authorities tried, in policy order.
@@ -140,6 +142,19 @@ pub enum PolicyOutcome {
     Fail,
 }
 
+impl PolicyOutcome {
+    /// Its name in logs and metric labels: `pass`, `warn`, `error`
+    /// (inconclusive) or `fail`, as the audit's reports spell them.
+    pub fn label(self) -> &'static str {
+        match self {
+            Self::Pass => "pass",
+            Self::Warn => "warn",
+            Self::Inconclusive => "error",
+            Self::Fail => "fail",
+        }
+    }
+}
+
 impl Verdict {
     /// An allow without remarks.
     pub fn allow(policies: Vec<String>) -> Self {
@@ -170,10 +185,37 @@ impl Verdict {
         }
     }
 
-    /// Whether the verdict is clean: allowed with no warnings. Other verdicts
-    /// are cached only briefly, since a retry may see new signatures.
+    /// `self` with an `Inconclusive` result for each of `policies` (`mode:
+    /// audit` ones that could not be judged), worded with `cause`.
+    pub fn unjudged(mut self, policies: &[&CompiledPolicy], cause: &str) -> Self {
+        for p in policies {
+            self.policies.push(p.name.clone());
+            self.results.push(PolicyVerdict {
+                policy: p.name.clone(),
+                mode: p.mode,
+                outcome: PolicyOutcome::Inconclusive,
+                authorities: Vec::new(),
+                message: format!(
+                    "policy {} (mode: {}) could not be judged: {cause}",
+                    p.name,
+                    p.mode.as_str()
+                ),
+            });
+        }
+        self
+    }
+
+    /// Whether the verdict is clean: allowed with no warnings and no policy
+    /// result short of a pass (an audit-mode failure admits, yet is not
+    /// clean). Other verdicts are cached only briefly, since a retry may see
+    /// new signatures.
     pub fn is_clean(&self) -> bool {
-        self.allowed && self.warnings.is_empty()
+        self.allowed
+            && self.warnings.is_empty()
+            && self
+                .results
+                .iter()
+                .all(|r| matches!(r.outcome, PolicyOutcome::Pass | PolicyOutcome::Warn))
     }
 
     /// What the verdict comes to.
@@ -290,9 +332,35 @@ pub trait ImageJudge: Send + Sync + 'static {
         deadline: Instant,
     ) -> impl Future<Output = Result<String, String>> + Send;
 
-    /// Whether any policy selects `image` of `object`. Only such images are
-    /// pinned by `/mutate` and verified by `/validate`.
+    /// Whether any policy that takes part in admission (`enforce` or
+    /// `warn`) selects `image` of `object`. Only such images are pinned by
+    /// `/mutate` and verified by `/validate`.
     fn matches(&self, image: &str, object: &ObjectInfo) -> bool;
+
+    /// Whether any `mode: audit` policy selects `image` of `object`: such
+    /// images get [`judge_audit_mode`](Self::judge_audit_mode) besides (or,
+    /// when [`matches`](Self::matches) is false, instead of) a verdict.
+    fn audit_mode_matches(&self, image: &str, object: &ObjectInfo) -> bool {
+        let _ = (image, object);
+        false
+    }
+
+    /// How the `mode: audit` policies that select `image` (pinned) of
+    /// `object` judge it: a verdict that always allows, with no reasons or
+    /// warnings, whose [`Verdict::results`] are those policies' results
+    /// (a policy that could not be judged in time is `Inconclusive`). Never
+    /// part of an admission answer; the webhook counts it, the audit
+    /// reports it.
+    fn judge_audit_mode(
+        &self,
+        image: &PinnedImage,
+        object: &ObjectInfo,
+        secrets: &PullSecrets,
+        deadline: Instant,
+    ) -> impl Future<Output = Verdict> + Send {
+        let _ = (image, object, secrets, deadline);
+        std::future::ready(Verdict::allow(Vec::new()))
+    }
 
     /// Whether `image`'s registry is one sigil may contact (a host some
     /// policy can select, or an allowed one). `/mutate --pin all` leaves

@@ -4,11 +4,12 @@
 //! hits and misses; reviews in flight; policy snapshot age and revision;
 //! registry requests
 //! by host and status; the admission server's TLS connections opened and
-//! closed, by reason (the webhook's); the build and crypto module
-//! (`sigil_build_info`).
-//! Label values are constants, HTTP status codes, or
-//! registry hosts capped at [`MAX_REGISTRY_HOSTS`], so cardinality is bounded
-//! whatever the input.
+//! closed, by reason (the webhook's); the verdicts of `mode: audit`
+//! policies on the images admission requests carry, by policy and outcome
+//! (the webhook's); the build and crypto module (`sigil_build_info`).
+//! Label values are constants, HTTP status codes, registry hosts capped at
+//! [`MAX_REGISTRY_HOSTS`], or policy names capped at
+//! [`MAX_AUDIT_MODE_POLICIES`], so cardinality is bounded whatever the input.
 
 use std::collections::HashSet;
 use std::sync::Mutex;
@@ -59,6 +60,24 @@ pub struct RegistryLabels {
     pub status: String,
 }
 
+/// Policies named in `sigil_admission_audit_mode_verdicts_total`; further policies
+/// are counted as `other`.
+pub const MAX_AUDIT_MODE_POLICIES: usize = 64;
+
+/// Labels of `sigil_admission_audit_mode_verdicts`.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct AuditModeLabels {
+    /// The `mode: audit` ClusterImagePolicy, `other` past
+    /// [`MAX_AUDIT_MODE_POLICIES`], or `unknown` when the image could not be
+    /// judged before any policy answered (its tag did not resolve, the
+    /// deadline passed).
+    pub policy: String,
+    /// `pass`, `warn`, `fail` (admission would deny it if the policy were
+    /// enforced), `error` (it could not be judged: a registry did not
+    /// answer, the deadline passed).
+    pub outcome: &'static str,
+}
+
 /// Labels of `sigil_webhook_connections_closed`.
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct ConnectionLabels {
@@ -90,7 +109,12 @@ pub struct Metrics {
     pub connections: Counter,
     /// Those connections ended, by reason.
     pub connections_closed: Family<ConnectionLabels, Counter>,
+    /// Verdicts of `mode: audit` policies, by policy and outcome.
+    pub audit_mode_verdicts: Family<AuditModeLabels, Counter>,
+    /// Audit-mode judgements not made because too many were in flight.
+    pub audit_mode_skipped: Counter,
     registry_hosts: Mutex<HashSet<String>>,
+    audit_mode_policies: Mutex<HashSet<String>>,
 }
 
 /// The `build` info metric's labels: the version and the crypto module, so a
@@ -171,6 +195,18 @@ impl Metrics {
             "Admission server connections ended, by reason: requests or age (ended by the server to spread load over replicas), shutdown, client, error",
             connections_closed.clone(),
         );
+        let audit_mode_verdicts = Family::<AuditModeLabels, Counter>::default();
+        registry.register(
+            "admission_audit_mode_verdicts",
+            "Verdicts of mode: audit ClusterImagePolicies on the images of admission requests (never part of the answer), by policy and outcome: pass, warn, fail (would deny), error",
+            audit_mode_verdicts.clone(),
+        );
+        let audit_mode_skipped = Counter::default();
+        registry.register(
+            "admission_audit_mode_skipped",
+            "Images of admission requests whose mode: audit policies were not judged because too many such judgements were in flight",
+            audit_mode_skipped.clone(),
+        );
         registry.register(
             "build",
             "Version and crypto module of this binary",
@@ -187,24 +223,37 @@ impl Metrics {
             registry_requests,
             connections,
             connections_closed,
+            audit_mode_verdicts,
+            audit_mode_skipped,
             registry_hosts: Mutex::new(HashSet::new()),
+            audit_mode_policies: Mutex::new(HashSet::new()),
         }
+    }
+
+    /// Counts one verdict of the `mode: audit` policy `policy`; `outcome`
+    /// is `pass`, `warn`, `fail` or `error`.
+    pub fn audit_mode_verdict(&self, policy: &str, outcome: &'static str) {
+        let policy = capped(&self.audit_mode_policies, policy, MAX_AUDIT_MODE_POLICIES);
+        self.audit_mode_verdicts
+            .get_or_create(&AuditModeLabels { policy, outcome })
+            .inc();
+    }
+
+    /// Verdicts of the `mode: audit` policy `policy` counted with
+    /// `outcome` (for tests and `sigil doctor`).
+    pub fn audit_mode_count(&self, policy: &str, outcome: &'static str) -> u64 {
+        self.audit_mode_verdicts
+            .get(&AuditModeLabels {
+                policy: policy.to_string(),
+                outcome,
+            })
+            .map_or(0, |c| c.get())
     }
 
     /// The host label for `host`: itself while fewer than
     /// [`MAX_REGISTRY_HOSTS`] hosts were seen, else `other`.
     fn host_label(&self, host: &str) -> String {
-        let Ok(mut seen) = self.registry_hosts.lock() else {
-            return "other".into();
-        };
-        if seen.contains(host) {
-            return host.to_string();
-        }
-        if seen.len() >= MAX_REGISTRY_HOSTS {
-            return "other".into();
-        }
-        seen.insert(host.to_string());
-        host.to_string()
+        capped(&self.registry_hosts, host, MAX_REGISTRY_HOSTS)
     }
 
     /// Registry requests counted for `host` with `status` (for tests and
@@ -235,6 +284,22 @@ impl Metrics {
         let _ = prometheus_client::encoding::text::encode(&mut out, &self.registry);
         out
     }
+}
+
+/// `value` as a label: itself while fewer than `max` values were seen (or
+/// when it was seen before), else `other`.
+fn capped(seen: &Mutex<HashSet<String>>, value: &str, max: usize) -> String {
+    let Ok(mut seen) = seen.lock() else {
+        return "other".into();
+    };
+    if seen.contains(value) {
+        return value.to_string();
+    }
+    if seen.len() >= max {
+        return "other".into();
+    }
+    seen.insert(value.to_string());
+    value.to_string()
 }
 
 impl crate::cache::JudgeObserver for Metrics {
@@ -305,10 +370,31 @@ mod tests {
         m.connections_closed
             .get_or_create(&ConnectionLabels { reason: "age" })
             .inc();
+        m.audit_mode_verdict("p", "fail");
+        m.audit_mode_skipped.inc();
         let exposition = m.encode();
         let missing = sigil_testkit::metrics::unexported(&exposition, |name| {
             !name.starts_with("sigil_controller_") && !name.starts_with("sigil_audit_")
         });
         assert!(missing.is_empty(), "{missing:#?}\nexported:\n{exposition}");
+    }
+
+    #[test]
+    fn audit_mode_policies_past_the_cap_are_counted_as_other() {
+        let m = Metrics::new();
+        for i in 0..MAX_AUDIT_MODE_POLICIES + 3 {
+            m.audit_mode_verdict(&format!("p{i}"), "fail");
+        }
+        m.audit_mode_verdict("p0", "pass");
+        assert_eq!(m.audit_mode_count("p0", "fail"), 1);
+        assert_eq!(m.audit_mode_count("p0", "pass"), 1);
+        assert_eq!(m.audit_mode_count("other", "fail"), 3);
+        let text = m.encode();
+        assert!(
+            text.contains(
+                r#"sigil_admission_audit_mode_verdicts_total{policy="p1",outcome="fail"} 1"#
+            ),
+            "{text}"
+        );
     }
 }

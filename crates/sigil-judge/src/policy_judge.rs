@@ -23,7 +23,7 @@ use sigil_api::snapshot::{PolicySnapshot, SnapshotError};
 use sigil_policy::eval::{ImageResult, PolicyResult};
 use sigil_policy::evaluate_image;
 use sigil_policy::glob::{HostPattern, HostSet, ImageName};
-use sigil_policy::model::{CompiledPolicy, Mode, NoMatchPolicy, ResourceInfo};
+use sigil_policy::model::{CompiledPolicy, NoMatchPolicy, ResourceInfo};
 use sigil_policy::registry::RegistryVerifier;
 use sigil_policy::render;
 use sigil_registry::{
@@ -83,7 +83,11 @@ pub enum Applied {
 /// One valid snapshot, compiled, with what verdicts depend on.
 struct Loaded {
     revision: u64,
+    /// Every policy, those that take part in admission (`enforce`, `warn`)
+    /// first, then the `mode: audit` ones from [`Self::audit_start`] on.
     policies: Vec<CompiledPolicy>,
+    /// Where the `mode: audit` policies start in [`Self::policies`].
+    audit_start: usize,
     /// What authorities without a `trustRootRef` verify against: the
     /// snapshot's default trust root, else its built-in Sigstore root, else
     /// the judge's own (v1 snapshots).
@@ -103,6 +107,10 @@ struct Loaded {
     verifiers: Mutex<HashMap<String, Arc<RegistryVerifier>>>,
     /// The registries this snapshot lets sigil contact.
     hosts: HostSet,
+    /// The registries `/mutate --pin all` may pin on: those of the
+    /// admission policies and `--allow-registry` (an audit-mode policy pins
+    /// nothing).
+    pin_hosts: HostSet,
     /// Per policy, a hash of everything its verdicts depend on ([`policy_prints`]).
     prints: BTreeMap<String, String>,
 }
@@ -114,6 +122,18 @@ type Current = Arc<RwLock<Option<Arc<Loaded>>>>;
 #[derive(Debug)]
 pub struct PolicyRegistries {
     current: Current,
+}
+
+impl Loaded {
+    /// The policies that take part in admission (`enforce`, `warn`).
+    fn admission(&self) -> &[CompiledPolicy] {
+        self.policies.get(..self.audit_start).unwrap_or_default()
+    }
+
+    /// The `mode: audit` policies.
+    fn audit_mode(&self) -> &[CompiledPolicy] {
+        self.policies.get(self.audit_start..).unwrap_or_default()
+    }
 }
 
 impl std::fmt::Debug for Loaded {
@@ -386,7 +406,10 @@ impl PolicyJudge {
             }
         }
         let prints = policy_prints(snapshot, &valid.policies, &self.public_good_id);
-        let policies: Vec<CompiledPolicy> = valid.policies.into_values().collect();
+        let (mut policies, audit): (Vec<CompiledPolicy>, Vec<CompiledPolicy>) =
+            valid.policies.into_values().partition(|p| p.mode.admits());
+        let audit_start = policies.len();
+        policies.extend(audit);
         let reads_resource = policies.iter().any(|p| !p.matches.is_empty());
         let reads_object = policies.iter().any(|p| {
             p.policy
@@ -403,11 +426,17 @@ impl PolicyJudge {
         signature_secrets.dedup();
         let generated_at = sigil_verifier::trust::parse_rfc3339(&snapshot.generated_at);
         let hosts = registry_hosts(&policies, &self.allowed_registries);
+        let pin_hosts = registry_hosts(
+            policies.get(..audit_start).unwrap_or_default(),
+            &self.allowed_registries,
+        );
         *current = Some(Arc::new(Loaded {
             prints,
             hosts,
+            pin_hosts,
             revision: valid.revision,
             policies,
+            audit_start,
             default_root,
             default_name: valid.default_trust_root,
             trust_roots: valid.trust_roots,
@@ -588,7 +617,7 @@ fn policy_verdict(p: &PolicyResult) -> PolicyVerdict {
     message.extend(render::policy_failure(p));
     PolicyVerdict {
         policy: p.name.clone(),
-        warn_mode: p.mode == Mode::Warn,
+        mode: p.mode,
         outcome,
         authorities: p
             .authorities
@@ -629,7 +658,7 @@ impl ImageJudge for PolicyJudge {
         let resource = Self::resource(&loaded, object);
         let run = evaluate_image(
             verifier.as_ref(),
-            &loaded.policies,
+            loaded.admission(),
             &name,
             &resource,
             self.no_match,
@@ -637,6 +666,50 @@ impl ImageJudge for PolicyJudge {
         match tokio::time::timeout_at(deadline, run).await {
             Ok(result) => verdict_of(&result, self.no_match_verdict()),
             Err(_) => Verdict::deny(Vec::new(), vec![crate::judge::deadline_passed(&reference)]),
+        }
+    }
+
+    async fn judge_audit_mode(
+        &self,
+        image: &PinnedImage,
+        object: &ObjectInfo,
+        secrets: &PullSecrets,
+        deadline: Instant,
+    ) -> Verdict {
+        let Some(loaded) = self.loaded() else {
+            return Verdict::allow(Vec::new());
+        };
+        let reference = image.reference();
+        let name = match ImageName::parse(&reference) {
+            Ok(n) => n,
+            Err(e) => return Verdict::allow(Vec::new()).unjudged(&[], &e.to_string()),
+        };
+        let resource = Self::resource(&loaded, object);
+        let selecting: Vec<&CompiledPolicy> = loaded
+            .audit_mode()
+            .iter()
+            .filter(|p| p.matches_image(&name) && p.matches_resource(&resource))
+            .collect();
+        let verifier = match self.verifier(&loaded, secrets) {
+            Ok(v) => v,
+            Err(e) => return Verdict::allow(Vec::new()).unjudged(&selecting, &e),
+        };
+        let run = evaluate_image(
+            verifier.as_ref(),
+            loaded.audit_mode(),
+            &name,
+            &resource,
+            NoMatchPolicy::Allow,
+        );
+        match tokio::time::timeout_at(deadline, run).await {
+            Ok(result) => Verdict {
+                allowed: true,
+                policies: result.policies.iter().map(|p| p.name.clone()).collect(),
+                results: result.policies.iter().map(policy_verdict).collect(),
+                ..Verdict::default()
+            },
+            Err(_) => Verdict::allow(Vec::new())
+                .unjudged(&selecting, &crate::judge::deadline_passed(&reference)),
         }
     }
 
@@ -661,7 +734,24 @@ impl ImageJudge for PolicyJudge {
         };
         let resource = Self::resource(&loaded, object);
         loaded
-            .policies
+            .admission()
+            .iter()
+            .any(|p| p.matches_image(&name) && p.matches_resource(&resource))
+    }
+
+    fn audit_mode_matches(&self, image: &str, object: &ObjectInfo) -> bool {
+        let Some(loaded) = self.loaded() else {
+            return false;
+        };
+        if loaded.audit_mode().is_empty() {
+            return false;
+        }
+        let Ok(name) = ImageName::parse(image) else {
+            return false;
+        };
+        let resource = Self::resource(&loaded, object);
+        loaded
+            .audit_mode()
             .iter()
             .any(|p| p.matches_image(&name) && p.matches_resource(&resource))
     }
@@ -670,7 +760,7 @@ impl ImageJudge for PolicyJudge {
         let Some(loaded) = self.loaded() else {
             return false;
         };
-        ImageRef::parse(image).is_ok_and(|r| loaded.hosts.contains(&r.repository.host))
+        ImageRef::parse(image).is_ok_and(|r| loaded.pin_hosts.contains(&r.repository.host))
     }
 
     fn no_match(&self, _image: &str) -> Verdict {
@@ -744,5 +834,161 @@ impl ImageJudge for PolicyJudge {
             }
         }
         Some(loaded.loaded_at.elapsed())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)]
+
+    use std::collections::BTreeMap;
+
+    use kube::core::{ApiResource, DynamicObject, GroupVersionKind};
+    use serde_json::json;
+    use sigil_policy::model::Mode;
+
+    use super::*;
+
+    const IMAGE: &str = "registry.test/shop/app";
+    const DIGEST: &str = "sha256:aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa";
+
+    /// A policy with one static authority (no registry is ever contacted).
+    fn policy(name: &str, mode: &str, action: &str) -> serde_json::Value {
+        json!({
+            "name": name, "uid": format!("uid-{name}"), "generation": 1, "resourceVersion": "1",
+            "spec": {
+                "images": [{"glob": "registry.test/**"}],
+                "authorities": [{"name": "gate", "static": {"action": action}}],
+                "mode": mode,
+            },
+        })
+    }
+
+    fn judge(no_match: NoMatchPolicy, policies: serde_json::Value) -> PolicyJudge {
+        let root = TrustedRoot::public_good().unwrap();
+        let judge =
+            PolicyJudge::new(ClientConfig::default(), root, "public-good", no_match).unwrap();
+        let snapshot = json!({
+            "apiVersion": "policy.sigil.dev/snapshot/v1",
+            "revision": 1,
+            "generatedAt": "2026-01-01T00:00:00Z",
+            "policies": policies,
+            "trustRoots": [],
+        });
+        judge
+            .apply_bytes(snapshot.to_string().as_bytes())
+            .expect("the snapshot loads");
+        judge
+    }
+
+    fn pod() -> ObjectInfo {
+        let gvk = GroupVersionKind::gvk("", "v1", "Pod");
+        ObjectInfo {
+            group: String::new(),
+            version: "v1".into(),
+            resource: "pods".into(),
+            sub_resource: String::new(),
+            kind: "Pod".into(),
+            namespace: "shop".into(),
+            name: "web".into(),
+            labels: BTreeMap::new(),
+            pull_secret_names: Vec::new(),
+            service_account: "default".into(),
+            object: Arc::new(DynamicObject::new("web", &ApiResource::from_gvk(&gvk))),
+        }
+    }
+
+    fn pinned() -> PinnedImage {
+        PinnedImage {
+            image: format!("{IMAGE}:1"),
+            digest: DIGEST.into(),
+        }
+    }
+
+    fn later() -> Instant {
+        Instant::now() + Duration::from_secs(30)
+    }
+
+    #[tokio::test]
+    async fn a_failing_audit_mode_policy_is_left_out_of_the_admission_verdict() {
+        let judge = judge(
+            NoMatchPolicy::Deny,
+            json!([
+                policy("gate", "enforce", "pass"),
+                policy("preview", "audit", "fail")
+            ]),
+        );
+        let image = format!("{IMAGE}:1");
+        assert!(judge.matches(&image, &pod()));
+        assert!(judge.audit_mode_matches(&image, &pod()));
+        let secrets = PullSecrets::anonymous();
+        let verdict = judge.judge(&pinned(), &pod(), &secrets, later()).await;
+        assert!(verdict.allowed, "{verdict:?}");
+        assert!(verdict.warnings.is_empty() && verdict.reasons.is_empty());
+        assert_eq!(verdict.policies, ["gate"]);
+        let audit = judge
+            .judge_audit_mode(&pinned(), &pod(), &secrets, later())
+            .await;
+        assert!(audit.allowed && audit.reasons.is_empty() && audit.warnings.is_empty());
+        assert_eq!(audit.results.len(), 1, "{audit:?}");
+        let r = &audit.results[0];
+        assert_eq!(
+            (r.policy.as_str(), r.mode, r.outcome),
+            ("preview", Mode::Audit, PolicyOutcome::Fail)
+        );
+        assert!(
+            r.message.starts_with(
+                "policy preview (mode: audit) failed: authority gate (static): disallowed"
+            ),
+            "{}",
+            r.message
+        );
+        assert!(
+            !audit.is_clean(),
+            "a failure is cached briefly, like a denial"
+        );
+    }
+
+    #[tokio::test]
+    async fn an_image_only_audit_mode_policies_select_is_unmatched_for_admission() {
+        let judge = judge(
+            NoMatchPolicy::Deny,
+            json!([policy("preview", "audit", "pass")]),
+        );
+        let image = format!("{IMAGE}:1");
+        assert!(!judge.matches(&image, &pod()), "no pinning, no /validate");
+        assert!(
+            !judge.registry_permitted(&image),
+            "--pin all does not pin for it"
+        );
+        assert!(judge.audit_mode_matches(&image, &pod()));
+        let secrets = PullSecrets::anonymous();
+        let verdict = judge.judge(&pinned(), &pod(), &secrets, later()).await;
+        assert!(!verdict.allowed);
+        assert_eq!(verdict.reasons, [render::NO_MATCH_DENIED]);
+        let audit = judge
+            .judge_audit_mode(&pinned(), &pod(), &secrets, later())
+            .await;
+        assert_eq!(audit.results.len(), 1);
+        assert_eq!(audit.results[0].outcome, PolicyOutcome::Pass);
+        assert!(audit.is_clean());
+    }
+
+    #[tokio::test]
+    async fn without_audit_mode_policies_nothing_is_judged_for_them() {
+        let judge = judge(
+            NoMatchPolicy::Allow,
+            json!([policy("gate", "warn", "fail")]),
+        );
+        assert!(!judge.audit_mode_matches(&format!("{IMAGE}:1"), &pod()));
+        let audit = judge
+            .judge_audit_mode(&pinned(), &pod(), &PullSecrets::anonymous(), later())
+            .await;
+        assert!(audit.results.is_empty());
+        let verdict = judge
+            .judge(&pinned(), &pod(), &PullSecrets::anonymous(), later())
+            .await;
+        assert!(verdict.allowed);
+        assert_eq!(verdict.warnings.len(), 1, "warn mode still warns");
     }
 }

@@ -15,7 +15,11 @@
 //!   attestation, at least one verified statement of that predicate type
 //!   satisfies its policy (signatures alone are then not enough);
 //! - a failing `mode: warn` policy becomes warnings; an image no policy
-//!   selects follows `noMatchPolicy`.
+//!   selects follows `noMatchPolicy`;
+//! - a `mode: audit` policy (sigil's extension) is evaluated like the others
+//!   but never decides: its result is kept for whoever counts or reports
+//!   it, and an image only audit-mode policies select follows
+//!   `noMatchPolicy` as if none did.
 
 use std::collections::BTreeMap;
 use std::future::Future;
@@ -111,7 +115,9 @@ pub struct ImageResult {
     pub image: String,
     /// One entry per applicable policy.
     pub policies: Vec<PolicyResult>,
-    /// Set when no policy applied: what `noMatchPolicy` decided.
+    /// Set when no enforce- or warn-mode policy applied: what
+    /// `noMatchPolicy` decided (`mode: audit` policies may still have
+    /// results in [`Self::policies`]).
     pub no_match: Option<NoMatchPolicy>,
 }
 
@@ -122,7 +128,7 @@ impl ImageResult {
             && self
                 .policies
                 .iter()
-                .all(|p| p.passed || p.mode == Mode::Warn)
+                .all(|p| p.passed || p.mode != Mode::Enforce)
     }
 }
 
@@ -171,13 +177,7 @@ pub async fn evaluate_image<V: AuthorityVerifier>(
         .iter()
         .filter(|p| p.matches_image(image) && p.matches_resource(resource))
         .collect();
-    if applicable.is_empty() {
-        return ImageResult {
-            image: image.original.clone(),
-            policies: Vec::new(),
-            no_match: Some(no_match),
-        };
-    }
+    let admitting = applicable.iter().any(|p| p.mode.admits());
     let results = join_all(
         applicable
             .iter()
@@ -187,7 +187,7 @@ pub async fn evaluate_image<V: AuthorityVerifier>(
     ImageResult {
         image: image.original.clone(),
         policies: results,
-        no_match: None,
+        no_match: (!admitting).then_some(no_match),
     }
 }
 

@@ -32,7 +32,7 @@ pub struct CompiledPolicy {
     pub authorities: Vec<CompiledAuthority>,
     /// The CIP-level policy over the authority results.
     pub policy: Option<CipPolicy>,
-    /// Enforce or warn.
+    /// Enforce, warn or audit.
     pub mode: Mode,
     /// Resource filters; empty means every resource sigil admits.
     pub matches: Vec<ResourceMatch>,
@@ -59,15 +59,27 @@ pub enum Mode {
     Enforce,
     /// Admit, with the failure as an admission warning.
     Warn,
+    /// sigil's extension: never affect admission (no denial, no warning,
+    /// no pinning); the verdict is only counted by the webhook and reported
+    /// by the audit, so an admin sees what the policy would deny before
+    /// enforcing it.
+    Audit,
 }
 
 impl Mode {
-    /// `enforce` or `warn`.
+    /// `enforce`, `warn` or `audit`.
     pub fn as_str(self) -> &'static str {
         match self {
             Self::Enforce => "enforce",
             Self::Warn => "warn",
+            Self::Audit => "audit",
         }
+    }
+
+    /// Whether a policy in this mode takes part in admission (enforce and
+    /// warn do; audit never does).
+    pub fn admits(self) -> bool {
+        self != Self::Audit
     }
 }
 

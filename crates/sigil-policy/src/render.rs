@@ -64,16 +64,18 @@ fn reasons(policy: &PolicyResult) -> String {
 }
 
 /// A policy's failure (`policy p failed: ...`, `policy p (mode: warn)
-/// failed: ...`), or `None` when it passed.
+/// failed: ...`, `policy p (mode: audit) failed: ...`), or `None` when it
+/// passed.
 pub fn policy_failure(policy: &PolicyResult) -> Option<String> {
     if policy.passed {
         return None;
     }
     Some(match policy.mode {
         Mode::Enforce => format!("policy {} failed: {}", policy.name, reasons(policy)),
-        Mode::Warn => format!(
-            "policy {} (mode: warn) failed: {}",
+        Mode::Warn | Mode::Audit => format!(
+            "policy {} (mode: {}) failed: {}",
             policy.name,
+            policy.mode.as_str(),
             reasons(policy)
         ),
     })
@@ -87,7 +89,9 @@ pub fn policy_warnings(policy: &PolicyResult) -> impl Iterator<Item = String> + 
         .map(|w| format!("policy {}: {w}", policy.name))
 }
 
-/// What `result` says about its image, without naming it.
+/// What `result` says about its image at admission, without naming it.
+/// `mode: audit` policies say nothing here: admission never hears of them
+/// (their words are [`policy_failure`]'s, for the audit and the metrics).
 pub fn image_words(result: &ImageResult) -> ImageWords {
     let mut words = ImageWords::default();
     match result.no_match {
@@ -95,12 +99,12 @@ pub fn image_words(result: &ImageResult) -> ImageWords {
         Some(NoMatchPolicy::Warn) => words.warnings.push(NO_MATCH_WARNED.into()),
         Some(NoMatchPolicy::Allow) | None => {}
     }
-    for policy in &result.policies {
+    for policy in result.policies.iter().filter(|p| p.mode.admits()) {
         words.warnings.extend(policy_warnings(policy));
         if let Some(failure) = policy_failure(policy) {
             match policy.mode {
                 Mode::Enforce => words.reasons.push(failure),
-                Mode::Warn => words.warnings.push(failure),
+                Mode::Warn | Mode::Audit => words.warnings.push(failure),
             }
         }
     }

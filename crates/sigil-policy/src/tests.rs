@@ -290,6 +290,57 @@ fn warn_mode_turns_failures_into_warnings() {
 }
 
 #[test]
+fn audit_mode_failures_neither_deny_nor_warn_but_keep_their_words() {
+    let mut audit = policy("preview", "ghcr.io/**", vec![keyless("gha")]);
+    audit.mode = Mode::Audit;
+    let passing = policy(
+        "gate",
+        "ghcr.io/**",
+        vec![static_authority("ok", StaticAction::Pass)],
+    );
+    let r = eval(
+        &FakeVerifier::default(),
+        &[audit.clone(), passing],
+        NoMatchPolicy::Deny,
+    );
+    assert!(r.allowed());
+    assert_eq!(r.no_match, None);
+    let verdict = render("pod default/web", std::slice::from_ref(&r));
+    assert!(verdict.allowed && verdict.message.is_none());
+    assert!(verdict.warnings.is_empty(), "{:?}", verdict.warnings);
+    let failed = r.policies.iter().find(|p| p.name == "preview").unwrap();
+    assert!(!failed.passed);
+    let words = crate::render::policy_failure(failed).unwrap();
+    assert!(
+        words.starts_with(
+            "policy preview (mode: audit) failed: authority gha (keyless): no signature found"
+        ),
+        "{words}"
+    );
+}
+
+#[test]
+fn an_image_only_audit_mode_policies_select_follows_no_match_policy() {
+    let mut audit = policy("preview", "ghcr.io/**", vec![keyless("gha")]);
+    audit.mode = Mode::Audit;
+    let v = FakeVerifier::default();
+    let deny = eval(&v, std::slice::from_ref(&audit), NoMatchPolicy::Deny);
+    assert_eq!(deny.no_match, Some(NoMatchPolicy::Deny));
+    assert!(!deny.allowed());
+    assert_eq!(deny.policies.len(), 1, "the audit-mode result is kept");
+    let message = render("pod default/web", &[deny]).message.unwrap();
+    assert!(
+        message.contains(crate::render::NO_MATCH_DENIED),
+        "{message}"
+    );
+    assert!(!message.contains("preview"), "{message}");
+    let allow = eval(&v, &[audit], NoMatchPolicy::Allow);
+    assert!(allow.allowed());
+    let verdict = render("pod default/web", &[allow]);
+    assert!(verdict.allowed && verdict.warnings.is_empty());
+}
+
+#[test]
 fn no_match_policy_decides_for_unmatched_images() {
     let p = policy("other", "quay.io/**", vec![keyless("gha")]);
     let v = FakeVerifier::default();

@@ -24,6 +24,12 @@
 //! template's tags and verifies what they point to, and every Pod the
 //! template produces is pinned by `/mutate` when it is created.
 //!
+//! `mode: audit` policies never take part in the answer: after `/validate`
+//! answered, each image one of them selects is judged by them in the
+//! background (its digest as admission found it, or its tag resolved
+//! then), at most [`AUDIT_MODE_IN_FLIGHT`] at a time, and the verdicts are
+//! logged and counted in `sigil_admission_audit_mode_verdicts_total`.
+//!
 //! Text from the object (image names) reaches logs and messages through
 //! [`printable`], so it cannot forge log lines or denial lines.
 
@@ -36,6 +42,7 @@ use kube::core::DynamicObject;
 use kube::core::admission::{AdmissionRequest, Operation};
 use sigil_policy::render;
 use sigil_registry::Digest;
+use tokio::sync::Semaphore;
 use tokio::time::Instant;
 
 use crate::cache::{CacheConfig, CachedJudge, LookupError};
@@ -371,23 +378,39 @@ fn lookup_cause(what: &str, image: &str, e: &LookupError, config: &AdmissionConf
     }
 }
 
+/// Background judgements by `mode: audit` policies at once; past this an
+/// image's audit-mode judgement is skipped (and counted in
+/// `sigil_admission_audit_mode_skipped_total`) rather than queued without bound.
+pub const AUDIT_MODE_IN_FLIGHT: usize = 64;
+
 /// The admission logic: a cached judge, a pull-secret source, settings.
 pub struct Admission<J, S> {
-    cache: CachedJudge<J>,
-    secrets: S,
+    cache: Arc<CachedJudge<J>>,
+    secrets: Arc<S>,
     config: AdmissionConfig,
     metrics: Arc<Metrics>,
+    audit_mode_slots: Arc<Semaphore>,
 }
 
 impl<J: ImageJudge, S: PullSecretSource> Admission<J, S> {
     /// Builds the admission logic around `judge`.
     pub fn new(judge: Arc<J>, secrets: S, config: AdmissionConfig, metrics: Arc<Metrics>) -> Self {
         Self {
-            cache: CachedJudge::new(judge, &config.cache, metrics.clone()),
-            secrets,
+            cache: Arc::new(CachedJudge::new(judge, &config.cache, metrics.clone())),
+            secrets: Arc::new(secrets),
             config,
             metrics,
+            audit_mode_slots: Arc::new(Semaphore::new(AUDIT_MODE_IN_FLIGHT)),
         }
+    }
+
+    /// Waits until no audit-mode judgement runs in the background (tests,
+    /// and a shutdown that wants their counts).
+    pub async fn audit_mode_settled(&self) {
+        // Every slot free means no judgement holds one; a closed semaphore
+        // cannot happen (it is never closed), so the error is ignored.
+        let all = u32::try_from(AUDIT_MODE_IN_FLIGHT).unwrap_or(u32::MAX);
+        let _ = self.audit_mode_slots.acquire_many(all).await;
     }
 
     /// The cached judge.
@@ -561,7 +584,7 @@ impl<J: ImageJudge, S: PullSecretSource> Admission<J, S> {
     async fn validate(&self, checked: &Checked, deadline: Instant) -> Decision {
         let object = &checked.object;
         let secrets = ObjectSecrets::new(
-            &self.secrets,
+            self.secrets.as_ref(),
             object,
             self.cache.judge().signature_pull_secrets(),
         );
@@ -572,6 +595,9 @@ impl<J: ImageJudge, S: PullSecretSource> Admission<J, S> {
                 .map(|(image, _)| self.judge_image(image, object, &secrets, deadline)),
         )
         .await;
+        for o in &outcomes {
+            self.judge_audit_mode_later(object, &o.image, o.digest.as_deref());
+        }
         let mut lines = String::new();
         let mut failed = 0usize;
         let mut warnings = Vec::new();
@@ -662,7 +688,11 @@ impl<J: ImageJudge, S: PullSecretSource> Admission<J, S> {
             return Decision::skip();
         }
         let judge = self.cache.judge();
-        let secrets = ObjectSecrets::new(&self.secrets, object, judge.signature_pull_secrets());
+        let secrets = ObjectSecrets::new(
+            self.secrets.as_ref(),
+            object,
+            judge.signature_pull_secrets(),
+        );
         let distinct: Vec<_> = Self::distinct(&checked.sites)
             .into_iter()
             .filter(|(image, _)| !images::is_pinned(image))
@@ -718,6 +748,93 @@ impl<J: ImageJudge, S: PullSecretSource> Admission<J, S> {
             patch,
             outcome: "patched",
         }
+    }
+}
+
+impl<J: ImageJudge, S: PullSecretSource> Admission<J, S> {
+    /// Judges `image` of `object` by the `mode: audit` policies that select
+    /// it, in the background (the answer never waits for it): at `digest`
+    /// when admission found one, else at what its tag resolves to. Logs and
+    /// counts each policy's verdict.
+    fn judge_audit_mode_later(&self, object: &ObjectInfo, image: &str, digest: Option<&str>) {
+        if !self.cache.judge().audit_mode_matches(image, object) {
+            return;
+        }
+        let Ok(permit) = self.audit_mode_slots.clone().try_acquire_owned() else {
+            self.metrics.audit_mode_skipped.inc();
+            tracing::debug!(image = %printable(image), "audit-mode judgement skipped: too many in flight");
+            return;
+        };
+        let cache = self.cache.clone();
+        let secrets = self.secrets.clone();
+        let metrics = self.metrics.clone();
+        let object = object.clone();
+        let image = image.to_string();
+        let pinned_digest = digest.map(str::to_string).or_else(|| {
+            images::is_pinned(&image)
+                .then(|| image.rsplit_once('@').map(|(_, d)| d.to_string()))
+                .flatten()
+        });
+        let deadline = self.config.deadline(Instant::now());
+        tokio::spawn(async move {
+            let _permit = permit;
+            let judge = cache.judge();
+            let secrets =
+                ObjectSecrets::new(secrets.as_ref(), &object, judge.signature_pull_secrets());
+            let digest = match pinned_digest {
+                Some(d) => Ok(d),
+                None => match cache.resolve(&image, &secrets, deadline).await {
+                    Ok(Ok(d)) => Ok(d),
+                    Ok(Err(cause)) => Err(format!(
+                        "cannot resolve the tag to a digest: {}",
+                        one_line(&cause)
+                    )),
+                    Err(e) => Err(format!("resolving the tag {e}")),
+                },
+            };
+            let verdict = match digest {
+                Ok(digest) => {
+                    let pinned = PinnedImage {
+                        image: image.clone(),
+                        digest,
+                    };
+                    cache
+                        .audit_mode_verdict(&pinned, &object, &secrets, deadline)
+                        .await
+                        .map_err(|e| format!("verification {e}"))
+                }
+                Err(cause) => Err(cause),
+            };
+            match verdict {
+                Ok(v) => {
+                    for r in &v.results {
+                        metrics.audit_mode_verdict(&r.policy, r.outcome.label());
+                        tracing::info!(
+                            namespace = %printable(&object.namespace),
+                            kind = %printable(&object.kind),
+                            name = %printable(&object.name),
+                            image = %printable(&image),
+                            policy = %r.policy,
+                            outcome = r.outcome.label(),
+                            message = %one_line(&r.message),
+                            "audit-mode decision (not enforced)"
+                        );
+                    }
+                }
+                Err(cause) => {
+                    metrics.audit_mode_verdict("unknown", "error");
+                    tracing::info!(
+                        namespace = %printable(&object.namespace),
+                        kind = %printable(&object.kind),
+                        name = %printable(&object.name),
+                        image = %printable(&image),
+                        outcome = "error",
+                        cause = %cause,
+                        "audit-mode decision (not enforced)"
+                    );
+                }
+            }
+        });
     }
 }
 

@@ -313,3 +313,122 @@ fn verdicts_are_shared_across_objects_unless_a_policy_reads_the_object() {
     assert_ne!(a, b);
     assert_eq!(a, judge.object_key(&object(&[("team", "a")])));
 }
+
+/// A policy with one static authority: no registry is contacted.
+fn static_policy(name: &str, mode: &str, action: &str) -> Value {
+    json!({
+        "name": name, "uid": format!("uid-{name}"), "generation": 1, "resourceVersion": "1",
+        "spec": {
+            "images": [{"glob": "127.0.0.1:1/**"}],
+            "authorities": [{"name": "gate", "static": {"action": action}}],
+            "mode": mode,
+        },
+    })
+}
+
+/// The state of a webhook whose judge enforces `policies` with `no_match`.
+fn state_with(
+    no_match: NoMatchPolicy,
+    policies: Value,
+) -> Arc<AppState<PolicyJudge, NoPullSecrets>> {
+    let client = ClientConfig {
+        insecure_hosts: vec!["127.0.0.1:1".into()],
+        ..ClientConfig::default()
+    };
+    let root = TrustedRoot::public_good().unwrap();
+    let judge = PolicyJudge::new(client, root, "public-good", no_match).unwrap();
+    judge
+        .apply_bytes(snapshot(1, policies).to_string().as_bytes())
+        .unwrap();
+    let admission = Admission::new(
+        Arc::new(judge),
+        NoPullSecrets,
+        config(),
+        Arc::new(Metrics::new()),
+    );
+    AppState::new(admission)
+}
+
+#[tokio::test]
+async fn an_audit_mode_failure_neither_denies_nor_warns_and_is_counted() {
+    let state = state_with(
+        NoMatchPolicy::Deny,
+        json!([
+            static_policy("gate", "enforce", "pass"),
+            static_policy("preview", "audit", "fail"),
+        ]),
+    );
+    let app = router(state.clone());
+    for _ in 0..2 {
+        let (_, answer) = post(&app, "/validate", pod_review(IMAGE)).await;
+        let resp = response(&answer);
+        assert_eq!(resp["allowed"], true, "{answer}");
+        assert!(resp.get("warnings").is_none(), "{answer}");
+    }
+    state.admission.audit_mode_settled().await;
+    let metrics = state.admission.metrics();
+    assert_eq!(
+        metrics.audit_mode_count("preview", "fail"),
+        2,
+        "each review counts"
+    );
+    assert_eq!(
+        metrics.audit_mode_count("gate", "pass"),
+        0,
+        "enforced policies are not"
+    );
+    let text = metrics.encode();
+    assert!(
+        text.contains(
+            r#"sigil_admission_audit_mode_verdicts_total{policy="preview",outcome="fail"} 2"#
+        ),
+        "{text}"
+    );
+}
+
+#[tokio::test]
+async fn an_image_only_audit_mode_policies_select_gets_no_match_policy_at_admission() {
+    let state = state_with(
+        NoMatchPolicy::Deny,
+        json!([static_policy("preview", "audit", "pass")]),
+    );
+    let app = router(state.clone());
+    let (_, answer) = post(&app, "/validate", pod_review(IMAGE)).await;
+    let resp = response(&answer);
+    assert_eq!(resp["allowed"], false, "{answer}");
+    let msg = message(resp);
+    assert!(
+        msg.contains(sigil_policy::render::NO_MATCH_DENIED),
+        "noMatchPolicy deny decides: {msg}"
+    );
+    assert!(!msg.contains("preview"), "{msg}");
+    state.admission.audit_mode_settled().await;
+    assert_eq!(
+        state
+            .admission
+            .metrics()
+            .audit_mode_count("preview", "pass"),
+        1
+    );
+}
+
+#[tokio::test]
+async fn mutate_pins_nothing_for_an_audit_mode_policy() {
+    let state = state_with(
+        NoMatchPolicy::Allow,
+        json!([static_policy("preview", "audit", "fail")]),
+    );
+    let app = router(state.clone());
+    let (_, answer) = post(&app, "/mutate", pod_review("127.0.0.1:1/shop/app:1")).await;
+    let resp = response(&answer);
+    assert_eq!(resp["allowed"], true, "{answer}");
+    assert!(resp.get("patch").is_none(), "no pin: {answer}");
+    assert_eq!(
+        state
+            .admission
+            .metrics()
+            .audit_mode_count("preview", "fail"),
+        0,
+        "/mutate judges nothing"
+    );
+}

@@ -28,6 +28,8 @@ pub mod doctor;
 pub mod load;
 pub mod node;
 
+pub use doctor::sigil_bin;
+
 use std::collections::{BTreeMap, HashMap};
 use std::time::{Duration, Instant};
 
@@ -492,6 +494,14 @@ fn labelled(doc: &Value) -> anyhow::Result<Value> {
         .ok_or_else(|| anyhow!("metadata.labels is not an object"))?;
     labels.insert(E2E_LABEL.into(), json!("true"));
     Ok(doc)
+}
+
+/// The webhook's metrics address (`e2e/run-local.sh` exports it first in
+/// `SIGIL_E2E_METRICS`).
+pub fn webhook_metrics() -> Option<String> {
+    std::env::var("SIGIL_E2E_METRICS")
+        .ok()
+        .and_then(|m| m.split_whitespace().next().map(str::to_owned))
 }
 
 /// A pod document running `images` (one container each).

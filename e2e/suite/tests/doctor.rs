@@ -20,7 +20,7 @@ use std::time::Duration;
 use base64::Engine as _;
 use serde_json::{Value, json};
 use sigil_e2e::doctor::Doctor;
-use sigil_e2e::{Cluster, Fixtures, key_authority, policy, wait_for};
+use sigil_e2e::{Cluster, Fixtures, key_authority, policy, wait_for, webhook_metrics};
 
 static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
@@ -28,14 +28,6 @@ const NS: &str = "e2e-doctor";
 const SETTLE: Duration = Duration::from_secs(30);
 const VALIDATING: &str = "/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations";
 const MUTATING: &str = "/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations";
-
-/// The webhook's metrics address (`e2e/run-local.sh` exports it first in
-/// `SIGIL_E2E_METRICS`).
-fn webhook_metrics() -> Option<String> {
-    std::env::var("SIGIL_E2E_METRICS")
-        .ok()
-        .and_then(|m| m.split_whitespace().next().map(str::to_owned))
-}
 
 fn doctor(namespace: &str) -> Doctor {
     Doctor::run(namespace, webhook_metrics().as_deref()).unwrap()

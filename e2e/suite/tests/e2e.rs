@@ -1398,6 +1398,201 @@ async fn warn_mode_admits_with_a_warning() {
     .await;
 }
 
+/// The webhook's count of `mode: audit` verdicts of `policy` with `outcome`
+/// (`sigil_admission_audit_mode_verdicts_total`), 0 before the first.
+async fn audit_mode_count(policy: &str, outcome: &str) -> anyhow::Result<u64> {
+    let Some(metrics) = sigil_e2e::webhook_metrics() else {
+        anyhow::bail!("SIGIL_E2E_METRICS is not set: run the suite through e2e/run-local.sh");
+    };
+    let text = reqwest::get(format!("{metrics}/metrics"))
+        .await?
+        .text()
+        .await?;
+    let series = format!(
+        "sigil_admission_audit_mode_verdicts_total{{policy=\"{policy}\",outcome=\"{outcome}\"}} "
+    );
+    Ok(text
+        .lines()
+        .find_map(|l| l.strip_prefix(&series))
+        .and_then(|n| n.trim().parse().ok())
+        .unwrap_or(0))
+}
+
+#[tokio::test]
+#[ignore = "needs a cluster with sigil: e2e/run-local.sh or e2e/kind.sh"]
+async fn an_audit_mode_policy_admits_what_it_would_deny_and_preview_lists_it() {
+    let s = Scenario::start("audit-mode").await;
+    let glob = s.glob("OLAREG");
+    // Admission lets the test images in; the audit-mode policy wants key1.
+    s.apply(&policy(
+        "e2e-audit-gate",
+        &glob,
+        json!([{"name": "open", "static": {"action": "pass"}}]),
+    ))
+    .await;
+    let mut audit = s.key1_policy("e2e-audit-mode", "OLAREG");
+    audit["spec"]["mode"] = json!("audit");
+    s.apply(&audit).await;
+    let ready = s.expect_ready("e2e-audit-mode", "True", "Accepted").await;
+    assert!(ready.contains("in force in audit mode"), "{ready}");
+
+    let unsigned = s.image("OLAREG_UNSIGNED");
+    let signed = s.image("OLAREG_NEW");
+    s.expect_eventually(&[&unsigned], Want::Allowed).await;
+    // Each review is judged by the audit-mode policy after the answer: the
+    // counts move while every answer stays a clean allow.
+    let fails = audit_mode_count("e2e-audit-mode", "fail").await.unwrap();
+    let passes = audit_mode_count("e2e-audit-mode", "pass").await.unwrap();
+    wait_for(
+        "the webhook to count the audit-mode verdicts",
+        SETTLE,
+        async || {
+            for image in [&unsigned, &signed] {
+                let reply = s.cluster.try_pod(&s.ns, &[image]).await?;
+                if !reply.ok() || !reply.warnings.is_empty() {
+                    anyhow::bail!("{image} was not admitted cleanly: {}", reply.describe());
+                }
+            }
+            let now = (
+                audit_mode_count("e2e-audit-mode", "fail").await?,
+                audit_mode_count("e2e-audit-mode", "pass").await?,
+            );
+            Ok(if now.0 > fails && now.1 > passes {
+                Ok(())
+            } else {
+                Err(format!(
+                    "fail, pass counts {now:?}, before ({fails}, {passes})"
+                ))
+            })
+        },
+    )
+    .await
+    .unwrap();
+
+    // A pod that runs the unsigned image: created (admitted), then given the
+    // status a kubelet would report (this control plane has no node).
+    let name = "e2e-audit-running";
+    let mut doc = sigil_e2e::pod(name, &[&unsigned]);
+    doc["metadata"]["namespace"] = json!(s.ns);
+    let path = format!("{}/{name}", s.pods_path());
+    s.cluster.delete(&path).await.unwrap();
+    wait_for("an earlier pod to be gone", SETTLE, async || {
+        let reply = s.cluster.get(&path).await?;
+        Ok(if reply.status == 404 {
+            Ok(())
+        } else {
+            Err(reply.describe())
+        })
+    })
+    .await
+    .unwrap();
+    s.cluster
+        .create(&s.pods_path(), &doc, false)
+        .await
+        .unwrap()
+        .expect_ok("the running pod")
+        .unwrap();
+    let status = json!({"status": {"phase": "Running", "containerStatuses": [{
+        "name": "c0", "image": unsigned, "imageID": unsigned, "ready": true,
+        "restartCount": 0, "state": {"running": {}},
+    }]}});
+    s.cluster
+        .raw(
+            http::Method::PATCH,
+            &format!("{path}/status"),
+            "application/merge-patch+json",
+            Some(&status),
+        )
+        .await
+        .unwrap()
+        .expect_ok("the running pod's status")
+        .unwrap();
+
+    // The same requirement, enforced, previewed from a file before it is applied.
+    let dir = std::env::temp_dir().join(format!("sigil-e2e-preview-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("preview.yaml");
+    let preview = s.key1_policy("e2e-preview", "OLAREG");
+    std::fs::write(&file, serde_json::to_string(&preview).unwrap()).unwrap();
+    let registry = s.fx.get("OLAREG").unwrap();
+    let run = |fail_on_deny: bool| {
+        let mut cmd = Command::new(sigil_e2e::sigil_bin());
+        cmd.args(["policy", "preview", "--output", "json"])
+            .arg(&file)
+            .args(["--insecure-registry", &registry])
+            .args(["--sigil-namespace", &s.cluster.sigil_namespace]);
+        if fail_on_deny {
+            cmd.arg("--fail-on-deny");
+        }
+        cmd.output().unwrap()
+    };
+    let out = run(true);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(4), "--fail-on-deny: {stderr}");
+    let report: Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}\n{stderr}", String::from_utf8_lossy(&out.stdout)));
+    eprintln!("sigil policy preview: {}", report["summary"]);
+    let denied = report["summary"]["workloads"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|w| w["namespace"] == json!(s.ns))
+        .unwrap_or_else(|| panic!("{} is not among the would-deny workloads: {report}", s.ns));
+    assert_eq!(denied["workload"], json!(format!("pod/{name}")), "{report}");
+    assert_eq!(denied["containers"], json!(["containers/c0"]), "{report}");
+    assert!(
+        report["summary"]["wouldDeny"].as_u64().unwrap() >= 1,
+        "{report}"
+    );
+    let result = report["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["namespace"] == json!(s.ns) && r["policy"] == "e2e-preview")
+        .unwrap_or_else(|| panic!("no result of e2e-preview in {}: {report}", s.ns));
+    assert_eq!(result["outcome"], "fail", "{result}");
+    assert_eq!(result["mode"], "enforce", "previewed as enforced: {result}");
+    let message = result["message"].as_str().unwrap();
+    assert!(
+        message.starts_with("policy e2e-preview failed: authority harness-key1 (key): "),
+        "{message}"
+    );
+    eprintln!("preview's denial: {message}");
+    assert_eq!(run(false).status.code(), Some(0), "without --fail-on-deny");
+
+    // The audit-mode policy reports the same pod, named as audit-mode.
+    let out = Command::new(sigil_e2e::sigil_bin())
+        .args(["audit", "--output", "json", "--no-match", "allow"])
+        .args(["--insecure-registry", &registry])
+        .args(["--sigil-namespace", &s.cluster.sigil_namespace])
+        .output()
+        .unwrap();
+    let audit: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!("{e}: {}", String::from_utf8_lossy(&out.stderr));
+    });
+    let found = audit
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["namespace"] == json!(s.ns) && r["policy"] == "e2e-audit-mode")
+        .unwrap_or_else(|| panic!("no e2e-audit-mode result in {}: {audit}", s.ns));
+    assert_eq!(
+        (&found["mode"], &found["outcome"]),
+        (&json!("audit"), &json!("fail"))
+    );
+    let message = found["message"].as_str().unwrap();
+    assert!(
+        message.starts_with(
+            "policy e2e-audit-mode (mode: audit) failed: authority harness-key1 (key): "
+        ),
+        "{message}"
+    );
+    eprintln!("audit's audit-mode result: {message}");
+
+    s.cluster.delete(&path).await.unwrap();
+    let _ = std::fs::remove_dir_all(dir);
+}
+
 #[tokio::test]
 #[ignore = "needs a cluster with sigil: e2e/run-local.sh or e2e/kind.sh"]
 async fn a_policy_update_takes_effect_quickly() {
