@@ -115,6 +115,32 @@ platform_index() { # registry repo tag amd64-user arm-user -> digest
   echo "$index"
 }
 
+# Multi-platform images for `platforms` (every platform image of an index,
+# or the index): an index of linux/amd64 and linux/arm/v7 images signed
+# with key1 at the index only, at its platform images only, recursively
+# (cosign sign --recursive: the index and each platform image), or at the
+# index and one platform image.
+multiarch() { # registry repo tag how -> digest
+  local amd arm index
+  amd=$(platform_image "$1" "$2" "$3-amd64" "$3-amd64" linux/amd64 65532)
+  arm=$(platform_image "$1" "$2" "$3-arm" "$3-arm" linux/arm/v7 65532)
+  crane index append --insecure -m "$1/$2@$amd" -m "$1/$2@$arm" -t "$1/$2:$3" >/dev/null 2>&1
+  index=$(crane digest --insecure "$1/$2:$3")
+  local targets
+  case $4 in
+    index) targets=("$index") ;;
+    platforms) targets=("$amd" "$arm") ;;
+    one-platform) targets=("$index" "$amd") ;;
+    recursive)
+      cosign sign --recursive --key key1.key "${SIGN[@]}" "$1/$2@$index" >/dev/null 2>&1
+      targets=() ;;
+  esac
+  for t in "${targets[@]}"; do
+    cosign sign --key key1.key "${SIGN[@]}" "$1/$2@$t" >/dev/null 2>&1
+  done
+  echo "$index $amd $arm"
+}
+
 # Rewrites the new-format signature referrer of image FROM so its subject is
 # image TO, and publishes it (by digest; plus the fallback tag where the
 # registry has no referrers API): a signature "moved" onto another image.
@@ -235,6 +261,15 @@ for pair in "olareg:$OLAREG" "dockreg:$DOCKREG"; do
   # one of them as root.
   CN=$(platform_index "$R" test/app config-nonroot 65532 65532)
   CM=$(platform_index "$R" test/app config-mixed 65532 0)
+  # platforms: the four ways a publisher signs an index.
+  multi_index=$(multiarch "$R" test/multi index index)
+  multi_platforms=$(multiarch "$R" test/multi platforms platforms)
+  multi_recursive=$(multiarch "$R" test/multi recursive recursive)
+  multi_one=$(multiarch "$R" test/multi one-platform one-platform)
+  read -r MI MI_AMD MI_ARM <<<"$multi_index"
+  read -r MP _ _ <<<"$multi_platforms"
+  read -r MR _ _ <<<"$multi_recursive"
+  read -r MO _ MO_ARM <<<"$multi_one"
   move_referrer "$R" test/app "$A" "$M"
   crane copy --insecure "$R/test/app:sha256-${L#sha256:}.sig" "$R/test/app:sha256-${M#sha256:}.sig" >/dev/null 2>&1
   {
@@ -257,6 +292,13 @@ for pair in "olareg:$OLAREG" "dockreg:$DOCKREG"; do
     echo "${name^^}_RSA_SHA512_LEGACY=$R/test/app@$R512L"
     echo "${name^^}_CONFIG_NONROOT=$R/test/app@$CN"
     echo "${name^^}_CONFIG_MIXED=$R/test/app@$CM"
+    echo "${name^^}_MULTI_INDEX=$R/test/multi@$MI"
+    echo "${name^^}_MULTI_INDEX_AMD64=$MI_AMD"
+    echo "${name^^}_MULTI_INDEX_ARM=$MI_ARM"
+    echo "${name^^}_MULTI_PLATFORMS=$R/test/multi@$MP"
+    echo "${name^^}_MULTI_RECURSIVE=$R/test/multi@$MR"
+    echo "${name^^}_MULTI_ONE_PLATFORM=$R/test/multi@$MO"
+    echo "${name^^}_MULTI_ONE_PLATFORM_ARM=$MO_ARM"
   } >>"$FIX"
 done
 # The custom attestations of policy-controller's key examples ("foobar key

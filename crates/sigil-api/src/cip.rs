@@ -95,6 +95,17 @@ pub struct ClusterImagePolicySpec {
     #[serde(default, rename = "match", skip_serializing_if = "Vec::is_empty")]
     #[schemars(length(max = 16))]
     pub match_: Vec<MatchResource>,
+    /// What must satisfy the policy when an image is a multi-platform index
+    /// (sigil's extension, not in policy-controller): `named` (default)
+    /// the digest the workload names, as policy-controller does; `every`
+    /// each platform image the index lists, on its own signatures and
+    /// attestations (the index's own are not consulted, and one failing
+    /// platform denies the image, naming the platform); `namedOrEvery` the
+    /// named digest, or else every platform image. An image that is not an
+    /// index is judged by its own digest whatever this says.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("enum" = ["named", "every", "namedOrEvery"]))]
+    pub platforms: Option<String>,
 }
 
 /// Drops the `default` schemars derives from `#[serde(default)]`, for fields

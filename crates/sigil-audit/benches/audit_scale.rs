@@ -30,7 +30,7 @@ use sigil_judge::judge::{
 };
 use sigil_judge::policy_judge::InForce;
 use sigil_judge::secrets::NoPullSecrets;
-use sigil_policy::{CompiledPolicy, Glob, Mode};
+use sigil_policy::{CompiledPolicy, Glob, Mode, Platforms};
 use tokio::time::Instant;
 
 const PODS: usize = 10_000;
@@ -123,6 +123,7 @@ fn in_force(revision: u64, print_a: &str) -> InForce {
         policy: None,
         mode: Mode::Enforce,
         matches: Vec::new(),
+        platforms: Platforms::Named,
     };
     InForce {
         revision,

@@ -17,7 +17,7 @@ use sigil_judge::judge::{
 };
 use sigil_judge::policy_judge::InForce;
 use sigil_judge::secrets::NoPullSecrets;
-use sigil_policy::{CompiledPolicy, Glob, ImageName, Mode};
+use sigil_policy::{CompiledPolicy, Glob, ImageName, Mode, Platforms};
 use tokio::time::Instant;
 
 use crate::auditor::Auditor;
@@ -134,6 +134,7 @@ impl Scripted {
                     policy: None,
                     mode: Mode::Enforce,
                     matches: Vec::new(),
+                    platforms: Platforms::Named,
                 };
                 (name.clone(), (print.to_string(), compiled))
             })

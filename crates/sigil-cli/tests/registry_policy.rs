@@ -1082,3 +1082,89 @@ async fn policy_controllers_private_sigstore_policy_admits_under_a_default_trust
         &["allow:", "image-policy-keyless passed"],
     );
 }
+
+#[test]
+#[ignore = "needs e2e/registry-fixtures.sh"]
+fn platforms_chooses_whether_an_index_or_each_of_its_platform_images_must_be_signed() {
+    let f = fixtures();
+    let dir = scratch("platforms");
+    for r in REGS {
+        let reg = &f[r];
+        let at = |name: &str| f[&format!("{r}_MULTI_{name}")].clone();
+        let (index, platforms, recursive, one) = (
+            at("INDEX"),
+            at("PLATFORMS"),
+            at("RECURSIVE"),
+            at("ONE_PLATFORM"),
+        );
+        let policy = |rule: &str| {
+            let mut doc = policy_doc(
+                &format!("multi-{rule}"),
+                reg,
+                json!([key_authority("release", &key(&f, "KEY1"))]),
+            );
+            doc["spec"]["platforms"] = json!(rule);
+            write(&dir, &format!("{r}-{rule}.yaml"), &doc)
+        };
+        let (named, every, either) = (policy("named"), policy("every"), policy("namedOrEvery"));
+        // Signed at the index only: enough for named and namedOrEvery;
+        // every names the first platform that has no signature.
+        expect(&policy_test(reg, &named, &[], &index), 0, &["allow:"]);
+        expect(&policy_test(reg, &either, &[], &index), 0, &["allow:"]);
+        expect(
+            &policy_test(reg, &every, &[], &index),
+            1,
+            &[
+                "policy multi-every failed: platform linux/amd64",
+                &format!("({}): authority release (key):", at("INDEX_AMD64")),
+                &format!(
+                    "platform linux/arm/v7 ({}): authority release",
+                    at("INDEX_ARM")
+                ),
+            ],
+        );
+        // Signed at each platform image only.
+        expect(
+            &policy_test(reg, &named, &[], &platforms),
+            1,
+            &["policy multi-named failed: authority release (key):"],
+        );
+        expect(&policy_test(reg, &every, &[], &platforms), 0, &["allow:"]);
+        expect(&policy_test(reg, &either, &[], &platforms), 0, &["allow:"]);
+        // cosign sign --recursive: every rule admits it.
+        for rule in [&named, &every, &either] {
+            expect(&policy_test(reg, rule, &[], &recursive), 0, &["allow:"]);
+        }
+        // The index and one platform image signed: every denies, naming
+        // the unsigned platform only.
+        let denied = policy_test(reg, &every, &[], &one);
+        expect(
+            &denied,
+            1,
+            &[&format!(
+                "policy multi-every failed: platform linux/arm/v7 ({}): authority release (key):",
+                at("ONE_PLATFORM_ARM")
+            )],
+        );
+        assert!(!denied.1.contains("platform linux/amd64"), "{}", denied.1);
+        expect(&policy_test(reg, &either, &[], &one), 0, &["allow:"]);
+        // sigil verify --policy gives the same verdicts.
+        expect(
+            &verify_policy(reg, &every, &[], &one),
+            1,
+            &["deny: sigil denied image", "platform linux/arm/v7"],
+        );
+        expect(&verify_policy(reg, &every, &[], &platforms), 0, &["allow:"]);
+        // An image that is not an index is judged by its own digest.
+        expect(
+            &policy_test(reg, &every, &[], &f[&format!("{r}_NEW")]),
+            0,
+            &["allow:"],
+        );
+        expect(
+            &policy_test(reg, &every, &[], &f[&format!("{r}_UNSIGNED")]),
+            1,
+            &["policy multi-every failed: authority release (key):"],
+        );
+    }
+}

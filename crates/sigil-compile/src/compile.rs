@@ -22,8 +22,8 @@ use sigil_policy::model::PolicyProgram;
 use sigil_policy::model::{
     AuthorityKind, CaTrust, CipPolicy, CompiledAttestation, CompiledAuthority, CompiledPolicy,
     KeyAuthority, KeyMaterial, KeylessAuthority, LabelOperator, LabelRequirement, LabelSelector,
-    Mode, PREDICATE_SHORT_NAMES, ResourceMatch, SecretRef, SignatureSource, StaticAction,
-    TlogPolicy, predicate_type_uri,
+    Mode, PREDICATE_SHORT_NAMES, Platforms, ResourceMatch, SecretRef, SignatureSource,
+    StaticAction, TlogPolicy, predicate_type_uri,
 };
 use sigil_policy::rego::RegoPolicy;
 use sigil_verifier::crypto::{HashAlgorithm, PublicKey, pem_decode_all};
@@ -280,6 +280,22 @@ pub fn compile_policy(
         }
     };
 
+    let platforms = match spec.platforms.as_deref() {
+        None | Some("") | Some("named") => Platforms::Named,
+        Some("every") => Platforms::Every,
+        Some("namedOrEvery") => Platforms::NamedOrEvery,
+        Some(other) => {
+            errs.add(
+                "spec.platforms",
+                format!(
+                    "unsupported value `{other}`; use `named` (the digest the workload names), \
+                     `every` (every platform image of an index) or `namedOrEvery`"
+                ),
+            );
+            Platforms::Named
+        }
+    };
+
     let matches = spec
         .match_
         .iter()
@@ -295,6 +311,7 @@ pub fn compile_policy(
             policy,
             mode,
             matches,
+            platforms,
         })
     } else {
         Err(CompileError::Invalid(errs.0))

@@ -8,7 +8,7 @@
 
 use serde_json::Value;
 use sigil_api::{ClusterImagePolicy, TrustRoot};
-use sigil_policy::model::{AuthorityKind, CaTrust, CompiledPolicy, KeyMaterial};
+use sigil_policy::model::{AuthorityKind, CaTrust, CompiledPolicy, KeyMaterial, Platforms};
 
 use crate::compile::{Offline, compile_policy, is_offline_only, validate_trust_root};
 use crate::default_root::{DEFAULT_ANNOTATION, instance_mismatches};
@@ -108,6 +108,7 @@ pub fn lint_document(index: usize, doc: &Value) -> DocumentReport {
                         report.notes.extend(impossible_secret_names(&compiled));
                         report.notes.extend(default_root_notes(&cip.spec));
                         report.notes.extend(unusable_authorities(&compiled));
+                        report.notes.extend(idle_platforms(&compiled));
                     }
                     // A ConfigMap-held module can only be checked in the
                     // cluster: that alone is worth a note, not a failure.
@@ -147,8 +148,6 @@ pub fn lint_document(index: usize, doc: &Value) -> DocumentReport {
     report
 }
 
-/// Lints a policy-controller object as its conversion, and warns where the
-/// two would judge it differently.
 /// Authorities that can never pass, each with why.
 fn unusable_authorities(policy: &CompiledPolicy) -> Vec<String> {
     policy
@@ -164,6 +163,25 @@ fn unusable_authorities(policy: &CompiledPolicy) -> Vec<String> {
         .collect()
 }
 
+/// `platforms` beyond `named` on a policy whose authorities are all
+/// static: every platform image gets the same fixed verdict, so the field
+/// changes nothing but adds a read of the index.
+fn idle_platforms(policy: &CompiledPolicy) -> Option<String> {
+    let all_static = policy
+        .authorities
+        .iter()
+        .all(|a| matches!(a.kind, AuthorityKind::Static(_)));
+    (policy.platforms != Platforms::Named && all_static && policy.policy.is_none()).then(|| {
+        format!(
+            "spec.platforms: `{}` changes nothing here: every authority is static, so each \
+             platform image gets the index's verdict; remove it",
+            policy.platforms.as_str()
+        )
+    })
+}
+
+/// Lints a policy-controller object as its conversion, and warns where the
+/// two would judge it differently.
 fn lint_as_converted(doc: &Value, report: &mut DocumentReport) {
     if let Some(why) = refusal(doc) {
         report

@@ -79,7 +79,25 @@ pub fn keep_verdicts(spec: &mut Value) -> Vec<VerdictNote> {
     if let Some(policy) = spec.get_mut("policy") {
         config_map_namespace("spec.policy", policy, &mut notes);
     }
+    platforms(spec, &mut notes);
     notes.0
+}
+
+/// `platforms` is sigil's extension: policy-controller's API server prunes
+/// the field (its schema does not know it) and judges the digest the
+/// workload names, so the converted policy does not carry it either.
+fn platforms(spec: &mut Value, notes: &mut Notes) {
+    if let Some(value) = spec.as_object_mut().and_then(|f| f.remove("platforms")) {
+        notes.kept(
+            "spec.platforms",
+            format!(
+                "removed ({value}): sigil's extension, which policy-controller prunes and never \
+                 applies (it judges the digest the workload names, as the converted policy \
+                 does); to require every platform of an index, set platforms on the \
+                 policy.sigil.dev policy"
+            ),
+        );
+    }
 }
 
 #[derive(Default)]

@@ -16,7 +16,8 @@ use sigil_compile::compile::{
     compile_policy, is_offline_only, trust_root_refs, validate_trust_root,
 };
 use sigil_policy::model::{
-    AuthorityKind, CaTrust, CompiledPolicy, KeyMaterial, Mode, SecretRef, StaticAction, TlogPolicy,
+    AuthorityKind, CaTrust, CompiledPolicy, KeyMaterial, Mode, Platforms, SecretRef, StaticAction,
+    TlogPolicy,
 };
 use sigil_verifier::crypto::{HashAlgorithm, PublicKey};
 
@@ -1105,4 +1106,25 @@ fn a_remote_trusted_root_target_must_be_a_file_name() {
             "{bad}: {err}"
         );
     }
+}
+
+#[test]
+fn platforms_says_what_of_an_index_must_pass_and_defaults_to_the_named_digest() {
+    let base = "images: [{glob: \"**\"}]\nauthorities: [{keyless: {url: \"https://fulcio.sigstore.dev\", identities: [{issuer: \"https://accounts.google.com\", subject: \"dev@example.com\"}]}}]\n";
+    assert_eq!(compile(base).platforms, Platforms::Named);
+    for (value, want) in [
+        ("named", Platforms::Named),
+        ("every", Platforms::Every),
+        ("namedOrEvery", Platforms::NamedOrEvery),
+    ] {
+        assert_eq!(
+            compile(&format!("{base}platforms: {value}\n")).platforms,
+            want
+        );
+        assert_eq!(want.as_str(), value);
+    }
+    assert_error(
+        &format!("{base}platforms: any\n"),
+        "spec.platforms: unsupported value `any`; use `named`",
+    );
 }

@@ -524,3 +524,50 @@ fn a_keyless_ca_cert_from_a_kms_lints_clean_with_a_note_that_its_authority_admit
             if matches!(&k.trust, sigil_policy::model::CaTrust::Unusable(_))
     ));
 }
+
+#[test]
+fn platforms_is_sigils_extension_so_conversion_drops_it_and_lint_notes_where_it_changes_nothing() {
+    let pc = "apiVersion: policy.sigstore.dev/v1alpha1\nkind: ClusterImagePolicy\nmetadata: {name: multi}\nspec:\n  images: [{glob: \"registry.example/**\"}]\n  platforms: every\n  authorities:\n  - keyless: {url: \"https://fulcio.sigstore.dev\", identities: [{issuer: \"https://accounts.google.com\", subject: \"dev@example.com\"}]}\n    ctlog: {url: \"https://rekor.sigstore.dev\"}\n";
+    let c = convert_yaml(pc).unwrap();
+    assert!(
+        c.changes
+            .iter()
+            .any(|l| l.contains("spec.platforms: removed (\"every\"): sigil's extension")),
+        "{:?}",
+        c.changes
+    );
+    let converted: Vec<serde_json::Value> = serde_saphyr::from_multiple(&c.yaml).unwrap();
+    assert!(
+        converted[0]["spec"].get("platforms").is_none(),
+        "{}",
+        c.yaml
+    );
+    let lint = lint_yaml(pc).unwrap();
+    assert!(
+        lint[0]
+            .warnings
+            .iter()
+            .any(|w| w.starts_with("spec.platforms: `sigil policy convert` keeps")),
+        "{:?}",
+        lint[0].warnings
+    );
+
+    let sigil = "apiVersion: policy.sigil.dev/v1alpha1\nkind: ClusterImagePolicy\nmetadata: {name: multi}\nspec:\n  images: [{glob: \"registry.example/**\"}]\n  platforms: every\n  authorities: [{static: {action: pass}}]\n";
+    let r = lint_yaml(sigil).unwrap();
+    assert!(r[0].errors.is_empty(), "{:?}", r[0].errors);
+    assert!(
+        r[0].notes
+            .iter()
+            .any(|n| n.starts_with("spec.platforms: `every` changes nothing here")),
+        "{:?}",
+        r[0].notes
+    );
+    let r = lint_yaml(&sigil.replace("platforms: every", "platforms: all")).unwrap();
+    assert!(
+        r[0].errors
+            .iter()
+            .any(|e| e.starts_with("spec.platforms: unsupported value `all`")),
+        "{:?}",
+        r[0].errors
+    );
+}

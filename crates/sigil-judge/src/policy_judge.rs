@@ -20,7 +20,7 @@ use std::time::Duration;
 
 use sha2::{Digest as _, Sha256};
 use sigil_api::snapshot::{PolicySnapshot, SnapshotError};
-use sigil_policy::eval::{ImageResult, PolicyResult};
+use sigil_policy::eval::{ImageResult, PlatformsResult, PolicyResult};
 use sigil_policy::evaluate_image;
 use sigil_policy::glob::{HostPattern, HostSet, ImageName};
 use sigil_policy::model::{CompiledPolicy, NoMatchPolicy, ResourceInfo};
@@ -619,7 +619,23 @@ fn policy_verdict(p: &PolicyResult) -> PolicyVerdict {
         policy: p.name.clone(),
         mode: p.mode,
         outcome,
-        authorities: p
+        authorities: authority_verdicts(p),
+        message: message.join("; "),
+    }
+}
+
+/// Each authority's part: how it fared on the named digest, or, where the
+/// policy judged only the platform images of an index (`platforms:
+/// every`), whether it passed on every one of them.
+fn authority_verdicts(p: &PolicyResult) -> Vec<AuthorityVerdict> {
+    let platform_images = match &p.platforms {
+        Some(PlatformsResult {
+            images: Ok(images), ..
+        }) if p.authorities.is_empty() => images.as_slice(),
+        _ => &[],
+    };
+    let Some(first) = platform_images.first() else {
+        return p
             .authorities
             .iter()
             .map(|a| AuthorityVerdict {
@@ -627,9 +643,25 @@ fn policy_verdict(p: &PolicyResult) -> PolicyVerdict {
                 kind: a.kind,
                 passed: a.outcome.is_ok(),
             })
-            .collect(),
-        message: message.join("; "),
-    }
+            .collect();
+    };
+    first
+        .result
+        .authorities
+        .iter()
+        .enumerate()
+        .map(|(i, a)| AuthorityVerdict {
+            name: a.name.clone(),
+            kind: a.kind,
+            passed: platform_images.iter().all(|image| {
+                image
+                    .result
+                    .authorities
+                    .get(i)
+                    .is_some_and(|b| b.outcome.is_ok())
+            }),
+        })
+        .collect()
 }
 
 impl ImageJudge for PolicyJudge {

@@ -16,6 +16,9 @@
 //!   satisfies its policy (signatures alone are then not enough);
 //! - a failing `mode: warn` policy becomes warnings; an image no policy
 //!   selects follows `noMatchPolicy`;
+//! - sigil's `platforms: every` judges each platform image of an index by
+//!   the policy instead of the index (`namedOrEvery`: the index, or else
+//!   each platform image); a policy whose platforms failed fails;
 //! - a `mode: audit` policy (sigil's extension) is evaluated like the others
 //!   but never decides: its result is kept for whoever counts or reports
 //!   it, and an image only audit-mode policies select follows
@@ -30,11 +33,12 @@ use crate::document::{Document, StatementShape, attestation_document, policy_doc
 use crate::glob::ImageName;
 use crate::model::{
     AuthorityKind, AuthorityMatch, AuthorityResult, CipPolicy, CompiledAttestation,
-    CompiledAuthority, CompiledPolicy, Mode, NoMatchPolicy, PolicyProgram, ResourceInfo,
+    CompiledAuthority, CompiledPolicy, Mode, NoMatchPolicy, Platforms, PolicyProgram, ResourceInfo,
     StaticAction, VerifiedAttestation, VerifiedSignature,
 };
 use crate::rego::RegoVerdict;
 pub use sigil_registry::config::ConfigFiles;
+pub use sigil_registry::platforms::PlatformImage;
 
 /// Verifies an image's signatures and attestations for one authority: the
 /// seam between policy evaluation and OCI discovery plus bundle verification.
@@ -76,12 +80,23 @@ pub trait AuthorityVerifier: Sync {
     fn config_files(
         &self,
         image: &ImageName,
-    ) -> impl Future<Output = Result<ConfigFiles, ConfigFilesError>> + Send;
+    ) -> impl Future<Output = Result<ConfigFiles, ImageReadError>> + Send;
+
+    /// The platform images of `image` (which carries a digest) when it is
+    /// a multi-platform index, `None` when it is not one: for a policy
+    /// with `platforms: every` or `namedOrEvery` (sigil's extension). Read
+    /// from the same registry with the same credentials as its signatures,
+    /// within the same bounds.
+    fn platform_images(
+        &self,
+        image: &ImageName,
+    ) -> impl Future<Output = Result<Option<Vec<PlatformImage>>, ImageReadError>> + Send;
 }
 
-/// Why an image's config files could not be read for a policy.
+/// Why something a policy reads besides signatures (an image's config
+/// files, an index's platforms) could not be read.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ConfigFilesError {
+pub struct ImageReadError {
     /// What failed, for the denial message.
     pub reason: String,
     /// A registry did not answer: the policy's verdict is unknown (the
@@ -151,6 +166,57 @@ pub struct PolicyResult {
     /// Warnings raised by Rego policies (`warning` of `isCompliant`; CUE
     /// has none).
     pub warnings: Vec<String>,
+    /// Set when the policy judged the platform images of an index (its
+    /// `platforms` is `every`, or `namedOrEvery` and the named digest
+    /// failed); `authorities` and `policy_error` above are then the named
+    /// digest's result, empty for `every`.
+    pub platforms: Option<PlatformsResult>,
+}
+
+/// How the platform images of an index fared under one policy.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PlatformsResult {
+    /// The policy's `platforms`: [`Platforms::Every`], or
+    /// [`Platforms::NamedOrEvery`] when the named digest was judged first
+    /// and failed.
+    pub rule: Platforms,
+    /// Each platform image's result in index order, or why the index's
+    /// platforms could not be listed.
+    pub images: Result<Vec<PlatformResult>, ImageReadError>,
+}
+
+impl PlatformsResult {
+    /// Whether every platform image passed.
+    pub fn passed(&self) -> bool {
+        self.images
+            .as_ref()
+            .is_ok_and(|images| !images.is_empty() && images.iter().all(|i| i.result.passed))
+    }
+
+    /// Whether the platforms failed only for want of an answer: the index
+    /// could not be read, or no platform failed on what was read and some
+    /// could not be checked.
+    pub fn inconclusive(&self) -> bool {
+        match &self.images {
+            Err(e) => e.inconclusive,
+            Ok(images) => {
+                let failing = || images.iter().filter(|i| !i.result.passed);
+                failing().any(|i| i.result.inconclusive())
+                    && failing().all(|i| i.result.inconclusive())
+            }
+        }
+    }
+}
+
+/// One platform image's result under a policy.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PlatformResult {
+    /// The platform as the index lists it (`linux/arm64`).
+    pub platform: String,
+    /// The platform image's digest.
+    pub digest: String,
+    /// The policy's result for that image alone (`platforms` unset).
+    pub result: PolicyResult,
 }
 
 impl PolicyResult {
@@ -159,8 +225,13 @@ impl PolicyResult {
     /// not answer (it might have passed). Such a failure still denies at
     /// admission; the audit reports it as an error, never as a pass.
     pub fn inconclusive(&self) -> bool {
+        let named = self.policy_inconclusive || self.authorities.iter().any(|a| a.inconclusive);
         !self.passed
-            && (self.policy_inconclusive || self.authorities.iter().any(|a| a.inconclusive))
+            && match &self.platforms {
+                None => named,
+                // `namedOrEvery`: either way might have passed.
+                Some(p) => (p.rule == Platforms::NamedOrEvery && named) || p.inconclusive(),
+            }
     }
 }
 
@@ -191,8 +262,129 @@ pub async fn evaluate_image<V: AuthorityVerifier>(
     }
 }
 
-/// Evaluates one policy for `image`.
+/// Evaluates one policy for `image`, and for the platform images of an
+/// index as the policy's `platforms` asks.
 pub async fn evaluate_policy<V: AuthorityVerifier>(
+    verifier: &V,
+    policy: &CompiledPolicy,
+    image: &ImageName,
+    resource: &ResourceInfo,
+) -> PolicyResult {
+    match policy.platforms {
+        Platforms::Named => evaluate_digest(verifier, policy, image, resource).await,
+        Platforms::Every => match platform_images(verifier, image).await {
+            Ok(None) => evaluate_digest(verifier, policy, image, resource).await,
+            listed => {
+                let platforms =
+                    evaluate_platforms(verifier, policy, image, resource, listed, Platforms::Every)
+                        .await;
+                with_platforms(
+                    PolicyResult {
+                        name: policy.name.clone(),
+                        mode: policy.mode,
+                        passed: false,
+                        authorities: Vec::new(),
+                        policy_error: None,
+                        policy_inconclusive: false,
+                        warnings: Vec::new(),
+                        platforms: None,
+                    },
+                    platforms,
+                )
+            }
+        },
+        Platforms::NamedOrEvery => {
+            let named = evaluate_digest(verifier, policy, image, resource).await;
+            if named.passed {
+                return named;
+            }
+            match platform_images(verifier, image).await {
+                Ok(None) => named,
+                listed => {
+                    let rule = Platforms::NamedOrEvery;
+                    let platforms =
+                        evaluate_platforms(verifier, policy, image, resource, listed, rule).await;
+                    with_platforms(named, platforms)
+                }
+            }
+        }
+    }
+}
+
+/// The platform images of `image`, which must carry a digest.
+async fn platform_images<V: AuthorityVerifier>(
+    verifier: &V,
+    image: &ImageName,
+) -> Result<Option<Vec<PlatformImage>>, ImageReadError> {
+    if image.digest.is_none() {
+        return Err(ImageReadError {
+            reason: format!("platforms: {}", unpinned(image)),
+            inconclusive: false,
+        });
+    }
+    verifier.platform_images(image).await
+}
+
+/// Judges each listed platform image by the policy alone.
+async fn evaluate_platforms<V: AuthorityVerifier>(
+    verifier: &V,
+    policy: &CompiledPolicy,
+    index: &ImageName,
+    resource: &ResourceInfo,
+    listed: Result<Option<Vec<PlatformImage>>, ImageReadError>,
+    rule: Platforms,
+) -> PlatformsResult {
+    let images = match listed {
+        Ok(images) => images.unwrap_or_default(),
+        Err(e) => {
+            return PlatformsResult {
+                rule,
+                images: Err(e),
+            };
+        }
+    };
+    let results = join_all(images.iter().map(|p| async move {
+        let digest = p.digest.to_string();
+        let image = ImageName {
+            original: format!("{}@{digest}", index.repository_name()),
+            tag: None,
+            digest: Some(digest.clone()),
+            ..index.clone()
+        };
+        PlatformResult {
+            platform: p.platform.clone(),
+            digest,
+            result: evaluate_digest(verifier, policy, &image, resource).await,
+        }
+    }))
+    .await;
+    PlatformsResult {
+        rule,
+        images: Ok(results),
+    }
+}
+
+/// `result` with the platforms' verdict: passed when it passed itself
+/// (`namedOrEvery`) or every platform did; the platforms' warnings added.
+fn with_platforms(mut result: PolicyResult, platforms: PlatformsResult) -> PolicyResult {
+    result.passed = result.passed || platforms.passed();
+    if let Ok(images) = &platforms.images {
+        for image in images {
+            result.warnings.extend(
+                image
+                    .result
+                    .warnings
+                    .iter()
+                    .map(|w| format!("platform {}: {w}", image.platform)),
+            );
+        }
+    }
+    result.platforms = Some(platforms);
+    result
+}
+
+/// Evaluates one policy for the digest `image` names.
+async fn evaluate_digest<V: AuthorityVerifier>(
     verifier: &V,
     policy: &CompiledPolicy,
     image: &ImageName,
@@ -246,6 +438,7 @@ pub async fn evaluate_policy<V: AuthorityVerifier>(
         policy_error,
         policy_inconclusive,
         warnings,
+        platforms: None,
     }
 }
 
@@ -255,12 +448,12 @@ async fn cip_config<V: AuthorityVerifier>(
     verifier: &V,
     cip: &CipPolicy,
     image: &ImageName,
-) -> Result<Option<ConfigFiles>, ConfigFilesError> {
+) -> Result<Option<ConfigFiles>, ImageReadError> {
     if !cip.fetch_config_file {
         return Ok(None);
     }
     if image.digest.is_none() {
-        return Err(ConfigFilesError {
+        return Err(ImageReadError {
             reason: format!("fetchConfigFile: {}", unpinned(image)),
             inconclusive: false,
         });

@@ -27,13 +27,13 @@ mod tests;
 
 pub use cue::CuePolicy;
 pub use eval::{
-    AuthorityOutcome, AuthorityVerifier, ConfigFiles, ConfigFilesError, ImageResult, PolicyResult,
-    evaluate_image,
+    AuthorityOutcome, AuthorityVerifier, ConfigFiles, ImageReadError, ImageResult, PlatformImage,
+    PlatformResult, PlatformsResult, PolicyResult, evaluate_image,
 };
 pub use glob::{Glob, GlobError, ImageName};
 pub use model::{
-    AuthorityResult, CompiledAuthority, CompiledPolicy, Mode, NoMatchPolicy, PolicyProgram,
-    ResourceInfo, VerifiedAttestation, VerifiedSignature,
+    AuthorityResult, CompiledAuthority, CompiledPolicy, Mode, NoMatchPolicy, Platforms,
+    PolicyProgram, ResourceInfo, VerifiedAttestation, VerifiedSignature,
 };
 pub use rego::{RegoError, RegoPolicy};
 pub use render::{AdmissionVerdict, render};

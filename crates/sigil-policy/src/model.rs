@@ -36,6 +36,8 @@ pub struct CompiledPolicy {
     pub mode: Mode,
     /// Resource filters; empty means every resource sigil admits.
     pub matches: Vec<ResourceMatch>,
+    /// What must pass when the image is a multi-platform index.
+    pub platforms: Platforms,
 }
 
 impl CompiledPolicy {
@@ -80,6 +82,33 @@ impl Mode {
     /// warn do; audit never does).
     pub fn admits(self) -> bool {
         self != Self::Audit
+    }
+}
+
+/// What must satisfy a policy when the image is a multi-platform index
+/// (sigil's `platforms` extension); an image that is not an index is always
+/// judged by its own digest.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Platforms {
+    /// The digest the workload names (policy-controller's behaviour): an
+    /// index passes on its own signatures, whatever its platforms carry.
+    #[default]
+    Named,
+    /// Every platform image the index lists, each on its own signatures
+    /// and attestations; the index's own are not consulted.
+    Every,
+    /// The digest the workload names, or else every platform image.
+    NamedOrEvery,
+}
+
+impl Platforms {
+    /// `named`, `every` or `namedOrEvery`, as the policy spells it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Named => "named",
+            Self::Every => "every",
+            Self::NamedOrEvery => "namedOrEvery",
+        }
     }
 }
 

@@ -3,7 +3,7 @@
 //! and its trust roots, so the webhook and `sigil policy test` evaluate
 //! policies through exactly the same code.
 
-use crate::eval::{AuthorityOutcome, AuthorityVerifier, ConfigFilesError};
+use crate::eval::{AuthorityOutcome, AuthorityVerifier, ImageReadError};
 use crate::glob::ImageName;
 use crate::model::{
     AuthorityKind, CaTrust, CompiledAuthority, KeyMaterial, TlogPolicy, VerifiedAttestation,
@@ -11,7 +11,10 @@ use crate::model::{
 };
 use sigil_registry::config::{ConfigFiles, config_files};
 use sigil_registry::image::{ImagePolicy, VerifyImageOptions, verify_image};
-use sigil_registry::{DiscoveryOptions, ImageRef, MaterialScope, RegistryClient, Repository, Want};
+use sigil_registry::platforms::{PlatformImage, platform_images};
+use sigil_registry::{
+    Digest, DiscoveryOptions, ImageRef, MaterialScope, RegistryClient, Repository, Want,
+};
 use sigil_verifier::trust::{CertificateAuthority, TrustedRoot, ValidFor};
 use sigil_verifier::verify::{SignedContent, SignerPolicy, VerificationPolicy};
 use sigil_verifier::x509::Certificate;
@@ -226,24 +229,44 @@ impl AuthorityVerifier for RegistryVerifier {
             .unwrap_or_else(AuthorityOutcome::Failed)
     }
 
-    async fn config_files(&self, image: &ImageName) -> Result<ConfigFiles, ConfigFilesError> {
-        let unusable = |reason: String| ConfigFilesError {
-            reason,
-            inconclusive: false,
-        };
-        let reference = image
-            .pinned()
-            .ok_or_else(|| unusable(format!("image {} has no digest", image.original)))?;
-        let parsed = ImageRef::parse(&reference).map_err(|e| unusable(e.to_string()))?;
-        let digest = parsed
-            .digest
-            .ok_or_else(|| unusable(format!("image {reference} has no digest")))?;
+    async fn config_files(&self, image: &ImageName) -> Result<ConfigFiles, ImageReadError> {
+        let (repository, digest) = pinned_reference(image)?;
         let session = self.client.session();
-        config_files(&session, &parsed.repository, &digest)
+        config_files(&session, &repository, &digest)
             .await
-            .map_err(|e| ConfigFilesError {
+            .map_err(|e| ImageReadError {
                 reason: e.to_string(),
                 inconclusive: e.is_inconclusive(),
             })
     }
+
+    async fn platform_images(
+        &self,
+        image: &ImageName,
+    ) -> Result<Option<Vec<PlatformImage>>, ImageReadError> {
+        let (repository, digest) = pinned_reference(image)?;
+        let session = self.client.session();
+        platform_images(&session, &repository, &digest)
+            .await
+            .map_err(|e| ImageReadError {
+                reason: e.to_string(),
+                inconclusive: e.is_inconclusive(),
+            })
+    }
+}
+
+/// The repository and digest of an image that carries one.
+fn pinned_reference(image: &ImageName) -> Result<(Repository, Digest), ImageReadError> {
+    let unusable = |reason: String| ImageReadError {
+        reason,
+        inconclusive: false,
+    };
+    let reference = image
+        .pinned()
+        .ok_or_else(|| unusable(format!("image {} has no digest", image.original)))?;
+    let parsed = ImageRef::parse(&reference).map_err(|e| unusable(e.to_string()))?;
+    let digest = parsed
+        .digest
+        .ok_or_else(|| unusable(format!("image {reference} has no digest")))?;
+    Ok((parsed.repository, digest))
 }

@@ -8,7 +8,7 @@
 //! for a set of images.
 
 use crate::eval::{ImageResult, PolicyResult};
-use crate::model::{Mode, NoMatchPolicy};
+use crate::model::{Mode, NoMatchPolicy, Platforms};
 
 /// Why an image no policy selects is denied (`noMatchPolicy: deny`).
 pub const NO_MATCH_DENIED: &str = "no ClusterImagePolicy matches it and noMatchPolicy is deny; \
@@ -41,8 +41,40 @@ pub struct ImageWords {
 /// A failed policy's reasons in one line: each failed authority, then the
 /// policy's own error (`authority a (key): ...; policy: ...`). When the
 /// policy's own check (Rego, CUE) failed, the authorities that passed are
-/// named too: they are what that check saw.
+/// named too: they are what that check saw. When the policy judged the
+/// platforms of an index, each failing platform follows with its own
+/// reasons (`platform linux/arm64 (sha256:…): authority a (key): ...`),
+/// after the index's (`the index itself: ...`) for `namedOrEvery`.
 fn reasons(policy: &PolicyResult) -> String {
+    let Some(platforms) = &policy.platforms else {
+        return digest_reasons(policy);
+    };
+    let mut parts = Vec::new();
+    if platforms.rule == Platforms::NamedOrEvery {
+        parts.push(format!(
+            "the index itself: {}; and not every platform passed",
+            digest_reasons(policy)
+        ));
+    }
+    match &platforms.images {
+        Err(e) => parts.push(format!("platforms: {}", e.reason)),
+        Ok(images) => parts.extend(images.iter().filter(|i| !i.result.passed).map(|i| {
+            format!(
+                "platform {} ({}): {}",
+                i.platform,
+                i.digest,
+                digest_reasons(&i.result)
+            )
+        })),
+    }
+    if parts.is_empty() {
+        parts.push("no platform image passed".into());
+    }
+    parts.join("; ")
+}
+
+/// The reasons of one digest's judgement.
+fn digest_reasons(policy: &PolicyResult) -> String {
     let mut parts: Vec<String> = policy
         .authorities
         .iter()

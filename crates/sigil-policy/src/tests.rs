@@ -12,13 +12,14 @@ use std::pin::pin;
 use std::task::{Context, Poll, Waker};
 
 use crate::eval::{
-    AuthorityOutcome, AuthorityVerifier, ConfigFiles, ConfigFilesError, evaluate_image,
+    AuthorityOutcome, AuthorityVerifier, ConfigFiles, ImageReadError, PlatformImage, evaluate_image,
 };
 use crate::glob::{Glob, ImageName};
 use crate::model::{
     AuthorityKind, CaTrust, CipPolicy, CompiledAttestation, CompiledAuthority, CompiledPolicy,
-    KeyAuthority, KeyMaterial, KeylessAuthority, Mode, NoMatchPolicy, PolicyProgram, ResourceInfo,
-    ResourceMatch, SecretRef, StaticAction, TlogPolicy, VerifiedAttestation, VerifiedSignature,
+    KeyAuthority, KeyMaterial, KeylessAuthority, Mode, NoMatchPolicy, Platforms, PolicyProgram,
+    ResourceInfo, ResourceMatch, SecretRef, StaticAction, TlogPolicy, VerifiedAttestation,
+    VerifiedSignature,
 };
 use crate::rego::RegoPolicy;
 use crate::render::render;
@@ -43,16 +44,27 @@ fn block_on<F: Future>(f: F) -> F::Output {
 
 /// Answers by authority name; serves `configs` as the image's config files
 /// (and counts how often they were asked for).
+/// Outcomes set for one digest (`at`) take precedence; `index` lists the
+/// image's platform images (none: it is not an index).
 #[derive(Default)]
 struct FakeVerifier {
     outcomes: HashMap<String, AuthorityOutcome>,
-    configs: Option<Result<ConfigFiles, ConfigFilesError>>,
+    at_digest: HashMap<(String, String), AuthorityOutcome>,
+    configs: Option<Result<ConfigFiles, ImageReadError>>,
     config_reads: std::sync::atomic::AtomicUsize,
+    index: Option<Result<Vec<PlatformImage>, ImageReadError>>,
+    index_reads: std::sync::atomic::AtomicUsize,
 }
 
 impl FakeVerifier {
     fn with(mut self, authority: &str, outcome: AuthorityOutcome) -> Self {
         self.outcomes.insert(authority.into(), outcome);
+        self
+    }
+
+    fn at(mut self, digest: &str, authority: &str, outcome: AuthorityOutcome) -> Self {
+        self.at_digest
+            .insert((digest.into(), authority.into()), outcome);
         self
     }
 }
@@ -64,9 +76,11 @@ impl AuthorityVerifier for FakeVerifier {
         authority: &CompiledAuthority,
     ) -> impl Future<Output = AuthorityOutcome> + Send {
         assert!(image.digest.is_some(), "only digests reach the verifier");
+        let digest = image.digest.clone().unwrap_or_default();
         let outcome = self
-            .outcomes
-            .get(&authority.name)
+            .at_digest
+            .get(&(digest, authority.name.clone()))
+            .or_else(|| self.outcomes.get(&authority.name))
             .cloned()
             .unwrap_or_else(|| AuthorityOutcome::Failed("no signature found".into()));
         std::future::ready(outcome)
@@ -75,16 +89,30 @@ impl AuthorityVerifier for FakeVerifier {
     fn config_files(
         &self,
         image: &ImageName,
-    ) -> impl Future<Output = Result<ConfigFiles, ConfigFilesError>> + Send {
+    ) -> impl Future<Output = Result<ConfigFiles, ImageReadError>> + Send {
         assert!(image.digest.is_some(), "only digests reach the verifier");
         self.config_reads
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         std::future::ready(self.configs.clone().unwrap_or_else(|| {
-            Err(ConfigFilesError {
+            Err(ImageReadError {
                 reason: "this fake serves no config files".into(),
                 inconclusive: false,
             })
         }))
+    }
+
+    fn platform_images(
+        &self,
+        image: &ImageName,
+    ) -> impl Future<Output = Result<Option<Vec<PlatformImage>>, ImageReadError>> + Send {
+        assert_eq!(
+            image.digest.as_deref(),
+            Some(DIGEST),
+            "only the index is listed"
+        );
+        self.index_reads
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        std::future::ready(self.index.clone().transpose())
     }
 }
 
@@ -163,6 +191,7 @@ fn policy(name: &str, glob: &str, authorities: Vec<CompiledAuthority>) -> Compil
         policy: None,
         mode: Mode::Enforce,
         matches: vec![],
+        platforms: Platforms::Named,
     }
 }
 
@@ -795,7 +824,7 @@ fn config_files_are_read_only_after_an_authority_passed_and_their_failure_denies
     );
 
     let outage = FakeVerifier {
-        configs: Some(Err(ConfigFilesError {
+        configs: Some(Err(ImageReadError {
             reason: "reading the config files of ghcr.io/sigil-dev/demo: registry timed out".into(),
             inconclusive: true,
         })),
@@ -847,4 +876,201 @@ fn rego_warnings_surface_as_admission_warnings() {
 fn compiled_policies_can_be_shared_across_threads() {
     fn assert_send_sync<T: Send + Sync>() {}
     assert_send_sync::<CompiledPolicy>();
+}
+
+const AMD64: &str = "sha256:a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1";
+const ARM64: &str = "sha256:b2b2b2b2b2b2b2b2b2b2b2b2b2b2b2b2b2b2b2b2b2b2b2b2b2b2b2b2b2b2b2b2";
+
+/// An index of linux/amd64 and linux/arm64 images, each signed (or not)
+/// on its own, and the index itself signed (or not).
+fn index_verifier(index: bool, amd64: bool, arm64: bool) -> FakeVerifier {
+    let images = [("linux/amd64", AMD64), ("linux/arm64", ARM64)]
+        .iter()
+        .map(|(platform, digest)| PlatformImage {
+            platform: (*platform).into(),
+            digest: sigil_registry::Digest::parse(digest).unwrap(),
+        })
+        .collect();
+    let mut v = FakeVerifier {
+        index: Some(Ok(images)),
+        ..FakeVerifier::default()
+    };
+    for (signed, digest) in [(index, DIGEST), (amd64, AMD64), (arm64, ARM64)] {
+        if signed {
+            v = v.at(digest, "ci", signed_by("https://github.com/sigil-dev/demo"));
+        }
+    }
+    v
+}
+
+fn platforms_policy(platforms: Platforms) -> CompiledPolicy {
+    CompiledPolicy {
+        platforms,
+        ..policy("multi-arch", "ghcr.io/**", vec![keyless("ci")])
+    }
+}
+
+#[test]
+fn what_must_be_signed_of_an_index_follows_the_policys_platforms() {
+    // (index signed, amd64 signed, arm64 signed) → allowed under named,
+    // every, namedOrEvery: the four ways publishers sign an index.
+    let cases = [
+        ("index only", (true, false, false), [true, false, true]),
+        ("platforms only", (false, true, true), [false, true, true]),
+        ("recursively", (true, true, true), [true, true, true]),
+        (
+            "one unsigned platform",
+            (true, true, false),
+            [true, false, true],
+        ),
+        ("nothing", (false, false, false), [false, false, false]),
+    ];
+    let rules = [Platforms::Named, Platforms::Every, Platforms::NamedOrEvery];
+    for (what, (index, amd64, arm64), allowed) in cases {
+        for (rule, want) in rules.iter().zip(allowed) {
+            let r = eval(
+                &index_verifier(index, amd64, arm64),
+                &[platforms_policy(*rule)],
+                NoMatchPolicy::Deny,
+            );
+            assert_eq!(
+                r.allowed(),
+                want,
+                "signed {what}, platforms {rule:?}: {r:?}"
+            );
+        }
+    }
+}
+
+#[test]
+fn a_denial_names_the_platform_that_failed_and_its_digest() {
+    let v = index_verifier(true, true, false);
+    let r = eval(
+        &v,
+        &[platforms_policy(Platforms::Every)],
+        NoMatchPolicy::Deny,
+    );
+    let message = render("pod default/web", &[r]).message.unwrap();
+    assert_eq!(
+        message,
+        format!(
+            "sigil denied pod default/web: 1 of 1 image(s) failed verification\n- image \
+             ghcr.io/sigil-dev/demo@{DIGEST}: policy multi-arch failed: platform linux/arm64 \
+             ({ARM64}): authority ci (keyless): no signature found"
+        )
+    );
+    // namedOrEvery: the index failed first, then a platform.
+    let v = index_verifier(false, true, false);
+    let r = eval(
+        &v,
+        &[platforms_policy(Platforms::NamedOrEvery)],
+        NoMatchPolicy::Deny,
+    );
+    let message = render("pod default/web", &[r]).message.unwrap();
+    assert!(
+        message.ends_with(&format!(
+            "policy multi-arch failed: the index itself: authority ci (keyless): no signature \
+             found; and not every platform passed; platform linux/arm64 ({ARM64}): authority ci \
+             (keyless): no signature found"
+        )),
+        "{message}"
+    );
+}
+
+#[test]
+fn every_platform_reads_the_index_only_when_the_policy_needs_it() {
+    let signed = index_verifier(true, true, true);
+    eval(
+        &signed,
+        &[platforms_policy(Platforms::Named)],
+        NoMatchPolicy::Deny,
+    );
+    eval(
+        &signed,
+        &[platforms_policy(Platforms::NamedOrEvery)],
+        NoMatchPolicy::Deny,
+    );
+    assert_eq!(
+        signed
+            .index_reads
+            .load(std::sync::atomic::Ordering::Relaxed),
+        0,
+        "named, and namedOrEvery whose index passed, never list platforms"
+    );
+    eval(
+        &signed,
+        &[platforms_policy(Platforms::Every)],
+        NoMatchPolicy::Deny,
+    );
+    assert_eq!(
+        signed
+            .index_reads
+            .load(std::sync::atomic::Ordering::Relaxed),
+        1
+    );
+}
+
+#[test]
+fn an_image_that_is_not_an_index_is_judged_by_its_own_digest() {
+    let plain = FakeVerifier {
+        index: None,
+        ..FakeVerifier::default()
+    }
+    .at(DIGEST, "ci", signed_by("https://github.com/sigil-dev/demo"));
+    for rule in [Platforms::Every, Platforms::NamedOrEvery] {
+        let r = eval(&plain, &[platforms_policy(rule)], NoMatchPolicy::Deny);
+        assert!(r.allowed(), "{rule:?}: {r:?}");
+        assert!(r.policies[0].platforms.is_none());
+    }
+}
+
+#[test]
+fn an_index_whose_platforms_cannot_be_read_is_denied_and_an_outage_is_inconclusive() {
+    for inconclusive in [false, true] {
+        let v = FakeVerifier {
+            index: Some(Err(ImageReadError {
+                reason: "reading the platforms of ghcr.io/sigil-dev/demo: registry timed out"
+                    .into(),
+                inconclusive,
+            })),
+            ..FakeVerifier::default()
+        }
+        .with("ci", signed_by("https://github.com/sigil-dev/demo"));
+        let r = eval(
+            &v,
+            &[platforms_policy(Platforms::Every)],
+            NoMatchPolicy::Deny,
+        );
+        assert!(
+            !r.allowed(),
+            "a signed index does not stand in for its platforms"
+        );
+        assert_eq!(r.policies[0].inconclusive(), inconclusive);
+        let message = render("pod default/web", &[r]).message.unwrap();
+        assert!(
+            message.ends_with(
+                "policy multi-arch failed: platforms: reading the platforms of \
+                 ghcr.io/sigil-dev/demo: registry timed out"
+            ),
+            "{message}"
+        );
+    }
+    // One platform unanswered and none refused: inconclusive; one refused:
+    // a failure whatever the other says.
+    let outage = || AuthorityOutcome::Inconclusive("registry timed out".into());
+    let v = index_verifier(false, true, false).at(ARM64, "ci", outage());
+    let r = eval(
+        &v,
+        &[platforms_policy(Platforms::Every)],
+        NoMatchPolicy::Deny,
+    );
+    assert!(r.policies[0].inconclusive());
+    let v = index_verifier(false, false, false).at(ARM64, "ci", outage());
+    let r = eval(
+        &v,
+        &[platforms_policy(Platforms::Every)],
+        NoMatchPolicy::Deny,
+    );
+    assert!(!r.allowed());
+    assert!(!r.policies[0].inconclusive());
 }

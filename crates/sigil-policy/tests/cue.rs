@@ -10,12 +10,14 @@ use std::future::Future;
 
 use serde_json::Value;
 use sigil_cue::{CueEngine, testing};
-use sigil_policy::eval::{AuthorityOutcome, AuthorityVerifier, ConfigFiles, ConfigFilesError};
+use sigil_policy::eval::{
+    AuthorityOutcome, AuthorityVerifier, ConfigFiles, ImageReadError, PlatformImage,
+};
 use sigil_policy::glob::{Glob, ImageName};
 use sigil_policy::model::{
     AuthorityKind, CipPolicy, CompiledAttestation, CompiledAuthority, CompiledPolicy, KeyAuthority,
-    KeyMaterial, Mode, NoMatchPolicy, PolicyProgram, ResourceInfo, SecretRef, StaticAction,
-    TlogPolicy, VerifiedAttestation, predicate_type_uri,
+    KeyMaterial, Mode, NoMatchPolicy, Platforms, PolicyProgram, ResourceInfo, SecretRef,
+    StaticAction, TlogPolicy, VerifiedAttestation, predicate_type_uri,
 };
 use sigil_policy::{CuePolicy, ImageResult, VerifiedSignature, evaluate_image, render};
 use sigil_verifier::crypto::HashAlgorithm;
@@ -68,11 +70,19 @@ impl AuthorityVerifier for Fake {
     fn config_files(
         &self,
         _image: &ImageName,
-    ) -> impl Future<Output = Result<ConfigFiles, ConfigFilesError>> + Send {
-        std::future::ready(self.1.clone().ok_or_else(|| ConfigFilesError {
+    ) -> impl Future<Output = Result<ConfigFiles, ImageReadError>> + Send {
+        std::future::ready(self.1.clone().ok_or_else(|| ImageReadError {
             reason: "this fake serves no config files".into(),
             inconclusive: false,
         }))
+    }
+
+    /// No image here is an index.
+    fn platform_images(
+        &self,
+        _image: &ImageName,
+    ) -> impl Future<Output = Result<Option<Vec<PlatformImage>>, ImageReadError>> + Send {
+        std::future::ready(Ok(None))
     }
 }
 
@@ -158,6 +168,7 @@ fn policy(authorities: Vec<CompiledAuthority>, cip: Option<CipPolicy>) -> Compil
         policy: cip,
         mode: Mode::Enforce,
         matches: vec![],
+        platforms: Platforms::Named,
     }
 }
 

@@ -336,6 +336,48 @@ pub struct Descriptor {
     /// Annotations.
     #[serde(default)]
     pub annotations: BTreeMap<String, String>,
+    /// The platform an index entry runs on.
+    #[serde(default)]
+    pub platform: Option<Platform>,
+}
+
+/// The platform of an index entry (OCI image index `platform`).
+#[derive(Debug, Clone, Deserialize, PartialEq, Eq, Default)]
+pub struct Platform {
+    /// Operating system (`linux`, `windows`).
+    #[serde(default)]
+    pub os: String,
+    /// CPU architecture (`amd64`, `arm64`).
+    #[serde(default)]
+    pub architecture: String,
+    /// CPU variant (`v7`), if any.
+    #[serde(default)]
+    pub variant: Option<String>,
+    /// Operating system version (Windows images), if any.
+    #[serde(default, rename = "os.version")]
+    pub os_version: Option<String>,
+}
+
+impl std::fmt::Display for Platform {
+    /// `os/architecture[/variant][:os.version]`, as go-containerregistry
+    /// and `docker`/`crane` write a platform.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(if self.os.is_empty() {
+            "unknown"
+        } else {
+            &self.os
+        })?;
+        if !self.architecture.is_empty() {
+            write!(f, "/{}", self.architecture)?;
+        }
+        if let Some(variant) = self.variant.as_deref().filter(|v| !v.is_empty()) {
+            write!(f, "/{variant}")?;
+        }
+        if let Some(version) = self.os_version.as_deref().filter(|v| !v.is_empty()) {
+            write!(f, ":{version}")?;
+        }
+        Ok(())
+    }
 }
 
 /// An image manifest or index, with the fields sigil reads.

@@ -30,7 +30,7 @@ pub const MAX_PLATFORMS: usize = 64;
 /// The config files of an image by platform key.
 pub type ConfigFiles = BTreeMap<String, Value>;
 
-const INDEX_TYPES: [&str; 2] = [
+pub(crate) const INDEX_TYPES: [&str; 2] = [
     "application/vnd.oci.image.index.v1+json",
     "application/vnd.docker.distribution.manifest.list.v2+json",
 ];
@@ -106,13 +106,13 @@ impl ConfigError {
     }
 }
 
-enum Shape<'m> {
+pub(crate) enum Shape<'m> {
     Index(&'m [Descriptor]),
     Image(&'m Descriptor),
     Other(String),
 }
 
-fn shape(m: &Manifest) -> Shape<'_> {
+pub(crate) fn shape(m: &Manifest) -> Shape<'_> {
     let media_type = m.media_type.as_deref().unwrap_or("");
     if INDEX_TYPES.contains(&media_type) || (media_type.is_empty() && !m.manifests.is_empty()) {
         return Shape::Index(&m.manifests);

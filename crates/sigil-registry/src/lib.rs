@@ -20,6 +20,7 @@ pub mod discover;
 pub mod egress;
 pub mod image;
 pub mod legacy;
+pub mod platforms;
 pub mod reference;
 pub mod tls;
 
