@@ -1379,6 +1379,56 @@ async fn a_cue_attestation_policy_is_ready_and_judges_provenance_and_scans() {
     .await;
 }
 
+/// `platforms: every` (sigil's extension): an index is admitted when each
+/// of its platform images is signed, whatever the index carries, and
+/// denied naming the platform that is not; `namedOrEvery` takes either.
+#[tokio::test]
+#[ignore = "needs a cluster with sigil: e2e/run-local.sh or e2e/kind.sh"]
+async fn every_platform_of_an_index_must_be_signed_when_the_policy_says_so() {
+    let s = Scenario::start("platforms").await;
+    let mut cip = s.key1_policy("e2e-platforms", "OLAREG");
+    cip["spec"]["platforms"] = json!("every");
+    s.apply(&cip).await;
+    s.expect_ready("e2e-platforms", "True", "Accepted").await;
+    let platforms = s.image("OLAREG_MULTI_PLATFORMS");
+    let one = s.image("OLAREG_MULTI_ONE_PLATFORM");
+    let arm = s.image("OLAREG_MULTI_ONE_PLATFORM_ARM");
+    s.expect_eventually(&[&platforms], Want::Allowed).await;
+    let denied = format!(
+        "policy e2e-platforms failed: platform linux/arm/v7 ({arm}): authority harness-key1 (key):"
+    );
+    let reply = s.expect(&[&one], Want::Denied(&[&denied])).await;
+    println!(
+        "platforms: every, one platform unsigned: {}",
+        reply.describe()
+    );
+    assert!(
+        !reply.message().contains("platform linux/amd64"),
+        "only the failing platform is named: {}",
+        reply.message()
+    );
+    // By tag: the webhook pins the index, then judges its platforms.
+    let tagged = format!("{}/test/multi:one-platform", s.fx.get("OLAREG").unwrap());
+    s.expect(&[&tagged], Want::Denied(&[&denied])).await;
+    s.expect(&[&s.image("OLAREG_MULTI_RECURSIVE")], Want::Allowed)
+        .await;
+
+    cip["spec"]["platforms"] = json!("namedOrEvery");
+    s.apply(&cip).await;
+    s.expect_eventually(&[&one], Want::Allowed).await;
+    s.expect(&[&platforms], Want::Allowed).await;
+    let reply = s
+        .expect(
+            &[&s.image("OLAREG_UNSIGNED")],
+            Want::Denied(&["policy e2e-platforms failed: authority harness-key1 (key):"]),
+        )
+        .await;
+    println!(
+        "platforms: namedOrEvery, not an index, unsigned: {}",
+        reply.describe()
+    );
+}
+
 #[tokio::test]
 #[ignore = "needs a cluster with sigil: e2e/run-local.sh or e2e/kind.sh"]
 async fn warn_mode_admits_with_a_warning() {
