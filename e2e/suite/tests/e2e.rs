@@ -1400,7 +1400,7 @@ async fn every_platform_of_an_index_must_be_signed_when_the_policy_says_so() {
     let reply = s.expect(&[&one], Want::Denied(&[&denied])).await;
     println!(
         "platforms: every, one platform unsigned: {}",
-        reply.describe()
+        reply.message()
     );
     assert!(
         !reply.message().contains("platform linux/amd64"),
@@ -1425,7 +1425,7 @@ async fn every_platform_of_an_index_must_be_signed_when_the_policy_says_so() {
         .await;
     println!(
         "platforms: namedOrEvery, not an index, unsigned: {}",
-        reply.describe()
+        reply.message()
     );
 }
 
