@@ -1449,23 +1449,59 @@ async fn warn_mode_admits_with_a_warning() {
 }
 
 /// The webhook's count of `mode: audit` verdicts of `policy` with `outcome`
-/// (`sigil_admission_audit_mode_verdicts_total`), 0 before the first.
-async fn audit_mode_count(policy: &str, outcome: &str) -> anyhow::Result<u64> {
-    let Some(metrics) = sigil_e2e::webhook_metrics() else {
-        anyhow::bail!("SIGIL_E2E_METRICS is not set: run the suite through e2e/run-local.sh");
+/// (`sigil_admission_audit_mode_verdicts_total`), 0 before the first: from
+/// the webhook run beside the local cluster (`SIGIL_E2E_METRICS`), or summed
+/// over the chart's webhook pods, read through the API server's pod proxy.
+async fn audit_mode_count(cluster: &Cluster, policy: &str, outcome: &str) -> anyhow::Result<u64> {
+    let texts = match sigil_e2e::webhook_metrics() {
+        Some(metrics) => vec![
+            reqwest::get(format!("{metrics}/metrics"))
+                .await?
+                .text()
+                .await?,
+        ],
+        None => {
+            let ns = &cluster.sigil_namespace;
+            let pods = cluster
+                .get(&format!(
+                    "/api/v1/namespaces/{ns}/pods?labelSelector=app.kubernetes.io%2Fcomponent%3Dwebhook"
+                ))
+                .await?;
+            let mut texts = Vec::new();
+            for pod in pods.body["items"].as_array().into_iter().flatten() {
+                if pod["status"]["phase"] != "Running" {
+                    continue;
+                }
+                let name = pod["metadata"]["name"].as_str().unwrap_or_default();
+                let port = pod["spec"]["containers"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .flat_map(|c| c["ports"].as_array().into_iter().flatten())
+                    .find(|p| p["name"] == "metrics")
+                    .and_then(|p| p["containerPort"].as_u64())
+                    .ok_or_else(|| anyhow::anyhow!("webhook pod {name} names no metrics port"))?;
+                texts.push(
+                    cluster
+                        .get_text(&format!(
+                            "/api/v1/namespaces/{ns}/pods/{name}:{port}/proxy/metrics"
+                        ))
+                        .await?,
+                );
+            }
+            anyhow::ensure!(!texts.is_empty(), "no running webhook pod in {ns}");
+            texts
+        }
     };
-    let text = reqwest::get(format!("{metrics}/metrics"))
-        .await?
-        .text()
-        .await?;
     let series = format!(
         "sigil_admission_audit_mode_verdicts_total{{policy=\"{policy}\",outcome=\"{outcome}\"}} "
     );
-    Ok(text
-        .lines()
-        .find_map(|l| l.strip_prefix(&series))
-        .and_then(|n| n.trim().parse().ok())
-        .unwrap_or(0))
+    Ok(texts
+        .iter()
+        .flat_map(|t| t.lines())
+        .filter_map(|l| l.strip_prefix(&series))
+        .filter_map(|n| n.trim().parse::<u64>().ok())
+        .sum())
 }
 
 #[tokio::test]
@@ -1491,8 +1527,12 @@ async fn an_audit_mode_policy_admits_what_it_would_deny_and_preview_lists_it() {
     s.expect_eventually(&[&unsigned], Want::Allowed).await;
     // Each review is judged by the audit-mode policy after the answer: the
     // counts move while every answer stays a clean allow.
-    let fails = audit_mode_count("e2e-audit-mode", "fail").await.unwrap();
-    let passes = audit_mode_count("e2e-audit-mode", "pass").await.unwrap();
+    let fails = audit_mode_count(&s.cluster, "e2e-audit-mode", "fail")
+        .await
+        .unwrap();
+    let passes = audit_mode_count(&s.cluster, "e2e-audit-mode", "pass")
+        .await
+        .unwrap();
     wait_for(
         "the webhook to count the audit-mode verdicts",
         SETTLE,
@@ -1504,8 +1544,8 @@ async fn an_audit_mode_policy_admits_what_it_would_deny_and_preview_lists_it() {
                 }
             }
             let now = (
-                audit_mode_count("e2e-audit-mode", "fail").await?,
-                audit_mode_count("e2e-audit-mode", "pass").await?,
+                audit_mode_count(&s.cluster, "e2e-audit-mode", "fail").await?,
+                audit_mode_count(&s.cluster, "e2e-audit-mode", "pass").await?,
             );
             Ok(if now.0 > fails && now.1 > passes {
                 Ok(())
@@ -1524,6 +1564,9 @@ async fn an_audit_mode_policy_admits_what_it_would_deny_and_preview_lists_it() {
     let name = "e2e-audit-running";
     let mut doc = sigil_e2e::pod(name, &[&unsigned]);
     doc["metadata"]["namespace"] = json!(s.ns);
+    // On a cluster with a node (e2e/run-node.sh) no kubelet may take the pod
+    // and overwrite the status given below: it selects no node.
+    doc["spec"]["nodeSelector"] = json!({"e2e.sigil.dev/no-such-node": "true"});
     let path = format!("{}/{name}", s.pods_path());
     s.cluster.delete(&path).await.unwrap();
     wait_for("an earlier pod to be gone", SETTLE, async || {

@@ -752,16 +752,20 @@ async fn sigil_doctor_reads_the_charts_installation_and_names_a_webhook_without_
         assert!(ok, "kubectl scale: {out}");
     };
     scale(0);
+    // The pods drain before they go: until then they may still answer
+    // through connections the API server keeps, so wait for both checks.
     let down = wait_for(
-        "doctor to find no endpoint",
+        "doctor to find no endpoint and nothing answering",
         Duration::from_secs(90),
         async || {
             let d = Doctor::run(&ns, None)?;
-            Ok(if d.status("endpoints") == "fail" {
-                Ok(d)
-            } else {
-                Err(d.describe())
-            })
+            Ok(
+                if d.status("endpoints") == "fail" && d.status("admission") == "fail" {
+                    Ok(d)
+                } else {
+                    Err(d.describe())
+                },
+            )
         },
     )
     .await;
