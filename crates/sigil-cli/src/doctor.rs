@@ -204,7 +204,13 @@ async fn doctor(args: &DoctorArgs) -> Result<Report> {
                 service_pods = Some((namespace.clone(), pods));
             }
         }
-        out.push(checks::dry_run(&dry_run(&client, enforced.first()).await));
+        let endpoints_down = out
+            .iter()
+            .any(|f| f.check == "endpoints" && f.status == Status::Fail);
+        out.push(checks::dry_run(
+            &dry_run(&client, enforced.first()).await,
+            endpoints_down,
+        ));
     }
 
     let cips = conditioned(

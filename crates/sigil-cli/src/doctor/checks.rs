@@ -414,7 +414,10 @@ pub(crate) enum DryRun {
 }
 
 /// `admission`: the webhook answers through the API server.
-pub(crate) fn dry_run(outcome: &DryRun) -> Finding {
+/// `endpoints_down`: the endpoints check found nothing to call, which is
+/// then the cause of a call that timed out (a Service without endpoints
+/// may drop the API server's connection rather than refuse it).
+pub(crate) fn dry_run(outcome: &DryRun, endpoints_down: bool) -> Finding {
     const CHECK: &str = "admission";
     match outcome {
         DryRun::NoNamespace => Finding::new(
@@ -442,7 +445,7 @@ pub(crate) fn dry_run(outcome: &DryRun) -> Finding {
                 .details(vec![first.to_owned()]);
             }
             if message.contains("failed calling webhook") {
-                let (cause, fix) = webhook_call_failure(message);
+                let (cause, fix) = webhook_call_failure(message, endpoints_down);
                 return Finding::new(
                     CHECK,
                     Status::Fail,
@@ -470,7 +473,8 @@ pub(crate) fn dry_run(outcome: &DryRun) -> Finding {
 }
 
 /// The cause and fix of an API server's "failed calling webhook" message.
-fn webhook_call_failure(message: &str) -> (&'static str, &'static str) {
+fn webhook_call_failure(message: &str, endpoints_down: bool) -> (&'static str, &'static str) {
+    let timed_out = message.contains("deadline exceeded") || message.contains("timeout");
     if message.contains("x509") || message.contains("certificate") {
         (
             "TLS verification failed (the caBundle does not match the serving certificate)",
@@ -479,13 +483,14 @@ fn webhook_call_failure(message: &str) -> (&'static str, &'static str) {
     } else if message.contains("connection refused")
         || message.contains("no endpoints available")
         || message.contains("service unavailable")
+        || (timed_out && endpoints_down)
     {
         (
             "nothing answers (the webhook is down or has no ready endpoint)",
             "see the endpoints check: start the webhook; in an emergency, see the break-glass \
              procedure (webhook.failurePolicy)",
         )
-    } else if message.contains("deadline exceeded") || message.contains("timeout") {
+    } else if timed_out {
         (
             "the webhook did not answer within timeoutSeconds",
             "check the webhook's logs and registry latency; raise webhook.timeoutSeconds",

@@ -252,10 +252,17 @@ fn a_url_webhook_that_does_not_answer_fails() {
 }
 
 fn refused(message: &str) -> Finding {
-    dry_run(&DryRun::Refused {
-        namespace: "shop".into(),
-        message: message.into(),
-    })
+    refused_with(message, false)
+}
+
+fn refused_with(message: &str, endpoints_down: bool) -> Finding {
+    dry_run(
+        &DryRun::Refused {
+            namespace: "shop".into(),
+            message: message.into(),
+        },
+        endpoints_down,
+    )
 }
 
 #[test]
@@ -265,9 +272,12 @@ fn a_dry_run_denied_by_sigil_proves_the_webhook_answers() {
          shop/sigil-doctor-x: 1 of 1 image(s) failed verification",
     );
     assert_eq!(f.status, Status::Ok, "{f:?}");
-    let f = dry_run(&DryRun::Allowed {
-        namespace: "shop".into(),
-    });
+    let f = dry_run(
+        &DryRun::Allowed {
+            namespace: "shop".into(),
+        },
+        false,
+    );
     assert_eq!(f.status, Status::Ok);
 }
 
@@ -292,13 +302,21 @@ fn a_dry_run_the_api_server_could_not_deliver_fails_naming_the_cause() {
             .as_deref()
             .is_some_and(|x| x.contains("failurePolicy"))
     );
-    let f = refused(
-        "Internal error occurred: failed calling webhook \"validate.policy.sigil.dev\": failed \
-         to call webhook: Post \"https://x/validate\": context deadline exceeded",
-    );
+    let timed_out = "Internal error occurred: failed calling webhook \"validate.policy.sigil.dev\": \
+         failed to call webhook: Post \"https://x/validate\": context deadline exceeded";
+    let f = refused(timed_out);
     assert!(
         f.summary.contains("did not answer within timeoutSeconds"),
         "{f:?}"
+    );
+    // A Service without a ready endpoint can make the call time out rather
+    // than be refused: the cause is then the missing endpoint, not latency.
+    let f = refused_with(timed_out, true);
+    assert!(f.summary.contains("nothing answers"), "{f:?}");
+    assert!(
+        f.fix
+            .as_deref()
+            .is_some_and(|x| x.contains("see the endpoints check"))
     );
 }
 
@@ -307,7 +325,7 @@ fn a_dry_run_refused_for_other_reasons_warns_and_no_namespace_skips() {
     let f = refused("pods is forbidden: User \"bob\" cannot create resource \"pods\"");
     assert_eq!(f.status, Status::Warn);
     assert!(f.summary.contains("forbidden"), "{f:?}");
-    assert_eq!(dry_run(&DryRun::NoNamespace).status, Status::Skip);
+    assert_eq!(dry_run(&DryRun::NoNamespace, false).status, Status::Skip);
 }
 
 #[test]
