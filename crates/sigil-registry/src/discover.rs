@@ -475,7 +475,10 @@ struct MaterialKey {
 /// wanted kind, tag prefix), kept for a short TTL: new signatures can appear,
 /// so nothing is kept long. Concurrent misses for one key share one fetch.
 /// A discovery that hit a registry error or an unusable candidate is shared
-/// with the callers waiting for it but not kept. Bounded by `capacity`.
+/// with the callers waiting for it but not kept, and so is one that found
+/// nothing: a signature pushed after a denial counts as soon as the
+/// verdict cache forgets the denial (its negative TTL), not a material TTL
+/// later. Bounded by `capacity`.
 pub struct MaterialCache {
     entries: Cache<MaterialKey, Discovery>,
 }
@@ -549,6 +552,7 @@ impl MaterialCache {
         let fetch = async {
             let found = discover(session, image_repo, digest, want, options).await;
             let transient = !found.errors.is_empty()
+                || found.candidates.is_empty()
                 || found
                     .candidates
                     .iter()

@@ -693,24 +693,7 @@ fn tempfile_dir(prefix: &str) -> std::path::PathBuf {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 #[ignore = "needs sigil installed on a node: e2e/run-node.sh"]
 async fn sigil_doctor_reads_the_charts_installation_and_names_a_webhook_without_endpoints() {
-    let n = Node::start("doctor").await;
-    let ns = n.cluster.sigil_namespace.clone();
-    let healthy = wait_for(
-        "doctor to find the installation healthy",
-        SETTLE,
-        async || {
-            let d = Doctor::run(&ns, None)?;
-            Ok(if d.code == Some(0) {
-                Ok(d)
-            } else {
-                Err(d.describe())
-            })
-        },
-    )
-    .await
-    .unwrap();
-    Doctor::show_text(&ns, None, "the chart's installation");
-    for check in [
+    const HEALTHY: [&str; 8] = [
         "webhook-configurations",
         "ca-bundle",
         "endpoints",
@@ -719,7 +702,30 @@ async fn sigil_doctor_reads_the_charts_installation_and_names_a_webhook_without_
         "webhook-loaded",
         "policies",
         "namespaces",
-    ] {
+    ];
+    let n = Node::start("doctor").await;
+    let ns = n.cluster.sigil_namespace.clone();
+    // An earlier scenario may have left a webhook pod going (deleted under
+    // load): wait for the Deployment's two, then for every check to pass.
+    n.ready(WEBHOOK, 2, &[]).await;
+    let healthy = wait_for(
+        "doctor to find the installation healthy",
+        SETTLE,
+        async || {
+            let d = Doctor::run(&ns, None)?;
+            Ok(
+                if d.code == Some(0) && HEALTHY.iter().all(|c| d.status(c) == "ok") {
+                    Ok(d)
+                } else {
+                    Err(d.describe())
+                },
+            )
+        },
+    )
+    .await
+    .unwrap();
+    Doctor::show_text(&ns, None, "the chart's installation");
+    for check in HEALTHY {
         assert_eq!(
             healthy.status(check),
             "ok",
