@@ -272,9 +272,9 @@ pub async fn evaluate_policy<V: AuthorityVerifier>(
 ) -> PolicyResult {
     match policy.platforms {
         Platforms::Named => evaluate_digest(verifier, policy, image, resource).await,
-        Platforms::Every => match platform_images(verifier, image).await {
-            Ok(None) => evaluate_digest(verifier, policy, image, resource).await,
-            listed => {
+        Platforms::Every => match platform_images(verifier, image).await.transpose() {
+            None => evaluate_digest(verifier, policy, image, resource).await,
+            Some(listed) => {
                 let platforms =
                     evaluate_platforms(verifier, policy, image, resource, listed, Platforms::Every)
                         .await;
@@ -298,9 +298,9 @@ pub async fn evaluate_policy<V: AuthorityVerifier>(
             if named.passed {
                 return named;
             }
-            match platform_images(verifier, image).await {
-                Ok(None) => named,
-                listed => {
+            match platform_images(verifier, image).await.transpose() {
+                None => named,
+                Some(listed) => {
                     let rule = Platforms::NamedOrEvery;
                     let platforms =
                         evaluate_platforms(verifier, policy, image, resource, listed, rule).await;
@@ -331,11 +331,11 @@ async fn evaluate_platforms<V: AuthorityVerifier>(
     policy: &CompiledPolicy,
     index: &ImageName,
     resource: &ResourceInfo,
-    listed: Result<Option<Vec<PlatformImage>>, ImageReadError>,
+    listed: Result<Vec<PlatformImage>, ImageReadError>,
     rule: Platforms,
 ) -> PlatformsResult {
     let images = match listed {
-        Ok(images) => images.unwrap_or_default(),
+        Ok(images) => images,
         Err(e) => {
             return PlatformsResult {
                 rule,
