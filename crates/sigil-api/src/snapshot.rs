@@ -82,7 +82,8 @@ pub struct PolicySnapshot {
     pub revision: u64,
     /// When the controller wrote this revision (RFC 3339).
     pub generated_at: String,
-    /// The accepted ClusterImagePolicies, by name.
+    /// The accepted ClusterImagePolicies and ImagePolicies, by
+    /// [`SnapshotPolicy::key`].
     pub policies: Vec<SnapshotPolicy>,
     /// The loaded TrustRoots, by name.
     pub trust_roots: Vec<SnapshotTrustRoot>,
@@ -107,12 +108,16 @@ pub struct SnapshotSigstore {
     pub trusted_root_json: String,
 }
 
-/// One accepted ClusterImagePolicy.
+/// One accepted ClusterImagePolicy, or a namespace's ImagePolicy.
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Default)]
 #[serde(rename_all = "camelCase")]
 pub struct SnapshotPolicy {
     /// The policy's name.
     pub name: String,
+    /// An ImagePolicy's namespace, where alone it applies; empty for a
+    /// ClusterImagePolicy.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub namespace: String,
     /// The policy object's UID.
     pub uid: String,
     /// The accepted generation (may be older than the object's current one
@@ -204,7 +209,7 @@ pub enum SnapshotError {
         name: String,
     },
     /// A policy does not compile.
-    #[error("policy snapshot: ClusterImagePolicy `{name}` does not compile: {reason}")]
+    #[error("policy snapshot: policy `{name}` does not compile: {reason}")]
     Policy {
         /// The policy's name.
         name: String,
@@ -235,6 +240,18 @@ pub enum SnapshotError {
         /// The parser's message.
         reason: String,
     },
+}
+
+impl SnapshotPolicy {
+    /// The name the policy goes by among policies of both scopes: its name,
+    /// or `NAMESPACE/NAME` for an ImagePolicy.
+    pub fn key(&self) -> String {
+        if self.namespace.is_empty() {
+            self.name.clone()
+        } else {
+            crate::image_policy::qualified_name(&self.namespace, &self.name)
+        }
+    }
 }
 
 impl PolicySnapshot {
@@ -295,6 +312,7 @@ mod tests {
     pub(in crate::snapshot) fn policy_p() -> SnapshotPolicy {
         SnapshotPolicy {
             name: "p".into(),
+            namespace: String::new(),
             uid: "uid-p".into(),
             generation: 1,
             resource_version: "1".into(),

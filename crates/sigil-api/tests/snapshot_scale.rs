@@ -96,6 +96,7 @@ fn policy(i: usize, noise: &mut Noise) -> SnapshotPolicy {
     };
     SnapshotPolicy {
         name: format!("team-{i}-images"),
+        namespace: String::new(),
         uid: format!(
             "{:08x}-{:04x}-4{:03x}-a{:03x}-{:012x}",
             noise.next() as u32,

@@ -118,6 +118,7 @@ impl ImageJudge for Judge {
 fn in_force(revision: u64, print_a: &str) -> InForce {
     let policy = |name: &str, glob: &str| CompiledPolicy {
         name: name.into(),
+        namespace: None,
         images: vec![Glob::compile(glob).unwrap()],
         authorities: Vec::new(),
         policy: None,

@@ -129,6 +129,7 @@ impl Scripted {
                     .map_or("p0", |(_, p)| p);
                 let compiled = CompiledPolicy {
                     name: name.clone(),
+                    namespace: None,
                     images: vec![Glob::compile(glob).unwrap()],
                     authorities: Vec::new(),
                     policy: None,

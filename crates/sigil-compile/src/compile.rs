@@ -194,8 +194,73 @@ impl Errors {
     }
 }
 
+/// What an ImagePolicy in `namespace` may not do that a ClusterImagePolicy
+/// may, one line per field: name a Secret or ConfigMap in another namespace
+/// (a tenant reads only its own), or name `signaturePullSecrets` (the
+/// webhook would read them from sigil's namespace; signatures are fetched
+/// with the workload's own pull secrets, which live in the policy's
+/// namespace). Empty when the spec is fit for a namespace.
+pub fn namespaced_problems(spec: &ClusterImagePolicySpec, namespace: &str) -> Vec<String> {
+    // (field path, kind, name, namespace as written) of every reference.
+    type Reference<'a> = (String, &'static str, &'a str, &'a str);
+    fn config_map<'a>(path: String, p: &'a Option<Policy>, out: &mut Vec<Reference<'a>>) {
+        if let Some(r) = p.as_ref().and_then(|p| p.config_map_ref.as_ref()) {
+            let ns = r.namespace.as_deref().unwrap_or_default();
+            out.push((format!("{path}.configMapRef"), "ConfigMap", &r.name, ns));
+        }
+    }
+    let mut references: Vec<Reference<'_>> = Vec::new();
+    config_map("spec.policy".into(), &spec.policy, &mut references);
+    for (i, a) in spec.authorities.iter().enumerate() {
+        for (j, att) in a.attestations.iter().enumerate() {
+            config_map(
+                format!("spec.authorities[{i}].attestations[{j}].policy"),
+                &att.policy,
+                &mut references,
+            );
+        }
+    }
+    let mut problems = Vec::new();
+    for (i, a) in spec.authorities.iter().enumerate() {
+        let keys = [
+            ("key", a.key.as_ref()),
+            (
+                "keyless.ca-cert",
+                a.keyless.as_ref().and_then(|k| k.ca_cert.as_ref()),
+            ),
+        ];
+        for (field, key) in keys {
+            if let Some(r) = key.and_then(|k| k.secret_ref.as_ref()) {
+                let path = format!("spec.authorities[{i}].{field}.secretRef");
+                references.push((path, "Secret", &r.name, &r.namespace));
+            }
+        }
+        for (j, source) in a.sources.iter().enumerate() {
+            if !source.signature_pull_secrets.is_empty() {
+                problems.push(format!(
+                    "spec.authorities[{i}].source[{j}].signaturePullSecrets: an ImagePolicy cannot \
+                     name pull secrets for signatures; they are fetched with the workload's own \
+                     pull secrets (its imagePullSecrets or its service account's, in this \
+                     namespace): remove the field"
+                ));
+            }
+        }
+    }
+    let elsewhere = references
+        .into_iter()
+        .filter(|(_, _, _, ns)| !ns.is_empty() && *ns != namespace)
+        .map(|(path, kind, name, ns)| {
+            format!(
+                "{path}: {kind} {ns}/{name} is outside the ImagePolicy's namespace `{namespace}`; \
+                 an ImagePolicy reads {kind}s only from its own namespace: create it there and \
+                 leave the namespace out"
+            )
+        });
+    elsewhere.chain(problems).collect()
+}
+
 /// Validates `spec` and compiles it into the verifier's model. `name` is the
-/// ClusterImagePolicy's name.
+/// ClusterImagePolicy's name (an ImagePolicy's `NAMESPACE/NAME`).
 pub fn compile_policy(
     name: &str,
     spec: &ClusterImagePolicySpec,
@@ -306,6 +371,7 @@ pub fn compile_policy(
     if errs.0.is_empty() {
         Ok(CompiledPolicy {
             name: name.to_owned(),
+            namespace: None,
             images,
             authorities,
             policy,

@@ -16,7 +16,8 @@ use crate::compile::{Offline, compile_policy, trust_root_refs};
 pub struct ValidSnapshot {
     /// The snapshot's revision.
     pub revision: u64,
-    /// Every policy, compiled, by name.
+    /// Every policy, compiled, by [`sigil_api::snapshot::SnapshotPolicy::key`]
+    /// (`NAMESPACE/NAME` for an ImagePolicy).
     pub policies: BTreeMap<String, CompiledPolicy>,
     /// Every trust root, parsed, by name.
     pub trust_roots: BTreeMap<String, TrustedRoot>,
@@ -82,12 +83,22 @@ pub fn validate(snapshot: &PolicySnapshot) -> Result<ValidSnapshot, SnapshotErro
         .transpose()?;
     let mut policies = BTreeMap::new();
     for p in &snapshot.policies {
+        let key = p.key();
         let invalid = |reason: String| SnapshotError::Policy {
-            name: p.name.clone(),
+            name: key.clone(),
             reason,
         };
-        let compiled =
-            compile_policy(&p.name, &p.spec, &Offline).map_err(|e| invalid(e.to_string()))?;
+        let mut compiled =
+            compile_policy(&key, &p.spec, &Offline).map_err(|e| invalid(e.to_string()))?;
+        if !p.namespace.is_empty() {
+            if let Some(problem) = crate::compile::namespaced_problems(&p.spec, &p.namespace)
+                .into_iter()
+                .next()
+            {
+                return Err(invalid(problem));
+            }
+            compiled.namespace = Some(p.namespace.clone());
+        }
         if let Some(secret) = unresolved_secret(&compiled) {
             return Err(invalid(format!(
                 "{secret} is not resolved inline; the controller resolves Secrets before publishing"
@@ -103,10 +114,10 @@ pub fn validate(snapshot: &PolicySnapshot) -> Result<ValidSnapshot, SnapshotErro
                 missing.into_iter().collect::<Vec<_>>().join(", ")
             )));
         }
-        if policies.insert(p.name.clone(), compiled).is_some() {
+        if policies.insert(key.clone(), compiled).is_some() {
             return Err(SnapshotError::Duplicate {
                 kind: "policy",
-                name: p.name.clone(),
+                name: key,
             });
         }
     }
@@ -148,6 +159,7 @@ mod tests {
     fn policy(name: &str, key: serde_json::Value) -> SnapshotPolicy {
         SnapshotPolicy {
             name: name.into(),
+            namespace: String::new(),
             uid: format!("uid-{name}"),
             generation: 1,
             resource_version: "1".into(),

@@ -1,14 +1,18 @@
-//! The ClusterImagePolicy reconciler: resolves the Secrets and ConfigMaps a
-//! policy refers to (in sigil's namespace only) and its remote modules
+//! The policy reconciler, for ClusterImagePolicies and for namespaces'
+//! ImagePolicies alike ([`PolicyObject`]): resolves the Secrets and
+//! ConfigMaps a policy refers to (in sigil's namespace for a
+//! ClusterImagePolicy, in its own for an ImagePolicy) and its remote modules
 //! ([`crate::remote_policy`]), compiles it with sigil-compile's
 //! compiler, publishes the compiled version to the snapshot, and reports
 //! `Ready` with `observedGeneration` plus an Event when that changes. A
 //! rejected generation is not published; the snapshot keeps the last
 //! accepted one. A policy's `keyless.url` and `ctlog.url` without
 //! `trustRootRef` must name instances of the cluster's default trust root
-//! (`TrustRootMismatch` otherwise). Changes of referenced Secrets,
-//! ConfigMaps and TrustRoots re-reconcile the policies that refer to them,
-//! a change of the default trust root every policy.
+//! (`TrustRootMismatch` otherwise). Changes of referenced Secrets and
+//! ConfigMaps in sigil's namespace re-reconcile the ClusterImagePolicies that
+//! refer to them (an ImagePolicy's, which the controller does not watch, are
+//! read again every [`RESYNC_REFERENCES`]); changes of TrustRoots the
+//! policies that name them, a change of the default trust root every policy.
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -16,14 +20,18 @@ use std::time::Duration;
 
 use futures_util::{Stream, StreamExt};
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
-use kube::ResourceExt;
 use kube::api::Api;
 use kube::runtime::controller::Action;
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::{Controller, watcher};
-use sigil_api::cip::{ClusterImagePolicy, ClusterImagePolicySpec, KeyRef, Policy};
+use kube::{Client, ResourceExt};
+use serde::Serialize;
+use sigil_api::cip::{
+    ClusterImagePolicy, ClusterImagePolicySpec, ClusterImagePolicyStatus, KeyRef, Policy,
+};
+use sigil_api::image_policy::{ImagePolicy, qualified_name};
 use sigil_api::snapshot::SnapshotPolicy;
-use sigil_compile::compile::{Offline, compile_policy, trust_root_refs};
+use sigil_compile::compile::{Offline, compile_policy, namespaced_problems, trust_root_refs};
 use sigil_compile::default_root::check_instance_urls;
 
 use crate::context::{Context, TrustChange};
@@ -37,16 +45,79 @@ pub const CONTROLLER: &str = "policy";
 const RESYNC: Duration = Duration::from_secs(3600);
 /// How soon a policy with a missing reference is retried.
 const RETRY_UNRESOLVED: Duration = Duration::from_secs(30);
+/// How often an ImagePolicy's Secrets and ConfigMaps are read again (the
+/// controller holds no watch on tenants' namespaces).
+pub const RESYNC_REFERENCES: Duration = Duration::from_secs(60);
+
+/// What the reconciler needs of a policy kind.
+pub trait PolicyObject: Published + Serialize {
+    /// The kind as messages name it.
+    const KIND: &'static str;
+    /// Whether Secret and ConfigMap changes in sigil's namespace are watched
+    /// (ClusterImagePolicy), or references are read again every
+    /// [`RESYNC_REFERENCES`] (ImagePolicy).
+    const WATCHES_REFERENCES: bool;
+    /// The policy's spec.
+    fn policy_spec(&self) -> &ClusterImagePolicySpec;
+    /// Its status.
+    fn policy_status(&self) -> Option<&ClusterImagePolicyStatus>;
+    /// The namespace it applies in and reads references from: `None` for a
+    /// ClusterImagePolicy (which reads them from sigil's namespace).
+    fn scope(&self) -> Option<String>;
+    /// An API through which its status is written.
+    fn status_api(&self, client: Client) -> Api<Self>;
+}
+
+impl PolicyObject for ClusterImagePolicy {
+    const KIND: &'static str = "ClusterImagePolicy";
+    const WATCHES_REFERENCES: bool = true;
+    fn policy_spec(&self) -> &ClusterImagePolicySpec {
+        &self.spec
+    }
+    fn policy_status(&self) -> Option<&ClusterImagePolicyStatus> {
+        self.status.as_ref()
+    }
+    fn scope(&self) -> Option<String> {
+        None
+    }
+    fn status_api(&self, client: Client) -> Api<Self> {
+        Api::all(client)
+    }
+}
+
+impl PolicyObject for ImagePolicy {
+    const KIND: &'static str = "ImagePolicy";
+    const WATCHES_REFERENCES: bool = false;
+    fn policy_spec(&self) -> &ClusterImagePolicySpec {
+        &self.spec.policy
+    }
+    fn policy_status(&self) -> Option<&ClusterImagePolicyStatus> {
+        self.status.as_ref()
+    }
+    fn scope(&self) -> Option<String> {
+        Some(self.namespace().unwrap_or_default())
+    }
+    fn status_api(&self, client: Client) -> Api<Self> {
+        Api::namespaced(client, &self.namespace().unwrap_or_default())
+    }
+}
 
 /// The Secrets, ConfigMaps and TrustRoots a policy refers to.
 #[derive(Debug, Default, PartialEq, Eq)]
 pub struct References {
-    /// Secret names (in sigil's namespace).
+    /// Secret names (in the namespace the policy reads from).
     pub secrets: BTreeSet<String>,
-    /// ConfigMap names (in sigil's namespace).
+    /// ConfigMap names (in the namespace the policy reads from).
     pub config_maps: BTreeSet<String>,
     /// TrustRoot names.
     pub trust_roots: BTreeSet<String>,
+}
+
+impl References {
+    /// Whether the policy reads any Secret or ConfigMap.
+    pub fn reads_objects(&self) -> bool {
+        !self.secrets.is_empty() || !self.config_maps.is_empty()
+    }
 }
 
 /// What `spec` refers to.
@@ -89,14 +160,20 @@ pub fn references(spec: &ClusterImagePolicySpec) -> References {
 }
 
 /// Returns `spec` with every Secret and ConfigMap reference replaced by its
-/// content, or the problems found (one line each, naming the field).
+/// content, or the problems found (one line each, naming the field). They
+/// are read from sigil's namespace, or from `scope`, an ImagePolicy's.
 pub async fn resolve(
     spec: &ClusterImagePolicySpec,
+    scope: Option<&str>,
     ctx: &Context,
 ) -> Result<Result<ClusterImagePolicySpec, Vec<String>>> {
     let mut spec = spec.clone();
     let mut problems = Vec::new();
-    let r = Resolver { ctx };
+    let r = Resolver {
+        ctx,
+        namespace: scope.unwrap_or(&ctx.args.namespace),
+        tenant: scope.is_some(),
+    };
     for (i, a) in spec.authorities.iter_mut().enumerate() {
         if let Some(key) = &mut a.key {
             let path = format!("spec.authorities[{i}].key");
@@ -134,21 +211,60 @@ pub async fn resolve(
 
 struct Resolver<'a> {
     ctx: &'a Context,
+    /// Where references are read: sigil's namespace, or an ImagePolicy's.
+    namespace: &'a str,
+    /// Reading for an ImagePolicy.
+    tenant: bool,
 }
 
 impl Resolver<'_> {
-    /// Checks that `namespace` is sigil's: the controller may read Secrets
-    /// and ConfigMaps only there.
+    /// Checks that `namespace` is the one references are read from: sigil's
+    /// for a ClusterImagePolicy, its own for an ImagePolicy.
     fn namespace_ok(&self, path: &str, namespace: &str, problems: &mut Vec<String>) -> bool {
-        let ns = &self.ctx.args.namespace;
+        let ns = self.namespace;
         if namespace.is_empty() || namespace == ns {
             true
+        } else if self.tenant {
+            problems.push(format!(
+                "{path}: namespace `{namespace}` is not the ImagePolicy's namespace `{ns}`; an \
+                 ImagePolicy reads referenced Secrets and ConfigMaps only from its own namespace: \
+                 move the object there"
+            ));
+            false
         } else {
             problems.push(format!(
                 "{path}: namespace `{namespace}` is not sigil's namespace `{ns}`; sigil reads \
                  referenced Secrets and ConfigMaps only from its own namespace: move the object there"
             ));
             false
+        }
+    }
+
+    /// Reads `name` of kind `K` in the resolver's namespace. For an
+    /// ImagePolicy, a refusal by RBAC is a problem of the policy (the chart
+    /// grants the read per namespace), not a failed reconcile.
+    async fn read<K>(&self, path: &str, name: &str, problems: &mut Vec<String>) -> Result<Option<K>>
+    where
+        K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>
+            + Clone
+            + serde::de::DeserializeOwned
+            + std::fmt::Debug,
+    {
+        let ns = self.namespace;
+        let kind = K::kind(&());
+        let api: Api<K> = Api::namespaced(self.ctx.client.clone(), ns);
+        match api.get_opt(name).await {
+            Ok(found) => Ok(found),
+            Err(kube::Error::Api(e)) if self.tenant && e.code == 403 => {
+                problems.push(format!(
+                    "{path}: sigil's controller may not read {kind} {ns}/{name}; let it read \
+                     the namespace's Secrets and ConfigMaps (chart value \
+                     imagePolicies.referenceNamespaces, or a RoleBinding in {ns} to the \
+                     ClusterRole the chart names in docs/policies.md)"
+                ));
+                Ok(None)
+            }
+            Err(e) => Err(Error::kube(format!("reading {kind} {ns}/{name}"), e)),
         }
     }
 
@@ -164,17 +280,15 @@ impl Resolver<'_> {
         if !self.namespace_ok(&path, &secret_ref.namespace, problems) {
             return Ok(());
         }
-        let ns = &self.ctx.args.namespace;
+        let ns = self.namespace;
         let name = &secret_ref.name;
-        let api: Api<Secret> = Api::namespaced(self.ctx.client.clone(), ns);
-        let secret = api
-            .get_opt(name)
-            .await
-            .map_err(|e| Error::kube(format!("reading Secret {ns}/{name}"), e))?;
-        let Some(secret) = secret else {
-            problems.push(format!(
-                "{path}: Secret {ns}/{name} not found; create it with the PEM as its only data entry"
-            ));
+        let before = problems.len();
+        let Some(secret) = self.read::<Secret>(&path, name, problems).await? else {
+            if problems.len() == before {
+                problems.push(format!(
+                    "{path}: Secret {ns}/{name} not found; create it with the PEM as its only data entry"
+                ));
+            }
             return Ok(());
         };
         let data = secret.data.unwrap_or_default();
@@ -224,16 +338,14 @@ impl Resolver<'_> {
         if !self.namespace_ok(&path, &namespace, problems) {
             return Ok(());
         }
-        let ns = &self.ctx.args.namespace;
-        let api: Api<ConfigMap> = Api::namespaced(self.ctx.client.clone(), ns);
-        let cm = api
-            .get_opt(&name)
-            .await
-            .map_err(|e| Error::kube(format!("reading ConfigMap {ns}/{name}"), e))?;
-        let Some(cm) = cm else {
-            problems.push(format!(
-                "{path}: ConfigMap {ns}/{name} not found; create it with the Rego module"
-            ));
+        let ns = self.namespace;
+        let before = problems.len();
+        let Some(cm) = self.read::<ConfigMap>(&path, &name, problems).await? else {
+            if problems.len() == before {
+                problems.push(format!(
+                    "{path}: ConfigMap {ns}/{name} not found; create it with the Rego module"
+                ));
+            }
             return Ok(());
         };
         let data = cm.data.unwrap_or_default();
@@ -266,77 +378,107 @@ impl Resolver<'_> {
     }
 }
 
-/// Reconciles one ClusterImagePolicy.
-pub async fn reconcile(cip: Arc<ClusterImagePolicy>, ctx: Arc<Context>) -> Result<Action> {
+/// The name a policy goes by in the snapshot and metrics: a
+/// ClusterImagePolicy's name, an ImagePolicy's `NAMESPACE/NAME`.
+fn key_of<K: PolicyObject>(policy: &K) -> String {
+    K::key(policy)
+}
+
+/// Reconciles one ClusterImagePolicy or ImagePolicy.
+pub async fn reconcile<K: PolicyObject>(policy: Arc<K>, ctx: Arc<Context>) -> Result<Action> {
     ctx.ensure_leader()?;
     ctx.metrics.reconciled(CONTROLLER);
-    let name = cip.name_any();
-    if crate::remote_policy::any(&cip.spec) {
-        let published = ctx.publisher.policy(&name).await;
+    let key = key_of(policy.as_ref());
+    let spec = policy.policy_spec();
+    let scope = policy.scope();
+    if crate::remote_policy::any(spec) {
+        let published = ctx.publisher.policy(&key).await;
         ctx.remote_policies.remember(published.as_ref()).await;
     }
-    let (verdict, requeue) = match resolve(&cip.spec, &ctx).await? {
-        Err(problems) => (
-            Verdict::failed("Ready", "UnresolvedReference", problems.join("; ")),
-            RETRY_UNRESOLVED,
-        ),
-        Ok(spec) => match compile_policy(&name, &spec, &Offline) {
-            Err(e) => (Verdict::failed("Ready", "Invalid", e.to_string()), RESYNC),
-            Ok(compiled) => {
-                // URLs without trustRootRef must name instances of the
-                // default trust root in force (re-checked when it changes).
-                let default = ctx.publisher.default_in_force().await;
-                let mismatches = check_instance_urls(&spec, &default.view());
-                if mismatches.is_empty() {
-                    let refs = trust_root_refs(&compiled).into_keys().collect();
-                    accept(&cip, &ctx, refs, spec).await?
-                } else {
-                    let message = mismatches
-                        .iter()
-                        .map(ToString::to_string)
-                        .collect::<Vec<_>>()
-                        .join("; ");
-                    (
-                        Verdict::failed("Ready", "TrustRootMismatch", message),
-                        RESYNC,
-                    )
+    let not_for_a_namespace = scope
+        .as_deref()
+        .map(|ns| namespaced_problems(spec, ns))
+        .unwrap_or_default();
+    let (verdict, requeue) = if !not_for_a_namespace.is_empty() {
+        (
+            Verdict::failed("Ready", "Invalid", not_for_a_namespace.join("; ")),
+            RESYNC,
+        )
+    } else {
+        match resolve(spec, scope.as_deref(), &ctx).await? {
+            Err(problems) => (
+                Verdict::failed("Ready", "UnresolvedReference", problems.join("; ")),
+                RETRY_UNRESOLVED,
+            ),
+            Ok(resolved) => match compile_policy(&key, &resolved, &Offline) {
+                Err(e) => (Verdict::failed("Ready", "Invalid", e.to_string()), RESYNC),
+                Ok(compiled) => {
+                    // URLs without trustRootRef must name instances of the
+                    // default trust root in force (re-checked when it changes).
+                    let default = ctx.publisher.default_in_force().await;
+                    let mismatches = check_instance_urls(&resolved, &default.view());
+                    if mismatches.is_empty() {
+                        let refs = trust_root_refs(&compiled).into_keys().collect();
+                        accept(policy.as_ref(), &ctx, refs, resolved).await?
+                    } else {
+                        let message = mismatches
+                            .iter()
+                            .map(ToString::to_string)
+                            .collect::<Vec<_>>()
+                            .join("; ");
+                        (
+                            Verdict::failed("Ready", "TrustRootMismatch", message),
+                            RESYNC,
+                        )
+                    }
                 }
-            }
-        },
+            },
+        }
     };
-    finish(&cip, &ctx, verdict, requeue).await
+    // An ImagePolicy's Secrets and ConfigMaps are not watched: read again.
+    let requeue = if !K::WATCHES_REFERENCES && references(spec).reads_objects() {
+        requeue.min(RESYNC_REFERENCES)
+    } else {
+        requeue
+    };
+    finish(policy.as_ref(), &ctx, verdict, requeue).await
 }
 
 /// Publishes a compiled policy once every TrustRoot it names (`refs`) is
 /// loaded.
-async fn accept(
-    cip: &ClusterImagePolicy,
+async fn accept<K: PolicyObject>(
+    policy: &K,
     ctx: &Context,
     refs: Vec<String>,
     spec: ClusterImagePolicySpec,
 ) -> Result<(Verdict, Duration)> {
-    let name = cip.name_any();
-    let generation = cip.metadata.generation.unwrap_or_default();
+    let generation = policy.meta().generation.unwrap_or_default();
     let mut missing = Vec::new();
     for root in refs {
         if ctx.publisher.trust_root(&root).await.is_none() {
             missing.push(root);
         }
     }
-    let in_force = if spec.mode.as_deref() == Some("audit") {
-        "is in force in audit mode: the webhook counts its verdicts and the audit reports \
-         them, but it never denies, warns or pins"
-    } else {
-        "is enforced by the webhook"
+    let scope = policy.scope();
+    let in_force = match (spec.mode.as_deref() == Some("audit"), &scope) {
+        (true, _) => "is in force in audit mode: the webhook counts its verdicts and the audit \
+                      reports them, but it never denies, warns or pins"
+            .to_owned(),
+        (false, None) => "is enforced by the webhook".to_owned(),
+        (false, Some(ns)) => format!(
+            "is enforced by the webhook in namespace {ns}, in addition to the cluster's \
+             ClusterImagePolicies"
+        ),
     };
     let result = if missing.is_empty() {
         let published = ctx
             .publisher
             .accept_policy(SnapshotPolicy {
-                name: name.clone(),
-                uid: cip.uid().unwrap_or_default(),
+                name: policy.name_any(),
+                namespace: scope.unwrap_or_default(),
+                uid: policy.uid().unwrap_or_default(),
                 generation,
-                resource_version: cip.resource_version().unwrap_or_default(),
+                resource_version: policy.resource_version().unwrap_or_default(),
                 spec,
             })
             .await;
@@ -373,16 +515,16 @@ async fn accept(
 }
 
 /// Reports `verdict` (status and Event when it changed) and requeues.
-async fn finish(
-    cip: &ClusterImagePolicy,
+async fn finish<K: PolicyObject>(
+    policy: &K,
     ctx: &Context,
     mut verdict: Verdict,
     requeue: Duration,
 ) -> Result<Action> {
-    let name = cip.name_any();
-    let generation = cip.metadata.generation.unwrap_or_default();
+    let key = key_of(policy);
+    let generation = policy.meta().generation.unwrap_or_default();
     if !verdict.ok {
-        verdict.message = match ctx.publisher.policy(&name).await {
+        verdict.message = match ctx.publisher.policy(&key).await {
             Some(good) => format!(
                 "generation {generation} rejected: {}; the webhook keeps enforcing generation {}",
                 verdict.message, good.generation
@@ -395,11 +537,12 @@ async fn finish(
     }
     // A KMS that cannot be reached leaves the last good key in force: the
     // policy is enforced, but Ready says what is wrong until it recovers.
-    let kms_degraded = ctx.kms.degraded(&cip.spec).await;
+    let spec = policy.policy_spec();
+    let kms_degraded = ctx.kms.degraded(spec).await;
     if verdict.ok && !kms_degraded.is_empty() {
         verdict = Verdict::failed("Ready", "KMSUnreachable", kms_degraded.join("; "));
     }
-    let requeue = if crate::kms_resolve::uses_kms(&cip.spec) {
+    let requeue = if crate::kms_resolve::uses_kms(spec) {
         let again = if kms_degraded.is_empty() {
             ctx.kms.refresh()
         } else {
@@ -409,65 +552,64 @@ async fn finish(
     } else {
         requeue
     };
-    ctx.metrics.policy_state(&name, Some(verdict.ok));
-    let previous = cip
-        .status
-        .as_ref()
+    ctx.metrics.policy_state(&key, Some(verdict.ok));
+    let previous = policy
+        .policy_status()
         .map(|s| s.conditions.as_slice())
         .unwrap_or_default();
-    let observed = cip.status.as_ref().and_then(|s| s.observed_generation);
+    let observed = policy.policy_status().and_then(|s| s.observed_generation);
     if status::changed(previous, &verdict, generation) || observed != Some(generation) {
         let conditions = status::conditions(previous, std::slice::from_ref(&verdict), generation);
-        status::apply_status(
-            ctx,
-            cip,
+        status::apply_status_with(
+            &policy.status_api(ctx.client.clone()),
+            policy,
             serde_json::json!({"observedGeneration": generation, "conditions": conditions}),
         )
         .await?;
-        status::event(ctx, cip, &verdict).await;
+        status::event(ctx, policy, &verdict).await;
     }
     Ok(Action::requeue(requeue))
 }
 
 /// What to do after a failed reconcile: count it and retry soon.
-pub fn error_policy(_cip: Arc<ClusterImagePolicy>, error: &Error, ctx: Arc<Context>) -> Action {
+pub fn error_policy<K: PolicyObject>(_policy: Arc<K>, error: &Error, ctx: Arc<Context>) -> Action {
     ctx.metrics.failed(CONTROLLER, error.metric_label());
     if matches!(error, Error::NotLeader(_)) {
         return Action::await_change();
     }
-    tracing::warn!(%error, "ClusterImagePolicy reconcile failed");
+    tracing::warn!(%error, kind = K::KIND, "policy reconcile failed");
     Action::requeue(Duration::from_secs(10))
 }
 
-fn policies_referring(
-    store: &Store<ClusterImagePolicy>,
+fn policies_referring<K: PolicyObject>(
+    store: &Store<K>,
     refers: impl Fn(&References) -> bool,
-) -> Vec<ObjectRef<ClusterImagePolicy>> {
+) -> Vec<ObjectRef<K>> {
     store
         .state()
         .iter()
-        .filter(|cip| refers(&references(&cip.spec)))
-        .map(|cip| ObjectRef::from_obj(cip.as_ref()))
+        .filter(|p| refers(&references(p.policy_spec())))
+        .map(|p| ObjectRef::from_obj(p.as_ref()))
         .collect()
 }
 
 /// Maps a changed Secret to the policies that refer to it.
-pub fn secret_mapper(
-    store: Store<ClusterImagePolicy>,
-) -> impl Fn(Secret) -> Vec<ObjectRef<ClusterImagePolicy>> + Send + Sync + 'static {
+pub fn secret_mapper<K: PolicyObject>(
+    store: Store<K>,
+) -> impl Fn(Secret) -> Vec<ObjectRef<K>> + Send + Sync + 'static {
     move |s: Secret| policies_referring(&store, |r| r.secrets.contains(&s.name_any()))
 }
 
-/// Runs the ClusterImagePolicy controller until `shutdown` resolves.
+/// Runs the controller of policy kind `K` until `shutdown` resolves.
 /// `trust_root_changed` says which published trust material changed.
-pub async fn run(
+pub async fn run<K: PolicyObject>(
     ctx: Arc<Context>,
     trust_root_changed: impl Stream<Item = TrustChange> + Send + 'static,
     shutdown: impl std::future::Future<Output = ()> + Send + Sync + 'static,
 ) {
     let client = ctx.client.clone();
     let ns = ctx.args.namespace.clone();
-    let (reader, objects) = watch_and_prune::<ClusterImagePolicy>(&ctx);
+    let (reader, objects) = watch_and_prune::<K>(&ctx);
 
     let config_maps = reader.clone();
     let secrets = secret_mapper(reader.clone());
@@ -480,25 +622,29 @@ pub async fn run(
             TrustChange::Default => policies_referring(&roots, |_| true),
         })
     });
-    Controller::for_stream(objects, reader)
-        .watches(
-            Api::<Secret>::namespaced(client.clone(), &ns),
-            watcher::Config::default(),
-            secrets,
-        )
-        .watches(
-            Api::<ConfigMap>::namespaced(client, &ns),
-            watcher::Config::default(),
-            move |c: ConfigMap| {
-                policies_referring(&config_maps, |r| r.config_maps.contains(&c.name_any()))
-            },
-        )
+    let mut controller = Controller::for_stream(objects, reader);
+    if K::WATCHES_REFERENCES {
+        controller = controller
+            .watches(
+                Api::<Secret>::namespaced(client.clone(), &ns),
+                watcher::Config::default(),
+                secrets,
+            )
+            .watches(
+                Api::<ConfigMap>::namespaced(client, &ns),
+                watcher::Config::default(),
+                move |c: ConfigMap| {
+                    policies_referring(&config_maps, |r| r.config_maps.contains(&c.name_any()))
+                },
+            );
+    }
+    controller
         .reconcile_on(trust_root_triggers)
         .graceful_shutdown_on(shutdown)
-        .run(reconcile, error_policy, ctx)
+        .run(reconcile::<K>, error_policy::<K>, ctx)
         .for_each(|result| async move {
             if let Err(e) = result {
-                tracing::debug!(error = %e, "policy controller event");
+                tracing::debug!(error = %e, kind = K::KIND, "policy controller event");
             }
         })
         .await;
@@ -513,7 +659,24 @@ impl Published for ClusterImagePolicy {
     }
 
     async fn retain(ctx: &Context, live: &BTreeSet<String>) -> Result<u64> {
-        ctx.publisher.retain_policies(live).await
+        ctx.publisher.retain_policies(false, live).await
+    }
+}
+
+impl Published for ImagePolicy {
+    const PLURAL: &'static str = "image policies";
+
+    fn key(obj: &Self) -> String {
+        qualified_name(&obj.namespace().unwrap_or_default(), &obj.name_any())
+    }
+
+    async fn unpublish(ctx: &Context, key: &str) -> Result<u64> {
+        ctx.metrics.policy_state(key, None);
+        ctx.publisher.remove_policy(key).await
+    }
+
+    async fn retain(ctx: &Context, live: &BTreeSet<String>) -> Result<u64> {
+        ctx.publisher.retain_policies(true, live).await
     }
 }
 
@@ -933,7 +1096,11 @@ mod tests {
         assert!(matches!(err, Error::NotLeader(_)));
         assert!(api.requests().is_empty());
         assert_eq!(
-            error_policy(object(&api, &cip_path("p")), &err, ctx),
+            error_policy(
+                object::<ClusterImagePolicy>(&api, &cip_path("p")),
+                &err,
+                ctx
+            ),
             Action::await_change()
         );
     }

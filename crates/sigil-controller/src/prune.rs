@@ -28,10 +28,17 @@ pub trait Published:
     /// What log lines call these objects ("policies", "trust roots").
     const PLURAL: &'static str;
 
-    /// Withdraws one deleted object from the snapshot and its metrics.
+    /// The name the object is published under: its name, unless the kind
+    /// says otherwise (an ImagePolicy's `NAMESPACE/NAME`).
+    fn key(obj: &Self) -> String {
+        obj.name_any()
+    }
+
+    /// Withdraws one deleted object (by [`Self::key`]) from the snapshot and
+    /// its metrics.
     fn unpublish(ctx: &Context, name: &str) -> impl Future<Output = Result<u64>> + Send;
 
-    /// Withdraws every published object whose name is not in `live`.
+    /// Withdraws every published object whose key is not in `live`.
     fn retain(ctx: &Context, live: &BTreeSet<String>) -> impl Future<Output = Result<u64>> + Send;
 }
 
@@ -83,9 +90,9 @@ pub(crate) async fn prune<K: Published>(
         return;
     }
     let result = match event {
-        watcher::Event::Delete(obj) => K::unpublish(ctx, &obj.name_any()).await,
+        watcher::Event::Delete(obj) => K::unpublish(ctx, &K::key(obj)).await,
         watcher::Event::InitDone => {
-            let live: BTreeSet<String> = reader.state().iter().map(|o| o.name_any()).collect();
+            let live: BTreeSet<String> = reader.state().iter().map(|o| K::key(o)).collect();
             K::retain(ctx, &live).await
         }
         _ => return,

@@ -73,7 +73,7 @@ struct HeldPolicy {
 
 impl HeldPolicy {
     fn new(policy: SnapshotPolicy) -> Self {
-        let trust_root_refs = compile_policy(&policy.name, &policy.spec, &Offline)
+        let trust_root_refs = compile_policy(&policy.key(), &policy.spec, &Offline)
             .map(|compiled| trust_root_refs(&compiled).into_keys().collect())
             .unwrap_or_default();
         Self {
@@ -173,9 +173,17 @@ struct Published {
 enum Change {
     AcceptPolicy(Box<SnapshotPolicy>),
     RemovePolicy(String),
-    RetainPolicies(BTreeSet<String>),
+    RetainPolicies {
+        /// Whether `live` lists ImagePolicies (else ClusterImagePolicies).
+        namespaced: bool,
+        /// The keys of that kind that still exist.
+        live: BTreeSet<String>,
+    },
     AcceptTrustRoot(SnapshotTrustRoot),
-    MarkTrustRootDefault { name: String, marked: bool },
+    MarkTrustRootDefault {
+        name: String,
+        marked: bool,
+    },
     RemoveTrustRoot(String),
     RetainTrustRoots(BTreeSet<String>),
     AcceptSigstore(SnapshotSigstore),
@@ -189,20 +197,21 @@ impl Change {
             Self::AcceptPolicy(policy) => {
                 // A status write bumps resourceVersion; that alone is no new
                 // version.
-                let unchanged = state.policies.get(&policy.name).is_some_and(|held| {
+                let key = policy.key();
+                let unchanged = state.policies.get(&key).is_some_and(|held| {
                     held.policy.uid == policy.uid
                         && held.policy.generation == policy.generation
                         && held.policy.spec == policy.spec
                 });
                 if !unchanged {
-                    let held = match state.policies.get(&policy.name) {
+                    let held = match state.policies.get(&key) {
                         Some(held) if held.policy.spec == policy.spec => HeldPolicy {
                             policy: policy.as_ref().clone(),
                             trust_root_refs: held.trust_root_refs.clone(),
                         },
                         _ => HeldPolicy::new(policy.as_ref().clone()),
                     };
-                    state.policies.insert(policy.name.clone(), held);
+                    state.policies.insert(key, held);
                 }
                 None
             }
@@ -210,8 +219,12 @@ impl Change {
                 state.policies.remove(name);
                 None
             }
-            Self::RetainPolicies(live) => {
-                state.policies.retain(|name, _| live.contains(name));
+            Self::RetainPolicies { namespaced, live } => {
+                // Keys with a `/` are ImagePolicies'; each kind's list
+                // governs its own.
+                state
+                    .policies
+                    .retain(|key, _| key.contains('/') != *namespaced || live.contains(key));
                 None
             }
             Self::AcceptTrustRoot(root) => {
@@ -340,9 +353,7 @@ impl Publisher {
         match loaded {
             Ok(snapshot) => {
                 for p in &snapshot.policies {
-                    state
-                        .policies
-                        .insert(p.name.clone(), HeldPolicy::new(p.clone()));
+                    state.policies.insert(p.key(), HeldPolicy::new(p.clone()));
                 }
                 for t in &snapshot.trust_roots {
                     state.trust_roots.insert(
@@ -389,7 +400,7 @@ impl Publisher {
             .map(|b| b.0))
     }
 
-    /// The accepted version of a policy, if any.
+    /// The accepted version of a policy (by [`SnapshotPolicy::key`]), if any.
     pub async fn policy(&self, name: &str) -> Option<SnapshotPolicy> {
         self.state
             .lock()
@@ -429,7 +440,7 @@ impl Publisher {
             .revision)
     }
 
-    /// Stops publishing a deleted policy.
+    /// Stops publishing a deleted policy (by [`SnapshotPolicy::key`]).
     pub async fn remove_policy(&self, name: &str) -> Result<u64> {
         Ok(self
             .submit(Change::RemovePolicy(name.to_owned()))
@@ -437,11 +448,15 @@ impl Publisher {
             .revision)
     }
 
-    /// Keeps only the policies named in `live` (after a restart, policies
-    /// deleted while the controller was down).
-    pub async fn retain_policies(&self, live: &BTreeSet<String>) -> Result<u64> {
+    /// Keeps, of the ClusterImagePolicies (or, with `namespaced`, of the
+    /// ImagePolicies), only those whose keys are in `live` (after a restart,
+    /// policies deleted while the controller was down).
+    pub async fn retain_policies(&self, namespaced: bool, live: &BTreeSet<String>) -> Result<u64> {
         Ok(self
-            .submit(Change::RetainPolicies(live.clone()))
+            .submit(Change::RetainPolicies {
+                namespaced,
+                live: live.clone(),
+            })
             .await?
             .revision)
     }
@@ -948,6 +963,7 @@ mod tests {
         publisher
             .accept_policy(SnapshotPolicy {
                 name: "p".into(),
+                namespace: String::new(),
                 uid: "uid-p".into(),
                 generation: 1,
                 resource_version: "1".into(),
@@ -1016,6 +1032,7 @@ mod tests {
     fn key_policy(name: &str, images: serde_json::Value) -> SnapshotPolicy {
         SnapshotPolicy {
             name: name.into(),
+            namespace: String::new(),
             uid: format!("uid-{name}"),
             generation: 1,
             resource_version: "1".into(),

@@ -9,12 +9,13 @@ use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 
 use kube::Client;
+use sigil_api::{ClusterImagePolicy, ImagePolicy};
 use sigil_runtime::admin::AdminListener;
 use sigil_runtime::shutdown::{self, Shutdown};
 use tokio::sync::{mpsc, watch};
 
 use crate::config::Args;
-use crate::context::Context;
+use crate::context::{Context, TrustChange};
 use crate::error::{Error, Result};
 use crate::leader::Elector;
 use crate::metrics::Metrics;
@@ -140,11 +141,31 @@ pub async fn lead(
             }
         }
     }
-    let triggers = futures_util::stream::unfold(tr_rx, |mut rx| async move {
-        rx.recv().await.map(|name| (name, rx))
-    });
+    // Both policy kinds hear every trust change.
+    let (cluster_tx, cluster_rx) = mpsc::unbounded_channel();
+    let (namespaced_tx, namespaced_rx) = mpsc::unbounded_channel();
+    let fan_out = async move {
+        let mut tr_rx = tr_rx;
+        while let Some(change) = tr_rx.recv().await {
+            let _ = cluster_tx.send(change.clone());
+            let _ = namespaced_tx.send(change);
+        }
+    };
+    let triggers = |rx: mpsc::UnboundedReceiver<TrustChange>| {
+        futures_util::stream::unfold(rx, |mut rx| async move {
+            rx.recv().await.map(|change| (change, rx))
+        })
+    };
+    let fan_out = async {
+        tokio::select! {
+            () = fan_out => {}
+            () = done() => {}
+        }
+    };
     tokio::join!(
-        policy::run(ctx.clone(), triggers, done()),
+        fan_out,
+        policy::run::<ClusterImagePolicy>(ctx.clone(), triggers(cluster_rx), done()),
+        policy::run::<ImagePolicy>(ctx.clone(), triggers(namespaced_rx), done()),
         trustroot::run(ctx.clone(), done()),
         sigstore_root::run(ctx.clone(), done()),
         tls::run(ctx.clone(), done()),

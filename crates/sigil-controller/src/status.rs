@@ -113,7 +113,15 @@ where
         + Serialize
         + std::fmt::Debug,
 {
-    let api: Api<K> = Api::all(ctx.client.clone());
+    apply_status_with(&Api::all(ctx.client.clone()), obj, status).await
+}
+
+/// Writes `status` by server-side apply through `api` (a namespaced API for
+/// a namespaced object).
+pub async fn apply_status_with<K>(api: &Api<K>, obj: &K, status: serde_json::Value) -> Result<()>
+where
+    K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Serialize + std::fmt::Debug,
+{
     let name = obj.name_any();
     let body = serde_json::json!({
         "apiVersion": K::api_version(&()),

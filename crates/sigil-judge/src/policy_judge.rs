@@ -80,14 +80,47 @@ pub enum Applied {
     Stale,
 }
 
-/// One valid snapshot, compiled, with what verdicts depend on.
-struct Loaded {
-    revision: u64,
-    /// Every policy, those that take part in admission (`enforce`, `warn`)
-    /// first, then the `mode: audit` ones from [`Self::audit_start`] on.
+/// Policies of one scope (the cluster's, or one namespace's), those that
+/// take part in admission (`enforce`, `warn`) first, then the `mode: audit`
+/// ones from [`Self::audit_start`] on.
+#[derive(Default)]
+struct PolicySet {
     policies: Vec<CompiledPolicy>,
     /// Where the `mode: audit` policies start in [`Self::policies`].
     audit_start: usize,
+}
+
+impl PolicySet {
+    fn new(policies: Vec<CompiledPolicy>) -> Self {
+        let (mut policies, audit): (Vec<CompiledPolicy>, Vec<CompiledPolicy>) =
+            policies.into_iter().partition(|p| p.mode.admits());
+        let audit_start = policies.len();
+        policies.extend(audit);
+        Self {
+            policies,
+            audit_start,
+        }
+    }
+
+    /// The policies that take part in admission (`enforce`, `warn`).
+    fn admission(&self) -> &[CompiledPolicy] {
+        self.policies.get(..self.audit_start).unwrap_or_default()
+    }
+
+    /// The `mode: audit` policies.
+    fn audit_mode(&self) -> &[CompiledPolicy] {
+        self.policies.get(self.audit_start..).unwrap_or_default()
+    }
+}
+
+/// One valid snapshot, compiled, with what verdicts depend on.
+struct Loaded {
+    revision: u64,
+    /// The ClusterImagePolicies.
+    cluster: PolicySet,
+    /// Each namespace's ImagePolicies, which apply there besides
+    /// [`Self::cluster`].
+    namespaced: HashMap<String, PolicySet>,
     /// What authorities without a `trustRootRef` verify against: the
     /// snapshot's default trust root, else its built-in Sigstore root, else
     /// the judge's own (v1 snapshots).
@@ -125,14 +158,31 @@ pub struct PolicyRegistries {
 }
 
 impl Loaded {
-    /// The policies that take part in admission (`enforce`, `warn`).
-    fn admission(&self) -> &[CompiledPolicy] {
-        self.policies.get(..self.audit_start).unwrap_or_default()
+    /// The policies of `namespace`'s objects that take part in admission:
+    /// the cluster's, then the namespace's own.
+    fn admission(&self, namespace: &str) -> impl Iterator<Item = &CompiledPolicy> {
+        let own = self.namespaced.get(namespace).map(PolicySet::admission);
+        self.cluster
+            .admission()
+            .iter()
+            .chain(own.unwrap_or_default())
     }
 
-    /// The `mode: audit` policies.
-    fn audit_mode(&self) -> &[CompiledPolicy] {
-        self.policies.get(self.audit_start..).unwrap_or_default()
+    /// The `mode: audit` policies of `namespace`'s objects.
+    fn audit_mode(&self, namespace: &str) -> impl Iterator<Item = &CompiledPolicy> {
+        let own = self.namespaced.get(namespace).map(PolicySet::audit_mode);
+        self.cluster
+            .audit_mode()
+            .iter()
+            .chain(own.unwrap_or_default())
+    }
+
+    /// Every policy of every scope.
+    fn all(&self) -> impl Iterator<Item = &CompiledPolicy> {
+        self.cluster
+            .policies
+            .iter()
+            .chain(self.namespaced.values().flat_map(|s| &s.policies))
     }
 }
 
@@ -267,7 +317,8 @@ fn policy_prints(
                     .unwrap_or_default()
                     .as_bytes(),
             );
-            if let Some(c) = compiled.get(&p.name) {
+            let key = p.key();
+            if let Some(c) = compiled.get(&key) {
                 for name in sigil_compile::compile::trust_root_refs(c).into_keys() {
                     h.update([0]);
                     h.update(name.as_bytes());
@@ -280,7 +331,7 @@ fn policy_prints(
                     );
                 }
             }
-            (p.name.clone(), hex::encode(h.finalize()))
+            (key, hex::encode(h.finalize()))
         })
         .collect()
 }
@@ -406,17 +457,31 @@ impl PolicyJudge {
             }
         }
         let prints = policy_prints(snapshot, &valid.policies, &self.public_good_id);
-        let (mut policies, audit): (Vec<CompiledPolicy>, Vec<CompiledPolicy>) =
-            valid.policies.into_values().partition(|p| p.mode.admits());
-        let audit_start = policies.len();
-        policies.extend(audit);
-        let reads_resource = policies.iter().any(|p| !p.matches.is_empty());
-        let reads_object = policies.iter().any(|p| {
+        let all: Vec<CompiledPolicy> = valid.policies.into_values().collect();
+        let reads_resource = all.iter().any(|p| !p.matches.is_empty());
+        let reads_object = all.iter().any(|p| {
             p.policy
                 .as_ref()
                 .is_some_and(|c| c.include_spec || c.include_object_meta)
         });
-        let mut signature_secrets: Vec<String> = policies
+        let hosts = registry_hosts(&all, &self.allowed_registries);
+        let (cluster, scoped): (Vec<CompiledPolicy>, Vec<CompiledPolicy>) =
+            all.into_iter().partition(|p| p.namespace.is_none());
+        let mut by_namespace: HashMap<String, Vec<CompiledPolicy>> = HashMap::new();
+        for p in scoped {
+            let ns = p.namespace.clone().unwrap_or_default();
+            by_namespace.entry(ns).or_default().push(p);
+        }
+        let cluster = PolicySet::new(cluster);
+        let namespaced = by_namespace
+            .into_iter()
+            .map(|(ns, policies)| (ns, PolicySet::new(policies)))
+            .collect();
+        // Pull secrets for signatures come from sigil's namespace: only the
+        // cluster's policies may name them (the snapshot refuses them in an
+        // ImagePolicy).
+        let mut signature_secrets: Vec<String> = cluster
+            .policies
             .iter()
             .flat_map(|p| &p.authorities)
             .flat_map(|a| &a.sources)
@@ -425,18 +490,15 @@ impl PolicyJudge {
         signature_secrets.sort();
         signature_secrets.dedup();
         let generated_at = sigil_verifier::trust::parse_rfc3339(&snapshot.generated_at);
-        let hosts = registry_hosts(&policies, &self.allowed_registries);
-        let pin_hosts = registry_hosts(
-            policies.get(..audit_start).unwrap_or_default(),
-            &self.allowed_registries,
-        );
+        // A namespace's policy never makes sigil pin tags elsewhere.
+        let pin_hosts = registry_hosts(cluster.admission(), &self.allowed_registries);
         *current = Some(Arc::new(Loaded {
             prints,
             hosts,
             pin_hosts,
             revision: valid.revision,
-            policies,
-            audit_start,
+            cluster,
+            namespaced,
             default_root,
             default_name: valid.default_trust_root,
             trust_roots: valid.trust_roots,
@@ -474,8 +536,7 @@ impl PolicyJudge {
             revision: loaded.revision,
             versions: loaded.versions.clone(),
             policies: loaded
-                .policies
-                .iter()
+                .all()
                 .map(|p| {
                     let print = loaded.prints.get(&p.name).cloned().unwrap_or_default();
                     (p.name.clone(), (print, p.clone()))
@@ -587,7 +648,8 @@ impl PolicyJudge {
 /// Maps an evaluation result onto the server's verdict, worded by
 /// `sigil_policy::render` (the wording `sigil policy test` prints too).
 fn verdict_of(result: &ImageResult, no_match: Verdict) -> Verdict {
-    if result.no_match.is_some() {
+    // Unmatched and no namespace's policy judged it either.
+    if result.no_match.is_some() && result.policies.is_empty() {
         return no_match;
     }
     let words = render::image_words(result);
@@ -690,7 +752,7 @@ impl ImageJudge for PolicyJudge {
         let resource = Self::resource(&loaded, object);
         let run = evaluate_image(
             verifier.as_ref(),
-            loaded.admission(),
+            loaded.admission(&object.namespace),
             &name,
             &resource,
             self.no_match,
@@ -718,8 +780,7 @@ impl ImageJudge for PolicyJudge {
         };
         let resource = Self::resource(&loaded, object);
         let selecting: Vec<&CompiledPolicy> = loaded
-            .audit_mode()
-            .iter()
+            .audit_mode(&object.namespace)
             .filter(|p| p.matches_image(&name) && p.matches_resource(&resource))
             .collect();
         let verifier = match self.verifier(&loaded, secrets) {
@@ -728,7 +789,7 @@ impl ImageJudge for PolicyJudge {
         };
         let run = evaluate_image(
             verifier.as_ref(),
-            loaded.audit_mode(),
+            loaded.audit_mode(&object.namespace),
             &name,
             &resource,
             NoMatchPolicy::Allow,
@@ -766,8 +827,7 @@ impl ImageJudge for PolicyJudge {
         };
         let resource = Self::resource(&loaded, object);
         loaded
-            .admission()
-            .iter()
+            .admission(&object.namespace)
             .any(|p| p.matches_image(&name) && p.matches_resource(&resource))
     }
 
@@ -775,7 +835,7 @@ impl ImageJudge for PolicyJudge {
         let Some(loaded) = self.loaded() else {
             return false;
         };
-        if loaded.audit_mode().is_empty() {
+        if loaded.audit_mode(&object.namespace).next().is_none() {
             return false;
         }
         let Ok(name) = ImageName::parse(image) else {
@@ -783,8 +843,7 @@ impl ImageJudge for PolicyJudge {
         };
         let resource = Self::resource(&loaded, object);
         loaded
-            .audit_mode()
-            .iter()
+            .audit_mode(&object.namespace)
             .any(|p| p.matches_image(&name) && p.matches_resource(&resource))
     }
 
@@ -813,7 +872,10 @@ impl ImageJudge for PolicyJudge {
         let Some(loaded) = self.loaded() else {
             return Some(String::new());
         };
-        if !loaded.reads_resource && !loaded.reads_object {
+        // Objects of a namespace with ImagePolicies are judged by more
+        // policies than the cluster's: their verdicts are kept apart.
+        let scoped = loaded.namespaced.contains_key(&object.namespace);
+        if !loaded.reads_resource && !loaded.reads_object && !scoped {
             return Some(String::new());
         }
         // A hash of exactly what the policies may read, so one object's
@@ -832,6 +894,11 @@ impl ImageJudge for PolicyJudge {
             h.update(k.as_bytes());
             h.update([1]);
             h.update(v.as_bytes());
+            h.update([0]);
+        }
+        if scoped {
+            h.update(b"namespace\0");
+            h.update(object.namespace.as_bytes());
             h.update([0]);
         }
         if loaded.reads_object {

@@ -130,8 +130,8 @@ pub struct ImageResult {
     pub image: String,
     /// One entry per applicable policy.
     pub policies: Vec<PolicyResult>,
-    /// Set when no enforce- or warn-mode policy applied: what
-    /// `noMatchPolicy` decided (`mode: audit` policies may still have
+    /// Set when no enforce- or warn-mode ClusterImagePolicy applied (a
+    /// namespace's ImagePolicy never counts): what `noMatchPolicy` decided (`mode: audit` policies may still have
     /// results in [`Self::policies`]).
     pub no_match: Option<NoMatchPolicy>,
 }
@@ -237,18 +237,22 @@ impl PolicyResult {
 
 /// Evaluates every applicable policy for `image` (which must carry a digest
 /// for anything but static authorities) admitted as part of `resource`.
-pub async fn evaluate_image<V: AuthorityVerifier>(
+pub async fn evaluate_image<'p, V: AuthorityVerifier>(
     verifier: &V,
-    policies: &[CompiledPolicy],
+    policies: impl IntoIterator<Item = &'p CompiledPolicy>,
     image: &ImageName,
     resource: &ResourceInfo,
     no_match: NoMatchPolicy,
 ) -> ImageResult {
     let applicable: Vec<&CompiledPolicy> = policies
-        .iter()
+        .into_iter()
         .filter(|p| p.matches_image(image) && p.matches_resource(resource))
         .collect();
-    let admitting = applicable.iter().any(|p| p.mode.admits());
+    // A namespace's ImagePolicy adds requirements; it never stands in for
+    // the cluster policy `noMatchPolicy` asks for.
+    let admitting = applicable
+        .iter()
+        .any(|p| p.mode.admits() && p.namespace.is_none());
     let results = join_all(
         applicable
             .iter()

@@ -23,8 +23,12 @@ use sigil_verifier::identity::IdentityPolicy;
 /// One compiled ClusterImagePolicy.
 #[derive(Debug, Clone)]
 pub struct CompiledPolicy {
-    /// The ClusterImagePolicy's name.
+    /// The ClusterImagePolicy's name, or an ImagePolicy's `NAMESPACE/NAME`.
     pub name: String,
+    /// An ImagePolicy's namespace: the policy applies only to objects
+    /// admitted there, and never makes an image "matched" for the cluster's
+    /// `noMatchPolicy`. `None` for a ClusterImagePolicy.
+    pub namespace: Option<String>,
     /// Images the policy applies to (any glob selects).
     pub images: Vec<Glob>,
     /// Authorities; any one passing satisfies the policy (without a
@@ -46,10 +50,14 @@ impl CompiledPolicy {
         self.images.iter().any(|g| g.matches(image))
     }
 
-    /// Whether the policy applies to the admitted resource; always true when
-    /// the policy has no `match` entries.
+    /// Whether the policy applies to the admitted resource: an ImagePolicy
+    /// only in its own namespace, and, when the policy has `match` entries,
+    /// only to the resources one of them selects.
     pub fn matches_resource(&self, resource: &ResourceInfo) -> bool {
-        self.matches.is_empty() || self.matches.iter().any(|m| m.matches(resource))
+        self.namespace
+            .as_deref()
+            .is_none_or(|ns| ns == resource.namespace)
+            && (self.matches.is_empty() || self.matches.iter().any(|m| m.matches(resource)))
     }
 }
 

@@ -186,6 +186,7 @@ fn static_authority(name: &str, action: StaticAction) -> CompiledAuthority {
 fn policy(name: &str, glob: &str, authorities: Vec<CompiledAuthority>) -> CompiledPolicy {
     CompiledPolicy {
         name: name.into(),
+        namespace: None,
         images: vec![Glob::compile(glob).unwrap()],
         authorities,
         policy: None,

@@ -163,6 +163,7 @@ fn wanted(name: &str, predicate_type: &str, text: &str) -> CompiledAttestation {
 fn policy(authorities: Vec<CompiledAuthority>, cip: Option<CipPolicy>) -> CompiledPolicy {
     CompiledPolicy {
         name: "cue".into(),
+        namespace: None,
         images: vec![Glob::compile("**demo**").unwrap()],
         authorities,
         policy: cip,

@@ -94,9 +94,12 @@ fn ready(api: &FakeApi) -> Value {
 }
 
 async fn reconcile(api: &FakeApi, ctx: &Arc<Context>) -> kube::runtime::controller::Action {
-    crate::policy::reconcile(object(api, &cip_path("p")), ctx.clone())
-        .await
-        .unwrap()
+    crate::policy::reconcile(
+        object::<sigil_api::ClusterImagePolicy>(api, &cip_path("p")),
+        ctx.clone(),
+    )
+    .await
+    .unwrap()
 }
 
 fn published_key(api: &FakeApi) -> KeyRef {
