@@ -189,6 +189,46 @@ mod tests {
     }
 
     #[test]
+    fn an_image_policy_is_held_under_its_namespace_beside_a_cluster_policy_of_its_name() {
+        let cluster = policy("p", serde_json::json!({"data": KEY}));
+        let mut tenant = policy("p", serde_json::json!({"data": KEY}));
+        tenant.namespace = "team-a".into();
+        let valid = validate(&snapshot(vec![cluster, tenant.clone()])).unwrap();
+        assert_eq!(valid.policies["p"].namespace, None);
+        assert_eq!(
+            valid.policies["team-a/p"].namespace.as_deref(),
+            Some("team-a")
+        );
+        assert_eq!(valid.policies["team-a/p"].name, "team-a/p");
+        let err = validate(&snapshot(vec![tenant.clone(), tenant])).unwrap_err();
+        assert_eq!(
+            err,
+            SnapshotError::Duplicate {
+                kind: "policy",
+                name: "team-a/p".into()
+            }
+        );
+    }
+
+    #[test]
+    fn an_image_policy_naming_signature_pull_secrets_is_refused() {
+        // The webhook reads signaturePullSecrets from sigil's namespace: a
+        // tenant's policy must never make it use those credentials.
+        let mut tenant = policy("p", serde_json::json!({"data": KEY}));
+        tenant.namespace = "team-a".into();
+        tenant.spec.authorities[0].sources = vec![
+            serde_json::from_value(serde_json::json!({
+                "oci": "registry.test/sigs", "signaturePullSecrets": [{"name": "sigil-creds"}]}))
+            .unwrap(),
+        ];
+        let err = validate(&snapshot(vec![tenant])).unwrap_err().to_string();
+        assert!(
+            err.starts_with("policy snapshot: policy `team-a/p` does not compile: spec.authorities[0].source[0].signaturePullSecrets: an ImagePolicy cannot name pull secrets"),
+            "{err}"
+        );
+    }
+
+    #[test]
     fn a_policy_with_an_unresolved_secret_is_refused() {
         let s = snapshot(vec![policy(
             "p",

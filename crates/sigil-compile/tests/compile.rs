@@ -13,7 +13,7 @@ use sigil_api::cip::{ConfigMapRef, RemotePolicy};
 use sigil_api::trustroot::TrustRootSpec;
 use sigil_compile::compile::{
     CompileError, MAX_REMOTE_POLICY_BYTES, Offline, SecretResolver, check_remote_policy,
-    compile_policy, is_offline_only, trust_root_refs, validate_trust_root,
+    compile_policy, is_offline_only, namespaced_problems, trust_root_refs, validate_trust_root,
 };
 use sigil_policy::model::{
     AuthorityKind, CaTrust, CompiledPolicy, KeyMaterial, Mode, Platforms, SecretRef, StaticAction,
@@ -1127,4 +1127,41 @@ fn platforms_says_what_of_an_index_must_pass_and_defaults_to_the_named_digest() 
         &format!("{base}platforms: any\n"),
         "spec.platforms: unsupported value `any`; use `named`",
     );
+}
+
+#[test]
+fn an_image_policy_reads_only_its_own_namespace_and_names_no_signature_pull_secrets() {
+    let spec: ClusterImagePolicySpec = serde_saphyr::from_str(
+        r#"
+images: [{glob: "**"}]
+policy: {type: rego, configMapRef: {name: shared, namespace: sigil-system}}
+authorities:
+  - key: {secretRef: {name: team-key}}
+  - key: {secretRef: {name: other-key, namespace: team-b}}
+    attestations:
+      - {name: sbom, predicateType: spdx, policy: {type: cue, configMapRef: {name: own, namespace: team-a}}}
+  - keyless: {url: "https://fulcio.sigstore.dev", identities: [{issuer: i, subject: s}]}
+    source: [{oci: registry.test/sigs, signaturePullSecrets: [{name: creds}]}]
+"#,
+    )
+    .unwrap();
+    assert_eq!(
+        namespaced_problems(&spec, "team-a"),
+        [
+            "spec.policy.configMapRef: ConfigMap sigil-system/shared is outside the ImagePolicy's \
+             namespace `team-a`; an ImagePolicy reads ConfigMaps only from its own namespace: \
+             create it there and leave the namespace out",
+            "spec.authorities[1].key.secretRef: Secret team-b/other-key is outside the \
+             ImagePolicy's namespace `team-a`; an ImagePolicy reads Secrets only from its own \
+             namespace: create it there and leave the namespace out",
+            "spec.authorities[2].source[0].signaturePullSecrets: an ImagePolicy cannot name pull \
+             secrets for signatures; they are fetched with the workload's own pull secrets (its \
+             imagePullSecrets or its service account's, in this namespace): remove the field",
+        ]
+    );
+    let fit: ClusterImagePolicySpec = serde_saphyr::from_str(
+        "images: [{glob: \"**\"}]\nauthorities: [{key: {secretRef: {name: k, namespace: team-a}}}]\n",
+    )
+    .unwrap();
+    assert!(namespaced_problems(&fit, "team-a").is_empty());
 }

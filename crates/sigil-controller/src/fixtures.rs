@@ -29,6 +29,8 @@ struct Store {
     resource_version: u64,
     /// Object paths whose writes are refused as invalid, with the message.
     refusals: BTreeMap<String, String>,
+    /// Object paths every request to which RBAC refuses (403).
+    forbidden: std::collections::BTreeSet<String>,
 }
 
 /// The fake API server's state, shared with the test.
@@ -142,6 +144,12 @@ impl FakeApi {
             .insert(path.to_owned(), message.to_owned());
     }
 
+    /// Refuses every request to `path` as RBAC refuses a verb the caller
+    /// was not granted: 403 Forbidden.
+    pub fn forbid(&self, path: &str) {
+        self.store.lock().unwrap().forbidden.insert(path.to_owned());
+    }
+
     /// The object stored at `path`.
     pub fn get(&self, path: &str) -> Option<Value> {
         self.store.lock().unwrap().objects.get(path).cloned()
@@ -194,6 +202,9 @@ impl FakeApi {
             Some(p) if !is_collection(&path) => (p.to_owned(), true),
             _ => (path.clone(), false),
         };
+        if s.forbidden.contains(&object_path) {
+            return status(StatusCode::FORBIDDEN, "Forbidden", "forbidden by RBAC");
+        }
         if matches!(method, Method::POST | Method::PUT | Method::PATCH)
             && !subresource
             && let Some(message) = s.refusals.get(&object_path)
@@ -391,6 +402,27 @@ pub fn cip(name: &str, generation: i64, spec: Value) -> Value {
         "metadata": {"name": name, "generation": generation, "uid": format!("uid-{name}")},
         "spec": spec,
     })
+}
+
+/// The path of ImagePolicy `name` in `namespace`.
+pub fn image_policy_path(namespace: &str, name: &str) -> String {
+    format!("/apis/policy.sigil.dev/v1alpha1/namespaces/{namespace}/imagepolicies/{name}")
+}
+
+/// An ImagePolicy object.
+pub fn image_policy(namespace: &str, name: &str, generation: i64, spec: Value) -> Value {
+    json!({
+        "apiVersion": "policy.sigil.dev/v1alpha1",
+        "kind": "ImagePolicy",
+        "metadata": {"name": name, "namespace": namespace, "generation": generation,
+                     "uid": format!("uid-{namespace}-{name}")},
+        "spec": spec,
+    })
+}
+
+/// The path of Secret `name` in `namespace`.
+pub fn secret_path_in(namespace: &str, name: &str) -> String {
+    format!("/api/v1/namespaces/{namespace}/secrets/{name}")
 }
 
 /// A Secret in sigil's namespace with `data` (plain text values).

@@ -1239,3 +1239,213 @@ mod tests {
         assert_eq!(ready(&api, "pg")["status"], "True", "{}", ready(&api, "pg"));
     }
 }
+
+#[cfg(test)]
+mod image_policy_tests {
+    use http::Method;
+    use serde_json::{Value, json};
+
+    use super::*;
+    use crate::fixtures::*;
+
+    const TEAM: &str = "team-a";
+
+    async fn reconcile_image_policy(api: &FakeApi, ctx: &Arc<Context>, name: &str) -> Action {
+        reconcile(
+            object::<ImagePolicy>(api, &image_policy_path(TEAM, name)),
+            ctx.clone(),
+        )
+        .await
+        .unwrap()
+    }
+
+    fn ready(api: &FakeApi, name: &str) -> Value {
+        let obj = api.get(&image_policy_path(TEAM, name)).unwrap();
+        obj["status"]["conditions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["type"] == "Ready")
+            .unwrap()
+            .clone()
+    }
+
+    fn team_secret(name: &str, pem: &str) -> Value {
+        let mut s = secret(name, &[("cosign.pub", pem)]);
+        s["metadata"]["namespace"] = json!(TEAM);
+        s
+    }
+
+    #[tokio::test]
+    async fn an_image_policy_is_published_under_its_namespace_with_its_own_namespaces_key() {
+        let (client, api) = FakeApi::start();
+        let (ctx, _rx, _l) = context(client, true);
+        api.put(
+            &secret_path_in(TEAM, "team-key"),
+            team_secret("team-key", P256_PUB),
+        );
+        // A Secret of the same name in sigil's namespace must not be read.
+        api.put(
+            &secret_path("team-key"),
+            secret("team-key", &[("k", "not a key")]),
+        );
+        api.put(
+            &image_policy_path(TEAM, "extra"),
+            image_policy(
+                TEAM,
+                "extra",
+                1,
+                json!({"images": [{"glob": "**"}],
+                       "authorities": [{"key": {"secretRef": {"name": "team-key"}}}]}),
+            ),
+        );
+
+        let action = reconcile_image_policy(&api, &ctx, "extra").await;
+
+        let cond = ready(&api, "extra");
+        assert_eq!(
+            (&cond["status"], &cond["reason"]),
+            (&json!("True"), &json!("Accepted"))
+        );
+        assert_eq!(
+            cond["message"],
+            "generation 1 compiled and is enforced by the webhook in namespace team-a, in \
+             addition to the cluster's ClusterImagePolicies"
+        );
+        let snapshot = stored_snapshot(&api).unwrap();
+        let published = &snapshot.policies[0];
+        assert_eq!(
+            (published.namespace.as_str(), published.name.as_str()),
+            (TEAM, "extra")
+        );
+        assert_eq!(
+            published.spec.authorities[0]
+                .key
+                .as_ref()
+                .unwrap()
+                .data
+                .as_deref(),
+            Some(P256_PUB)
+        );
+        let valid = sigil_compile::snapshot::validate(&snapshot).unwrap();
+        assert!(valid.policies.contains_key("team-a/extra"));
+        // The tenant's Secret is not watched: it is read again within a minute.
+        assert_eq!(action, Action::requeue(RESYNC_REFERENCES));
+    }
+
+    #[tokio::test]
+    async fn an_image_policy_reaching_outside_its_namespace_is_not_published() {
+        let (client, api) = FakeApi::start();
+        let (ctx, _rx, _l) = context(client, true);
+        api.put(
+            &secret_path("sigil-key"),
+            secret("sigil-key", &[("k", P256_PUB)]),
+        );
+        api.put(
+            &image_policy_path(TEAM, "borrow"),
+            image_policy(
+                TEAM,
+                "borrow",
+                1,
+                json!({"images": [{"glob": "**"}],
+                       "authorities": [{"key": {"secretRef": {"name": "sigil-key", "namespace": NS}}}]}),
+            ),
+        );
+
+        reconcile_image_policy(&api, &ctx, "borrow").await;
+
+        let cond = ready(&api, "borrow");
+        assert_eq!(
+            (&cond["status"], &cond["reason"]),
+            (&json!("False"), &json!("Invalid"))
+        );
+        assert_eq!(
+            cond["message"],
+            "generation 1 rejected: spec.authorities[0].key.secretRef: Secret sigil-system/sigil-key \
+             is outside the ImagePolicy's namespace `team-a`; an ImagePolicy reads Secrets only \
+             from its own namespace: create it there and leave the namespace out; the webhook \
+             does not enforce this policy"
+        );
+        assert!(
+            api.requests_to(Method::GET, &secret_path("sigil-key"))
+                .is_empty()
+        );
+        assert!(stored_snapshot(&api).is_none_or(|s| s.policies.is_empty()));
+    }
+
+    #[tokio::test]
+    async fn a_secret_rbac_does_not_let_sigil_read_is_a_reason_on_the_policy() {
+        let (client, api) = FakeApi::start();
+        let (ctx, _rx, _l) = context(client, true);
+        api.put(
+            &secret_path_in(TEAM, "team-key"),
+            team_secret("team-key", P256_PUB),
+        );
+        api.forbid(&secret_path_in(TEAM, "team-key"));
+        api.put(
+            &image_policy_path(TEAM, "extra"),
+            image_policy(
+                TEAM,
+                "extra",
+                1,
+                json!({"images": [{"glob": "**"}],
+                       "authorities": [{"key": {"secretRef": {"name": "team-key"}}}]}),
+            ),
+        );
+
+        reconcile_image_policy(&api, &ctx, "extra").await;
+
+        let cond = ready(&api, "extra");
+        assert_eq!(
+            (&cond["status"], &cond["reason"]),
+            (&json!("False"), &json!("UnresolvedReference"))
+        );
+        let message = cond["message"].as_str().unwrap();
+        assert!(
+            message.contains(
+                "spec.authorities[0].key.secretRef: sigil's controller may not read Secret \
+                 team-a/team-key; let it read the namespace's Secrets and ConfigMaps (chart value \
+                 imagePolicies.referenceNamespaces"
+            ),
+            "{message}"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_deleted_image_policy_is_withdrawn_and_a_cluster_policy_of_its_name_stays() {
+        let (client, api) = FakeApi::start();
+        let (ctx, _rx, _l) = context(client, true);
+        let spec =
+            json!({"images": [{"glob": "**"}], "authorities": [{"key": {"data": P256_PUB}}]});
+        api.put(&cip_path("extra"), cip("extra", 1, spec.clone()));
+        api.put(
+            &image_policy_path(TEAM, "extra"),
+            image_policy(TEAM, "extra", 1, spec),
+        );
+        reconcile(
+            object::<ClusterImagePolicy>(&api, &cip_path("extra")),
+            ctx.clone(),
+        )
+        .await
+        .unwrap();
+        reconcile_image_policy(&api, &ctx, "extra").await;
+        let keys = |api: &FakeApi| -> Vec<String> {
+            stored_snapshot(api)
+                .unwrap()
+                .policies
+                .iter()
+                .map(SnapshotPolicy::key)
+                .collect()
+        };
+        assert_eq!(keys(&api), ["extra", "team-a/extra"]);
+
+        // After a restart, only ClusterImagePolicy `extra` is listed among
+        // its kind: the ImagePolicy of the same name is not touched by it.
+        ClusterImagePolicy::retain(&ctx, &BTreeSet::from(["extra".to_owned()]))
+            .await
+            .unwrap();
+        assert_eq!(keys(&api), ["extra", "team-a/extra"]);
+        ImagePolicy::unpublish(&ctx, "team-a/extra").await.unwrap();
+        assert_eq!(keys(&api), ["extra"]);
+    }
+}

@@ -1091,3 +1091,197 @@ mod tests {
         assert_eq!(verdict.warnings.len(), 1, "warn mode still warns");
     }
 }
+
+#[cfg(test)]
+mod namespaced_tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)]
+
+    use std::collections::BTreeMap;
+
+    use kube::core::{ApiResource, DynamicObject, GroupVersionKind};
+    use serde_json::json;
+
+    use super::*;
+
+    const IMAGE: &str = "registry.test/shop/app";
+    const DIGEST: &str = "sha256:bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb";
+
+    /// A snapshot entry with one static authority; `namespace` empty for a
+    /// ClusterImagePolicy.
+    fn entry(namespace: &str, name: &str, mode: &str, action: &str) -> serde_json::Value {
+        json!({
+            "name": name, "namespace": namespace, "uid": format!("uid-{namespace}-{name}"),
+            "generation": 1, "resourceVersion": "1",
+            "spec": {
+                "images": [{"glob": "registry.test/**"}],
+                "authorities": [{"name": "gate", "static": {"action": action}}],
+                "mode": mode,
+            },
+        })
+    }
+
+    fn judge(no_match: NoMatchPolicy, policies: serde_json::Value) -> PolicyJudge {
+        let root = TrustedRoot::public_good().unwrap();
+        let judge =
+            PolicyJudge::new(ClientConfig::default(), root, "public-good", no_match).unwrap();
+        let snapshot = json!({
+            "apiVersion": "policy.sigil.dev/snapshot/v2", "revision": 1,
+            "generatedAt": "2026-01-01T00:00:00Z", "policies": policies, "trustRoots": [],
+        });
+        judge
+            .apply_bytes(snapshot.to_string().as_bytes())
+            .expect("the snapshot loads");
+        judge
+    }
+
+    fn pod_in(namespace: &str) -> ObjectInfo {
+        let gvk = GroupVersionKind::gvk("", "v1", "Pod");
+        ObjectInfo {
+            group: String::new(),
+            version: "v1".into(),
+            resource: "pods".into(),
+            sub_resource: String::new(),
+            kind: "Pod".into(),
+            namespace: namespace.into(),
+            name: "web".into(),
+            labels: BTreeMap::new(),
+            pull_secret_names: Vec::new(),
+            service_account: "default".into(),
+            object: Arc::new(DynamicObject::new("web", &ApiResource::from_gvk(&gvk))),
+        }
+    }
+
+    async fn verdict(judge: &PolicyJudge, namespace: &str) -> Verdict {
+        let image = PinnedImage {
+            image: format!("{IMAGE}:1"),
+            digest: DIGEST.into(),
+        };
+        let deadline = Instant::now() + Duration::from_secs(30);
+        judge
+            .judge(
+                &image,
+                &pod_in(namespace),
+                &PullSecrets::anonymous(),
+                deadline,
+            )
+            .await
+    }
+
+    #[tokio::test]
+    async fn a_namespaces_policy_adds_a_requirement_there_and_nowhere_else() {
+        let judge = judge(
+            NoMatchPolicy::Deny,
+            json!([
+                entry("", "cluster-gate", "enforce", "pass"),
+                entry("team-a", "stricter", "enforce", "fail")
+            ]),
+        );
+        let in_a = verdict(&judge, "team-a").await;
+        assert!(!in_a.allowed, "{in_a:?}");
+        assert_eq!(in_a.policies, ["cluster-gate", "team-a/stricter"]);
+        assert_eq!(
+            in_a.reasons,
+            [
+                "policy team-a/stricter failed: authority gate (static): disallowed by a static fail authority"
+            ]
+        );
+        let in_b = verdict(&judge, "team-b").await;
+        assert!(in_b.allowed, "{in_b:?}");
+        assert_eq!(in_b.policies, ["cluster-gate"]);
+    }
+
+    #[tokio::test]
+    async fn a_namespaces_policy_never_removes_a_requirement() {
+        // A cluster policy that fails stays failed whatever the namespace
+        // adds, and a namespace's passing policy does not stand in for the
+        // cluster policy `noMatchPolicy: deny` asks for.
+        let judge_failing = judge(
+            NoMatchPolicy::Deny,
+            json!([
+                entry("", "cluster-gate", "enforce", "fail"),
+                entry("team-a", "anything", "enforce", "pass")
+            ]),
+        );
+        let v = verdict(&judge_failing, "team-a").await;
+        assert!(!v.allowed);
+        assert_eq!(v.policies, ["cluster-gate", "team-a/anything"]);
+
+        let only_tenant = judge(
+            NoMatchPolicy::Deny,
+            json!([entry("team-a", "anything", "enforce", "pass")]),
+        );
+        let image = format!("{IMAGE}:1");
+        assert!(only_tenant.matches(&image, &pod_in("team-a")));
+        assert!(!only_tenant.matches(&image, &pod_in("team-b")));
+        let v = verdict(&only_tenant, "team-a").await;
+        assert!(!v.allowed, "{v:?}");
+        assert_eq!(v.reasons, [render::NO_MATCH_DENIED]);
+
+        // With noMatchPolicy: warn, the namespace's failing policy denies
+        // and the unmatched warning stays.
+        let warn = judge(
+            NoMatchPolicy::Warn,
+            json!([entry("team-a", "stricter", "enforce", "fail")]),
+        );
+        let v = verdict(&warn, "team-a").await;
+        assert!(!v.allowed);
+        assert_eq!(v.warnings, [render::NO_MATCH_WARNED]);
+        assert_eq!(v.reasons.len(), 1);
+        assert!(v.reasons[0].starts_with("policy team-a/stricter failed"));
+        let v = verdict(&warn, "team-b").await;
+        assert!(v.allowed && v.reasons.is_empty());
+        assert_eq!(v.warnings, [render::NO_MATCH_WARNED]);
+    }
+
+    #[test]
+    fn verdicts_in_a_namespace_with_policies_of_its_own_are_cached_apart() {
+        let judge = judge(
+            NoMatchPolicy::Deny,
+            json!([
+                entry("", "cluster-gate", "enforce", "pass"),
+                entry("team-a", "stricter", "enforce", "fail")
+            ]),
+        );
+        let a = judge.object_key(&pod_in("team-a")).unwrap();
+        let b = judge.object_key(&pod_in("team-b")).unwrap();
+        let c = judge.object_key(&pod_in("team-c")).unwrap();
+        assert_ne!(a, b, "team-a's verdict must never answer for team-b");
+        assert_eq!(
+            b, c,
+            "namespaces without policies share the cluster's verdicts"
+        );
+        assert_eq!(b, "");
+    }
+
+    #[tokio::test]
+    async fn a_namespaces_audit_mode_policy_is_judged_only_for_the_audit() {
+        let judge = judge(
+            NoMatchPolicy::Allow,
+            json!([
+                entry("", "cluster-gate", "enforce", "pass"),
+                entry("team-a", "preview", "audit", "fail")
+            ]),
+        );
+        let image = format!("{IMAGE}:1");
+        assert!(judge.audit_mode_matches(&image, &pod_in("team-a")));
+        assert!(!judge.audit_mode_matches(&image, &pod_in("team-b")));
+        let v = verdict(&judge, "team-a").await;
+        assert!(v.allowed && v.reasons.is_empty() && v.warnings.is_empty());
+        let pinned = PinnedImage {
+            image,
+            digest: DIGEST.into(),
+        };
+        let deadline = Instant::now() + Duration::from_secs(30);
+        let audit = judge
+            .judge_audit_mode(
+                &pinned,
+                &pod_in("team-a"),
+                &PullSecrets::anonymous(),
+                deadline,
+            )
+            .await;
+        assert_eq!(audit.results.len(), 1);
+        assert_eq!(audit.results[0].policy, "team-a/preview");
+        assert_eq!(audit.results[0].outcome, PolicyOutcome::Fail);
+    }
+}
