@@ -148,8 +148,12 @@ def check_namespaces(docs, ns, errors):
             if "namespace" in meta:
                 errors.append(f"{d['kind']} {meta['name']} is cluster-scoped but has a namespace")
         elif (d["kind"], meta["name"]) in (("RoleBinding", "sigil-webhook-pull-secrets"),
-                                           ("RoleBinding", "sigil-audit-pull-secrets")):
-            continue  # one per pullSecretNamespaces entry: check_pull_secrets, check_audit
+                                           ("RoleBinding", "sigil-audit-pull-secrets"),
+                                           ("RoleBinding", "sigil-controller-imagepolicy-references")):
+            # One per pullSecretNamespaces (check_pull_secrets, check_audit)
+            # or imagePolicies.referenceNamespaces entry
+            # (check_image_policy_references).
+            continue
         elif meta.get("namespace") != ns:
             errors.append(f"{d['kind']} {meta['name']} is in {meta.get('namespace')!r}, not {ns!r}")
 
@@ -448,6 +452,26 @@ def check_controller(docs, values, ns, errors):
                     for n in r.get("resourceNames", ["*"])}
         if deleted != set(SNAPSHOT_SHARDS):
             errors.append(f"controller may delete Secrets {sorted(deleted)}, want the snapshot shards only")
+    check_image_policy_references(docs, values, ns, errors)
+
+
+def check_image_policy_references(docs, values, ns, errors):
+    """ImagePolicies' Secrets and ConfigMaps: get only, and only where bound."""
+    name = "sigil-controller-imagepolicy-references"
+    role = one(docs, "ClusterRole", name, errors)
+    if role and role["rules"] != [{"apiGroups": [""], "resources": ["secrets", "configmaps"], "verbs": ["get"]}]:
+        errors.append(f"ClusterRole {name} grants {role['rules']}, want get on secrets and configmaps only")
+    if find(docs, "ClusterRoleBinding", name):
+        errors.append(f"ClusterRole {name} is bound cluster-wide")
+    bindings = find(docs, "RoleBinding", name)
+    got = sorted(b["metadata"].get("namespace", "") for b in bindings)
+    want = sorted(values.get("imagePolicies", {}).get("referenceNamespaces", []))
+    if got != want:
+        errors.append(f"ImagePolicy reference bindings in {got}, want {want}")
+    subject = [{"kind": "ServiceAccount", "name": "sigil-controller", "namespace": ns}]
+    for b in bindings:
+        if b["roleRef"]["name"] != name or b["subjects"] != subject:
+            errors.append(f"RoleBinding {name} binds {b['roleRef']} to {b['subjects']}")
 
 
 PC_ENTRY = "policy-controller-namespaces."
@@ -650,6 +674,7 @@ def check_audit(docs, values, ns, errors):
             (group, plural): {"list", "create", "patch", "delete"},
             (group, cluster_plural): {"list", "create", "patch", "delete"},
             ("policy.sigil.dev", "clusterimagepolicies/status"): {"patch"},
+            ("policy.sigil.dev", "imagepolicies/status"): {"patch"},
         }
         granted = {}
         for r in role["rules"]:
@@ -697,7 +722,8 @@ def check_extras(docs, values, ns, errors):
     crds = {d["metadata"]["name"] for d in find(docs, "CustomResourceDefinition")}
     pc = values["policyController"]
     pc_crds = set(PC_CRDS) if pc["serve"] and pc["installCRDs"] else set()
-    if crds != {"clusterimagepolicies.policy.sigil.dev", "trustroots.policy.sigil.dev"} | report_crds(values) | pc_crds:
+    ours = {"clusterimagepolicies.policy.sigil.dev", "imagepolicies.policy.sigil.dev", "trustroots.policy.sigil.dev"}
+    if crds != ours | report_crds(values) | pc_crds:
         errors.append(f"CRDs rendered: {sorted(crds)}")
     for crd in find(docs, "CustomResourceDefinition"):
         if crd["metadata"]["name"] in report_crds(values):
@@ -1005,7 +1031,15 @@ def breakages():
                                                  "name": "sigil-webhook"},
                               "minReplicas": 2, "maxReplicas": 5}})
 
-    return [pc_entry_judges_twice, pc_crd_pruned, pc_controller_writes_sources, connections_unbounded, stray_autoscaler, github_root_tampered, stray_github_trust_root, webhook_limit_too_low, drop_webhook_env, drop_ro_root, allow_escalation, include_kube_system, timeout_mismatch,
+    def image_policy_references_cluster_wide(docs):
+        docs.append({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+                     "metadata": {"name": "sigil-controller-imagepolicy-references"},
+                     "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
+                                 "name": "sigil-controller-imagepolicy-references"},
+                     "subjects": [{"kind": "ServiceAccount", "name": "sigil-controller",
+                                   "namespace": "sigil-system"}]})
+
+    return [image_policy_references_cluster_wide, pc_entry_judges_twice, pc_crd_pruned, pc_controller_writes_sources, connections_unbounded, stray_autoscaler, github_root_tampered, stray_github_trust_root, webhook_limit_too_low, drop_webhook_env, drop_ro_root, allow_escalation, include_kube_system, timeout_mismatch,
             ignore_failures, forget_cronjobs, wider_webhook_role, no_probe,
             wrong_namespace, unknown_flag, path_swap, allow_loopback_registries,
             allow_unpinned_by_default, list_pull_secrets, forget_ephemeral_containers,

@@ -311,6 +311,15 @@ fn policy_resource() -> ApiResource {
     )
 }
 
+/// The namespaced ImagePolicy resource (`policy.sigil.dev/v1alpha1`),
+/// whose policies the judge names `NAMESPACE/NAME`.
+fn image_policy_resource() -> ApiResource {
+    ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk("policy.sigil.dev", "v1alpha1", "ImagePolicy"),
+        "imagepolicies",
+    )
+}
+
 /// The object to apply for `part`, stamped with `now` (RFC 3339 seconds).
 fn object(flavor: Flavor, part: &Part, now_seconds: i64) -> DynamicObject {
     let resource = if part.namespace.is_some() {
@@ -484,8 +493,6 @@ impl Writer {
         &mut self,
         counts: &BTreeMap<String, PolicyCounts>,
     ) -> Result<usize, WriteError> {
-        let resource = policy_resource();
-        let api: Api<DynamicObject> = Api::all_with(self.client.clone(), &resource);
         let params = PatchParams::apply(FIELD_MANAGER).force();
         self.policy_status.retain(|p, _| counts.contains_key(p));
         let mut written = 0;
@@ -493,16 +500,24 @@ impl Writer {
             if self.policy_status.get(policy) == Some(c) {
                 continue;
             }
+            // `NAMESPACE/NAME` is an ImagePolicy (a ClusterImagePolicy's name
+            // has no `/`).
+            let (resource, namespace, name) = match policy.split_once('/') {
+                Some((ns, name)) => (image_policy_resource(), ns, name),
+                None => (policy_resource(), "", policy.as_str()),
+            };
+            let api: Api<DynamicObject> = if namespace.is_empty() {
+                Api::all_with(self.client.clone(), &resource)
+            } else {
+                Api::namespaced_with(self.client.clone(), namespace, &resource)
+            };
             let body = json!({
                 "apiVersion": resource.api_version,
                 "kind": resource.kind,
-                "metadata": {"name": policy},
+                "metadata": {"name": name},
                 "status": {"audit": c},
             });
-            match api
-                .patch_status(policy, &params, &Patch::Apply(&body))
-                .await
-            {
+            match api.patch_status(name, &params, &Patch::Apply(&body)).await {
                 Ok(_) => written += 1,
                 Err(kube::Error::Api(s)) if s.code == 404 => {}
                 Err(source) => {
@@ -510,8 +525,8 @@ impl Writer {
                     self.policy_status.remove(policy);
                     return Err(WriteError::Api {
                         kind: resource.kind.clone(),
-                        name: format!("{policy} (status)"),
-                        namespace: String::new(),
+                        name: format!("{name} (status)"),
+                        namespace: namespace.to_owned(),
                         source,
                     });
                 }
