@@ -80,10 +80,14 @@ pushed=$(scripts/image.sh --push 127.0.0.1:5001/sigil:e2e)
 digest=${pushed#*@}
 
 log "chart"
+# The ImagePolicy scenario's namespace exists before the chart binds the
+# controller's read of its Secrets there (imagePolicies.referenceNamespaces).
+kubectl create namespace e2e-image-policy --dry-run=client -o yaml | kubectl apply -f - >/dev/null
 helm upgrade --install sigil charts/sigil --namespace "$NS" --create-namespace \
   --set image.repository=sigil-olareg:5000/sigil --set image.digest="$digest" \
   --set 'insecureRegistries={sigil-olareg:5000,sigil-dockreg:5000}' \
   --set webhook.timeoutSeconds=5 --set policyController.serve=true \
+  --set "imagePolicies.referenceNamespaces={e2e-image-policy}" \
   --wait --timeout 5m
 
 log "suite"

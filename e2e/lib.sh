@@ -94,13 +94,17 @@ sigil_up() {
   WEBHOOK_METRICS=http://127.0.0.1:$metrics
   # shellcheck disable=SC2034 # read by the scripts that source this file
   CONTROLLER_METRICS=http://127.0.0.1:$controller
+  # The ImagePolicy scenario's namespace exists before the chart binds the
+  # controller's read of its Secrets there (imagePolicies.referenceNamespaces).
+  kubectl create namespace e2e-image-policy --dry-run=client -o yaml | kubectl apply -f - >/dev/null
   helm upgrade --install sigil "$REPO_ROOT/charts/sigil" \
     --namespace "$SIGIL_NS" --create-namespace \
     --set webhook.deploy=false --set controller.deploy=false \
     --set webhook.url="https://127.0.0.1:$WEBHOOK_PORT" \
     --set-file webhook.caBundle="$dir/tls/ca.crt" \
     --set webhook.timeoutSeconds="$timeout" \
-    --set policyController.serve=true >"$dir/helm.log" 2>&1 ||
+    --set policyController.serve=true \
+    --set "imagePolicies.referenceNamespaces={e2e-image-policy}" >"$dir/helm.log" 2>&1 ||
     { cat "$dir/helm.log" >&2; return 1; }
   # Each component talks to the API server as its own ServiceAccount, so the
   # chart's RBAC is what the e2e suite exercises.

@@ -223,12 +223,15 @@ AUDIT_KEYLESS=$(audit_image keyless old)
 # trust root used as embedded (trustRoot.offline): nothing may leave this
 # machine, so the controller must not try the public TUF mirror.
 t=$SECONDS
+# The ImagePolicy scenario's namespace exists before the chart binds the
+# controller's read of its Secrets there (imagePolicies.referenceNamespaces).
+kubectl create namespace e2e-image-policy --dry-run=client -o yaml | kubectl apply -f - >/dev/null
 if ! helm upgrade --install sigil charts/sigil --namespace "$SIGIL_NS" --create-namespace \
   --set image.repository="${SIGIL_IMAGE%@*}" --set image.digest="${SIGIL_IMAGE#*@}" \
   --set "insecureRegistries={$POD_OLAREG,$POD_DOCKREG,$POD_AUDITREG,$SIGIL_E2E_NODE_REGISTRY}" \
   --set trustRoot.offline=true \
   --set webhook.timeoutSeconds=5 --set controller.replicas=2 \
-  --set policyController.serve=true \
+  --set policyController.serve=true --set "imagePolicies.referenceNamespaces={e2e-image-policy}" \
   --wait --timeout 5m >"$WORK/helm.log" 2>&1; then
   cat "$WORK/helm.log" >&2
   e2e_log "e2e-node: helm install did not get every sigil Pod ready within 5 min"

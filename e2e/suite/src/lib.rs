@@ -48,6 +48,13 @@ pub const E2E_LABEL: &str = "sigil-e2e";
 
 const CIP_PATH: &str = "/apis/policy.sigil.dev/v1alpha1/clusterimagepolicies";
 const TRUST_ROOT_PATH: &str = "/apis/policy.sigil.dev/v1alpha1/trustroots";
+/// ImagePolicies of every namespace.
+pub const IMAGE_POLICY_PATH: &str = "/apis/policy.sigil.dev/v1alpha1/imagepolicies";
+
+/// The path of ImagePolicy `name` in `namespace`.
+pub fn image_policy_path(namespace: &str, name: &str) -> String {
+    format!("/apis/policy.sigil.dev/v1alpha1/namespaces/{namespace}/imagepolicies/{name}")
+}
 /// policy-controller's ClusterImagePolicies (served when the chart's
 /// `policyController.serve` is on).
 pub const SIGSTORE_CIP_PATH: &str = "/apis/policy.sigstore.dev/v1alpha1/clusterimagepolicies";
@@ -353,6 +360,21 @@ impl Cluster {
             .await
     }
 
+    /// Applies `policy` (an ImagePolicy document with its namespace),
+    /// labelled for cleanup.
+    pub async fn apply_image_policy(&self, policy: &Value) -> anyhow::Result<()> {
+        let (Some(namespace), Some(name)) = (
+            policy["metadata"]["namespace"].as_str(),
+            policy["metadata"]["name"].as_str(),
+        ) else {
+            bail!("ImagePolicy without metadata.namespace and name: {policy}");
+        };
+        self.apply(&image_policy_path(namespace, name), &labelled(policy)?)
+            .await?
+            .expect_ok(&format!("applying ImagePolicy {namespace}/{name}"))?;
+        Ok(())
+    }
+
     /// Applies `trust_root` (a TrustRoot document), labelled for cleanup.
     pub async fn apply_trust_root(&self, trust_root: &Value) -> anyhow::Result<()> {
         self.apply_labelled(TRUST_ROOT_PATH, "TrustRoot", trust_root)
@@ -392,8 +414,8 @@ impl Cluster {
             .await
     }
 
-    /// Deletes every ClusterImagePolicy and TrustRoot the suite made, sigil's
-    /// and policy-controller's (where that API is served), and sigil's
+    /// Deletes every ClusterImagePolicy, ImagePolicy and TrustRoot the suite
+    /// made, sigil's and policy-controller's (where that API is served), and sigil's
     /// converted copies of the latter.
     pub async fn clear_policies(&self) -> anyhow::Result<()> {
         for path in [
@@ -413,6 +435,16 @@ impl Cluster {
                 if let Some(name) = item["metadata"]["name"].as_str() {
                     self.delete(&format!("{path}/{name}")).await?;
                 }
+            }
+        }
+        let list = self
+            .get(&format!("{IMAGE_POLICY_PATH}?labelSelector={E2E_LABEL}%3Dtrue"))
+            .await?
+            .expect_ok("listing ImagePolicies")?;
+        for item in list.body["items"].as_array().into_iter().flatten() {
+            let meta = &item["metadata"];
+            if let (Some(ns), Some(name)) = (meta["namespace"].as_str(), meta["name"].as_str()) {
+                self.delete(&image_policy_path(ns, name)).await?;
             }
         }
         // sigil's copies of policy-controller's objects go with their

@@ -29,8 +29,8 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 use sigil_e2e::{
-    Cluster, Fixtures, Reply, example_policy, key_authority, policy, push_keyless,
-    testkit_trust_root, wait_for,
+    Cluster, Fixtures, IMAGE_POLICY_PATH, Reply, example_policy, image_policy_path, key_authority,
+    policy, push_keyless, testkit_trust_root, wait_for,
 };
 use sigil_testkit::{BundleSpec, Identity, Testkit};
 
@@ -2422,4 +2422,142 @@ async fn credentials_never_appear_in_logs_metrics_events_or_messages() {
             .await
             .unwrap();
     }
+}
+
+/// An ImagePolicy named `name` in `namespace` selecting `glob`, with
+/// `authorities`.
+fn image_policy(namespace: &str, name: &str, glob: &str, authorities: Value) -> Value {
+    json!({
+        "apiVersion": "policy.sigil.dev/v1alpha1",
+        "kind": "ImagePolicy",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {"images": [{"glob": glob}], "authorities": authorities},
+    })
+}
+
+#[tokio::test]
+#[ignore = "needs a cluster with sigil: e2e/run-local.sh or e2e/kind.sh"]
+async fn a_namespaces_image_policy_adds_requirements_there_and_nowhere_else() {
+    // The chart binds the controller's read of Secrets and ConfigMaps in
+    // e2e-image-policy (imagePolicies.referenceNamespaces in e2e/lib.sh,
+    // e2e/run-node.sh and e2e/kind.sh), not in the other namespace.
+    let s = Scenario::start("image-policy").await;
+    let other = "e2e-image-policy-other";
+    s.cluster.namespace(other, true).await.unwrap();
+    let glob = s.glob("OLAREG");
+    // The cluster lets every test image in.
+    s.apply(&policy(
+        "e2e-image-policy-open",
+        &glob,
+        json!([{"name": "open", "static": {"action": "pass"}}]),
+    ))
+    .await;
+    // The team keeps its key in its own namespace and requires it there.
+    let secret = json!({
+        "apiVersion": "v1", "kind": "Secret",
+        "metadata": {"name": "team-key", "namespace": s.ns},
+        "stringData": {"cosign.pub": s.key("KEY1")},
+    });
+    s.cluster
+        .apply(&format!("/api/v1/namespaces/{}/secrets/team-key", s.ns), &secret)
+        .await
+        .unwrap()
+        .expect_ok("the team's key Secret")
+        .unwrap();
+    let signed_by_team = image_policy(
+        &s.ns,
+        "team-signed",
+        &glob,
+        json!([{"name": "team-key", "key": {"secretRef": {"name": "team-key"}}, "ctlog": {}}]),
+    );
+    s.cluster.apply_image_policy(&signed_by_team).await.unwrap();
+    let path = image_policy_path(&s.ns, "team-signed");
+    let (status, reason, message) = s
+        .ready_when(&path, "ImagePolicy team-signed to be judged", SETTLE, |_| true)
+        .await;
+    assert_eq!((status.as_str(), reason.as_str()), ("True", "Accepted"), "{message}");
+    println!("ImagePolicy {}/team-signed: Ready {status} {reason}: {message}", s.ns);
+
+    let unsigned = s.image("OLAREG_UNSIGNED");
+    let signed = s.image("OLAREG_NEW");
+    let tenant = format!("policy {}/team-signed failed: authority team-key (key)", s.ns);
+    s.expect_eventually(&[&unsigned], Want::Denied(&[&tenant])).await;
+    let denied = s.expect(&[&unsigned], Want::Denied(&[&tenant])).await;
+    println!("denied in {}: {}", s.ns, denied.message());
+    let admitted = s.expect(&[&signed], Want::Allowed).await;
+    println!("allowed in {}: {} ({})", s.ns, signed, admitted.describe());
+    // Nowhere else: the same unsigned image is admitted in another namespace.
+    let elsewhere = s.cluster.try_pod(other, &[&unsigned]).await.unwrap();
+    assert!(elsewhere.ok(), "{}", elsewhere.describe());
+    println!("allowed in {other}: {unsigned}");
+
+    // `kubectl get imagepolicies -A` reads this list.
+    let list = s
+        .cluster
+        .get(IMAGE_POLICY_PATH)
+        .await
+        .unwrap()
+        .expect_ok("listing ImagePolicies in every namespace")
+        .unwrap();
+    let listed: Vec<String> = list.body["items"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|i| format!("{}/{}", i["metadata"]["namespace"], i["metadata"]["name"]).replace('"', ""))
+        .collect();
+    assert!(listed.contains(&format!("{}/team-signed", s.ns)), "{listed:?}");
+
+    // A tenant cannot reach into another namespace's Secrets, nor read its
+    // own where the chart does not let sigil: each is a reason on its status.
+    let borrowing = image_policy(
+        other,
+        "borrow",
+        &glob,
+        json!([{"key": {"secretRef": {"name": "team-key", "namespace": s.ns}}, "ctlog": {}}]),
+    );
+    s.cluster.apply_image_policy(&borrowing).await.unwrap();
+    let (status, reason, message) = s
+        .ready_when(
+            &image_policy_path(other, "borrow"),
+            "ImagePolicy borrow to be judged",
+            SETTLE,
+            |_| true,
+        )
+        .await;
+    assert_eq!((status.as_str(), reason.as_str()), ("False", "Invalid"), "{message}");
+    assert!(
+        message.contains("is outside the ImagePolicy's namespace `e2e-image-policy-other`"),
+        "{message}"
+    );
+    println!("ImagePolicy {other}/borrow: Ready {status} {reason}: {message}");
+    let unbound = image_policy(
+        other,
+        "unbound",
+        &glob,
+        json!([{"key": {"secretRef": {"name": "their-key"}}, "ctlog": {}}]),
+    );
+    s.cluster.apply_image_policy(&unbound).await.unwrap();
+    let (status, reason, message) = s
+        .ready_when(
+            &image_policy_path(other, "unbound"),
+            "ImagePolicy unbound to be judged",
+            SETTLE,
+            |_| true,
+        )
+        .await;
+    assert_eq!(
+        (status.as_str(), reason.as_str()),
+        ("False", "UnresolvedReference"),
+        "{message}"
+    );
+    assert!(
+        message.contains("sigil's controller may not read Secret e2e-image-policy-other/their-key"),
+        "{message}"
+    );
+    println!("ImagePolicy {other}/unbound: Ready {status} {reason}: {message}");
+    // Neither is enforced: the unsigned image still runs there.
+    let elsewhere = s.cluster.try_pod(other, &[&unsigned]).await.unwrap();
+    assert!(elsewhere.ok(), "{}", elsewhere.describe());
+
+    s.cluster.clear_policies().await.unwrap();
 }
