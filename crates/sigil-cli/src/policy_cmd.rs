@@ -93,9 +93,14 @@ struct TestArgs {
 /// The policy flags `sigil policy test` and `sigil verify --policy` share.
 #[derive(Args)]
 pub(crate) struct PolicySetArgs {
-    /// ClusterImagePolicy YAML files (other kinds in them are skipped).
+    /// ClusterImagePolicy and ImagePolicy YAML files (other kinds in them
+    /// are skipped).
     #[arg(long = "policy", value_name = "FILE")]
     pub(crate) policies: Vec<PathBuf>,
+    /// The namespace the image is admitted in: the ImagePolicies of that
+    /// namespace apply besides every ClusterImagePolicy.
+    #[arg(long, value_name = "NAMESPACE", default_value = "default")]
+    namespace: String,
     /// A TrustRoot a policy names (trustRootRef), as NAME=trusted_root.json.
     #[arg(long = "trust-root", value_name = "NAME=FILE", requires = "policies")]
     trust_roots: Vec<String>,
@@ -225,8 +230,9 @@ fn convert(files: &[PathBuf], options: &sigil_compile::convert::ConvertOptions) 
     Ok(Verdict::Allow)
 }
 
-/// Reads and compiles every ClusterImagePolicy of `files`, as the
-/// controller would: Secrets stay unresolved references, remote policy
+/// Reads and compiles every ClusterImagePolicy and ImagePolicy of `files`,
+/// as the controller would (an ImagePolicy named `NAMESPACE/NAME`, applying
+/// in its namespace only): Secrets stay unresolved references, remote policy
 /// modules are fetched and checked against their sha256sum, URLs are checked
 /// against the `default` trust root.
 fn load_policies(
@@ -240,13 +246,43 @@ fn load_policies(
         let docs: Vec<serde_json::Value> = serde_saphyr::from_multiple(&text)
             .with_context(|| format!("{} is not YAML", path.display()))?;
         for doc in docs {
-            if doc.get("kind").and_then(|k| k.as_str()) != Some("ClusterImagePolicy") {
-                continue;
-            }
-            let cip: sigil_api::ClusterImagePolicy = serde_json::from_value(doc)
-                .with_context(|| format!("{}: invalid ClusterImagePolicy", path.display()))?;
-            let name = cip.metadata.name.clone().unwrap_or_default();
-            let mismatches = check_instance_urls(&cip.spec, default);
+            let (name, namespace, spec) = match doc.get("kind").and_then(|k| k.as_str()) {
+                Some("ClusterImagePolicy") => {
+                    let cip: sigil_api::ClusterImagePolicy = serde_json::from_value(doc)
+                        .with_context(|| {
+                            format!("{}: invalid ClusterImagePolicy", path.display())
+                        })?;
+                    (cip.metadata.name.unwrap_or_default(), None, cip.spec)
+                }
+                Some("ImagePolicy") => {
+                    let ip: sigil_api::ImagePolicy = serde_json::from_value(doc)
+                        .with_context(|| format!("{}: invalid ImagePolicy", path.display()))?;
+                    let name = ip.metadata.name.unwrap_or_default();
+                    let Some(ns) = ip.metadata.namespace.filter(|ns| !ns.is_empty()) else {
+                        bail!(
+                            "{}: ImagePolicy {name} has no metadata.namespace; give the \
+                             namespace it applies in",
+                            path.display()
+                        );
+                    };
+                    let problems =
+                        sigil_compile::compile::namespaced_problems(&ip.spec.policy, &ns);
+                    if !problems.is_empty() {
+                        bail!(
+                            "{}: ImagePolicy {ns}/{name}: {}",
+                            path.display(),
+                            problems.join("; ")
+                        );
+                    }
+                    (
+                        sigil_api::image_policy::qualified_name(&ns, &name),
+                        Some(ns),
+                        ip.spec.policy,
+                    )
+                }
+                _ => continue,
+            };
+            let mismatches = check_instance_urls(&spec, default);
             let lines: Vec<String> = mismatches.iter().map(ToString::to_string).collect();
             match default.source {
                 _ if lines.is_empty() => {}
@@ -275,23 +311,31 @@ fn load_policies(
                     lines.join("; ")
                 ),
             }
-            specs.push((path, name, cip.spec));
+            specs.push((path, name, namespace, spec));
         }
     }
     let resolver = CliResolver {
         rt,
         env: sigil_kms::Env::from_process(),
         http: sigil_kms::Http::default(),
-        remote: rt.block_on(fetch_remote_policies(specs.iter().map(|(_, _, spec)| spec))),
+        remote: rt.block_on(fetch_remote_policies(
+            specs.iter().map(|(_, _, _, spec)| spec),
+        )),
     };
     let mut out = Vec::new();
-    for (path, name, spec) in &specs {
-        let compiled = sigil_compile::compile::compile_policy(name, spec, &resolver)
-            .with_context(|| format!("{}: ClusterImagePolicy {name}", path.display()))?;
+    for (path, name, namespace, spec) in &specs {
+        let kind = if namespace.is_some() {
+            "ImagePolicy"
+        } else {
+            "ClusterImagePolicy"
+        };
+        let mut compiled = sigil_compile::compile::compile_policy(name, spec, &resolver)
+            .with_context(|| format!("{}: {kind} {name}", path.display()))?;
+        compiled.namespace.clone_from(namespace);
         out.push(compiled);
     }
     if out.is_empty() {
-        bail!("no ClusterImagePolicy found in the --policy files");
+        bail!("no ClusterImagePolicy or ImagePolicy found in the --policy files");
     }
     Ok(out)
 }
@@ -495,6 +539,7 @@ pub(crate) fn evaluate(
         version: "v1".into(),
         resource: "pods".into(),
         kind: "Pod".into(),
+        namespace: set.namespace.clone(),
         ..ResourceInfo::default()
     };
     let mut worst = Verdict::Allow;

@@ -7,10 +7,12 @@
 //! warning wherever the two would judge it differently.
 
 use serde_json::Value;
-use sigil_api::{ClusterImagePolicy, TrustRoot};
+use sigil_api::{ClusterImagePolicy, ClusterImagePolicySpec, ImagePolicy, TrustRoot};
 use sigil_policy::model::{AuthorityKind, CaTrust, CompiledPolicy, KeyMaterial, Platforms};
 
-use crate::compile::{Offline, compile_policy, is_offline_only, validate_trust_root};
+use crate::compile::{
+    Offline, compile_policy, is_offline_only, namespaced_problems, validate_trust_root,
+};
 use crate::default_root::{DEFAULT_ANNOTATION, instance_mismatches};
 use crate::verdicts::{keep_verdicts, refusal};
 
@@ -95,32 +97,21 @@ pub fn lint_document(index: usize, doc: &Value) -> DocumentReport {
     }
     match report.kind.as_str() {
         "ClusterImagePolicy" => match serde_json::from_value::<ClusterImagePolicy>(doc.clone()) {
-            Ok(cip) => {
-                unknown_fields(
-                    doc.get("spec"),
-                    serde_json::to_value(&cip.spec).ok().as_ref(),
-                    "spec",
-                    &mut report.errors,
-                );
-                match compile_policy(&report.name, &cip.spec, &Offline) {
-                    Ok(compiled) => {
-                        report.notes.extend(unresolved_secrets(&compiled));
-                        report.notes.extend(impossible_secret_names(&compiled));
-                        report.notes.extend(default_root_notes(&cip.spec));
-                        report.notes.extend(unusable_authorities(&compiled));
-                        report.notes.extend(idle_platforms(&compiled));
-                    }
-                    // A ConfigMap-held module can only be checked in the
-                    // cluster: that alone is worth a note, not a failure.
-                    Err(e) => {
-                        for field in e.fields() {
-                            if is_offline_only(field) {
-                                report.notes.push(field.to_string());
-                            } else {
-                                report.errors.push(field.to_string());
-                            }
-                        }
-                    }
+            Ok(cip) => lint_policy_spec(doc, &cip.spec, &mut report),
+            Err(e) => report.errors.push(format!("spec: {e}")),
+        },
+        "ImagePolicy" => match serde_json::from_value::<ImagePolicy>(doc.clone()) {
+            Ok(ip) => {
+                lint_policy_spec(doc, &ip.spec.policy, &mut report);
+                match ip.metadata.namespace.as_deref() {
+                    Some(ns) if !ns.is_empty() => report
+                        .errors
+                        .extend(namespaced_problems(&ip.spec.policy, ns)),
+                    _ => report.notes.push(
+                        "metadata.namespace: not set; the ImagePolicy applies in the namespace \
+                         kubectl applies it to (its Secrets and ConfigMaps are read there)"
+                            .into(),
+                    ),
                 }
             }
             Err(e) => report.errors.push(format!("spec: {e}")),
@@ -142,10 +133,42 @@ pub fn lint_document(index: usize, doc: &Value) -> DocumentReport {
             Err(e) => report.errors.push(format!("spec: {e}")),
         },
         other => report.errors.push(format!(
-            "kind: expected ClusterImagePolicy or TrustRoot, found `{other}`"
+            "kind: expected ClusterImagePolicy, ImagePolicy or TrustRoot, found `{other}`"
         )),
     }
     report
+}
+
+/// Lints the spec of a ClusterImagePolicy or ImagePolicy: fields the type
+/// does not know, compile errors, and notes about what only the cluster
+/// can check.
+fn lint_policy_spec(doc: &Value, spec: &ClusterImagePolicySpec, report: &mut DocumentReport) {
+    unknown_fields(
+        doc.get("spec"),
+        serde_json::to_value(spec).ok().as_ref(),
+        "spec",
+        &mut report.errors,
+    );
+    match compile_policy(&report.name, spec, &Offline) {
+        Ok(compiled) => {
+            report.notes.extend(unresolved_secrets(&compiled));
+            report.notes.extend(impossible_secret_names(&compiled));
+            report.notes.extend(default_root_notes(spec));
+            report.notes.extend(unusable_authorities(&compiled));
+            report.notes.extend(idle_platforms(&compiled));
+        }
+        // A ConfigMap-held module can only be checked in the cluster: that
+        // alone is worth a note, not a failure.
+        Err(e) => {
+            for field in e.fields() {
+                if is_offline_only(field) {
+                    report.notes.push(field.to_string());
+                } else {
+                    report.errors.push(field.to_string());
+                }
+            }
+        }
+    }
 }
 
 /// Authorities that can never pass, each with why.

@@ -438,7 +438,9 @@ impl Cluster {
             }
         }
         let list = self
-            .get(&format!("{IMAGE_POLICY_PATH}?labelSelector={E2E_LABEL}%3Dtrue"))
+            .get(&format!(
+                "{IMAGE_POLICY_PATH}?labelSelector={E2E_LABEL}%3Dtrue"
+            ))
             .await?
             .expect_ok("listing ImagePolicies")?;
         for item in list.body["items"].as_array().into_iter().flatten() {

@@ -2459,7 +2459,10 @@ async fn a_namespaces_image_policy_adds_requirements_there_and_nowhere_else() {
         "stringData": {"cosign.pub": s.key("KEY1")},
     });
     s.cluster
-        .apply(&format!("/api/v1/namespaces/{}/secrets/team-key", s.ns), &secret)
+        .apply(
+            &format!("/api/v1/namespaces/{}/secrets/team-key", s.ns),
+            &secret,
+        )
         .await
         .unwrap()
         .expect_ok("the team's key Secret")
@@ -2473,19 +2476,38 @@ async fn a_namespaces_image_policy_adds_requirements_there_and_nowhere_else() {
     s.cluster.apply_image_policy(&signed_by_team).await.unwrap();
     let path = image_policy_path(&s.ns, "team-signed");
     let (status, reason, message) = s
-        .ready_when(&path, "ImagePolicy team-signed to be judged", SETTLE, |_| true)
+        .ready_when(
+            &path,
+            "ImagePolicy team-signed to be judged",
+            SETTLE,
+            |_| true,
+        )
         .await;
-    assert_eq!((status.as_str(), reason.as_str()), ("True", "Accepted"), "{message}");
-    println!("ImagePolicy {}/team-signed: Ready {status} {reason}: {message}", s.ns);
+    assert_eq!(
+        (status.as_str(), reason.as_str()),
+        ("True", "Accepted"),
+        "{message}"
+    );
+    println!(
+        "ImagePolicy {}/team-signed: Ready {status} {reason}: {message}",
+        s.ns
+    );
 
     let unsigned = s.image("OLAREG_UNSIGNED");
     let signed = s.image("OLAREG_NEW");
-    let tenant = format!("policy {}/team-signed failed: authority team-key (key)", s.ns);
-    s.expect_eventually(&[&unsigned], Want::Denied(&[&tenant])).await;
+    let tenant = format!(
+        "policy {}/team-signed failed: authority team-key (key)",
+        s.ns
+    );
+    s.expect_eventually(&[&unsigned], Want::Denied(&[&tenant]))
+        .await;
     let denied = s.expect(&[&unsigned], Want::Denied(&[&tenant])).await;
     println!("denied in {}: {}", s.ns, denied.message());
     let admitted = s.expect(&[&signed], Want::Allowed).await;
-    println!("allowed in {}: {} ({})", s.ns, signed, admitted.describe());
+    println!(
+        "allowed in {}: {signed} (status {}, warnings {:?})",
+        s.ns, admitted.status, admitted.warnings
+    );
     // Nowhere else: the same unsigned image is admitted in another namespace.
     let elsewhere = s.cluster.try_pod(other, &[&unsigned]).await.unwrap();
     assert!(elsewhere.ok(), "{}", elsewhere.describe());
@@ -2503,9 +2525,14 @@ async fn a_namespaces_image_policy_adds_requirements_there_and_nowhere_else() {
         .as_array()
         .into_iter()
         .flatten()
-        .map(|i| format!("{}/{}", i["metadata"]["namespace"], i["metadata"]["name"]).replace('"', ""))
+        .map(|i| {
+            format!("{}/{}", i["metadata"]["namespace"], i["metadata"]["name"]).replace('"', "")
+        })
         .collect();
-    assert!(listed.contains(&format!("{}/team-signed", s.ns)), "{listed:?}");
+    assert!(
+        listed.contains(&format!("{}/team-signed", s.ns)),
+        "{listed:?}"
+    );
 
     // A tenant cannot reach into another namespace's Secrets, nor read its
     // own where the chart does not let sigil: each is a reason on its status.
@@ -2524,7 +2551,11 @@ async fn a_namespaces_image_policy_adds_requirements_there_and_nowhere_else() {
             |_| true,
         )
         .await;
-    assert_eq!((status.as_str(), reason.as_str()), ("False", "Invalid"), "{message}");
+    assert_eq!(
+        (status.as_str(), reason.as_str()),
+        ("False", "Invalid"),
+        "{message}"
+    );
     assert!(
         message.contains("is outside the ImagePolicy's namespace `e2e-image-policy-other`"),
         "{message}"
