@@ -816,6 +816,31 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn each_policys_counts_go_to_its_own_object_an_image_policys_in_its_namespace() {
+        let api = Recorder::default();
+        let mut writer = Writer::new(api.client(), Flavor::OpenReports);
+        let mut tenant = finding("w1", Outcome::Fail);
+        tenant.policy = "shop/extra".into();
+        let findings = vec![finding("w0", Outcome::Pass), tenant];
+        let policies = vec!["signed".to_string(), "shop/extra".to_string()];
+        let counts = policy_counts(&findings, &policies);
+        assert_eq!(writer.write_policy_status(&counts).await.unwrap(), 2);
+        let seen = api.take();
+        let paths: Vec<&str> = seen.iter().map(|(_, path, _)| path.as_str()).collect();
+        assert_eq!(
+            paths,
+            [
+                "/apis/policy.sigil.dev/v1alpha1/namespaces/shop/imagepolicies/extra/status",
+                "/apis/policy.sigil.dev/v1alpha1/clusterimagepolicies/signed/status",
+            ]
+        );
+        assert_eq!(seen[0].2["kind"], "ImagePolicy");
+        assert_eq!(seen[0].2["metadata"]["name"], "extra");
+        assert_eq!(seen[0].2["status"]["audit"]["fail"], 1);
+        assert_eq!(seen[1].2["status"]["audit"]["pass"], 1);
+    }
+
+    #[tokio::test]
     async fn the_policy_report_flavor_writes_wgpolicyk8s_objects() {
         let api = Recorder::default();
         let mut writer = Writer::new(api.client(), Flavor::PolicyReport);

@@ -58,8 +58,9 @@ pub(crate) enum NoMatch {
 /// `sigil audit`.
 #[derive(Args)]
 pub(crate) struct AuditArgs {
-    /// ClusterImagePolicy YAML files to judge with ("what breaks if I
-    /// enforce these"); without, the cluster's policy snapshot is used.
+    /// ClusterImagePolicy and ImagePolicy YAML files to judge with ("what
+    /// breaks if I enforce these"); without, the cluster's policy snapshot is
+    /// used.
     #[arg(long = "policy", value_name = "FILE")]
     policies: Vec<PathBuf>,
     /// A TrustRoot the --policy files name, as NAME=trusted_root.json.
@@ -163,7 +164,8 @@ fn local_snapshot(args: &AuditArgs) -> Result<PolicySnapshot> {
     )
 }
 
-/// A snapshot of the ClusterImagePolicies in `files` with the TrustRoots
+/// A snapshot of the ClusterImagePolicies and ImagePolicies in `files` with
+/// the TrustRoots
 /// `trust_roots` (`NAME=trusted_root.json`), as the controller would
 /// publish it; `what` names the files in errors.
 pub(crate) fn files_snapshot(
@@ -177,27 +179,44 @@ pub(crate) fn files_snapshot(
         let docs: Vec<serde_json::Value> = serde_saphyr::from_multiple(&read(path)?)
             .with_context(|| format!("{} is not YAML", path.display()))?;
         for doc in docs {
-            if doc.get("kind").and_then(|k| k.as_str()) != Some("ClusterImagePolicy") {
-                continue;
-            }
-            let cip: sigil_api::ClusterImagePolicy = serde_json::from_value(doc)
-                .with_context(|| format!("{}: invalid ClusterImagePolicy", path.display()))?;
-            let name = cip.metadata.name.clone().unwrap_or_default();
+            let (kind, name, namespace, spec) = match doc.get("kind").and_then(|k| k.as_str()) {
+                Some("ClusterImagePolicy") => {
+                    let cip: sigil_api::ClusterImagePolicy = serde_json::from_value(doc)
+                        .with_context(|| {
+                            format!("{}: invalid ClusterImagePolicy", path.display())
+                        })?;
+                    let name = cip.metadata.name.unwrap_or_default();
+                    ("ClusterImagePolicy", name, String::new(), cip.spec)
+                }
+                Some("ImagePolicy") => {
+                    let ip: sigil_api::ImagePolicy = serde_json::from_value(doc)
+                        .with_context(|| format!("{}: invalid ImagePolicy", path.display()))?;
+                    let name = ip.metadata.name.unwrap_or_default();
+                    let namespace = ip.metadata.namespace.unwrap_or_default();
+                    if namespace.is_empty() {
+                        bail!(
+                            "{}: ImagePolicy {name} has no metadata.namespace; give the \
+                             namespace it applies in",
+                            path.display()
+                        );
+                    }
+                    ("ImagePolicy", name, namespace, ip.spec.policy)
+                }
+                _ => continue,
+            };
             if name.is_empty() {
-                bail!(
-                    "{}: a ClusterImagePolicy has no metadata.name",
-                    path.display()
-                );
+                bail!("{}: a {kind} has no metadata.name", path.display());
             }
             policies.push(SnapshotPolicy {
                 name,
-                spec: cip.spec,
+                namespace,
+                spec,
                 ..SnapshotPolicy::default()
             });
         }
     }
     if policies.is_empty() {
-        bail!("no ClusterImagePolicy found in the {what}");
+        bail!("no ClusterImagePolicy or ImagePolicy found in the {what}");
     }
     let mut trust_roots = Vec::new();
     for spec in trust_roots_args {

@@ -14,6 +14,7 @@ use std::sync::Arc;
 use anyhow::{Context as _, Result};
 use clap::Args;
 use serde::Serialize;
+use sigil_api::snapshot::SnapshotPolicy;
 use sigil_audit::finding::{Finding, NO_MATCH_POLICY, Outcome, RUNNING_DIGEST_POLICY};
 use sigil_audit::print;
 use sigil_judge::policy_judge::PolicyJudge;
@@ -26,8 +27,9 @@ use crate::verdict::Verdict;
 /// `sigil policy preview`.
 #[derive(Args)]
 pub(crate) struct PreviewArgs {
-    /// ClusterImagePolicy YAML files to preview (other kinds in them are
-    /// skipped); each policy is judged as if its mode were enforce.
+    /// ClusterImagePolicy and ImagePolicy YAML files to preview (other kinds
+    /// in them are skipped); each policy is judged as if its mode were
+    /// enforce, an ImagePolicy in its namespace only.
     #[arg(required = true, value_name = "FILE")]
     files: Vec<PathBuf>,
     /// A TrustRoot the files name (trustRootRef), as NAME=trusted_root.json.
@@ -223,7 +225,7 @@ async fn preview(args: &PreviewArgs, public_good: TrustedRoot) -> Result<Verdict
     for p in &mut snapshot.policies {
         p.spec.mode = Some("enforce".into());
     }
-    let policies: Vec<String> = snapshot.policies.iter().map(|p| p.name.clone()).collect();
+    let policies: Vec<String> = snapshot.policies.iter().map(SnapshotPolicy::key).collect();
     let client = kube_client(args.cluster.context.as_deref()).await?;
     // Images the files do not select are none of the preview's business.
     let judge = PolicyJudge::new(
