@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Policies by the thousand (issue 26 item 2), run by bench/policy-scale.sh.
+"""Policies by the thousand, run by bench/policy-scale.sh.
 
 Applies ClusterImagePolicies in steps (cumulative: 10, then 90 more to 100,
 ...) against the local control plane with sigil-controller and sigil-webhook
@@ -16,12 +16,18 @@ running as host processes, and for each step measures:
 - p50/p99 of /validate for a Pod whose image only policy `bench-target`
   (static pass) matches, each review with a new digest (no verdict cache).
 
+With --namespaced, policy i is instead ImagePolicy `images` in its own
+namespace `team-i` (the namespaces are created first): a thousand
+namespaces each holding a policy. The Pod of the admission figure is then
+admitted in `team-0`, where an ImagePolicy `bench-target` (static pass)
+selects its image besides the cluster's `bench-target`.
+
 Policies have the four shapes of crates/sigil-api/tests/snapshot_scale.rs:
 40% key, 30% keyless against one of ten TrustRoots, 15% keyless with a Rego
 attestation, 15% key with a CUE attestation, each with its own key text.
 
 Usage: policy-scale.py --work DIR --webhook URL --metrics URL --counts 10,100
-       --out FILE [--step-timeout SECONDS]
+       --out FILE [--step-timeout SECONDS] [--namespaced]
 """
 
 from __future__ import annotations
@@ -125,6 +131,20 @@ def policy(i: int, keys: list[str]) -> dict:
             "spec": {"images": [{"glob": f"registry.example.com/team-{i}/**"}], "authorities": [authority]}}
 
 
+def namespaced(doc: dict, i: int) -> dict:
+    """`doc` as ImagePolicy `images` of namespace `team-i`."""
+    return {**doc, "kind": "ImagePolicy", "metadata": {"name": "images", "namespace": f"team-{i}"}}
+
+
+def namespace(i: int) -> dict:
+    return {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": f"team-{i}"}}
+
+
+def key(p: dict) -> str:
+    """A snapshot policy's name as the judge names it."""
+    return f"{p['namespace']}/{p['name']}" if p.get("namespace") else p["name"]
+
+
 TARGET = {"apiVersion": "policy.sigil.dev/v1alpha1", "kind": "ClusterImagePolicy",
           "metadata": {"name": "bench-target"},
           "spec": {"images": [{"glob": "bench.example.com/target/**"}],
@@ -201,24 +221,24 @@ def reload_ms(log_file: str, revision: int) -> int | None:
     return None
 
 
-def review(uid: str, digest: str) -> bytes:
+def review(uid: str, digest: str, ns: str) -> bytes:
     pod = {"apiVersion": "v1", "kind": "Pod",
-           "metadata": {"name": f"bench-{uid[:8]}", "namespace": "default"},
+           "metadata": {"name": f"bench-{uid[:8]}", "namespace": ns},
            "spec": {"containers": [{"name": "app", "image": f"bench.example.com/target/app@sha256:{digest}"}]}}
     return json.dumps({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
                        "request": {"uid": uid, "kind": {"group": "", "version": "v1", "kind": "Pod"},
                                    "resource": {"group": "", "version": "v1", "resource": "pods"},
-                                   "namespace": "default", "operation": "CREATE", "object": pod,
+                                   "namespace": ns, "operation": "CREATE", "object": pod,
                                    "userInfo": {"username": "bench"}, "dryRun": False}}).encode()
 
 
-def latency(webhook: str, ca: str, n: int) -> dict:
+def latency(webhook: str, ca: str, n: int, ns: str) -> dict:
     host, port = webhook.removeprefix("https://").split(":")
     ctx = ssl.create_default_context(cafile=ca)
     conn = http.client.HTTPSConnection(host, int(port), context=ctx, timeout=10)
     times, denied = [], 0
     for k in range(n):
-        body = review(f"{k:08x}-0000-4000-8000-000000000000", hashlib.sha256(os.urandom(16)).hexdigest())
+        body = review(f"{k:08x}-0000-4000-8000-000000000000", hashlib.sha256(os.urandom(16)).hexdigest(), ns)
         start = time.perf_counter()
         conn.request("POST", "/validate", body=body, headers={"Content-Type": "application/json"})
         answer = json.loads(conn.getresponse().read())
@@ -241,28 +261,39 @@ def main() -> None:
     ap.add_argument("--out", required=True)
     ap.add_argument("--step-timeout", type=float, default=900)
     ap.add_argument("--reviews", type=int, default=300)
+    ap.add_argument("--namespaced", action="store_true")
     args = ap.parse_args()
     rng = random.Random(26)
-    results = {"counts": [], "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+    results = {"counts": [], "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+               "namespaced": args.namespaced}
+    target_ns = "team-0" if args.namespaced else "default"
     log("applying ten TrustRoots")
     apply(trust_roots())
     keys = [p256_pem(rng) for _ in range(200)]
     done = 0
     for count in [int(c) for c in args.counts.split(",")]:
         objects = [policy(i, keys) for i in range(done, count)]
+        if args.namespaced:
+            apply([namespace(i) for i in range(done, count)])
+            objects = [namespaced(doc, i) for doc, i in zip(objects, range(done, count))]
+            want = {f"team-{i}/images" for i in range(count)} | {"bench-target", "team-0/bench-target"}
+        else:
+            want = {f"team-{i}-images" for i in range(count)} | {"bench-target"}
         if done == 0:
             objects.append(TARGET)
-        log(f"{count}: applying {len(objects)} ClusterImagePolicies")
+            if args.namespaced:
+                objects.append({**TARGET, "kind": "ImagePolicy",
+                                "metadata": {"name": "bench-target", "namespace": "team-0"}})
+        log(f"{count}: applying {len(objects)} policies")
         start = time.monotonic()
         took_apply = apply(objects)
         done = count
-        want = {f"team-{i}-images" for i in range(count)} | {"bench-target"}
         revision, snap, last = None, None, None
         deadline = start + args.step_timeout
         while time.monotonic() < deadline:
             got = stored_snapshot()
             last = got or last
-            if got and want <= {p["name"] for p in got[0]["policies"]}:
+            if got and want <= {key(p) for p in got[0]["policies"]}:
                 revision, snap = got[0]["revision"], got
                 break
             time.sleep(1)
@@ -287,7 +318,8 @@ def main() -> None:
         })
         if webhook_revision(args.metrics) < revision:
             row["timeout"] = f"the webhook did not load revision {revision} within {args.step_timeout:.0f} s"
-        row["admission"] = latency(args.webhook, os.path.join(args.work, "tls", "ca.crt"), args.reviews)
+        row["admission"] = latency(args.webhook, os.path.join(args.work, "tls", "ca.crt"), args.reviews,
+                                   target_ns)
         log(json.dumps(row))
         results["counts"].append(row)
         with open(args.out, "w") as f:

@@ -7,7 +7,8 @@
 # sigil-controller and sigil-webhook as host processes (e2e/lib.sh
 # sigil_up, each as its own ServiceAccount), then bench/policy-scale.py
 # applies 10, 100, 1,000 and 10,000 ClusterImagePolicies (SIGIL_SCALE_COUNTS)
-# and writes .cache/bench/policy-scale.json. Binaries: the workspace's debug
+# (or, with SIGIL_SCALE_NAMESPACED=1, as many ImagePolicies, one in each of
+# as many namespaces) and writes .cache/bench/policy-scale.json. Binaries: the workspace's debug
 # build, as e2e-local uses (SIGIL_SCALE_PROFILE=release for release ones).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -47,4 +48,5 @@ sigil_up "$WORK" 10
 mkdir -p "$(dirname "$OUT")"
 python3 bench/policy-scale.py --work "$WORK" --webhook "https://127.0.0.1:$WEBHOOK_PORT" \
   --metrics "$WEBHOOK_METRICS" --counts "${SIGIL_SCALE_COUNTS:-10,100,1000,10000}" \
-  --step-timeout "${SIGIL_SCALE_STEP_TIMEOUT:-900}" --out "$OUT"
+  --step-timeout "${SIGIL_SCALE_STEP_TIMEOUT:-900}" --out "$OUT" \
+  ${SIGIL_SCALE_NAMESPACED:+--namespaced}
