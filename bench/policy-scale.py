@@ -189,8 +189,13 @@ def stored_snapshot() -> tuple[dict, int, int, int] | None:
 
 
 def webhook_revision(metrics: str) -> int:
-    with urllib.request.urlopen(f"{metrics}/metrics", timeout=5) as r:
-        text = r.read().decode()
+    """The revision the webhook enforces; -1 while it does not answer."""
+    try:
+        with urllib.request.urlopen(f"{metrics}/metrics", timeout=5) as r:
+            text = r.read().decode()
+    except OSError as e:  # a timeout too: the caller's deadline bounds the wait
+        log(f"webhook metrics: {e}")
+        return -1
     m = re.search(r"^sigil_policy_snapshot_revision\S*\s+(-?\d+)", text, re.M)
     return int(m.group(1)) if m else -1
 

@@ -55,9 +55,16 @@ use crate::cip::ClusterImagePolicySpec;
 
 pub mod stored;
 
-/// `apiVersion` of the snapshot document the controller writes.
-pub const API_VERSION: &str = "policy.sigil.dev/snapshot/v2";
-/// The previous `apiVersion`, still read: a v1 document has no default trust
+/// `apiVersion` of a snapshot document that holds a namespace's ImagePolicy.
+/// A v2 reader refuses it, so an older webhook keeps its last good snapshot
+/// instead of enforcing a namespace's policy in every namespace (where it
+/// would also count as selecting images for `noMatchPolicy`).
+pub const API_VERSION: &str = "policy.sigil.dev/snapshot/v3";
+/// `apiVersion` of a snapshot document without ImagePolicies: what the
+/// controller writes while no namespace holds one, so a webhook of the
+/// previous release keeps taking policy changes.
+pub const API_VERSION_V2: &str = "policy.sigil.dev/snapshot/v2";
+/// The first `apiVersion`, still read: a v1 document has no default trust
 /// root and no built-in root, so the webhook's embedded root is the default.
 /// A v1 reader refuses v2 documents, so an older webhook keeps its last good
 /// snapshot instead of enforcing a default trust root it would ignore.
@@ -197,7 +204,7 @@ pub enum SnapshotError {
     Json(String),
     /// The document has another `apiVersion`.
     #[error(
-        "policy snapshot apiVersion is `{0}`, expected `{API_VERSION}` (or `{API_VERSION_V1}` without v2 fields); run a webhook and controller of the same release"
+        "policy snapshot apiVersion is `{0}`, expected `{API_VERSION}` (or `{API_VERSION_V2}` without ImagePolicies, `{API_VERSION_V1}` without v2 fields either); run a webhook and controller of the same release"
     )]
     ApiVersion(String),
     /// Two entries share a name.
@@ -280,18 +287,32 @@ impl PolicySnapshot {
         serde_json::to_string(self).unwrap_or_default()
     }
 
-    /// Refuses a document of another `apiVersion`, and a v1 document that
-    /// carries v2 fields.
+    /// Refuses a document of another `apiVersion`, and an older document
+    /// that carries fields of a newer one.
     pub fn check_api_version(&self) -> Result<(), SnapshotError> {
+        let v2_fields = self.sigstore.is_some() || self.trust_roots.iter().any(|t| t.default);
         match self.api_version.as_str() {
             API_VERSION => Ok(()),
-            // A v1 document cannot carry the v2 fields' meaning.
-            API_VERSION_V1
-                if self.sigstore.is_none() && !self.trust_roots.iter().any(|t| t.default) =>
-            {
-                Ok(())
-            }
+            // Older documents cannot carry the newer fields' meaning.
+            API_VERSION_V2 if !self.namespaced() => Ok(()),
+            API_VERSION_V1 if !self.namespaced() && !v2_fields => Ok(()),
             _ => Err(SnapshotError::ApiVersion(self.api_version.clone())),
+        }
+    }
+
+    /// Whether the document holds a namespace's ImagePolicy.
+    pub fn namespaced(&self) -> bool {
+        self.policies.iter().any(|p| !p.namespace.is_empty())
+    }
+
+    /// The oldest `apiVersion` that can carry this document: v3 only when it
+    /// holds an ImagePolicy, so webhooks of the previous release read it
+    /// until one does.
+    pub fn needed_api_version(&self) -> &'static str {
+        if self.namespaced() {
+            API_VERSION
+        } else {
+            API_VERSION_V2
         }
     }
 
@@ -359,6 +380,27 @@ mod tests {
             PolicySnapshot::from_slice(s.to_json().as_bytes()),
             Err(SnapshotError::ApiVersion(_))
         ));
+    }
+
+    #[test]
+    fn a_namespaces_policy_needs_v3_and_older_documents_cannot_carry_one() {
+        let mut s = snapshot();
+        assert_eq!(s.needed_api_version(), API_VERSION_V2);
+        s.api_version = API_VERSION_V2.into();
+        PolicySnapshot::from_slice(s.to_json().as_bytes()).unwrap();
+        let mut tenant = policy_p();
+        tenant.namespace = "team-a".into();
+        s.policies.push(tenant);
+        assert_eq!(s.needed_api_version(), API_VERSION);
+        for old in [API_VERSION_V2, API_VERSION_V1] {
+            s.api_version = old.into();
+            assert!(matches!(
+                PolicySnapshot::from_slice(s.to_json().as_bytes()),
+                Err(SnapshotError::ApiVersion(_))
+            ));
+        }
+        s.api_version = API_VERSION.into();
+        PolicySnapshot::from_slice(s.to_json().as_bytes()).unwrap();
     }
 
     #[test]

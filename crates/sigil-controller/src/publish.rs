@@ -676,7 +676,7 @@ impl Publisher {
             .trust_roots
             .retain(|name, t| t.live || needed.contains(name));
         let written = state.written.clone().unwrap_or_else(PolicySnapshot::empty);
-        let candidate = PolicySnapshot {
+        let mut candidate = PolicySnapshot {
             api_version: API_VERSION.to_owned(),
             revision: written.revision.saturating_add(1),
             generated_at: now_rfc3339(),
@@ -688,6 +688,7 @@ impl Publisher {
             trust_roots: state.trust_roots.values().map(|t| t.root.clone()).collect(),
             sigstore: Some(state.sigstore.clone()),
         };
+        candidate.api_version = candidate.needed_api_version().to_owned();
         if state.written.is_some()
             && candidate.policies == written.policies
             && candidate.trust_roots == written.trust_roots

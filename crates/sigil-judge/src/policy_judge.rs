@@ -1125,7 +1125,7 @@ mod namespaced_tests {
         let judge =
             PolicyJudge::new(ClientConfig::default(), root, "public-good", no_match).unwrap();
         let snapshot = json!({
-            "apiVersion": "policy.sigil.dev/snapshot/v2", "revision": 1,
+            "apiVersion": "policy.sigil.dev/snapshot/v3", "revision": 1,
             "generatedAt": "2026-01-01T00:00:00Z", "policies": policies, "trustRoots": [],
         });
         judge

@@ -46,9 +46,11 @@ pub async fn load_secret(
 }
 
 /// Applies what was read from `origin` (reading it began at `started`) and
-/// logs the outcome, with how long reading and compiling took.
-fn apply_logged(
-    judge: &PolicyJudge,
+/// logs the outcome, with how long reading and compiling took. Compiling
+/// thousands of policies takes seconds of CPU: it runs on the blocking pool,
+/// so the runtime's workers keep answering reviews, probes and metrics.
+async fn apply_logged(
+    judge: &Arc<PolicyJudge>,
     read: Result<PolicySnapshot, SnapshotError>,
     origin: &str,
     started: Instant,
@@ -66,11 +68,25 @@ fn apply_logged(
             return;
         }
     };
-    match judge.apply(&snapshot) {
+    let policies = snapshot.policies.len();
+    let applying = judge.clone();
+    let applied = match tokio::task::spawn_blocking(move || applying.apply(&snapshot)).await {
+        Ok(applied) => applied,
+        Err(e) => {
+            tracing::error!(
+                origin,
+                error = %e,
+                held = ?judge.revision(),
+                "policy snapshot not applied (its compilation did not finish); the last good one stays"
+            );
+            return;
+        }
+    };
+    match applied {
         Ok(Applied::Swapped) => tracing::info!(
             origin,
             revision = judge.revision().unwrap_or_default(),
-            policies = snapshot.policies.len(),
+            policies,
             load_ms = started.elapsed().as_millis(),
             default_trust_root = judge
                 .default_trust_root()
@@ -126,7 +142,7 @@ pub async fn file_source(
         Ok(bytes) => {
             last = Some(Sha256::digest(&bytes));
             let started = Instant::now();
-            apply_logged(&judge, PolicySnapshot::from_slice(&bytes), &origin, started);
+            apply_logged(&judge, PolicySnapshot::from_slice(&bytes), &origin, started).await;
         }
         Err(e) => tracing::error!(error = %e, "policy snapshot file unreadable; not ready"),
     }
@@ -141,7 +157,8 @@ pub async fn file_source(
                     if last.as_ref() != Some(&hash) {
                         last = Some(hash);
                         let started = Instant::now();
-                        apply_logged(&judge, PolicySnapshot::from_slice(&bytes), &origin, started);
+                        apply_logged(&judge, PolicySnapshot::from_slice(&bytes), &origin, started)
+                            .await;
                     }
                 }
                 Err(e) => {
@@ -168,7 +185,7 @@ pub async fn secret_source(judge: Arc<PolicyJudge>, secrets: Api<Secret>, name: 
             Ok(Event::Apply(secret) | Event::InitApply(secret)) => {
                 let started = Instant::now();
                 let read = load_secret(&secrets, &secret).await;
-                apply_logged(&judge, read, &origin, started);
+                apply_logged(&judge, read, &origin, started).await;
             }
             Ok(Event::Delete(_)) => tracing::warn!(
                 origin,
