@@ -3,7 +3,7 @@
 
 use kube::CustomResourceExt as _;
 
-use crate::{ClusterImagePolicy, TrustRoot};
+use crate::{ClusterImagePolicy, TrustRoot, WorkloadKind};
 
 /// Where the chart keeps the CRDs, relative to the repository root.
 pub const CRD_DIR: &str = "charts/sigil/crds";
@@ -37,5 +37,6 @@ pub fn crd_files() -> Result<Vec<(&'static str, String)>, CrdError> {
     Ok(vec![
         render("clusterimagepolicies.yaml", ClusterImagePolicy::crd())?,
         render("trustroots.yaml", TrustRoot::crd())?,
+        render("workloadkinds.yaml", WorkloadKind::crd())?,
     ])
 }

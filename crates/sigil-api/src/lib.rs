@@ -1,6 +1,6 @@
 //! sigil-api: the `policy.sigil.dev/v1alpha1` Kubernetes API. It owns the
-//! `ClusterImagePolicy` and `TrustRoot` custom resources ([`cip`],
-//! [`trustroot`]), their generated CRDs ([`crds`], written by the `crdgen`
+//! `ClusterImagePolicy`, `TrustRoot` and `WorkloadKind` custom resources
+//! ([`cip`], [`trustroot`], [`workloadkind`]), their generated CRDs ([`crds`], written by the `crdgen`
 //! binary) and the policy snapshot the controller publishes for the webhook
 //! ([`snapshot`]): types and documents, no judgement; and policy-controller's
 //! own resources as the controller reads them when it serves them
@@ -19,6 +19,8 @@ pub mod crds;
 pub mod sigstore;
 pub mod snapshot;
 pub mod trustroot;
+pub mod workloadkind;
 
 pub use cip::{ClusterImagePolicy, ClusterImagePolicySpec};
 pub use trustroot::{TrustRoot, TrustRootSpec};
+pub use workloadkind::{WorkloadKind, WorkloadKindSpec};

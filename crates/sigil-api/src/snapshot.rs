@@ -52,6 +52,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::cip::ClusterImagePolicySpec;
+use crate::workloadkind::WorkloadKindSpec;
 
 pub mod stored;
 
@@ -90,6 +91,22 @@ pub struct PolicySnapshot {
     /// trust root is marked default; absent in v1 documents.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sigstore: Option<SnapshotSigstore>,
+    /// The accepted WorkloadKinds, by name: kinds besides Kubernetes' own
+    /// workloads whose images the webhook admits; absent when there are none.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub workload_kinds: Vec<SnapshotWorkloadKind>,
+}
+
+/// One accepted WorkloadKind.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Default)]
+#[serde(rename_all = "camelCase")]
+pub struct SnapshotWorkloadKind {
+    /// The WorkloadKind's name.
+    pub name: String,
+    /// The accepted generation.
+    pub generation: i64,
+    /// The accepted spec.
+    pub spec: WorkloadKindSpec,
 }
 
 /// The built-in Sigstore instance's `trusted_root.json` as the controller
@@ -225,6 +242,14 @@ pub enum SnapshotError {
         .0.join(", ")
     )]
     SeveralDefaults(Vec<String>),
+    /// A WorkloadKind does not compile.
+    #[error("policy snapshot: WorkloadKind `{name}` does not compile: {reason}")]
+    WorkloadKind {
+        /// The WorkloadKind's name.
+        name: String,
+        /// The compiler's message.
+        reason: String,
+    },
     /// The built-in Sigstore root does not parse.
     #[error(
         "policy snapshot: the built-in Sigstore {instance} root is not a valid trusted_root.json: {reason}"
