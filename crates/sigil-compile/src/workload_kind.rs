@@ -642,11 +642,12 @@ impl WorkloadKinds {
     pub fn compile(kinds: &[SnapshotWorkloadKind]) -> Result<Self, SnapshotError> {
         let mut by_kind = BTreeMap::new();
         for k in kinds {
-            let compiled =
-                compile_workload_kind(&k.name, &k.spec).map_err(|e| SnapshotError::WorkloadKind {
+            let compiled = compile_workload_kind(&k.name, &k.spec).map_err(|e| {
+                SnapshotError::WorkloadKind {
                     name: k.name.clone(),
                     reason: e.to_string(),
-                })?;
+                }
+            })?;
             let key = (compiled.group.clone(), compiled.kind.clone());
             if let Some(other) = by_kind.insert(key, compiled) {
                 return Err(SnapshotError::WorkloadKind {
@@ -721,7 +722,10 @@ mod tests {
             ("[*].image", "byte 0"),
         ] {
             let e = FieldPath::parse(bad).unwrap_err().to_string();
-            assert!(e.contains(at) && e.contains("spec.steps[*].image"), "{bad}: {e}");
+            assert!(
+                e.contains(at) && e.contains("spec.steps[*].image"),
+                "{bad}: {e}"
+            );
         }
         assert_eq!(FieldPath::parse(" "), Err(PathError::Empty));
         let long = vec!["a"; MAX_SEGMENTS + 1].join(".");
@@ -774,7 +778,10 @@ mod tests {
             ["/spec/replicas/PS/image", "/spec/replicas/Worker/image"]
         );
         let escaped = json!({"m": {"a/b~c": {"image": "x"}}});
-        let r = FieldPath::parse("m.*.image").unwrap().reach(&escaped).unwrap();
+        let r = FieldPath::parse("m.*.image")
+            .unwrap()
+            .reach(&escaped)
+            .unwrap();
         assert_eq!(r[0].pointer, "/m/a~1b~0c/image");
         assert_eq!(escaped.pointer(&r[0].pointer), Some(&json!("x")));
     }
@@ -782,8 +789,16 @@ mod tests {
     #[test]
     fn a_path_that_does_not_apply_reaches_nothing_and_a_huge_list_is_refused() {
         let obj = json!({"spec": {"steps": {"not": "a list"}, "x": null}});
-        for p in ["spec.steps[*].image", "spec.x.image", "spec.missing", "spec.steps[3]"] {
-            assert!(FieldPath::parse(p).unwrap().reach(&obj).unwrap().is_empty(), "{p}");
+        for p in [
+            "spec.steps[*].image",
+            "spec.x.image",
+            "spec.missing",
+            "spec.steps[3]",
+        ] {
+            assert!(
+                FieldPath::parse(p).unwrap().reach(&obj).unwrap().is_empty(),
+                "{p}"
+            );
         }
         let many: Vec<_> = (0..=MAX_MATCHES).map(|_| json!({"image": "x"})).collect();
         let obj = json!({"spec": {"steps": many}});
@@ -805,7 +820,10 @@ mod tests {
                 (k.group.as_str(), k.kind.as_str(), k.resource.as_str()),
                 (b.group, b.kind, b.resource)
             );
-            assert_eq!(k.pod_specs.len() + k.images.len(), b.pod_specs.len() + b.images.len());
+            assert_eq!(
+                k.pod_specs.len() + k.images.len(),
+                b.pod_specs.len() + b.images.len()
+            );
         }
     }
 
@@ -825,7 +843,10 @@ mod tests {
             &spec(json!({"builtin": "ArgoRollout", "kind": "Experiment"})),
         )
         .unwrap_err();
-        assert!(e.to_string().contains("differs from builtin ArgoRollout"), "{e}");
+        assert!(
+            e.to_string().contains("differs from builtin ArgoRollout"),
+            "{e}"
+        );
         let e = compile_workload_kind("r", &spec(json!({"builtin": "Argo"}))).unwrap_err();
         assert!(e.to_string().contains("KnativeService"), "{e}");
     }
@@ -838,8 +859,16 @@ mod tests {
         let cases = [
             ("group", json!(null), "group is required"),
             ("group", json!("apps"), "Kubernetes' own workloads"),
-            ("group", json!("Example.dev"), "group `Example.dev` is not valid"),
-            ("resource", json!("Pipelines"), "resource `Pipelines` is not valid"),
+            (
+                "group",
+                json!("Example.dev"),
+                "group `Example.dev` is not valid",
+            ),
+            (
+                "resource",
+                json!("Pipelines"),
+                "resource `Pipelines` is not valid",
+            ),
             ("kind", json!("pipe-line"), "kind `pipe-line` is not valid"),
             ("version", json!(""), "version is required"),
             ("images", json!([]), "no podSpecs and no images"),
@@ -848,7 +877,9 @@ mod tests {
         for (field, value, want) in cases {
             let mut v = ok.clone();
             v[field] = value;
-            let e = compile_workload_kind("p", &spec(v)).unwrap_err().to_string();
+            let e = compile_workload_kind("p", &spec(v))
+                .unwrap_err()
+                .to_string();
             assert!(e.contains(want), "{field}: {e}");
         }
         let mut v = ok;
@@ -868,11 +899,17 @@ mod tests {
         };
         let kinds = WorkloadKinds::compile(&[k("a")]).unwrap();
         assert_eq!(
-            kinds.find("serving.knative.dev", "Service").map(|k| k.name.as_str()),
+            kinds
+                .find("serving.knative.dev", "Service")
+                .map(|k| k.name.as_str()),
             Some("a")
         );
         assert!(kinds.find("", "Service").is_none());
         let e = WorkloadKinds::compile(&[k("a"), k("b")]).unwrap_err();
-        assert!(e.to_string().contains("`a` already admits serving.knative.dev/v1/Service"), "{e}");
+        assert!(
+            e.to_string()
+                .contains("`a` already admits serving.knative.dev/v1/Service"),
+            "{e}"
+        );
     }
 }

@@ -131,7 +131,9 @@ fn kinds_and_api_versions_other_than_sigils_are_errors() {
     assert!(r[0].errors[0].starts_with("apiVersion: expected policy.sigil.dev/v1alpha1"));
     let r = lint_yaml("apiVersion: policy.sigil.dev/v1alpha1\nkind: Policy\nmetadata: {name: x}\n")
         .unwrap();
-    assert!(r[0].errors[0].starts_with("kind: expected ClusterImagePolicy, TrustRoot or WorkloadKind"));
+    assert!(
+        r[0].errors[0].starts_with("kind: expected ClusterImagePolicy, TrustRoot or WorkloadKind")
+    );
 }
 
 #[test]
@@ -593,7 +595,9 @@ fn a_workload_kind_is_linted_as_the_controller_accepts_it() {
         r[1].errors
     );
     assert!(
-        r[1].errors.iter().any(|e| e.contains("images[0]: field path `spec.steps[x].image` is invalid")),
+        r[1].errors
+            .iter()
+            .any(|e| e.contains("images[0]: field path `spec.steps[x].image` is invalid")),
         "{:?}",
         r[1].errors
     );
@@ -607,7 +611,8 @@ fn a_workload_kind_is_not_converted_because_policy_controller_has_no_equivalent(
     .unwrap();
     assert_eq!(c.converted, 0);
     assert!(
-        c.report[0].contains("WorkloadKind is sigil's extension and policy-controller has no equivalent"),
+        c.report[0]
+            .contains("WorkloadKind is sigil's extension and policy-controller has no equivalent"),
         "{:?}",
         c.report
     );

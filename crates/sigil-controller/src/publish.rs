@@ -533,10 +533,7 @@ impl Publisher {
     /// reconciler decides the whole set at once, as kinds conflict with
     /// each other); returns the revision that holds them.
     pub async fn set_workload_kinds(&self, kinds: Vec<SnapshotWorkloadKind>) -> Result<u64> {
-        Ok(self
-            .submit(Change::SetWorkloadKinds(kinds))
-            .await?
-            .revision)
+        Ok(self.submit(Change::SetWorkloadKinds(kinds)).await?.revision)
     }
 
     /// The WorkloadKinds published, by name.

@@ -18,9 +18,7 @@ use crate::context::Context;
 use crate::error::{Error, Result};
 use crate::leader::Elector;
 use crate::metrics::Metrics;
-use crate::{
-    policy, server, sigstore_objects, sigstore_root, tls, trustroot, workload_kinds,
-};
+use crate::{policy, server, sigstore_objects, sigstore_root, tls, trustroot, workload_kinds};
 
 /// Resolves when `rx` holds `want` (or its sender is gone).
 async fn until(mut rx: watch::Receiver<bool>, want: bool) {

@@ -232,14 +232,26 @@ async fn sync_webhooks(ctx: &Context, want: &[RuleWithOperations]) -> Result<()>
         Api::<MutatingWebhookConfiguration>::all(client.clone()),
         &ctx.args.mutating_webhook,
         want,
-        |c| c.webhooks.iter_mut().flatten().map(|w| &mut w.rules).collect(),
+        |c| {
+            c.webhooks
+                .iter_mut()
+                .flatten()
+                .map(|w| &mut w.rules)
+                .collect()
+        },
     )
     .await?;
     let validating = sync_configuration(
         Api::<ValidatingWebhookConfiguration>::all(client.clone()),
         &ctx.args.validating_webhook,
         want,
-        |c| c.webhooks.iter_mut().flatten().map(|w| &mut w.rules).collect(),
+        |c| {
+            c.webhooks
+                .iter_mut()
+                .flatten()
+                .map(|w| &mut w.rules)
+                .collect()
+        },
     )
     .await?;
     if !validating && !want.is_empty() {
@@ -289,7 +301,10 @@ pub async fn sync(ctx: &Context) -> Result<()> {
             verdict = Verdict::failed(
                 "Ready",
                 "WebhookNotUpdated",
-                format!("{}, but the webhook configurations were not updated: {e}", verdict.message),
+                format!(
+                    "{}, but the webhook configurations were not updated: {e}",
+                    verdict.message
+                ),
             );
         }
         report(ctx, object, &verdict, decision.kind).await?;
@@ -435,7 +450,13 @@ mod tests {
             .as_array()
             .unwrap()
             .iter()
-            .map(|r| format!("{}/{}", r["apiGroups"][0].as_str().unwrap(), r["resources"][0].as_str().unwrap()))
+            .map(|r| {
+                format!(
+                    "{}/{}",
+                    r["apiGroups"][0].as_str().unwrap(),
+                    r["resources"][0].as_str().unwrap()
+                )
+            })
             .collect()
     }
 
@@ -447,7 +468,11 @@ mod tests {
         api.put(VALIDATING, config("ValidatingWebhookConfiguration"));
         api.put(
             &path("rollouts"),
-            object("rollouts", "2026-01-01T00:00:00Z", json!({"builtin": "ArgoRollout"})),
+            object(
+                "rollouts",
+                "2026-01-01T00:00:00Z",
+                json!({"builtin": "ArgoRollout"}),
+            ),
         );
         api.put(
             &path("pipelines"),
@@ -461,7 +486,11 @@ mod tests {
         sync(&ctx).await.unwrap();
 
         let snapshot = stored_snapshot(&api).unwrap();
-        let names: Vec<_> = snapshot.workload_kinds.iter().map(|k| k.name.as_str()).collect();
+        let names: Vec<_> = snapshot
+            .workload_kinds
+            .iter()
+            .map(|k| k.name.as_str())
+            .collect();
         assert_eq!(names, ["pipelines", "rollouts"]);
         for (config, webhook) in [(MUTATING, 0), (VALIDATING, 0), (VALIDATING, 1)] {
             assert_eq!(
@@ -476,7 +505,8 @@ mod tests {
         let (status, reason, message) = ready(&api, "rollouts");
         assert_eq!((status.as_str(), reason.as_str()), ("True", "Accepted"));
         assert!(
-            message.contains("argoproj.io/v1alpha1/Rollout (rollouts) at pod spec spec.template.spec"),
+            message
+                .contains("argoproj.io/v1alpha1/Rollout (rollouts) at pod spec spec.template.spec"),
             "{message}"
         );
         assert_eq!(
@@ -505,7 +535,10 @@ mod tests {
             resources(&api, VALIDATING, 1),
             ["/pods", "example.dev/pipelines"]
         );
-        assert_eq!(resources(&api, MUTATING, 0), ["/pods", "example.dev/pipelines"]);
+        assert_eq!(
+            resources(&api, MUTATING, 0),
+            ["/pods", "example.dev/pipelines"]
+        );
         let snapshot = stored_snapshot(&api).unwrap();
         assert_eq!(snapshot.workload_kinds.len(), 1);
     }
@@ -517,7 +550,11 @@ mod tests {
         api.put(VALIDATING, config("ValidatingWebhookConfiguration"));
         api.put(
             &path("ksvc"),
-            object("ksvc", "2026-01-01T00:00:00Z", json!({"builtin": "KnativeService"})),
+            object(
+                "ksvc",
+                "2026-01-01T00:00:00Z",
+                json!({"builtin": "KnativeService"}),
+            ),
         );
         sync(&ctx).await.unwrap();
         // helm upgrade writes the chart's rules (and drops the annotation).
@@ -537,7 +574,11 @@ mod tests {
         api.put(VALIDATING, config("ValidatingWebhookConfiguration"));
         api.put(
             &path("old"),
-            object("old", "2026-01-01T00:00:00Z", json!({"builtin": "TektonTask"})),
+            object(
+                "old",
+                "2026-01-01T00:00:00Z",
+                json!({"builtin": "TektonTask"}),
+            ),
         );
         api.put(
             &path("new"),
@@ -551,11 +592,21 @@ mod tests {
         sync(&ctx).await.unwrap();
         let (status, reason, message) = ready(&api, "new");
         assert_eq!((status.as_str(), reason.as_str()), ("False", "Conflict"));
-        assert!(message.contains("WorkloadKind old already admits tekton.dev/v1/Task"), "{message}");
-        assert_eq!(resources(&api, VALIDATING, 0), ["/pods", "tekton.dev/tasks"]);
+        assert!(
+            message.contains("WorkloadKind old already admits tekton.dev/v1/Task"),
+            "{message}"
+        );
+        assert_eq!(
+            resources(&api, VALIDATING, 0),
+            ["/pods", "tekton.dev/tasks"]
+        );
 
         // A broken generation 2 of `old`: generation 1 stays in force.
-        let mut broken = object("old", "2026-01-01T00:00:00Z", json!({"builtin": "TektonTask", "images": ["spec..x"]}));
+        let mut broken = object(
+            "old",
+            "2026-01-01T00:00:00Z",
+            json!({"builtin": "TektonTask", "images": ["spec..x"]}),
+        );
         broken["metadata"]["generation"] = json!(2);
         api.put(&path("old"), broken);
         sync(&ctx).await.unwrap();
@@ -578,12 +629,23 @@ mod tests {
         let (ctx, _rx, _leading) = context(client, true);
         api.put(
             &path("vm"),
-            object("vm", "2026-01-01T00:00:00Z", json!({"builtin": "KubeVirtVirtualMachine"})),
+            object(
+                "vm",
+                "2026-01-01T00:00:00Z",
+                json!({"builtin": "KubeVirtVirtualMachine"}),
+            ),
         );
         let e = sync(&ctx).await.unwrap_err();
-        assert!(e.to_string().contains("ValidatingWebhookConfiguration sigil-webhook does not exist"), "{e}");
+        assert!(
+            e.to_string()
+                .contains("ValidatingWebhookConfiguration sigil-webhook does not exist"),
+            "{e}"
+        );
         let (status, reason, message) = ready(&api, "vm");
-        assert_eq!((status.as_str(), reason.as_str()), ("False", "WebhookNotUpdated"));
+        assert_eq!(
+            (status.as_str(), reason.as_str()),
+            ("False", "WebhookNotUpdated")
+        );
         assert!(message.contains("install sigil's chart"), "{message}");
     }
 
@@ -593,8 +655,15 @@ mod tests {
             api_groups: Some(vec![group.into()]),
             ..RuleWithOperations::default()
         };
-        let merged = merge_rules(&[r(""), r("a"), r("apps"), r("b")], &[r("a"), r("b")], &[r("b"), r("c")]);
+        let merged = merge_rules(
+            &[r(""), r("a"), r("apps"), r("b")],
+            &[r("a"), r("b")],
+            &[r("b"), r("c")],
+        );
         assert_eq!(merged, [r(""), r("apps"), r("b"), r("c")]);
-        assert_eq!(merge_rules(&[r(""), r("c")], &[], &[r("c")]), [r(""), r("c")]);
+        assert_eq!(
+            merge_rules(&[r(""), r("c")], &[], &[r("c")]),
+            [r(""), r("c")]
+        );
     }
 }
