@@ -145,7 +145,14 @@ pub fn extract_from(object: &Value, layout: Layout<'_>) -> Result<Vec<ImageSite>
                     expected: "a pod spec",
                 });
             }
-            sites.extend(extract(object, &spec.pointer)?);
+            sites.extend(extract(object, &spec.pointer)?.into_iter().map(|mut site| {
+                // Kinds such as Knative's leave a single container unnamed;
+                // its path then names it in messages.
+                if site.container.is_empty() {
+                    site.container = dotted_path(&site.pointer);
+                }
+                site
+            }));
             if sites.len() > MAX_IMAGES {
                 return Err(ExtractError::TooManyImages { max: MAX_IMAGES });
             }
@@ -168,6 +175,30 @@ pub fn extract_from(object: &Value, layout: Layout<'_>) -> Result<Vec<ImageSite>
         }
     }
     Ok(sites)
+}
+
+/// The item holding the image at `pointer`, written as a field path:
+/// `/spec/template/spec/containers/0/image` is
+/// `spec.template.spec.containers[0]`.
+fn dotted_path(pointer: &str) -> String {
+    let mut tokens: Vec<&str> = pointer.split('/').skip(1).collect();
+    // The image field itself (`image`, or `image/reference` of a volume).
+    if tokens.last() == Some(&"reference") {
+        tokens.pop();
+    }
+    tokens.pop();
+    let mut out = String::new();
+    for t in tokens {
+        if !t.is_empty() && t.bytes().all(|b| b.is_ascii_digit()) {
+            out.push_str(&format!("[{t}]"));
+        } else {
+            if !out.is_empty() {
+                out.push('.');
+            }
+            out.push_str(&t.replace("~1", "/").replace("~0", "~"));
+        }
+    }
+    out
 }
 
 /// [`pull_secret_names`] of the object's (first) pod spec; an object of a
@@ -380,6 +411,12 @@ mod tests {
             (vec!["reg".to_string()], "deployer".to_string())
         );
         assert!(layout("argoproj.io", "Experiment", Some(&k)).is_none());
+        let unnamed = json!({"spec": {"template": {"spec": {"containers": [{"image": "a:1"}]}}}});
+        assert_eq!(
+            extract_from(&unnamed, rollouts).unwrap()[0].container,
+            "spec.template.spec.containers[0]",
+            "an unnamed container is named by its path"
+        );
         assert!(matches!(
             layout("apps", "Deployment", Some(&k)),
             Some(Layout::PodSpec("/spec/template/spec"))
