@@ -2448,13 +2448,28 @@ fn decision_line(name: &str, image: &str) -> Option<String> {
     let dir = std::env::var("SIGIL_E2E_LOG_DIR").ok()?;
     let log = std::fs::read_to_string(format!("{dir}/webhook.log")).ok()?;
     log.lines()
-        .filter(|l| {
-            l.contains("admission decision")
-                && l.contains(name)
-                && l.contains(image)
-        })
+        .filter(|l| l.contains("admission decision") && l.contains(name) && l.contains(image))
         .last()
-        .map(str::to_string)
+        .map(without_colours)
+}
+
+/// `line` without the terminal colour sequences (`ESC [ … m`) of the
+/// human log format.
+fn without_colours(line: &str) -> String {
+    let mut out = String::new();
+    let mut chars = line.chars();
+    while let Some(c) = chars.next() {
+        if c == '\u{1b}' {
+            for d in chars.by_ref() {
+                if d == 'm' {
+                    break;
+                }
+            }
+        } else {
+            out.push(c);
+        }
+    }
+    out
 }
 
 #[tokio::test]
