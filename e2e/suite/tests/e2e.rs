@@ -2448,8 +2448,8 @@ fn decision_line(name: &str, image: &str) -> Option<String> {
     let dir = std::env::var("SIGIL_E2E_LOG_DIR").ok()?;
     let log = std::fs::read_to_string(format!("{dir}/webhook.log")).ok()?;
     log.lines()
-        .filter(|l| l.contains("admission decision") && l.contains(name) && l.contains(image))
-        .last()
+        .rev()
+        .find(|l| l.contains("admission decision") && l.contains(name) && l.contains(image))
         .map(without_colours)
 }
 
