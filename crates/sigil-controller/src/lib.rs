@@ -33,6 +33,7 @@ pub mod policy;
 pub mod prune;
 pub mod publish;
 pub mod remote_policy;
+pub mod resync;
 pub mod run;
 pub mod server;
 pub mod sigstore_keys;

@@ -19,12 +19,11 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures_util::StreamExt;
 use k8s_openapi::api::admissionregistration::v1::{
     MutatingWebhookConfiguration, RuleWithOperations, ValidatingWebhookConfiguration,
 };
 use kube::api::{Api, ListParams, PostParams};
-use kube::runtime::{WatchStreamExt, watcher};
+use kube::runtime::watcher;
 use kube::{Resource, ResourceExt};
 use sigil_api::snapshot::SnapshotWorkloadKind;
 use sigil_api::workloadkind::{WorkloadKind, WorkloadKindStatus};
@@ -32,6 +31,7 @@ use sigil_compile::workload_kind::{CompiledKind, compile_workload_kind};
 
 use crate::context::Context;
 use crate::error::{Error, Result};
+use crate::resync;
 use crate::status::{self, Verdict};
 
 /// The controller's name in metrics.
@@ -178,21 +178,48 @@ fn recorded(annotations: Option<&BTreeMap<String, String>>) -> Vec<RuleWithOpera
         .unwrap_or_default()
 }
 
-/// Brings the rules of one configuration to `want`; `false` when it does
-/// not exist (pinning off has no mutating configuration).
+/// A webhook configuration whose webhooks' rules the controller keeps.
+trait Rules {
+    /// Every webhook's rules.
+    fn rule_lists(&mut self) -> Vec<&mut Option<Vec<RuleWithOperations>>>;
+}
+
+impl Rules for MutatingWebhookConfiguration {
+    fn rule_lists(&mut self) -> Vec<&mut Option<Vec<RuleWithOperations>>> {
+        self.webhooks
+            .iter_mut()
+            .flatten()
+            .map(|w| &mut w.rules)
+            .collect()
+    }
+}
+
+impl Rules for ValidatingWebhookConfiguration {
+    fn rule_lists(&mut self) -> Vec<&mut Option<Vec<RuleWithOperations>>> {
+        self.webhooks
+            .iter_mut()
+            .flatten()
+            .map(|w| &mut w.rules)
+            .collect()
+    }
+}
+
+/// Brings the rules of configuration `name` to `want`; `false` when it
+/// does not exist (pinning off has no mutating configuration).
 async fn sync_configuration<K>(
-    api: Api<K>,
+    ctx: &Context,
     name: &str,
     want: &[RuleWithOperations],
-    rule_lists: impl Fn(&mut K) -> Vec<&mut Option<Vec<RuleWithOperations>>>,
 ) -> Result<bool>
 where
     K: Resource<DynamicType = ()>
+        + Rules
         + Clone
         + serde::Serialize
         + serde::de::DeserializeOwned
         + std::fmt::Debug,
 {
+    let api = Api::<K>::all(ctx.client.clone());
     let kind = K::kind(&());
     let Some(mut config) = api
         .get_opt(name)
@@ -203,7 +230,7 @@ where
     };
     let added = recorded(config.meta().annotations.as_ref());
     let mut changed = false;
-    for rules in rule_lists(&mut config) {
+    for rules in config.rule_lists() {
         let merged = merge_rules(rules.as_deref().unwrap_or_default(), &added, want);
         if rules.as_deref().unwrap_or_default() != merged.as_slice() {
             *rules = Some(merged);
@@ -227,31 +254,12 @@ where
 
 /// Brings both webhook configurations' rules to `want`.
 async fn sync_webhooks(ctx: &Context, want: &[RuleWithOperations]) -> Result<()> {
-    let client = &ctx.client;
-    sync_configuration(
-        Api::<MutatingWebhookConfiguration>::all(client.clone()),
-        &ctx.args.mutating_webhook,
-        want,
-        |c| {
-            c.webhooks
-                .iter_mut()
-                .flatten()
-                .map(|w| &mut w.rules)
-                .collect()
-        },
-    )
-    .await?;
-    let validating = sync_configuration(
-        Api::<ValidatingWebhookConfiguration>::all(client.clone()),
+    sync_configuration::<MutatingWebhookConfiguration>(ctx, &ctx.args.mutating_webhook, want)
+        .await?;
+    let validating = sync_configuration::<ValidatingWebhookConfiguration>(
+        ctx,
         &ctx.args.validating_webhook,
         want,
-        |c| {
-            c.webhooks
-                .iter_mut()
-                .flatten()
-                .map(|w| &mut w.rules)
-                .collect()
-        },
     )
     .await?;
     if !validating && !want.is_empty() {
@@ -343,54 +351,21 @@ async fn report(
 /// resolves: on start, every [`RESYNC`], and on every change of a
 /// WorkloadKind or of either webhook configuration.
 pub async fn run(ctx: Arc<Context>, shutdown: impl std::future::Future<Output = ()> + Send) {
-    let args = &ctx.args;
-    let by_name = |name: &str| watcher::Config::default().fields(&format!("metadata.name={name}"));
-    let changes = futures_util::stream::select_all([
-        watcher(
-            Api::<WorkloadKind>::all(ctx.client.clone()),
-            watcher::Config::default(),
-        )
-        .default_backoff()
-        .map(|_| ())
-        .boxed(),
-        watcher(
-            Api::<MutatingWebhookConfiguration>::all(ctx.client.clone()),
-            by_name(&args.mutating_webhook),
-        )
-        .default_backoff()
-        .map(|_| ())
-        .boxed(),
-        watcher(
-            Api::<ValidatingWebhookConfiguration>::all(ctx.client.clone()),
-            by_name(&args.validating_webhook),
-        )
-        .default_backoff()
-        .map(|_| ())
-        .boxed(),
-    ])
-    // A burst of events (the initial list) is one pass.
-    .ready_chunks(256);
-    let mut changes = std::pin::pin!(changes);
-    let mut tick = tokio::time::interval(RESYNC);
-    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    let mut shutdown = std::pin::pin!(shutdown);
-    loop {
-        tokio::select! {
-            biased;
-            () = &mut shutdown => return,
-            _ = tick.tick() => {}
-            Some(_) = changes.next() => {}
-        }
-        if let Err(e) = sync(&ctx).await {
-            ctx.metrics.failed(CONTROLLER, e.metric_label());
-            tracing::warn!(error = %e, "WorkloadKind sync failed; retrying");
-            tokio::select! {
-                biased;
-                () = &mut shutdown => return,
-                () = tokio::time::sleep(Duration::from_secs(5)) => {}
-            }
-        }
-    }
+    let kinds = resync::changes(
+        Api::<WorkloadKind>::all(ctx.client.clone()),
+        watcher::Config::default(),
+    );
+    let [mutating, validating] = resync::webhook_configurations(&ctx.client, &ctx.args);
+    resync::keep(
+        CONTROLLER,
+        "WorkloadKind sync",
+        &ctx.metrics,
+        RESYNC,
+        futures_util::stream::select_all([kinds, mutating, validating]),
+        || sync(&ctx),
+        shutdown,
+    )
+    .await;
 }
 
 #[cfg(test)]
@@ -416,6 +391,10 @@ mod tests {
                 "creationTimestamp": created},
             "spec": spec,
         })
+    }
+
+    fn put_kind(api: &FakeApi, name: &str, created: &str, spec: Value) {
+        api.put(&path(name), object(name, created, spec));
     }
 
     fn chart_rule() -> Value {
@@ -466,22 +445,18 @@ mod tests {
         let (ctx, _rx, _leading) = context(client, true);
         api.put(MUTATING, config("MutatingWebhookConfiguration"));
         api.put(VALIDATING, config("ValidatingWebhookConfiguration"));
-        api.put(
-            &path("rollouts"),
-            object(
-                "rollouts",
-                "2026-01-01T00:00:00Z",
-                json!({"builtin": "ArgoRollout"}),
-            ),
+        put_kind(
+            &api,
+            "rollouts",
+            "2026-01-01T00:00:00Z",
+            json!({"builtin": "ArgoRollout"}),
         );
-        api.put(
-            &path("pipelines"),
-            object(
-                "pipelines",
-                "2026-01-02T00:00:00Z",
-                json!({"group": "example.dev", "version": "v1", "kind": "Pipeline",
+        put_kind(
+            &api,
+            "pipelines",
+            "2026-01-02T00:00:00Z",
+            json!({"group": "example.dev", "version": "v1", "kind": "Pipeline",
                     "resource": "pipelines", "images": ["spec.steps[*].image"]}),
-            ),
         );
         sync(&ctx).await.unwrap();
 
@@ -548,13 +523,11 @@ mod tests {
         let (client, api) = FakeApi::start();
         let (ctx, _rx, _leading) = context(client, true);
         api.put(VALIDATING, config("ValidatingWebhookConfiguration"));
-        api.put(
-            &path("ksvc"),
-            object(
-                "ksvc",
-                "2026-01-01T00:00:00Z",
-                json!({"builtin": "KnativeService"}),
-            ),
+        put_kind(
+            &api,
+            "ksvc",
+            "2026-01-01T00:00:00Z",
+            json!({"builtin": "KnativeService"}),
         );
         sync(&ctx).await.unwrap();
         // helm upgrade writes the chart's rules (and drops the annotation).
@@ -572,22 +545,18 @@ mod tests {
         let (client, api) = FakeApi::start();
         let (ctx, _rx, _leading) = context(client, true);
         api.put(VALIDATING, config("ValidatingWebhookConfiguration"));
-        api.put(
-            &path("old"),
-            object(
-                "old",
-                "2026-01-01T00:00:00Z",
-                json!({"builtin": "TektonTask"}),
-            ),
+        put_kind(
+            &api,
+            "old",
+            "2026-01-01T00:00:00Z",
+            json!({"builtin": "TektonTask"}),
         );
-        api.put(
-            &path("new"),
-            object(
-                "new",
-                "2026-01-02T00:00:00Z",
-                json!({"group": "tekton.dev", "version": "v1", "kind": "Task",
+        put_kind(
+            &api,
+            "new",
+            "2026-01-02T00:00:00Z",
+            json!({"group": "tekton.dev", "version": "v1", "kind": "Task",
                     "resource": "tasks", "images": ["spec.steps[*].image"]}),
-            ),
         );
         sync(&ctx).await.unwrap();
         let (status, reason, message) = ready(&api, "new");
@@ -627,13 +596,11 @@ mod tests {
     async fn without_a_validating_configuration_accepted_kinds_are_not_ready() {
         let (client, api) = FakeApi::start();
         let (ctx, _rx, _leading) = context(client, true);
-        api.put(
-            &path("vm"),
-            object(
-                "vm",
-                "2026-01-01T00:00:00Z",
-                json!({"builtin": "KubeVirtVirtualMachine"}),
-            ),
+        put_kind(
+            &api,
+            "vm",
+            "2026-01-01T00:00:00Z",
+            json!({"builtin": "KubeVirtVirtualMachine"}),
         );
         let e = sync(&ctx).await.unwrap_err();
         assert!(

@@ -470,13 +470,14 @@ async fn kinds_of_the_snapshot_s_workload_kinds_are_judged_and_others_are_not() 
     );
     let router = app(judge.clone());
 
-    let rollout = json!({"template": {"spec": {"containers": [{"name": "app", "image": IMAGE}]}}});
-    let (_, answer) = post(
-        &router,
-        "/validate",
-        review_of("argoproj.io", "Rollout", "rollouts", "web", rollout),
-    )
-    .await;
+    let rollout = review_of(
+        "argoproj.io",
+        "Rollout",
+        "rollouts",
+        "web",
+        json!({"template": {"spec": {"containers": [{"name": "app", "image": IMAGE}]}}}),
+    );
+    let (_, answer) = post(&router, "/validate", rollout.clone()).await;
     let resp = response(&answer);
     assert_eq!(resp["allowed"], false, "{answer}");
     let msg = message(resp);
@@ -524,13 +525,7 @@ async fn kinds_of_the_snapshot_s_workload_kinds_are_judged_and_others_are_not() 
     doc["revision"] = json!(2);
     doc["workloadKinds"] = json!([]);
     judge.apply_bytes(doc.to_string().as_bytes()).unwrap();
-    let rollout = json!({"template": {"spec": {"containers": [{"name": "app", "image": IMAGE}]}}});
-    let (_, answer) = post(
-        &router,
-        "/validate",
-        review_of("argoproj.io", "Rollout", "rollouts", "web", rollout),
-    )
-    .await;
+    let (_, answer) = post(&router, "/validate", rollout).await;
     assert_eq!(response(&answer)["allowed"], true, "{answer}");
 }
 

@@ -2558,28 +2558,35 @@ async fn workload_kinds_admit_signed_rollouts_and_knative_services_and_deny_unsi
     let rollouts = format!("/apis/argoproj.io/v1alpha1/namespaces/{}/rollouts", s.ns);
     let services = format!("/apis/serving.knative.dev/v1/namespaces/{}/services", s.ns);
     let try_create = async |path: &str, doc: &Value| c.create(path, doc, true).await.unwrap();
-
-    // The API server sends the new kinds once it has read the rules the
-    // controller added.
-    let denied_rollout = [
-        format!(
-            "sigil denied rollout {}/web-unsigned: 1 of 1 image(s) failed verification",
-            s.ns
-        ),
-        format!("image {unsigned} (container app): policy e2e-anyres failed"),
-        "no signature found".to_string(),
-    ];
-    let reply = wait_for("an unsigned Rollout to be denied", SETTLE, async || {
-        let reply = try_create(&rollouts, &rollout("web-unsigned", &unsigned)).await;
-        let want: Vec<&str> = denied_rollout.iter().map(String::as_str).collect();
-        Ok(if matches(&reply, Want::Denied(&want)) {
-            Ok(reply)
-        } else {
-            Err(reply.describe())
+    // Waits until creating `doc` (dry run) gets `want`: the API server sends
+    // a kind only once it has read the rules the controller changed.
+    let eventually = async |what: &str, path: &str, doc: Value, want: Want<'_>| {
+        wait_for(what, SETTLE, async || {
+            let reply = try_create(path, &doc).await;
+            Ok(if matches(&reply, want) {
+                Ok(reply)
+            } else {
+                Err(reply.describe())
+            })
         })
-    })
-    .await
-    .unwrap();
+        .await
+        .unwrap()
+    };
+
+    let reply = eventually(
+        "an unsigned Rollout to be denied",
+        &rollouts,
+        rollout("web-unsigned", &unsigned),
+        Want::Denied(&[
+            &format!(
+                "sigil denied rollout {}/web-unsigned: 1 of 1 image(s) failed verification",
+                s.ns
+            ),
+            &format!("image {unsigned} (container app): policy e2e-anyres failed"),
+            "no signature found",
+        ]),
+    )
+    .await;
     println!("denied Rollout: {}", reply.message());
     let reply = try_create(&rollouts, &rollout("web-signed", &signed)).await;
     assert!(reply.ok(), "signed Rollout: {}", reply.describe());
@@ -2588,20 +2595,18 @@ async fn workload_kinds_admit_signed_rollouts_and_knative_services_and_deny_unsi
         println!("webhook: {line}");
     }
 
-    let reply = wait_for("an unsigned Knative Service to be denied", SETTLE, async || {
-        let reply = try_create(&services, &knative("hello-unsigned", &unsigned)).await;
-        let want = [
+    let reply = eventually(
+        "an unsigned Knative Service to be denied",
+        &services,
+        knative("hello-unsigned", &unsigned),
+        Want::Denied(&[
             "sigil denied service ",
-            &format!("image {unsigned} (container spec.template.spec.containers[0]): policy e2e-anyres failed"),
-        ];
-        Ok(if matches(&reply, Want::Denied(&want)) {
-            Ok(reply)
-        } else {
-            Err(reply.describe())
-        })
-    })
-    .await
-    .unwrap();
+            &format!(
+                "image {unsigned} (container spec.template.spec.containers[0]): policy e2e-anyres failed"
+            ),
+        ]),
+    )
+    .await;
     println!("denied Knative Service: {}", reply.message());
     let reply = try_create(&services, &knative("hello-signed", &signed)).await;
     assert!(reply.ok(), "signed Knative Service: {}", reply.describe());
@@ -2612,20 +2617,13 @@ async fn workload_kinds_admit_signed_rollouts_and_knative_services_and_deny_unsi
     c.delete(&format!("{WORKLOAD_KIND_PATH}/e2e-knative"))
         .await
         .unwrap();
-    wait_for(
+    eventually(
         "an unsigned Knative Service to be admitted",
-        SETTLE,
-        async || {
-            let reply = try_create(&services, &knative("hello-unsigned", &unsigned)).await;
-            Ok(if reply.ok() {
-                Ok(())
-            } else {
-                Err(reply.describe())
-            })
-        },
+        &services,
+        knative("hello-unsigned", &unsigned),
+        Want::Allowed,
     )
-    .await
-    .unwrap();
+    .await;
     let reply = try_create(&rollouts, &rollout("web-unsigned", &unsigned)).await;
     assert!(
         !reply.ok(),
