@@ -288,7 +288,7 @@ open(path, "w").write(yaml.safe_dump(doc, sort_keys=False))
 PY
   done
   (cd "$dir" && bash -euo pipefail -c "$apply") || return 1
-  for crd in clusterimagepolicies.policy.sigil.dev trustroots.policy.sigil.dev; do
+  for crd in clusterimagepolicies.policy.sigil.dev imagepolicies.policy.sigil.dev trustroots.policy.sigil.dev workloadkinds.policy.sigil.dev; do
     [[ $(kubectl get crd "$crd" -o jsonpath='{.metadata.annotations.e2e\.sigil\.dev/upgraded}') == true ]] ||
       { e2e_log "e2e-node: the documented CRD step did not update $crd"; return 1; }
   done

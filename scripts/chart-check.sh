@@ -162,11 +162,11 @@ for f in sorted(os.listdir(sys.argv[1])):
     if len(docs) != 1 or docs[0].get("kind") != "CustomResourceDefinition":
         sys.exit(f"  FAIL: crds/{f} is not one CustomResourceDefinition")
     names.append(docs[0]["metadata"]["name"])
-want = ["clusterimagepolicies.policy.sigil.dev", "imagepolicies.policy.sigil.dev", "trustroots.policy.sigil.dev"]
+want = ["clusterimagepolicies.policy.sigil.dev", "imagepolicies.policy.sigil.dev", "trustroots.policy.sigil.dev", "workloadkinds.policy.sigil.dev"]
 if sorted(names) != want:
     sys.exit(f"  FAIL: the packaged chart's crds/ holds {names}, want {want}")
 PY
-    log "ok   packaged crds/: the upgrade step applies all three CRDs"
+    log "ok   packaged crds/: the upgrade step applies every CRD"
 else
     cat "$WORK/package.log" >&2
     log "FAIL packaged crds/"

@@ -429,10 +429,19 @@ def check_controller(docs, values, ns, errors):
     if role:
         hooks = [r for r in role["rules"] if "admissionregistration.k8s.io" in r["apiGroups"]
                  and r.get("resourceNames") != [PC_WEBHOOK]]
-        if external and hooks:
-            errors.append("controller may update webhook configurations although TLS is external")
-        if not external and (not hooks or hooks[0].get("resourceNames") != ["sigil-webhook"]):
-            errors.append("controller's webhook-configuration access is missing or not limited by name")
+        # WorkloadKinds' rules are kept in both configurations whatever
+        # manages TLS; the caBundle is written through the same grant.
+        if len(hooks) != 1 or hooks[0].get("resourceNames") != ["sigil-webhook"] \
+                or set(hooks[0]["verbs"]) != {"get", "list", "watch", "update"}:
+            errors.append("controller's webhook-configuration access is missing, not limited by name, or not get/list/watch/update")
+        sigil_rules = {}
+        for r in role["rules"]:
+            if "policy.sigil.dev" in r["apiGroups"]:
+                for res in r["resources"]:
+                    sigil_rules.setdefault(res, set()).update(r["verbs"])
+        if not {"get", "list", "watch"} <= sigil_rules.get("workloadkinds", set()) \
+                or "patch" not in sigil_rules.get("workloadkinds/status", set()):
+            errors.append("controller may not read WorkloadKinds and patch their status")
         for r in role["rules"]:
             if "*" in r["verbs"] or "*" in r["resources"] or "secrets" in r["resources"]:
                 errors.append(f"controller ClusterRole rule too wide: {r}")
@@ -619,6 +628,9 @@ def check_controller_deployment(docs, external, errors):
     want = "external" if external else "managed"
     if args.get("--webhook-tls") != [want]:
         errors.append(f"controller --webhook-tls is {args.get('--webhook-tls')}, want {want}")
+    for flag in ("--mutating-webhook", "--validating-webhook"):
+        if args.get(flag) != ["sigil-webhook"]:
+            errors.append(f"controller {flag} is {args.get(flag)}, want sigil-webhook (WorkloadKinds' rules go there)")
 
 
 REPORT_APIS = {
@@ -722,7 +734,12 @@ def check_extras(docs, values, ns, errors):
     crds = {d["metadata"]["name"] for d in find(docs, "CustomResourceDefinition")}
     pc = values["policyController"]
     pc_crds = set(PC_CRDS) if pc["serve"] and pc["installCRDs"] else set()
-    ours = {"clusterimagepolicies.policy.sigil.dev", "imagepolicies.policy.sigil.dev", "trustroots.policy.sigil.dev"}
+    ours = {
+        "clusterimagepolicies.policy.sigil.dev",
+        "imagepolicies.policy.sigil.dev",
+        "trustroots.policy.sigil.dev",
+        "workloadkinds.policy.sigil.dev",
+    }
     if crds != ours | report_crds(values) | pc_crds:
         errors.append(f"CRDs rendered: {sorted(crds)}")
     for crd in find(docs, "CustomResourceDefinition"):

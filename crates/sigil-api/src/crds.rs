@@ -3,7 +3,7 @@
 
 use kube::CustomResourceExt as _;
 
-use crate::{ClusterImagePolicy, ImagePolicy, TrustRoot};
+use crate::{ClusterImagePolicy, ImagePolicy, TrustRoot, WorkloadKind};
 
 /// Where the chart keeps the CRDs, relative to the repository root.
 pub const CRD_DIR: &str = "charts/sigil/crds";
@@ -38,5 +38,6 @@ pub fn crd_files() -> Result<Vec<(&'static str, String)>, CrdError> {
         render("clusterimagepolicies.yaml", ClusterImagePolicy::crd())?,
         render("imagepolicies.yaml", ImagePolicy::crd())?,
         render("trustroots.yaml", TrustRoot::crd())?,
+        render("workloadkinds.yaml", WorkloadKind::crd())?,
     ])
 }

@@ -1,6 +1,7 @@
 //! sigil-api: the `policy.sigil.dev/v1alpha1` Kubernetes API. It owns the
-//! `ClusterImagePolicy`, namespaced `ImagePolicy` and `TrustRoot` custom
-//! resources ([`cip`], [`image_policy`], [`trustroot`]), their generated CRDs ([`crds`], written by the `crdgen`
+//! `ClusterImagePolicy`, namespaced `ImagePolicy`, `TrustRoot` and
+//! `WorkloadKind` custom resources ([`cip`], [`image_policy`], [`trustroot`],
+//! [`workloadkind`]), their generated CRDs ([`crds`], written by the `crdgen`
 //! binary) and the policy snapshot the controller publishes for the webhook
 //! ([`snapshot`]): types and documents, no judgement; and policy-controller's
 //! own resources as the controller reads them when it serves them
@@ -20,7 +21,9 @@ pub mod image_policy;
 pub mod sigstore;
 pub mod snapshot;
 pub mod trustroot;
+pub mod workloadkind;
 
 pub use cip::{ClusterImagePolicy, ClusterImagePolicySpec};
 pub use image_policy::{ImagePolicy, ImagePolicySpec};
 pub use trustroot::{TrustRoot, TrustRootSpec};
+pub use workloadkind::{WorkloadKind, WorkloadKindSpec};

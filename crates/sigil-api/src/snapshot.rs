@@ -52,17 +52,19 @@
 use serde::{Deserialize, Serialize};
 
 use crate::cip::ClusterImagePolicySpec;
+use crate::workloadkind::WorkloadKindSpec;
 
 pub mod stored;
 
-/// `apiVersion` of a snapshot document that holds a namespace's ImagePolicy.
-/// A v2 reader refuses it, so an older webhook keeps its last good snapshot
-/// instead of enforcing a namespace's policy in every namespace (where it
-/// would also count as selecting images for `noMatchPolicy`).
+/// `apiVersion` of a snapshot document that holds a namespace's ImagePolicy
+/// or a WorkloadKind. A v2 reader refuses it, so an older webhook keeps its
+/// last good snapshot instead of enforcing a namespace's policy in every
+/// namespace (where it would also count as selecting images for
+/// `noMatchPolicy`) or reading a WorkloadKind as absent.
 pub const API_VERSION: &str = "policy.sigil.dev/snapshot/v3";
-/// `apiVersion` of a snapshot document without ImagePolicies: what the
-/// controller writes while no namespace holds one, so a webhook of the
-/// previous release keeps taking policy changes.
+/// `apiVersion` of a snapshot document without ImagePolicies and
+/// WorkloadKinds: what the controller writes while there are none, so a
+/// webhook of the previous release keeps taking policy changes.
 pub const API_VERSION_V2: &str = "policy.sigil.dev/snapshot/v2";
 /// The first `apiVersion`, still read: a v1 document has no default trust
 /// root and no built-in root, so the webhook's embedded root is the default.
@@ -98,6 +100,22 @@ pub struct PolicySnapshot {
     /// trust root is marked default; absent in v1 documents.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sigstore: Option<SnapshotSigstore>,
+    /// The accepted WorkloadKinds, by name: kinds besides Kubernetes' own
+    /// workloads whose images the webhook admits; absent when there are none.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub workload_kinds: Vec<SnapshotWorkloadKind>,
+}
+
+/// One accepted WorkloadKind.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Default)]
+#[serde(rename_all = "camelCase")]
+pub struct SnapshotWorkloadKind {
+    /// The WorkloadKind's name.
+    pub name: String,
+    /// The accepted generation.
+    pub generation: i64,
+    /// The accepted spec.
+    pub spec: WorkloadKindSpec,
 }
 
 /// The built-in Sigstore instance's `trusted_root.json` as the controller
@@ -237,6 +255,14 @@ pub enum SnapshotError {
         .0.join(", ")
     )]
     SeveralDefaults(Vec<String>),
+    /// A WorkloadKind does not compile.
+    #[error("policy snapshot: WorkloadKind `{name}` does not compile: {reason}")]
+    WorkloadKind {
+        /// The WorkloadKind's name.
+        name: String,
+        /// The compiler's message.
+        reason: String,
+    },
     /// The built-in Sigstore root does not parse.
     #[error(
         "policy snapshot: the built-in Sigstore {instance} root is not a valid trusted_root.json: {reason}"
@@ -294,8 +320,8 @@ impl PolicySnapshot {
         match self.api_version.as_str() {
             API_VERSION => Ok(()),
             // Older documents cannot carry the newer fields' meaning.
-            API_VERSION_V2 if !self.namespaced() => Ok(()),
-            API_VERSION_V1 if !self.namespaced() && !v2_fields => Ok(()),
+            API_VERSION_V2 if !self.needs_v3() => Ok(()),
+            API_VERSION_V1 if !self.needs_v3() && !v2_fields => Ok(()),
             _ => Err(SnapshotError::ApiVersion(self.api_version.clone())),
         }
     }
@@ -305,11 +331,17 @@ impl PolicySnapshot {
         self.policies.iter().any(|p| !p.namespace.is_empty())
     }
 
+    /// Whether the document holds what only a v3 reader understands: a
+    /// namespace's ImagePolicy or a WorkloadKind.
+    fn needs_v3(&self) -> bool {
+        self.namespaced() || !self.workload_kinds.is_empty()
+    }
+
     /// The oldest `apiVersion` that can carry this document: v3 only when it
-    /// holds an ImagePolicy, so webhooks of the previous release read it
-    /// until one does.
+    /// holds an ImagePolicy or a WorkloadKind, so webhooks of the previous
+    /// release read it until then.
     pub fn needed_api_version(&self) -> &'static str {
-        if self.namespaced() {
+        if self.needs_v3() {
             API_VERSION
         } else {
             API_VERSION_V2
@@ -401,6 +433,22 @@ mod tests {
         }
         s.api_version = API_VERSION.into();
         PolicySnapshot::from_slice(s.to_json().as_bytes()).unwrap();
+    }
+
+    #[test]
+    fn a_workload_kind_needs_v3_too() {
+        let mut s = snapshot();
+        s.workload_kinds.push(SnapshotWorkloadKind {
+            name: "rollouts".into(),
+            generation: 1,
+            spec: WorkloadKindSpec::default(),
+        });
+        assert_eq!(s.needed_api_version(), API_VERSION);
+        s.api_version = API_VERSION_V2.into();
+        assert!(matches!(
+            PolicySnapshot::from_slice(s.to_json().as_bytes()),
+            Err(SnapshotError::ApiVersion(_))
+        ));
     }
 
     #[test]

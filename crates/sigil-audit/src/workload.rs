@@ -406,6 +406,34 @@ mod tests {
     }
 
     #[test]
+    fn results_name_a_workload_kind_s_object_that_controls_the_replicaset_or_the_pod() {
+        // An Argo Rollout owns ReplicaSets as a Deployment does; a Tekton
+        // TaskRun owns its pod. Results name them, whatever their kind.
+        let p = pod(json!({
+            "metadata": {"name": "web-1", "namespace": "shop", "uid": "u1",
+                "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "web-7c", "uid": "rs1", "controller": true}]},
+            "spec": {"containers": [{"name": "app", "image": "r.example/app:1"}]}
+        }));
+        let mut index = OwnerIndex::default();
+        let rs: ObjectMeta = serde_json::from_value(json!({"name": "web-7c", "uid": "rs1",
+            "ownerReferences": [{"apiVersion": "argoproj.io/v1alpha1", "kind": "Rollout", "name": "web", "uid": "r1", "controller": true}]}))
+        .unwrap();
+        index.set("rs1", &rs);
+        let w = index.workload(&running_pod(&p).unwrap());
+        assert_eq!(
+            (w.api_version.as_str(), w.kind.as_str(), w.name.as_str()),
+            ("argoproj.io/v1alpha1", "Rollout", "web")
+        );
+        let step = pod(json!({
+            "metadata": {"name": "build-pod", "namespace": "ci", "uid": "u2",
+                "ownerReferences": [{"apiVersion": "tekton.dev/v1", "kind": "TaskRun", "name": "build", "uid": "t1", "controller": true}]},
+            "spec": {"containers": [{"name": "step-compile", "image": "r.example/go:1"}]}
+        }));
+        let w = index.workload(&running_pod(&step).unwrap());
+        assert_eq!((w.kind.as_str(), w.name.as_str()), ("TaskRun", "build"));
+    }
+
+    #[test]
     fn results_name_the_deployment_or_cronjob_above_a_replicaset_or_job() {
         let p = pod(json!({
             "metadata": {"name": "web-1", "namespace": "shop", "uid": "u1",

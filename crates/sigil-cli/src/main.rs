@@ -43,7 +43,7 @@ enum Command {
     VerifyBundle(VerifyBundleArgs),
     /// Verify an image's signatures or attestations in its registry (like `cosign verify`).
     Verify(Box<VerifyArgs>),
-    /// Lint ClusterImagePolicy/TrustRoot files, convert from policy-controller.
+    /// Lint ClusterImagePolicy/TrustRoot/WorkloadKind files, convert from policy-controller.
     Policy(policy_cmd::PolicyArgs),
     /// Judge what runs in a cluster by its policies or local policy files,
     /// as admission would (reads only; exit 1 if something enforced would be denied).

@@ -1,4 +1,4 @@
-//! `sigil policy`: offline checks of ClusterImagePolicy and TrustRoot files
+//! `sigil policy`: offline checks of ClusterImagePolicy, TrustRoot and WorkloadKind files
 //! (`lint`), conversion from sigstore policy-controller that keeps its
 //! verdicts (`convert`), both with exactly the validation the controller
 //! applies, and live evaluation of images against policies (`test`) through
@@ -32,7 +32,7 @@ pub(crate) struct PolicyArgs {
 
 #[derive(Subcommand)]
 enum PolicyCommand {
-    /// Validate ClusterImagePolicy and TrustRoot YAML files offline, with the cluster's rules.
+    /// Validate ClusterImagePolicy, TrustRoot and WorkloadKind YAML files offline, with the cluster's rules.
     ///
     /// policy-controller objects are checked as `convert` would convert them,
     /// with a warning wherever the two would judge them differently.

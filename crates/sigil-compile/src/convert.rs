@@ -88,6 +88,14 @@ pub fn convert_yaml_with(text: &str, options: &ConvertOptions) -> Result<Convers
             .and_then(Value::as_str)
             .unwrap_or_default();
         let label = format!("document {index} ({kind} {name})");
+        if kind == "WorkloadKind" {
+            c.report.push(format!(
+                "{label}: not converted: WorkloadKind is sigil's extension and policy-controller \
+                 has no equivalent (it admits only Pods and Kubernetes' own workloads); apply it \
+                 as {API_VERSION} as it is, `sigil policy lint` checks it"
+            ));
+            continue;
+        }
         if !SOURCE_VERSIONS.contains(&api_version)
             || !matches!(kind, "ClusterImagePolicy" | "TrustRoot")
         {

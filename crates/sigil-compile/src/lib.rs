@@ -4,7 +4,9 @@
 //! enforced ([`snapshot`]), knows the cluster's default trust root
 //! ([`default_root`]), lints YAML files offline ([`lint`]) and converts
 //! policy-controller's API ([`convert`]), keeping its verdicts where sigil can
-//! ([`verdicts`]).
+//! ([`verdicts`]). It compiles WorkloadKinds (kinds besides Kubernetes'
+//! own workloads whose images sigil admits, and where those images are) in
+//! [`workload_kind`].
 //!
 //! The controller, the judge and the CLI share it, so a policy is accepted by
 //! `sigil policy lint` exactly when the controller accepts it. It must not
@@ -19,3 +21,4 @@ pub mod default_root;
 pub mod lint;
 pub mod snapshot;
 pub mod verdicts;
+pub mod workload_kind;

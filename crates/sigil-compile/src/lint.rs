@@ -1,4 +1,4 @@
-//! Offline linting of ClusterImagePolicy and TrustRoot YAML (`sigil policy
+//! Offline linting of ClusterImagePolicy, TrustRoot and WorkloadKind YAML (`sigil policy
 //! lint`): parse every document of a file, refuse unknown fields (the
 //! apiserver would silently prune them), and apply exactly the validation and
 //! compilation the controller applies, with Secrets left unresolved and
@@ -7,7 +7,7 @@
 //! warning wherever the two would judge it differently.
 
 use serde_json::Value;
-use sigil_api::{ClusterImagePolicy, ClusterImagePolicySpec, ImagePolicy, TrustRoot};
+use sigil_api::{ClusterImagePolicy, ClusterImagePolicySpec, ImagePolicy, TrustRoot, WorkloadKind};
 use sigil_policy::model::{AuthorityKind, CaTrust, CompiledPolicy, KeyMaterial, Platforms};
 
 use crate::compile::{
@@ -15,6 +15,7 @@ use crate::compile::{
 };
 use crate::default_root::{DEFAULT_ANNOTATION, instance_mismatches};
 use crate::verdicts::{keep_verdicts, refusal};
+use crate::workload_kind::compile_workload_kind;
 
 /// The API version sigil serves.
 pub const API_VERSION: &str = "policy.sigil.dev/v1alpha1";
@@ -132,8 +133,35 @@ pub fn lint_document(index: usize, doc: &Value) -> DocumentReport {
             }
             Err(e) => report.errors.push(format!("spec: {e}")),
         },
+        "WorkloadKind" => match serde_json::from_value::<WorkloadKind>(doc.clone()) {
+            Ok(kind) => {
+                unknown_fields(
+                    doc.get("spec"),
+                    serde_json::to_value(&kind.spec).ok().as_ref(),
+                    "spec",
+                    &mut report.errors,
+                );
+                match compile_workload_kind(&report.name, &kind.spec) {
+                    Ok(compiled) => report.notes.push(format!(
+                        "sigil's extension (policy-controller has no equivalent): admits the \
+                         images of {} ({}) found at {}",
+                        compiled.gvk(),
+                        compiled.resource,
+                        compiled
+                            .pod_specs
+                            .iter()
+                            .map(|p| format!("pod spec {p}"))
+                            .chain(compiled.images.iter().map(|p| format!("image {p}")))
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    )),
+                    Err(e) => report.errors.push(format!("spec: {e}")),
+                }
+            }
+            Err(e) => report.errors.push(format!("spec: {e}")),
+        },
         other => report.errors.push(format!(
-            "kind: expected ClusterImagePolicy, ImagePolicy or TrustRoot, found `{other}`"
+            "kind: expected ClusterImagePolicy, ImagePolicy, TrustRoot or WorkloadKind, found `{other}`"
         )),
     }
     report

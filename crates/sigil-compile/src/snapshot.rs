@@ -10,6 +10,7 @@ use sigil_policy::model::{AuthorityKind, CaTrust, CompiledPolicy, KeyMaterial};
 use sigil_verifier::trust::TrustedRoot;
 
 use crate::compile::{Offline, compile_policy, trust_root_refs};
+use crate::workload_kind::WorkloadKinds;
 
 /// A snapshot that passed [`validate`], ready to enforce.
 #[derive(Debug, Clone)]
@@ -26,6 +27,8 @@ pub struct ValidSnapshot {
     /// The built-in Sigstore instance's root, parsed, when the snapshot
     /// carries one.
     pub sigstore: Option<TrustedRoot>,
+    /// The WorkloadKinds, compiled.
+    pub workload_kinds: WorkloadKinds,
 }
 
 impl ValidSnapshot {
@@ -81,6 +84,7 @@ pub fn validate(snapshot: &PolicySnapshot) -> Result<ValidSnapshot, SnapshotErro
             })
         })
         .transpose()?;
+    let workload_kinds = WorkloadKinds::compile(&snapshot.workload_kinds)?;
     let mut policies = BTreeMap::new();
     for p in &snapshot.policies {
         let key = p.key();
@@ -127,6 +131,7 @@ pub fn validate(snapshot: &PolicySnapshot) -> Result<ValidSnapshot, SnapshotErro
         trust_roots,
         default_trust_root: defaults.into_iter().next(),
         sigstore,
+        workload_kinds,
     })
 }
 

@@ -131,7 +131,11 @@ fn kinds_and_api_versions_other_than_sigils_are_errors() {
     assert!(r[0].errors[0].starts_with("apiVersion: expected policy.sigil.dev/v1alpha1"));
     let r = lint_yaml("apiVersion: policy.sigil.dev/v1alpha1\nkind: Policy\nmetadata: {name: x}\n")
         .unwrap();
-    assert!(r[0].errors[0].starts_with("kind: expected ClusterImagePolicy or TrustRoot"));
+    assert!(
+        r[0].errors[0].starts_with(
+            "kind: expected ClusterImagePolicy, ImagePolicy, TrustRoot or WorkloadKind"
+        )
+    );
 }
 
 #[test]
@@ -569,5 +573,49 @@ fn platforms_is_sigils_extension_so_conversion_drops_it_and_lint_notes_where_it_
             .any(|e| e.starts_with("spec.platforms: unsupported value `all`")),
         "{:?}",
         r[0].errors
+    );
+}
+
+#[test]
+fn a_workload_kind_is_linted_as_the_controller_accepts_it() {
+    let r = lint_yaml(
+        "apiVersion: policy.sigil.dev/v1alpha1\nkind: WorkloadKind\nmetadata: {name: rollouts}\n\
+         spec: {builtin: ArgoRollout}\n---\n\
+         apiVersion: policy.sigil.dev/v1alpha1\nkind: WorkloadKind\nmetadata: {name: bad}\n\
+         spec: {group: example.dev, version: v1, kind: Pipeline, resource: pipelines, images: ['spec.steps[x].image'], extra: 1}\n",
+    )
+    .unwrap();
+    assert!(r[0].errors.is_empty(), "{:?}", r[0].errors);
+    assert!(
+        r[0].notes[0].contains("admits the images of argoproj.io/v1alpha1/Rollout (rollouts) found at pod spec spec.template.spec"),
+        "{:?}",
+        r[0].notes
+    );
+    assert!(
+        r[1].errors.iter().any(|e| e.contains("spec.extra")),
+        "{:?}",
+        r[1].errors
+    );
+    assert!(
+        r[1].errors
+            .iter()
+            .any(|e| e.contains("images[0]: field path `spec.steps[x].image` is invalid")),
+        "{:?}",
+        r[1].errors
+    );
+}
+
+#[test]
+fn a_workload_kind_is_not_converted_because_policy_controller_has_no_equivalent() {
+    let c = convert_yaml(
+        "apiVersion: policy.sigil.dev/v1alpha1\nkind: WorkloadKind\nmetadata: {name: rollouts}\nspec: {builtin: ArgoRollout}\n",
+    )
+    .unwrap();
+    assert_eq!(c.converted, 0);
+    assert!(
+        c.report[0]
+            .contains("WorkloadKind is sigil's extension and policy-controller has no equivalent"),
+        "{:?}",
+        c.report
     );
 }

@@ -32,6 +32,9 @@ pub enum Error {
     /// A policy-controller object could not be converted.
     #[error("converting policy-controller's {0}")]
     Convert(String),
+    /// The webhook configurations cannot carry the WorkloadKinds' rules.
+    #[error("webhook rules: {0}")]
+    WebhookRules(String),
     /// Webhook certificates could not be generated or parsed.
     #[error("webhook TLS: {0}")]
     Tls(String),
@@ -69,6 +72,7 @@ impl Error {
             Self::SnapshotTooLarge(_) => "snapshot_too_large",
             Self::SnapshotInterrupted => "snapshot_interrupted",
             Self::Convert(_) => "convert",
+            Self::WebhookRules(_) => "webhook_rules",
             Self::Tls(_) => "tls",
             Self::Tuf(_) => "tuf",
             Self::Bind(_) => "bind",

@@ -4,7 +4,8 @@
 //! Sigstore root kept fresh through TUF ([`sigstore_root`], state persisted
 //! by [`tuf_state`]); keeps the webhook's
 //! TLS certificate and the `caBundle` of its webhook configurations
-//! ([`tls`]); and does all of that only while it holds the leader Lease
+//! ([`tls`]); admits WorkloadKinds, adding their kinds to those
+//! configurations' rules ([`workload_kinds`]); and does all of that only while it holds the leader Lease
 //! ([`leader`]). [`run`] wires it together with metrics, health endpoints and
 //! graceful shutdown.
 #![forbid(unsafe_code)]
@@ -32,6 +33,7 @@ pub mod policy;
 pub mod prune;
 pub mod publish;
 pub mod remote_policy;
+pub mod resync;
 pub mod run;
 pub mod server;
 pub mod sigstore_keys;
@@ -42,6 +44,7 @@ pub mod tls;
 pub mod trustroot;
 pub mod tuf;
 pub mod tuf_state;
+pub mod workload_kinds;
 
 #[cfg(test)]
 mod fixtures;

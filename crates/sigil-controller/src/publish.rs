@@ -43,7 +43,7 @@ use kube::api::{Api, Patch, PatchParams};
 use sigil_api::snapshot::stored::{self, CHUNK_KEY};
 use sigil_api::snapshot::{
     API_VERSION, PolicySnapshot, SECRET_NAME, SnapshotError, SnapshotPolicy, SnapshotSigstore,
-    SnapshotTrustRoot,
+    SnapshotTrustRoot, SnapshotWorkloadKind,
 };
 use sigil_compile::compile::{Offline, compile_policy, trust_root_refs};
 use sigil_compile::default_root::{DefaultRoot, DefaultSource};
@@ -91,6 +91,8 @@ struct State {
     trust_roots: BTreeMap<String, HeldTrustRoot>,
     /// The built-in Sigstore instance's root.
     sigstore: SnapshotSigstore,
+    /// The accepted WorkloadKinds, by name.
+    workload_kinds: BTreeMap<String, SnapshotWorkloadKind>,
     /// The last snapshot written (or recovered).
     written: Option<PolicySnapshot>,
     /// Shard Secrets that may exist (all of them until the first write has
@@ -187,6 +189,7 @@ enum Change {
     RemoveTrustRoot(String),
     RetainTrustRoots(BTreeSet<String>),
     AcceptSigstore(SnapshotSigstore),
+    SetWorkloadKinds(Vec<SnapshotWorkloadKind>),
 }
 
 impl Change {
@@ -260,6 +263,10 @@ impl Change {
                 state.sigstore = sigstore.clone();
                 None
             }
+            Self::SetWorkloadKinds(kinds) => {
+                state.workload_kinds = kinds.iter().map(|k| (k.name.clone(), k.clone())).collect();
+                None
+            }
         }
     }
 
@@ -273,6 +280,9 @@ impl Change {
                 matches!(error, Error::Snapshot(_) | Error::SnapshotTooLarge(_))
             }
             Self::AcceptTrustRoot(_) => matches!(error, Error::SnapshotTooLarge(_)),
+            Self::SetWorkloadKinds(_) => {
+                matches!(error, Error::Snapshot(_) | Error::SnapshotTooLarge(_))
+            }
             _ => false,
         }
     }
@@ -318,6 +328,7 @@ impl Publisher {
                 policies: BTreeMap::new(),
                 trust_roots: BTreeMap::new(),
                 sigstore,
+                workload_kinds: BTreeMap::new(),
                 written: None,
                 shards: stored::all_shards(SECRET_NAME).into_iter().collect(),
             }),
@@ -373,6 +384,11 @@ impl Publisher {
                 {
                     state.sigstore = sigstore.clone();
                 }
+                state.workload_kinds = snapshot
+                    .workload_kinds
+                    .iter()
+                    .map(|k| (k.name.clone(), k.clone()))
+                    .collect();
                 let revision = snapshot.revision;
                 self.metrics.snapshot_written(revision);
                 state.written = Some(snapshot);
@@ -526,6 +542,18 @@ impl Publisher {
             .submit(Change::AcceptSigstore(sigstore))
             .await?
             .revision)
+    }
+
+    /// Publishes exactly these WorkloadKinds (every accepted one: the
+    /// reconciler decides the whole set at once, as kinds conflict with
+    /// each other); returns the revision that holds them.
+    pub async fn set_workload_kinds(&self, kinds: Vec<SnapshotWorkloadKind>) -> Result<u64> {
+        Ok(self.submit(Change::SetWorkloadKinds(kinds)).await?.revision)
+    }
+
+    /// The WorkloadKinds published, by name.
+    pub async fn workload_kinds(&self) -> BTreeMap<String, SnapshotWorkloadKind> {
+        self.state.lock().await.workload_kinds.clone()
     }
 
     /// The built-in Sigstore instance's root as held.
@@ -687,12 +715,14 @@ impl Publisher {
                 .collect(),
             trust_roots: state.trust_roots.values().map(|t| t.root.clone()).collect(),
             sigstore: Some(state.sigstore.clone()),
+            workload_kinds: state.workload_kinds.values().cloned().collect(),
         };
         candidate.api_version = candidate.needed_api_version().to_owned();
         if state.written.is_some()
             && candidate.policies == written.policies
             && candidate.trust_roots == written.trust_roots
             && candidate.sigstore == written.sigstore
+            && candidate.workload_kinds == written.workload_kinds
         {
             return Ok(written.revision);
         }

@@ -1,6 +1,6 @@
 //! Wiring: the HTTP endpoints and the elector run all the time; the
 //! reconcilers (policies, trust roots, the built-in Sigstore root's TUF
-//! refresh, webhook TLS) run only while this
+//! refresh, webhook TLS, WorkloadKinds and their webhook rules) run only while this
 //! replica leads, and stop as soon as it does not. SIGTERM or Ctrl-C stops
 //! the reconcilers after their in-flight work, releases the Lease and stops
 //! the endpoints.
@@ -19,7 +19,7 @@ use crate::context::{Context, TrustChange};
 use crate::error::{Error, Result};
 use crate::leader::Elector;
 use crate::metrics::Metrics;
-use crate::{policy, server, sigstore_objects, sigstore_root, tls, trustroot};
+use crate::{policy, server, sigstore_objects, sigstore_root, tls, trustroot, workload_kinds};
 
 /// Resolves when `rx` holds `want` (or its sender is gone).
 async fn until(mut rx: watch::Receiver<bool>, want: bool) {
@@ -169,6 +169,7 @@ pub async fn lead(
         trustroot::run(ctx.clone(), done()),
         sigstore_root::run(ctx.clone(), done()),
         tls::run(ctx.clone(), done()),
+        workload_kinds::run(ctx.clone(), done()),
         sigstore_objects::run(ctx.clone(), &done),
     );
     tracing::info!("reconcilers stopped");

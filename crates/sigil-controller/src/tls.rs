@@ -17,9 +17,7 @@
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::time::Duration as StdDuration;
 
-use futures_util::StreamExt;
 use k8s_openapi::ByteString;
 use k8s_openapi::Resource as _;
 use k8s_openapi::api::admissionregistration::v1::{
@@ -28,7 +26,7 @@ use k8s_openapi::api::admissionregistration::v1::{
 use k8s_openapi::api::core::v1::Secret;
 use kube::Client;
 use kube::api::{Api, Patch, PatchParams, PostParams};
-use kube::runtime::{WatchStreamExt, watcher};
+use kube::runtime::watcher;
 use rcgen::{
     BasicConstraints, CertificateParams, DistinguishedName, DnType, ExtendedKeyUsagePurpose, IsCa,
     Issuer, KeyPair, KeyUsagePurpose, PublicKeyData as _,
@@ -40,6 +38,7 @@ use crate::config::Args;
 use crate::context::Context;
 use crate::error::{Error, Result};
 use crate::names::MANAGER;
+use crate::resync;
 
 /// Lifetime of a generated CA.
 pub const CA_VALIDITY: Duration = Duration::days(3650);
@@ -463,51 +462,22 @@ pub async fn run(ctx: Arc<Context>, shutdown: impl std::future::Future<Output = 
         return;
     }
     let args = &ctx.args;
-    let by_name = |name: &str| watcher::Config::default().fields(&format!("metadata.name={name}"));
-    let changes = futures_util::stream::select_all([
-        watcher(
-            Api::<Secret>::namespaced(ctx.client.clone(), &args.namespace),
-            by_name(&args.webhook_tls_secret),
-        )
-        .default_backoff()
-        .map(|_| ())
-        .boxed(),
-        watcher(
-            Api::<MutatingWebhookConfiguration>::all(ctx.client.clone()),
-            by_name(&args.mutating_webhook),
-        )
-        .default_backoff()
-        .map(|_| ())
-        .boxed(),
-        watcher(
-            Api::<ValidatingWebhookConfiguration>::all(ctx.client.clone()),
-            by_name(&args.validating_webhook),
-        )
-        .default_backoff()
-        .map(|_| ())
-        .boxed(),
-    ]);
-    let mut changes = std::pin::pin!(changes);
-    let mut tick = tokio::time::interval(args.tls_check());
-    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    let mut shutdown = std::pin::pin!(shutdown);
-    loop {
-        tokio::select! {
-            biased;
-            () = &mut shutdown => return,
-            _ = tick.tick() => {}
-            Some(()) = changes.next() => {}
-        }
-        if let Err(e) = sync(&ctx, OffsetDateTime::now_utc()).await {
-            ctx.metrics.failed("tls", e.metric_label());
-            tracing::warn!(error = %e, "webhook TLS sync failed; retrying");
-            tokio::select! {
-                biased;
-                () = &mut shutdown => return,
-                () = tokio::time::sleep(StdDuration::from_secs(5)) => {}
-            }
-        }
-    }
+    let secret = resync::changes(
+        Api::<Secret>::namespaced(ctx.client.clone(), &args.namespace),
+        watcher::Config::default().fields(&format!("metadata.name={}", args.webhook_tls_secret)),
+    );
+    let [mutating, validating] = resync::webhook_configurations(&ctx.client, args);
+    let changes = futures_util::stream::select_all([secret, mutating, validating]);
+    resync::keep(
+        "tls",
+        "webhook TLS sync",
+        &ctx.metrics,
+        args.tls_check(),
+        changes,
+        || sync(&ctx, OffsetDateTime::now_utc()),
+        shutdown,
+    )
+    .await;
 }
 
 #[cfg(test)]

@@ -12,6 +12,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use kube::core::DynamicObject;
+use sigil_compile::workload_kind::WorkloadKinds;
 use sigil_policy::model::{CompiledPolicy, Mode};
 use sigil_registry::Credentials;
 use tokio::time::Instant;
@@ -390,6 +391,13 @@ pub trait ImageJudge: Send + Sync + 'static {
     /// pull signatures with (`source[].signaturePullSecrets`).
     fn signature_pull_secrets(&self) -> Vec<String> {
         Vec::new()
+    }
+
+    /// The WorkloadKinds in force (kinds besides Kubernetes' own workloads
+    /// whose images are admitted, and where those images are), `None` when
+    /// the judge has none.
+    fn workload_kinds(&self) -> Option<Arc<WorkloadKinds>> {
+        None
     }
 
     /// Whether policies and trust roots are loaded.

@@ -24,3 +24,7 @@ pub mod metrics;
 pub mod policy_judge;
 pub mod secrets;
 pub mod snapshot_source;
+
+/// Where the images of kinds besides Kubernetes' own workloads are
+/// (WorkloadKinds), as the snapshot carries them.
+pub use sigil_compile::workload_kind;

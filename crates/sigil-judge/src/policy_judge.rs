@@ -146,6 +146,8 @@ struct Loaded {
     pin_hosts: HostSet,
     /// Per policy, a hash of everything its verdicts depend on ([`policy_prints`]).
     prints: BTreeMap<String, String>,
+    /// The WorkloadKinds, compiled.
+    workload_kinds: Arc<sigil_compile::workload_kind::WorkloadKinds>,
 }
 
 type Current = Arc<RwLock<Option<Arc<Loaded>>>>;
@@ -509,6 +511,7 @@ impl PolicyJudge {
             generated_at,
             loaded_at: Instant::now(),
             verifiers: Mutex::new(HashMap::new()),
+            workload_kinds: Arc::new(valid.workload_kinds),
         }));
         drop(current);
         self.revision.send_replace(valid.revision);
@@ -914,6 +917,10 @@ impl ImageJudge for PolicyJudge {
         self.loaded()
             .map(|l| l.signature_secrets.clone())
             .unwrap_or_default()
+    }
+
+    fn workload_kinds(&self) -> Option<Arc<sigil_compile::workload_kind::WorkloadKinds>> {
+        self.loaded().map(|l| l.workload_kinds.clone())
     }
 
     fn ready(&self) -> bool {

@@ -51,6 +51,7 @@ use crate::judge::{ImageJudge, ObjectInfo, Outcome, PinnedImage, PullSecretSourc
 use crate::metrics::{Metrics, RequestLabels};
 use crate::review::{self, Answer, Invalid};
 use crate::secrets::ObjectSecrets;
+use crate::workload_kind::WorkloadKinds;
 
 /// Which images `/mutate` pins.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -219,8 +220,13 @@ fn operation_label(op: &Operation) -> &'static str {
     }
 }
 
-/// Decides whether and what to look at in `req`.
-pub fn plan(req: &AdmissionRequest<DynamicObject>, config: &AdmissionConfig) -> Plan {
+/// Decides whether and what to look at in `req`; `kinds` are the
+/// WorkloadKinds in force (kinds besides Kubernetes' own workloads).
+pub fn plan(
+    req: &AdmissionRequest<DynamicObject>,
+    config: &AdmissionConfig,
+    kinds: Option<&WorkloadKinds>,
+) -> Plan {
     if !matches!(req.operation, Operation::Create | Operation::Update) {
         return Plan::Skip("operation is neither CREATE nor UPDATE");
     }
@@ -233,8 +239,25 @@ pub fn plan(req: &AdmissionRequest<DynamicObject>, config: &AdmissionConfig) -> 
     if config.excluded_namespaces.contains(&namespace) {
         return Plan::Skip("namespace excluded");
     }
-    let Some(spec_pointer) = images::pod_spec_pointer(&req.kind.group, &req.kind.kind) else {
-        return Plan::Skip("kind without a pod template");
+    let Some(layout) = images::layout(&req.kind.group, &req.kind.kind, kinds) else {
+        // The chart registers Kubernetes' own workloads only; any other kind
+        // is sent because the controller added a WorkloadKind's rule. Until
+        // the snapshot carrying that WorkloadKind is loaded (or after it was
+        // withdrawn, until its rule goes), its images are unknown: refuse
+        // rather than admit them unread.
+        let group = if req.kind.group.is_empty() {
+            "core".to_owned()
+        } else {
+            req.kind.group.clone()
+        };
+        return Plan::Refuse(format!(
+            "sigil's webhook was sent an object of kind {} ({group}/{}) but its policy snapshot holds no \
+             WorkloadKind for that kind, so it cannot tell where its images are: a \
+             WorkloadKind created or deleted seconds ago has not reached every webhook replica \
+             yet (retry shortly), or a rule for the kind was added to sigil's webhook \
+             configurations by hand (remove it, or create a WorkloadKind for the kind)",
+            req.kind.kind, req.kind.version
+        ));
     };
     let Some(object) = req.object.as_ref() else {
         return Plan::Refuse(format!(
@@ -246,7 +269,7 @@ pub fn plan(req: &AdmissionRequest<DynamicObject>, config: &AdmissionConfig) -> 
     // The pod spec is in `data` (everything but metadata), so pointers
     // computed on it are valid from the object's root.
     let data = &object.data;
-    let sites = match images::extract(data, spec_pointer) {
+    let sites = match images::extract_from(data, layout) {
         Ok(s) => s,
         Err(e) => return Plan::Refuse(format!("cannot read the images: {e}")),
     };
@@ -254,7 +277,7 @@ pub fn plan(req: &AdmissionRequest<DynamicObject>, config: &AdmissionConfig) -> 
         let old: Vec<ImageSite> = req
             .old_object
             .as_ref()
-            .and_then(|o| images::extract(&o.data, spec_pointer).ok())
+            .and_then(|o| images::extract_from(&o.data, layout).ok())
             .unwrap_or_default();
         let unchanged = sites.iter().all(|s| old.iter().any(|o| o.image == s.image));
         if unchanged {
@@ -264,7 +287,7 @@ pub fn plan(req: &AdmissionRequest<DynamicObject>, config: &AdmissionConfig) -> 
     if sites.is_empty() {
         return Plan::Skip("no images");
     }
-    let (pull_secret_names, service_account) = images::pull_secret_names(data, spec_pointer);
+    let (pull_secret_names, service_account) = images::pull_secrets_of(data, layout);
     let labels: BTreeMap<String, String> = object.metadata.labels.clone().unwrap_or_default();
     let name = object
         .metadata
@@ -453,7 +476,7 @@ impl<J: ImageJudge, S: PullSecretSource> Admission<J, S> {
                 let labels = RequestLabels {
                     endpoint: endpoint.label(),
                     operation: operation_label(&req.operation),
-                    kind: kind_label(&req.kind.group, &req.kind.kind),
+                    kind: self.kind_label(&req.kind.group, &req.kind.kind),
                     decision: decision.outcome,
                 };
                 (respond(&req, &decision), labels)
@@ -471,7 +494,8 @@ impl<J: ImageJudge, S: PullSecretSource> Admission<J, S> {
         start: Instant,
     ) -> Decision {
         let deadline = self.config.deadline(start);
-        match plan(req, &self.config) {
+        let kinds = self.cache.judge().workload_kinds();
+        match plan(req, &self.config, kinds.as_deref()) {
             Plan::Skip(why) => {
                 tracing::debug!(uid = %req.uid, kind = %req.kind.kind, why, "admission skipped");
                 Decision::skip()
@@ -485,6 +509,24 @@ impl<J: ImageJudge, S: PullSecretSource> Admission<J, S> {
                 Endpoint::Validate => self.validate(&checked, deadline).await,
                 Endpoint::Mutate => self.mutate(&checked, deadline).await,
             },
+        }
+    }
+
+    /// The metric label of a kind: Kubernetes' own by name, any kind a
+    /// WorkloadKind admits as `WorkloadKind` (their number is the
+    /// cluster's, labels must stay few), else `other`.
+    fn kind_label(&self, group: &str, kind: &str) -> &'static str {
+        match kind_label(group, kind) {
+            "other"
+                if self
+                    .cache
+                    .judge()
+                    .workload_kinds()
+                    .is_some_and(|k| k.find(group, kind).is_some()) =>
+            {
+                "WorkloadKind"
+            }
+            label => label,
         }
     }
 

@@ -24,7 +24,9 @@ pub mod server;
 pub mod static_judge;
 pub mod tls;
 
-pub use sigil_judge::{cache, judge, metrics, policy_judge, secrets, snapshot_source};
+pub use sigil_judge::{
+    cache, judge, metrics, policy_judge, secrets, snapshot_source, workload_kind,
+};
 
 use std::net::SocketAddr;
 use std::sync::Arc;

@@ -319,11 +319,21 @@ async fn kube_system_and_sigil_s_own_namespace_are_never_acted_on() {
 }
 
 #[tokio::test]
-async fn kinds_without_a_pod_template_are_allowed_untouched() {
+async fn a_kind_sent_without_a_workload_kind_for_it_is_refused_unread() {
+    // Only a WorkloadKind's rule sends other kinds; one the webhook has not
+    // loaded yet is not admitted with its images unread.
     let judge = FakeJudge::new();
     let (router, _) = app(judge.clone());
     let (_, answer) = post(&router, "/validate", fixture("configmap.json")).await;
-    assert_eq!(response(&answer)["allowed"], true);
+    let resp = response(&answer);
+    assert_eq!(resp["allowed"], false);
+    let message = resp["status"]["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains(
+            "was sent an object of kind ConfigMap (core/v1) but its policy snapshot holds no WorkloadKind"
+        ),
+        "{message}"
+    );
     assert_eq!(judge.calls(), 0);
 }
 
@@ -511,4 +521,146 @@ async fn a_body_over_the_limit_is_answered_200_with_a_denial_and_its_uid() {
     assert_eq!(response(&answer)["allowed"], false);
     let metrics = state.admission.metrics().encode();
     assert!(metrics.contains(r#"sigil_admission_requests_total{endpoint="validate",operation="unknown",kind="other",decision="invalid"} 2"#), "{metrics}");
+}
+
+/// A FakeJudge whose snapshot carries WorkloadKinds for Argo Rollouts and
+/// Tekton Tasks.
+fn judge_with_workload_kinds() -> std::sync::Arc<FakeJudge> {
+    let judge = FakeJudge::new();
+    let kinds: Vec<sigil_api::snapshot::SnapshotWorkloadKind> = ["ArgoRollout", "TektonTask"]
+        .iter()
+        .map(|b| sigil_api::snapshot::SnapshotWorkloadKind {
+            name: b.to_lowercase(),
+            generation: 1,
+            spec: serde_json::from_value(json!({"builtin": b})).unwrap(),
+        })
+        .collect();
+    *judge.workload_kinds.lock().unwrap() = Some(std::sync::Arc::new(
+        sigil_webhook::workload_kind::WorkloadKinds::compile(&kinds).unwrap(),
+    ));
+    judge
+}
+
+fn task_review(operation: &str, steps: Value, old_steps: Option<Value>) -> Vec<u8> {
+    let object = |steps: &Value| {
+        json!({"apiVersion": "tekton.dev/v1", "kind": "Task",
+            "metadata": {"name": "build", "namespace": "ci"}, "spec": {"steps": steps}})
+    };
+    serde_json::to_vec(&json!({
+        "kind": "AdmissionReview", "apiVersion": "admission.k8s.io/v1",
+        "request": {
+            "uid": "task-1",
+            "kind": {"group": "tekton.dev", "version": "v1", "kind": "Task"},
+            "resource": {"group": "tekton.dev", "version": "v1", "resource": "tasks"},
+            "name": "build", "namespace": "ci", "operation": operation,
+            "userInfo": {"username": "alice"},
+            "object": object(&steps),
+            "oldObject": old_steps.as_ref().map(object),
+        },
+    }))
+    .unwrap()
+}
+
+#[tokio::test]
+async fn a_workload_kind_s_image_fields_are_denied_by_field_path_and_pinned_like_templates() {
+    let judge = judge_with_workload_kinds();
+    let (router, _) = app(judge.clone());
+    let steps = json!([
+        {"name": "compile", "image": "registry.test/team/app:1.0"},
+        {"name": "push", "image": "registry.test/team/unsigned:2.0"}]);
+    let (_, answer) = post(
+        &router,
+        "/validate",
+        task_review("CREATE", steps.clone(), None),
+    )
+    .await;
+    let resp = response(&answer);
+    assert_eq!(resp["allowed"], false, "{resp}");
+    let msg = message(resp);
+    assert!(
+        msg.starts_with("sigil denied task ci/build: 1 of 2 image(s)"),
+        "{msg}"
+    );
+    assert!(
+        msg.contains("- image registry.test/team/unsigned:2.0 (sha256:"),
+        "{msg}"
+    );
+    assert!(msg.contains("field spec.steps[1].image): policy"), "{msg}");
+
+    // Pinned only with --pin-templates, as workload templates are: the
+    // Pods the kind's controller creates are pinned when they are created.
+    let (_, answer) = post(
+        &router,
+        "/mutate",
+        task_review("CREATE", steps.clone(), None),
+    )
+    .await;
+    assert!(response(&answer).get("patch").is_none(), "{answer}");
+    let (router, _) = app_with(
+        judge_with_workload_kinds(),
+        sigil_webhook::admit::AdmissionConfig {
+            pin_templates: true,
+            ..config()
+        },
+    );
+    let (_, answer) = post(
+        &router,
+        "/mutate",
+        task_review("CREATE", steps.clone(), None),
+    )
+    .await;
+    let good = "registry.test/team/app:1.0";
+    let bad = "registry.test/team/unsigned:2.0";
+    assert_eq!(
+        patch(response(&answer)),
+        json!([
+            {"op": "replace", "path": "/spec/steps/0/image", "value": format!("{good}@{}", digest_of(good))},
+            {"op": "replace", "path": "/spec/steps/1/image", "value": format!("{bad}@{}", digest_of(bad))},
+        ])
+    );
+
+    // An update that changes no image is skipped, as for Kubernetes' kinds.
+    let calls = judge.calls();
+    let (router, _) = app(judge.clone());
+    let (_, answer) = post(
+        &router,
+        "/validate",
+        task_review("UPDATE", steps.clone(), Some(steps)),
+    )
+    .await;
+    assert_eq!(response(&answer)["allowed"], true, "{answer}");
+    assert_eq!(judge.calls(), calls, "nothing judged");
+}
+
+#[tokio::test]
+async fn a_rollout_is_judged_through_its_pod_template_and_a_kind_without_a_workload_kind_is_refused()
+ {
+    let judge = judge_with_workload_kinds();
+    let (router, _) = app(judge.clone());
+    let mut review: Value = serde_json::from_slice(&fixture("deployment.json")).unwrap();
+    review["request"]["kind"] =
+        json!({"group": "argoproj.io", "version": "v1alpha1", "kind": "Rollout"});
+    review["request"]["resource"] =
+        json!({"group": "argoproj.io", "version": "v1alpha1", "resource": "rollouts"});
+    review["request"]["object"]["apiVersion"] = json!("argoproj.io/v1alpha1");
+    review["request"]["object"]["kind"] = json!("Rollout");
+    let (_, answer) = post(&router, "/validate", serde_json::to_vec(&review).unwrap()).await;
+    let msg = message(response(&answer));
+    assert!(msg.starts_with("sigil denied rollout "), "{msg}");
+    assert!(msg.contains("container helper"), "{msg}");
+    assert_eq!(judge.calls(), 2, "both images judged");
+
+    review["request"]["kind"]["kind"] = json!("AnalysisRun");
+    let (_, answer) = post(&router, "/validate", serde_json::to_vec(&review).unwrap()).await;
+    assert_eq!(response(&answer)["allowed"], false, "{answer}");
+    let msg = message(response(&answer));
+    assert!(
+        msg.contains("was sent an object of kind AnalysisRun (argoproj.io/v1alpha1) but its policy snapshot holds no WorkloadKind"),
+        "{msg}"
+    );
+    assert_eq!(
+        judge.calls(),
+        2,
+        "a kind no WorkloadKind names is refused unread, not judged"
+    );
 }

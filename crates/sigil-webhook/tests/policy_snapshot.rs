@@ -432,3 +432,127 @@ async fn mutate_pins_nothing_for_an_audit_mode_policy() {
         "/mutate judges nothing"
     );
 }
+
+/// An AdmissionReview of `kind` (`group`/`version`, resource `resource`)
+/// named `name` whose object is `spec`.
+fn review_of(group: &str, kind: &str, resource: &str, name: &str, spec: Value) -> Vec<u8> {
+    serde_json::to_vec(&json!({
+        "kind": "AdmissionReview", "apiVersion": "admission.k8s.io/v1",
+        "request": {
+            "uid": format!("{kind}-1"),
+            "kind": {"group": group, "version": "v1", "kind": kind},
+            "resource": {"group": group, "version": "v1", "resource": resource},
+            "name": name, "namespace": "shop", "operation": "CREATE",
+            "userInfo": {"username": "alice"},
+            "object": {
+                "apiVersion": format!("{group}/v1"), "kind": kind,
+                "metadata": {"name": name, "namespace": "shop"},
+                "spec": spec,
+            },
+        },
+    }))
+    .unwrap()
+}
+
+#[tokio::test]
+async fn kinds_of_the_snapshot_s_workload_kinds_are_judged_and_others_are_refused() {
+    let judge = judge();
+    let mut doc = snapshot(1, json!([key_policy("require-signed", "127.0.0.1:1/**")]));
+    doc["apiVersion"] = json!("policy.sigil.dev/snapshot/v3");
+    doc["workloadKinds"] = json!([
+        {"name": "rollouts", "generation": 1, "spec": {"builtin": "ArgoRollout", "version": "v1"}},
+        {"name": "pipelines", "generation": 1, "spec": {"group": "ci.example.dev", "version": "v1",
+            "kind": "Pipeline", "resource": "pipelines", "images": ["spec.stages[*].image"]}},
+    ]);
+    assert_eq!(
+        judge.apply_bytes(doc.to_string().as_bytes()).unwrap(),
+        Applied::Swapped
+    );
+    let router = app(judge.clone());
+
+    let rollout = review_of(
+        "argoproj.io",
+        "Rollout",
+        "rollouts",
+        "web",
+        json!({"template": {"spec": {"containers": [{"name": "app", "image": IMAGE}]}}}),
+    );
+    let (_, answer) = post(&router, "/validate", rollout.clone()).await;
+    let resp = response(&answer);
+    assert_eq!(resp["allowed"], false, "{answer}");
+    let msg = message(resp);
+    assert!(msg.starts_with("sigil denied rollout shop/web"), "{msg}");
+    assert!(
+        msg.contains(&format!("image {IMAGE} (container app)")),
+        "{msg}"
+    );
+
+    let pipeline = json!({"stages": [{"name": "test", "image": "docker.io/library/busybox:1"}, {"name": "build", "image": IMAGE}]});
+    let (_, answer) = post(
+        &router,
+        "/validate",
+        review_of("ci.example.dev", "Pipeline", "pipelines", "ci", pipeline),
+    )
+    .await;
+    let msg = message(response(&answer));
+    assert!(
+        msg.starts_with("sigil denied pipeline shop/ci: 1 of 2 image(s)"),
+        "{msg}"
+    );
+    assert!(
+        msg.contains(&format!(
+            "image {IMAGE} (field spec.stages[1].image): policy require-signed failed"
+        )),
+        "the field path is named: {msg}"
+    );
+
+    // A kind no WorkloadKind names is refused unread: only a WorkloadKind's
+    // rule sends one, and the webhook has not loaded it.
+    let (_, answer) = post(
+        &router,
+        "/validate",
+        review_of(
+            "argoproj.io",
+            "Experiment",
+            "experiments",
+            "x",
+            json!({"image": IMAGE}),
+        ),
+    )
+    .await;
+    let resp = response(&answer);
+    assert_eq!(resp["allowed"], false, "{answer}");
+    assert!(
+        message(resp).contains("holds no WorkloadKind for that kind"),
+        "{answer}"
+    );
+
+    // The WorkloadKind gone from the snapshot (and the controller removing
+    // its rule): a Rollout still sent is refused, never admitted unread.
+    doc["revision"] = json!(2);
+    doc["workloadKinds"] = json!([]);
+    judge.apply_bytes(doc.to_string().as_bytes()).unwrap();
+    let (_, answer) = post(&router, "/validate", rollout).await;
+    let resp = response(&answer);
+    assert_eq!(resp["allowed"], false, "{answer}");
+    assert!(
+        message(resp).contains(
+            "was sent an object of kind Rollout (argoproj.io/v1) but its policy snapshot"
+        ),
+        "{answer}"
+    );
+}
+
+#[tokio::test]
+async fn a_snapshot_whose_workload_kinds_conflict_is_refused_whole() {
+    let judge = judge();
+    let mut doc = snapshot(1, json!([]));
+    doc["apiVersion"] = json!("policy.sigil.dev/snapshot/v3");
+    doc["workloadKinds"] = json!([
+        {"name": "a", "generation": 1, "spec": {"builtin": "KnativeService"}},
+        {"name": "b", "generation": 1, "spec": {"builtin": "KnativeService"}},
+    ]);
+    let e = judge.apply_bytes(doc.to_string().as_bytes()).unwrap_err();
+    assert!(e.to_string().contains("WorkloadKind `b`"), "{e}");
+    assert!(!judge.ready());
+}

@@ -2592,3 +2592,235 @@ async fn a_namespaces_image_policy_adds_requirements_there_and_nowhere_else() {
 
     s.cluster.clear_policies().await.unwrap();
 }
+
+/// A CustomResourceDefinition standing in for a real one (same group, kind
+/// and resource; any spec), namespaced.
+fn stand_in_crd(group: &str, version: &str, kind: &str, plural: &str) -> Value {
+    json!({
+        "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+        "metadata": {"name": format!("{plural}.{group}"), "labels": {"sigil-e2e": "true"}},
+        "spec": {
+            "group": group, "scope": "Namespaced",
+            "names": {"kind": kind, "plural": plural, "singular": kind.to_lowercase(), "listKind": format!("{kind}List")},
+            "versions": [{"name": version, "served": true, "storage": true,
+                "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}}],
+        },
+    })
+}
+
+const CRD_PATH: &str = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions";
+const WORKLOAD_KIND_PATH: &str = "/apis/policy.sigil.dev/v1alpha1/workloadkinds";
+
+/// The webhook's log line for the admission of `name`'s image, if the
+/// webhook runs beside the local cluster (`SIGIL_E2E_LOG_DIR`).
+fn decision_line(name: &str, image: &str) -> Option<String> {
+    let dir = std::env::var("SIGIL_E2E_LOG_DIR").ok()?;
+    let log = std::fs::read_to_string(format!("{dir}/webhook.log")).ok()?;
+    log.lines()
+        .rev()
+        .find(|l| l.contains("admission decision") && l.contains(name) && l.contains(image))
+        .map(without_colours)
+}
+
+/// `line` without the terminal colour sequences (`ESC [ … m`) of the
+/// human log format.
+fn without_colours(line: &str) -> String {
+    let mut out = String::new();
+    let mut chars = line.chars();
+    while let Some(c) = chars.next() {
+        if c == '\u{1b}' {
+            for d in chars.by_ref() {
+                if d == 'm' {
+                    break;
+                }
+            }
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+#[tokio::test]
+#[ignore = "needs a cluster with sigil: e2e/run-local.sh or e2e/kind.sh"]
+async fn workload_kinds_admit_signed_rollouts_and_knative_services_and_deny_unsigned_ones() {
+    let s = Scenario::start("anyres").await;
+    let c = &s.cluster;
+    for (group, version, kind, plural) in [
+        ("argoproj.io", "v1alpha1", "Rollout", "rollouts"),
+        ("serving.knative.dev", "v1", "Service", "services"),
+    ] {
+        let crd = stand_in_crd(group, version, kind, plural);
+        let name = crd["metadata"]["name"].as_str().unwrap().to_string();
+        c.apply(&format!("{CRD_PATH}/{name}"), &crd)
+            .await
+            .unwrap()
+            .expect_ok(&format!("applying CRD {name}"))
+            .unwrap();
+        wait_for(
+            &format!("CRD {name} to be established"),
+            SETTLE,
+            async || {
+                let crd = c.get(&format!("{CRD_PATH}/{name}")).await?;
+                let established = crd.body["status"]["conditions"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .any(|c| c["type"] == "Established" && c["status"] == "True");
+                Ok(if established {
+                    Ok(())
+                } else {
+                    Err(crd.describe())
+                })
+            },
+        )
+        .await
+        .unwrap();
+    }
+    s.apply(&s.key1_policy("e2e-anyres", "OLAREG")).await;
+    s.expect_eventually(&[&s.image("OLAREG_NEW")], Want::Allowed)
+        .await;
+    for (name, builtin) in [
+        ("e2e-rollouts", "ArgoRollout"),
+        ("e2e-knative", "KnativeService"),
+    ] {
+        let doc = json!({
+            "apiVersion": "policy.sigil.dev/v1alpha1", "kind": "WorkloadKind",
+            "metadata": {"name": name, "labels": {"sigil-e2e": "true"}},
+            "spec": {"builtin": builtin},
+        });
+        c.apply(&format!("{WORKLOAD_KIND_PATH}/{name}"), &doc)
+            .await
+            .unwrap()
+            .expect_ok(&format!("applying WorkloadKind {name}"))
+            .unwrap();
+        let (status, reason, message) = s
+            .ready_when(
+                &format!("{WORKLOAD_KIND_PATH}/{name}"),
+                &format!("WorkloadKind {name} to be judged"),
+                SETTLE,
+                |_| true,
+            )
+            .await;
+        assert_eq!(
+            (status.as_str(), reason.as_str()),
+            ("True", "Accepted"),
+            "{name}: {message}"
+        );
+        println!("WorkloadKind {name}: Ready={status} {reason}: {message}");
+    }
+
+    let signed = s.image("OLAREG_NEW");
+    let unsigned = s.image("OLAREG_UNSIGNED");
+    let rollout = |name: &str, image: &str| {
+        json!({"apiVersion": "argoproj.io/v1alpha1", "kind": "Rollout",
+            "metadata": {"name": name},
+            "spec": {"replicas": 1, "selector": {"matchLabels": {"app": name}},
+                "template": {"metadata": {"labels": {"app": name}},
+                    "spec": {"containers": [{"name": "app", "image": image}]}}}})
+    };
+    let knative = |name: &str, image: &str| {
+        json!({"apiVersion": "serving.knative.dev/v1", "kind": "Service",
+            "metadata": {"name": name},
+            "spec": {"template": {"spec": {"containers": [{"image": image}]}}}})
+    };
+    let rollouts = format!("/apis/argoproj.io/v1alpha1/namespaces/{}/rollouts", s.ns);
+    let services = format!("/apis/serving.knative.dev/v1/namespaces/{}/services", s.ns);
+    let try_create = async |path: &str, doc: &Value| c.create(path, doc, true).await.unwrap();
+    // Waits until creating `doc` (dry run) gets `want`: the API server sends
+    // a kind only once it has read the rules the controller changed.
+    let eventually = async |what: &str, path: &str, doc: Value, want: Want<'_>| {
+        wait_for(what, SETTLE, async || {
+            let reply = try_create(path, &doc).await;
+            Ok(if matches(&reply, want) {
+                Ok(reply)
+            } else {
+                Err(reply.describe())
+            })
+        })
+        .await
+        .unwrap()
+    };
+
+    let reply = eventually(
+        "an unsigned Rollout to be denied",
+        &rollouts,
+        rollout("web-unsigned", &unsigned),
+        Want::Denied(&[
+            &format!(
+                "sigil denied rollout {}/web-unsigned: 1 of 1 image(s) failed verification",
+                s.ns
+            ),
+            &format!("image {unsigned} (container app): policy e2e-anyres failed"),
+            "no signature found",
+        ]),
+    )
+    .await;
+    println!("denied Rollout: {}", reply.message());
+    let reply = try_create(&rollouts, &rollout("web-signed", &signed)).await;
+    assert!(reply.ok(), "signed Rollout: {}", reply.describe());
+    println!("allowed Rollout web-signed ({signed})");
+    if let Some(line) = decision_line("web-signed", &signed) {
+        println!("webhook: {line}");
+    }
+
+    let reply = eventually(
+        "an unsigned Knative Service to be denied",
+        &services,
+        knative("hello-unsigned", &unsigned),
+        Want::Denied(&[
+            "sigil denied service ",
+            &format!(
+                "image {unsigned} (container spec.template.spec.containers[0]): policy e2e-anyres failed"
+            ),
+        ]),
+    )
+    .await;
+    println!("denied Knative Service: {}", reply.message());
+    let reply = try_create(&services, &knative("hello-signed", &signed)).await;
+    assert!(reply.ok(), "signed Knative Service: {}", reply.describe());
+    println!("allowed Knative Service hello-signed ({signed})");
+
+    // The WorkloadKind deleted: its rule goes, Knative Services are no
+    // longer sent to sigil; Rollouts still are.
+    c.delete(&format!("{WORKLOAD_KIND_PATH}/e2e-knative"))
+        .await
+        .unwrap();
+    eventually(
+        "an unsigned Knative Service to be admitted",
+        &services,
+        knative("hello-unsigned", &unsigned),
+        Want::Allowed,
+    )
+    .await;
+    let reply = try_create(&rollouts, &rollout("web-unsigned", &unsigned)).await;
+    assert!(
+        !reply.ok(),
+        "Rollouts are still judged: {}",
+        reply.describe()
+    );
+    let hooks = c
+        .get("/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations/sigil-webhook")
+        .await
+        .unwrap()
+        .expect_ok("sigil's ValidatingWebhookConfiguration")
+        .unwrap();
+    let groups: Vec<String> = hooks.body["webhooks"][0]["rules"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["apiGroups"][0].as_str().unwrap_or_default().to_string())
+        .collect();
+    assert_eq!(
+        groups,
+        ["", "apps", "batch", "argoproj.io"],
+        "the chart's rules stay, the deleted kind's is gone"
+    );
+
+    c.delete(&format!("{WORKLOAD_KIND_PATH}/e2e-rollouts"))
+        .await
+        .unwrap();
+    for name in ["rollouts.argoproj.io", "services.serving.knative.dev"] {
+        c.delete(&format!("{CRD_PATH}/{name}")).await.unwrap();
+    }
+}

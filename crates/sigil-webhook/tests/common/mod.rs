@@ -46,6 +46,8 @@ pub struct FakeJudge {
     pub versions: Mutex<Versions>,
     pub ready: AtomicBool,
     pub seen_objects: Mutex<Vec<String>>,
+    /// The WorkloadKinds the judge reports, as a policy snapshot carries them.
+    pub workload_kinds: Mutex<Option<Arc<sigil_webhook::workload_kind::WorkloadKinds>>>,
 }
 
 impl FakeJudge {
@@ -64,6 +66,7 @@ impl FakeJudge {
             }),
             ready: AtomicBool::new(true),
             seen_objects: Mutex::new(Vec::new()),
+            workload_kinds: Mutex::new(None),
         })
     }
 
@@ -84,6 +87,10 @@ pub fn digest_of(image: &str) -> String {
 }
 
 impl ImageJudge for FakeJudge {
+    fn workload_kinds(&self) -> Option<Arc<sigil_webhook::workload_kind::WorkloadKinds>> {
+        self.workload_kinds.lock().unwrap().clone()
+    }
+
     async fn judge(
         &self,
         image: &PinnedImage,
