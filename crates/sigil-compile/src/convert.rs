@@ -96,6 +96,14 @@ pub fn convert_yaml_with(text: &str, options: &ConvertOptions) -> Result<Convers
             ));
             continue;
         }
+        if kind == "ImagePolicy" {
+            c.report.push(format!(
+                "{label}: not converted: ImagePolicy (a namespace's policy) is sigil's extension \
+                 and no policy-controller release has an equivalent; write it as {API_VERSION} \
+                 with a ClusterImagePolicy's spec and its namespace, `sigil policy lint` checks it"
+            ));
+            continue;
+        }
         if !SOURCE_VERSIONS.contains(&api_version)
             || !matches!(kind, "ClusterImagePolicy" | "TrustRoot")
         {

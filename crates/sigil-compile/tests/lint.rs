@@ -619,3 +619,17 @@ fn a_workload_kind_is_not_converted_because_policy_controller_has_no_equivalent(
         c.report
     );
 }
+
+#[test]
+fn an_image_policy_is_not_converted_because_policy_controller_has_no_equivalent() {
+    let c = convert_yaml(
+        "apiVersion: policy.sigil.dev/v1alpha1\nkind: ImagePolicy\nmetadata: {name: team, namespace: a}\nspec: {images: [{glob: '**'}], authorities: [{static: {action: pass}}]}\n",
+    )
+    .unwrap();
+    assert_eq!(c.converted, 0);
+    assert!(
+        c.report[0].contains("ImagePolicy (a namespace's policy) is sigil's extension"),
+        "{:?}",
+        c.report
+    );
+}
