@@ -768,11 +768,19 @@ async fn read_snapshot(client: &kube::Client, namespace: &str) -> Result<Snapsho
     })
 }
 
-/// Each webhook pod's loaded revision, read through the API server's pod
-/// proxy from its metrics port.
+/// The webhook pods that take admissions: a terminating pod (deleted, still
+/// shutting down) has left the Service's endpoints and is not asked.
+fn serving(pods: &[Pod]) -> impl Iterator<Item = &Pod> {
+    pods.iter()
+        .filter(|p| p.metadata.deletion_timestamp.is_none())
+}
+
+/// Each serving webhook pod's loaded revision, read through the API
+/// server's pod proxy from its metrics port; a pod gone between the list
+/// and the question is left out.
 async fn pod_revisions(client: &kube::Client, namespace: &str, pods: &[Pod]) -> Vec<Loaded> {
     let mut out = Vec::new();
-    for pod in pods {
+    for pod in serving(pods) {
         let name = pod.metadata.name.clone().unwrap_or_default();
         let running = pod
             .status
@@ -795,11 +803,13 @@ async fn pod_revisions(client: &kube::Client, namespace: &str, pods: &[Pod]) -> 
             .map_or(9090, |p| p.container_port);
         let path = format!("/api/v1/namespaces/{namespace}/pods/{name}:{port}/proxy/metrics");
         let revision = match http::Request::get(&path).body(Vec::new()) {
-            Ok(req) => client
-                .request_text(req)
-                .await
-                .map(|t| checks::revision_metric(&t))
-                .map_err(|e| e.to_string()),
+            Ok(req) => match client.request_text(req).await {
+                Ok(t) => Ok(checks::revision_metric(&t)),
+                Err(kube::Error::Api(s)) if s.code == 404 && s.message.contains("not found") => {
+                    continue;
+                }
+                Err(e) => Err(e.to_string()),
+            },
             Err(e) => Err(e.to_string()),
         };
         out.push(Loaded {
@@ -856,6 +866,32 @@ fn sample_report(checks: Vec<Finding>) -> Report {
         namespace: "sigil-system".into(),
         healthy: checks.iter().all(|f| f.status != Status::Fail),
         checks,
+    }
+}
+
+#[cfg(test)]
+mod serving_tests {
+    #![allow(clippy::unwrap_used)]
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+
+    use super::*;
+
+    #[test]
+    fn a_terminating_webhook_pod_is_not_asked() {
+        let pod = |name: &str, deleted: bool| {
+            let mut p = Pod::default();
+            p.metadata.name = Some(name.into());
+            if deleted {
+                p.metadata.deletion_timestamp =
+                    Some(Time(k8s_openapi::jiff::Timestamp::UNIX_EPOCH));
+            }
+            p
+        };
+        let pods = [pod("a", false), pod("going", true), pod("b", false)];
+        let names: Vec<_> = serving(&pods)
+            .map(|p| p.metadata.name.clone().unwrap())
+            .collect();
+        assert_eq!(names, ["a", "b"]);
     }
 }
 
