@@ -211,19 +211,25 @@ def rss_kib(pid_file: str) -> int | None:
     return None
 
 
-def reload_ms(log_file: str, revision: int) -> int | None:
+def reload_ms(log_file: str, revision: int, wait_s: float = 10.0) -> int | None:
     """`load_ms` of the first snapshot the webhook put in force at or after
-    `revision`."""
-    with open(log_file, errors="replace") as f:
-        for line in f:
-            line = re.sub(r"\x1b\[[0-9;]*m", "", line)  # the text log's colours
-            if "policy snapshot in force" not in line:
-                continue
-            r = re.search(r"\brevision=(\d+)", line)
-            m = re.search(r"\bload_ms=(\d+)", line)
-            if r and m and int(r.group(1)) >= revision:
-                return int(m.group(1))
-    return None
+    `revision`. The webhook's metric moves before its log line is written
+    (the snapshot compiles on the blocking pool, the line follows on the
+    runtime), so the log is read again for up to `wait_s` seconds."""
+    deadline = time.monotonic() + wait_s
+    while True:
+        with open(log_file, errors="replace") as f:
+            for line in f:
+                line = re.sub(r"\x1b\[[0-9;]*m", "", line)  # the text log's colours
+                if "policy snapshot in force" not in line:
+                    continue
+                r = re.search(r"\brevision=(\d+)", line)
+                m = re.search(r"\bload_ms=(\d+)", line)
+                if r and m and int(r.group(1)) >= revision:
+                    return int(m.group(1))
+        if time.monotonic() >= deadline:
+            return None
+        time.sleep(0.2)
 
 
 def review(uid: str, digest: str, ns: str) -> bytes:
