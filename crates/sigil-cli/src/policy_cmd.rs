@@ -1,4 +1,4 @@
-//! `sigil policy`: offline checks of ClusterImagePolicy, TrustRoot and WorkloadKind files
+//! `sigil policy`: offline checks of ClusterImagePolicy, ImagePolicy, TrustRoot and WorkloadKind files
 //! (`lint`), conversion from sigstore policy-controller that keeps its
 //! verdicts (`convert`), both with exactly the validation the controller
 //! applies, and live evaluation of images against policies (`test`) through
@@ -32,7 +32,7 @@ pub(crate) struct PolicyArgs {
 
 #[derive(Subcommand)]
 enum PolicyCommand {
-    /// Validate ClusterImagePolicy, TrustRoot and WorkloadKind YAML files offline, with the cluster's rules.
+    /// Validate ClusterImagePolicy, ImagePolicy, TrustRoot and WorkloadKind YAML files offline, with the cluster's rules.
     ///
     /// policy-controller objects are checked as `convert` would convert them,
     /// with a warning wherever the two would judge them differently.
@@ -58,14 +58,14 @@ enum PolicyCommand {
         #[arg(long = "trust-root", value_name = "NAME")]
         trust_root: Option<String>,
     },
-    /// Evaluate images against ClusterImagePolicies live, as the webhook would for a Pod.
+    /// Evaluate images against ClusterImagePolicies and ImagePolicies live, as the webhook would for a Pod.
     ///
     /// Exit status 0 when admitted, 3 when admitted with warnings (warn-mode
     /// failures, noMatchPolicy warn), 1 when denied or on errors.
     Test(TestArgs),
     /// Show what policies not yet applied would deny among what runs in the cluster.
     ///
-    /// Judges the ClusterImagePolicy files alone (not the cluster's
+    /// Judges the ClusterImagePolicy and ImagePolicy files alone (not the cluster's
     /// policies), each as if enforced, against the running digests of the
     /// pods in the audited namespaces, as `sigil audit` does; prints every
     /// result and a summary (images checked, containers that would be
@@ -282,6 +282,11 @@ fn load_policies(
                 }
                 _ => continue,
             };
+            let kind = if namespace.is_some() {
+                "ImagePolicy"
+            } else {
+                "ClusterImagePolicy"
+            };
             let mismatches = check_instance_urls(&spec, default);
             let lines: Vec<String> = mismatches.iter().map(ToString::to_string).collect();
             match default.source {
@@ -291,21 +296,17 @@ fn load_policies(
                 DefaultSource::File(_) => {
                     for line in &lines {
                         eprintln!(
-                            "note: {}: ClusterImagePolicy {name}: {line} (a cluster refuses this \
+                            "note: {}: {kind} {name}: {line} (a cluster refuses this \
                              policy unless its default trust root lists the URL)",
                             path.display()
                         );
                     }
                 }
                 DefaultSource::TrustRoot(_) => {
-                    bail!(
-                        "{}: ClusterImagePolicy {name}: {}",
-                        path.display(),
-                        lines.join("; ")
-                    )
+                    bail!("{}: {kind} {name}: {}", path.display(), lines.join("; "))
                 }
                 DefaultSource::Builtin(_) => bail!(
-                    "{}: ClusterImagePolicy {name}: {} (here: give that TrustRoot with \
+                    "{}: {kind} {name}: {} (here: give that TrustRoot with \
                      --trust-root NAME=FILE and --default-trust-root NAME)",
                     path.display(),
                     lines.join("; ")
@@ -501,7 +502,7 @@ pub(crate) fn evaluate(
     images: &[String],
 ) -> Result<Verdict> {
     if set.policies.is_empty() {
-        bail!("give at least one --policy FILE with a ClusterImagePolicy");
+        bail!("give at least one --policy FILE with a ClusterImagePolicy or ImagePolicy");
     }
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
