@@ -180,19 +180,83 @@ pub async fn secret_source(judge: Arc<PolicyJudge>, secrets: Api<Secret>, name: 
     let origin = format!("secret {name}");
     let stream = watcher::watcher(secrets.clone(), config).default_backoff();
     let mut stream = std::pin::pin!(stream);
-    while let Some(event) = stream.next().await {
-        match event {
-            Ok(Event::Apply(secret) | Event::InitApply(secret)) => {
-                let started = Instant::now();
-                let read = load_secret(&secrets, &secret).await;
-                apply_logged(&judge, read, &origin, started).await;
-            }
+    while let Some(first) = stream.next().await {
+        let mut newest = None;
+        let mut note = |event: Result<Event<Secret>, watcher::Error>| match event {
+            Ok(Event::Apply(secret) | Event::InitApply(secret)) => newest = Some(secret),
             Ok(Event::Delete(_)) => tracing::warn!(
                 origin,
                 "policy snapshot Secret deleted; last good snapshot stays until the controller rewrites it"
             ),
             Ok(Event::Init | Event::InitDone) => {}
             Err(e) => tracing::warn!(origin, error = %e, "policy snapshot watch failed; retrying"),
+        };
+        note(first);
+        // Versions that arrived while the previous one was read and compiled:
+        // only the newest is loaded, the ones it superseded are skipped.
+        let skipped = drain_ready(&mut stream, MAX_DRAINED, &mut note);
+        if let Some(secret) = newest {
+            if skipped > 0 {
+                tracing::debug!(
+                    origin,
+                    skipped,
+                    "superseded policy snapshot versions skipped"
+                );
+            }
+            let started = Instant::now();
+            let read = load_secret(&secrets, &secret).await;
+            apply_logged(&judge, read, &origin, started).await;
         }
+    }
+}
+
+/// At most this many queued watch events are taken at once before the newest
+/// version is loaded.
+const MAX_DRAINED: usize = 1024;
+
+/// Hands `note` every item `stream` has ready now, without waiting, up to
+/// `max`; returns how many it took.
+fn drain_ready<S, T>(stream: &mut S, max: usize, note: &mut impl FnMut(T)) -> usize
+where
+    S: futures_util::Stream<Item = T> + Unpin,
+{
+    use futures_util::FutureExt as _;
+    let mut taken = 0;
+    while taken < max {
+        match stream.next().now_or_never() {
+            Some(Some(item)) => {
+                note(item);
+                taken += 1;
+            }
+            // Nothing ready, or the stream ended (the outer loop sees that).
+            _ => break,
+        }
+    }
+    taken
+}
+
+#[cfg(test)]
+mod drain_tests {
+    use futures_util::stream;
+
+    use super::*;
+
+    #[tokio::test]
+    async fn queued_versions_are_taken_at_once_and_an_empty_queue_does_not_wait() {
+        // Three versions queued, then a stream that stays open with nothing
+        // ready, as a watch between events.
+        let mut queued = stream::iter([2, 3, 4]).chain(stream::pending());
+        let mut seen = vec![queued.next().await.unwrap()];
+        let taken = drain_ready(&mut queued, MAX_DRAINED, &mut |v| seen.push(v));
+        assert_eq!((taken, seen.as_slice()), (2, [2, 3, 4].as_slice()));
+        assert_eq!(
+            drain_ready(&mut queued, MAX_DRAINED, &mut |v| seen.push(v)),
+            0
+        );
+
+        let mut many = stream::iter(5..10).chain(stream::pending());
+        let mut capped = Vec::new();
+        assert_eq!(drain_ready(&mut many, 3, &mut |v| capped.push(v)), 3);
+        assert_eq!(capped, [5, 6, 7]);
     }
 }
