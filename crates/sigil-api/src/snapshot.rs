@@ -222,7 +222,7 @@ pub enum SnapshotError {
     Json(String),
     /// The document has another `apiVersion`.
     #[error(
-        "policy snapshot apiVersion is `{0}`, expected `{API_VERSION}` (or `{API_VERSION_V2}` without ImagePolicies, `{API_VERSION_V1}` without v2 fields either); run a webhook and controller of the same release"
+        "policy snapshot apiVersion is `{0}`, expected `{API_VERSION}` (or `{API_VERSION_V2}` without ImagePolicies and WorkloadKinds, `{API_VERSION_V1}` without v2 fields either); run a webhook and controller of the same release"
     )]
     ApiVersion(String),
     /// Two entries share a name.

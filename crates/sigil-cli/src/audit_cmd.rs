@@ -28,6 +28,7 @@ use sigil_policy::NoMatchPolicy;
 use sigil_registry::{ClientConfig, Limits};
 use sigil_verifier::trust::TrustedRoot;
 
+use crate::policy_cmd::{PolicyDocument, policy_documents, read};
 use crate::verdict::Verdict;
 
 /// How long a pod's pull secrets, once read, serve other pods naming the
@@ -150,10 +151,6 @@ impl ClusterArgs {
     }
 }
 
-fn read(path: &Path) -> Result<String> {
-    std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))
-}
-
 /// A snapshot of the --policy files, as the controller would publish it.
 fn local_snapshot(args: &AuditArgs) -> Result<PolicySnapshot> {
     files_snapshot(
@@ -176,40 +173,19 @@ pub(crate) fn files_snapshot(
 ) -> Result<PolicySnapshot> {
     let mut policies = Vec::new();
     for path in files {
-        let docs: Vec<serde_json::Value> = serde_saphyr::from_multiple(&read(path)?)
-            .with_context(|| format!("{} is not YAML", path.display()))?;
-        for doc in docs {
-            let (kind, name, namespace, spec) = match doc.get("kind").and_then(|k| k.as_str()) {
-                Some("ClusterImagePolicy") => {
-                    let cip: sigil_api::ClusterImagePolicy = serde_json::from_value(doc)
-                        .with_context(|| {
-                            format!("{}: invalid ClusterImagePolicy", path.display())
-                        })?;
-                    let name = cip.metadata.name.unwrap_or_default();
-                    ("ClusterImagePolicy", name, String::new(), cip.spec)
-                }
-                Some("ImagePolicy") => {
-                    let ip: sigil_api::ImagePolicy = serde_json::from_value(doc)
-                        .with_context(|| format!("{}: invalid ImagePolicy", path.display()))?;
-                    let name = ip.metadata.name.unwrap_or_default();
-                    let namespace = ip.metadata.namespace.unwrap_or_default();
-                    if namespace.is_empty() {
-                        bail!(
-                            "{}: ImagePolicy {name} has no metadata.namespace; give the \
-                             namespace it applies in",
-                            path.display()
-                        );
-                    }
-                    ("ImagePolicy", name, namespace, ip.spec.policy)
-                }
-                _ => continue,
-            };
+        for PolicyDocument {
+            kind,
+            name,
+            namespace,
+            spec,
+        } in policy_documents(path)?
+        {
             if name.is_empty() {
                 bail!("{}: a {kind} has no metadata.name", path.display());
             }
             policies.push(SnapshotPolicy {
                 name,
-                namespace,
+                namespace: namespace.unwrap_or_default(),
                 spec,
                 ..SnapshotPolicy::default()
             });

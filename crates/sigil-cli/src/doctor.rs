@@ -805,9 +805,9 @@ async fn pod_revisions(client: &kube::Client, namespace: &str, pods: &[Pod]) -> 
         let revision = match http::Request::get(&path).body(Vec::new()) {
             Ok(req) => match client.request_text(req).await {
                 Ok(t) => Ok(checks::revision_metric(&t)),
-                Err(kube::Error::Api(s)) if s.code == 404 && s.message.contains("not found") => {
-                    continue;
-                }
+                // The API server's own NotFound: the pod is gone (a 404 of
+                // the proxied metrics endpoint carries no such reason).
+                Err(kube::Error::Api(s)) if s.reason == "NotFound" => continue,
                 Err(e) => Err(e.to_string()),
             },
             Err(e) => Err(e.to_string()),

@@ -159,8 +159,62 @@ pub(crate) fn run(args: &PolicyArgs) -> Result<Verdict> {
     }
 }
 
-fn read(path: &Path) -> Result<String> {
+pub(crate) fn read(path: &Path) -> Result<String> {
     std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))
+}
+
+/// A ClusterImagePolicy or ImagePolicy of a policy file.
+pub(crate) struct PolicyDocument {
+    /// `ClusterImagePolicy` or `ImagePolicy`.
+    pub(crate) kind: &'static str,
+    /// `metadata.name` (empty when absent).
+    pub(crate) name: String,
+    /// An ImagePolicy's namespace, never empty; `None` for a
+    /// ClusterImagePolicy.
+    pub(crate) namespace: Option<String>,
+    pub(crate) spec: ClusterImagePolicySpec,
+}
+
+/// The ClusterImagePolicies and ImagePolicies of the YAML file `path`, in
+/// order; other kinds are skipped. An ImagePolicy must say its namespace.
+pub(crate) fn policy_documents(path: &Path) -> Result<Vec<PolicyDocument>> {
+    let docs: Vec<serde_json::Value> = serde_saphyr::from_multiple(&read(path)?)
+        .with_context(|| format!("{} is not YAML", path.display()))?;
+    let mut out = Vec::new();
+    for doc in docs {
+        match doc.get("kind").and_then(|k| k.as_str()) {
+            Some("ClusterImagePolicy") => {
+                let cip: sigil_api::ClusterImagePolicy = serde_json::from_value(doc)
+                    .with_context(|| format!("{}: invalid ClusterImagePolicy", path.display()))?;
+                out.push(PolicyDocument {
+                    kind: "ClusterImagePolicy",
+                    name: cip.metadata.name.unwrap_or_default(),
+                    namespace: None,
+                    spec: cip.spec,
+                });
+            }
+            Some("ImagePolicy") => {
+                let ip: sigil_api::ImagePolicy = serde_json::from_value(doc)
+                    .with_context(|| format!("{}: invalid ImagePolicy", path.display()))?;
+                let name = ip.metadata.name.unwrap_or_default();
+                let Some(namespace) = ip.metadata.namespace.filter(|ns| !ns.is_empty()) else {
+                    bail!(
+                        "{}: ImagePolicy {name} has no metadata.namespace; give the namespace it \
+                         applies in",
+                        path.display()
+                    );
+                };
+                out.push(PolicyDocument {
+                    kind: "ImagePolicy",
+                    name,
+                    namespace: Some(namespace),
+                    spec: ip.spec.policy,
+                });
+            }
+            _ => {}
+        }
+    }
+    Ok(out)
 }
 
 fn lint(files: &[PathBuf]) -> Result<()> {
@@ -242,31 +296,17 @@ fn load_policies(
 ) -> Result<Vec<CompiledPolicy>> {
     let mut specs = Vec::new();
     for path in files {
-        let text = read(path)?;
-        let docs: Vec<serde_json::Value> = serde_saphyr::from_multiple(&text)
-            .with_context(|| format!("{} is not YAML", path.display()))?;
-        for doc in docs {
-            let (name, namespace, spec) = match doc.get("kind").and_then(|k| k.as_str()) {
-                Some("ClusterImagePolicy") => {
-                    let cip: sigil_api::ClusterImagePolicy = serde_json::from_value(doc)
-                        .with_context(|| {
-                            format!("{}: invalid ClusterImagePolicy", path.display())
-                        })?;
-                    (cip.metadata.name.unwrap_or_default(), None, cip.spec)
-                }
-                Some("ImagePolicy") => {
-                    let ip: sigil_api::ImagePolicy = serde_json::from_value(doc)
-                        .with_context(|| format!("{}: invalid ImagePolicy", path.display()))?;
-                    let name = ip.metadata.name.unwrap_or_default();
-                    let Some(ns) = ip.metadata.namespace.filter(|ns| !ns.is_empty()) else {
-                        bail!(
-                            "{}: ImagePolicy {name} has no metadata.namespace; give the \
-                             namespace it applies in",
-                            path.display()
-                        );
-                    };
-                    let problems =
-                        sigil_compile::compile::namespaced_problems(&ip.spec.policy, &ns);
+        for PolicyDocument {
+            kind,
+            name,
+            namespace,
+            spec,
+        } in policy_documents(path)?
+        {
+            let name = match &namespace {
+                None => name,
+                Some(ns) => {
+                    let problems = sigil_compile::compile::namespaced_problems(&spec, ns);
                     if !problems.is_empty() {
                         bail!(
                             "{}: ImagePolicy {ns}/{name}: {}",
@@ -274,18 +314,8 @@ fn load_policies(
                             problems.join("; ")
                         );
                     }
-                    (
-                        sigil_api::image_policy::qualified_name(&ns, &name),
-                        Some(ns),
-                        ip.spec.policy,
-                    )
+                    sigil_api::image_policy::qualified_name(ns, &name)
                 }
-                _ => continue,
-            };
-            let kind = if namespace.is_some() {
-                "ImagePolicy"
-            } else {
-                "ClusterImagePolicy"
             };
             let mismatches = check_instance_urls(&spec, default);
             let lines: Vec<String> = mismatches.iter().map(ToString::to_string).collect();
@@ -312,7 +342,7 @@ fn load_policies(
                     lines.join("; ")
                 ),
             }
-            specs.push((path, name, namespace, spec));
+            specs.push((path, kind, name, namespace, spec));
         }
     }
     let resolver = CliResolver {
@@ -320,16 +350,11 @@ fn load_policies(
         env: sigil_kms::Env::from_process(),
         http: sigil_kms::Http::default(),
         remote: rt.block_on(fetch_remote_policies(
-            specs.iter().map(|(_, _, _, spec)| spec),
+            specs.iter().map(|(_, _, _, _, spec)| spec),
         )),
     };
     let mut out = Vec::new();
-    for (path, name, namespace, spec) in &specs {
-        let kind = if namespace.is_some() {
-            "ImagePolicy"
-        } else {
-            "ClusterImagePolicy"
-        };
+    for (path, kind, name, namespace, spec) in &specs {
         let mut compiled = sigil_compile::compile::compile_policy(name, spec, &resolver)
             .with_context(|| format!("{}: {kind} {name}", path.display()))?;
         compiled.namespace.clone_from(namespace);

@@ -378,17 +378,13 @@ impl Resolver<'_> {
     }
 }
 
-/// The name a policy goes by in the snapshot and metrics: a
-/// ClusterImagePolicy's name, an ImagePolicy's `NAMESPACE/NAME`.
-fn key_of<K: PolicyObject>(policy: &K) -> String {
-    K::key(policy)
-}
-
 /// Reconciles one ClusterImagePolicy or ImagePolicy.
 pub async fn reconcile<K: PolicyObject>(policy: Arc<K>, ctx: Arc<Context>) -> Result<Action> {
     ctx.ensure_leader()?;
     ctx.metrics.reconciled(CONTROLLER);
-    let key = key_of(policy.as_ref());
+    // The name it goes by in the snapshot and metrics: an ImagePolicy's is
+    // `NAMESPACE/NAME`.
+    let key = K::key(policy.as_ref());
     let spec = policy.policy_spec();
     let scope = policy.scope();
     if crate::remote_policy::any(spec) {
@@ -521,7 +517,7 @@ async fn finish<K: PolicyObject>(
     mut verdict: Verdict,
     requeue: Duration,
 ) -> Result<Action> {
-    let key = key_of(policy);
+    let key = K::key(policy);
     let generation = policy.meta().generation.unwrap_or_default();
     if !verdict.ok {
         verdict.message = match ctx.publisher.policy(&key).await {
