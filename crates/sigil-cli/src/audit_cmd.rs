@@ -28,7 +28,7 @@ use sigil_policy::NoMatchPolicy;
 use sigil_registry::{ClientConfig, Limits};
 use sigil_verifier::trust::TrustedRoot;
 
-use crate::policy_cmd::{PolicyDocument, policy_documents, read};
+use crate::policy_files::{PolicyDocument, policy_documents, read};
 use crate::verdict::Verdict;
 
 /// How long a pod's pull secrets, once read, serve other pods naming the

@@ -7,6 +7,7 @@ mod claims;
 mod completion;
 mod doctor;
 mod policy_cmd;
+mod policy_files;
 mod preview_cmd;
 mod verdict;
 mod verify_image;

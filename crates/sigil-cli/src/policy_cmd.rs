@@ -20,6 +20,7 @@ use sigil_policy::{ImageResult, evaluate_image, render};
 use sigil_registry::{ClientConfig, RegistryClient, Repository};
 use sigil_verifier::trust::TrustedRoot;
 
+use crate::policy_files::{PolicyDocument, policy_documents, read};
 use crate::verdict::Verdict;
 use crate::verify_image::credentials;
 
@@ -157,64 +158,6 @@ pub(crate) fn run(args: &PolicyArgs) -> Result<Verdict> {
             )
         }
     }
-}
-
-pub(crate) fn read(path: &Path) -> Result<String> {
-    std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))
-}
-
-/// A ClusterImagePolicy or ImagePolicy of a policy file.
-pub(crate) struct PolicyDocument {
-    /// `ClusterImagePolicy` or `ImagePolicy`.
-    pub(crate) kind: &'static str,
-    /// `metadata.name` (empty when absent).
-    pub(crate) name: String,
-    /// An ImagePolicy's namespace, never empty; `None` for a
-    /// ClusterImagePolicy.
-    pub(crate) namespace: Option<String>,
-    pub(crate) spec: ClusterImagePolicySpec,
-}
-
-/// The ClusterImagePolicies and ImagePolicies of the YAML file `path`, in
-/// order; other kinds are skipped. An ImagePolicy must say its namespace.
-pub(crate) fn policy_documents(path: &Path) -> Result<Vec<PolicyDocument>> {
-    let docs: Vec<serde_json::Value> = serde_saphyr::from_multiple(&read(path)?)
-        .with_context(|| format!("{} is not YAML", path.display()))?;
-    let mut out = Vec::new();
-    for doc in docs {
-        match doc.get("kind").and_then(|k| k.as_str()) {
-            Some("ClusterImagePolicy") => {
-                let cip: sigil_api::ClusterImagePolicy = serde_json::from_value(doc)
-                    .with_context(|| format!("{}: invalid ClusterImagePolicy", path.display()))?;
-                out.push(PolicyDocument {
-                    kind: "ClusterImagePolicy",
-                    name: cip.metadata.name.unwrap_or_default(),
-                    namespace: None,
-                    spec: cip.spec,
-                });
-            }
-            Some("ImagePolicy") => {
-                let ip: sigil_api::ImagePolicy = serde_json::from_value(doc)
-                    .with_context(|| format!("{}: invalid ImagePolicy", path.display()))?;
-                let name = ip.metadata.name.unwrap_or_default();
-                let Some(namespace) = ip.metadata.namespace.filter(|ns| !ns.is_empty()) else {
-                    bail!(
-                        "{}: ImagePolicy {name} has no metadata.namespace; give the namespace it \
-                         applies in",
-                        path.display()
-                    );
-                };
-                out.push(PolicyDocument {
-                    kind: "ImagePolicy",
-                    name,
-                    namespace: Some(namespace),
-                    spec: ip.spec.policy,
-                });
-            }
-            _ => {}
-        }
-    }
-    Ok(out)
 }
 
 fn lint(files: &[PathBuf]) -> Result<()> {
