@@ -8,12 +8,15 @@ answer. The admission controller is whichever is installed: sigil,
 policy-controller or Kyverno; what a denial by it looks like is given by
 --denied-by (the webhook names the API server quotes in its message).
 
-Two modes:
+Three modes:
   sequence  each image once, in the given order, one request at a time: the
             latency of each admission (cold on first sight of a digest,
             warm when repeated)
   saturate  CONCURRENCY workers for DURATION seconds cycling over the images:
             throughput
+  storm     each image once, the requests' starts spread evenly over WINDOW
+            seconds whatever the answers take (open loop, up to 256 in
+            flight): a rollout or a node pool bringing many new digests at once
 
 Prints one JSON object: counts (admissions, correct, wrong, failed), latency
 percentiles in milliseconds per expectation, admissions per second, and up
@@ -57,6 +60,7 @@ class Result:
     started: float = 0.0  # unix time the request was sent
     status: int = 0  # the API server's HTTP status, 0 for no answer
     message: str = ""
+    late_ms: float = 0.0  # storm: how long after its slot the request was sent
 
 
 @dataclass
@@ -132,6 +136,49 @@ def one(client: Client, target: Target, n: int, denied_by: re.Pattern[str]) -> R
     return Result(target.expect_allowed, ms, verdict, detail, started, status, message_of(body)[:300])
 
 
+STORM_WORKERS = 256
+
+
+def storm(targets: list[Target], host: str, port: int, ctx: ssl.SSLContext, path: str,
+          denied_by: re.Pattern[str], window: float) -> list[Result]:
+    """Request n starts at n * window / len(targets) seconds, on the first idle
+    worker; each worker has its own connection, opened before the first start."""
+    workers = min(STORM_WORKERS, len(targets))
+    clients = [Client(host, port, ctx, path) for _ in range(workers)]
+    for c in clients:
+        c.conn = http.client.HTTPSConnection(c.host, c.port, context=c.context, timeout=REQUEST_TIMEOUT_S)
+        c.conn.connect()
+    lock = threading.Lock()
+    next_index = [0]
+    results: list[Result] = []
+    step = window / len(targets)
+    start = time.monotonic() + 0.2
+
+    def worker(client: Client) -> None:
+        mine = []
+        while True:
+            with lock:
+                n = next_index[0]
+                next_index[0] += 1
+            if n >= len(targets):
+                break
+            slot = start + n * step
+            time.sleep(max(0.0, slot - time.monotonic()))
+            late = max(0.0, time.monotonic() - slot) * 1000
+            r = one(client, targets[n], n, denied_by)
+            r.late_ms = late
+            mine.append(r)
+        with lock:
+            results.extend(mine)
+
+    threads = [threading.Thread(target=worker, args=(c,)) for c in clients]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return results
+
+
 def write_trace(path: str, results: list[Result]) -> None:
     """One JSON object a line per request, in the order they were sent."""
     with open(path, "w") as f:
@@ -149,12 +196,19 @@ def percentile(sorted_values: list[float], p: float) -> float | None:
     return round(sorted_values[int(rank) - 1], 2)
 
 
+# How the API server words a webhook it gave up on, or a request it cut.
+TIMEOUT_WORDS = re.compile(r"deadline exceeded|timed? ?out|context canceled", re.I)
+
+
 def summary(results: list[Result], seconds: float) -> dict:
     out: dict = {
         "admissions": len(results),
         "correct": sum(r.verdict == "correct" for r in results),
         "wrong": sum(r.verdict == "wrong" for r in results),
         "failed": sum(r.verdict == "failed" for r in results),
+        # Failed answers that are timeouts (the webhook's, or no answer at all).
+        "timeouts": sum(r.verdict == "failed" and (r.status == 0 or TIMEOUT_WORDS.search(r.message) is not None)
+                        for r in results),
         "seconds": round(seconds, 3),
         "per_second": round(len(results) / seconds, 2) if seconds > 0 else None,
         "examples": [r.detail for r in results if r.verdict != "correct"][:10],
@@ -165,7 +219,8 @@ def summary(results: list[Result], seconds: float) -> dict:
         lat = sorted(r.latency_ms for r in subset)
         out[f"latency_ms_{name}"] = {"n": len(lat), "p50": percentile(lat, 50),
                                      "p99": percentile(lat, 99),
-                                     "max": round(lat[-1], 2) if lat else None}
+                                     "max": round(lat[-1], 2) if lat else None,
+                                     "mean": round(sum(lat) / len(lat), 2) if lat else None}
     return out
 
 
@@ -207,7 +262,7 @@ def kubeconfig_client(path: str, namespace: str) -> tuple[str, int, ssl.SSLConte
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("mode", choices=["sequence", "saturate"])
+    p.add_argument("mode", choices=["sequence", "saturate", "storm"])
     p.add_argument("--kubeconfig", required=True)
     p.add_argument("--namespace", required=True)
     p.add_argument("--targets", required=True, help="file of 'signed IMAGE' / 'unsigned IMAGE' lines")
@@ -217,6 +272,8 @@ def main() -> None:
     p.add_argument("--duration", type=float, default=20.0)
     p.add_argument("--pace", type=float, default=0.0,
                    help="sequence: start a request at most every PACE milliseconds")
+    p.add_argument("--window", type=float, default=5.0,
+                   help="storm: seconds over which the requests start")
     p.add_argument("--trace", help="also write every request (time, expectation, answer) to this file")
     args = p.parse_args()
     if not 1 <= args.concurrency <= 256:
@@ -225,6 +282,8 @@ def main() -> None:
         sys.exit("admission-load: --duration must be in (0, 3600] seconds")
     if not 0 <= args.pace <= 60000:
         sys.exit("admission-load: --pace must be 0..60000 ms")
+    if not 0 < args.window <= 600:
+        sys.exit("admission-load: --window must be in (0, 600] seconds")
 
     denied_by = re.compile(r'admission webhook "(?:' + args.denied_by + r')" denied the request')
     host, port, ctx, path = kubeconfig_client(args.kubeconfig, args.namespace)
@@ -242,6 +301,18 @@ def main() -> None:
         if args.trace:
             write_trace(args.trace, results)
         print(json.dumps(summary(results, time.monotonic() - start)))
+        return
+
+    if args.mode == "storm":
+        results = storm(targets, host, port, ctx, path, denied_by, args.window)
+        if args.trace:
+            write_trace(args.trace, results)
+        out = summary(results, max(r.started for r in results) + max(r.latency_ms for r in results) / 1000
+                      - min(r.started for r in results))
+        # How far behind its slot the latest request started (all workers busy).
+        out["window_s"] = args.window
+        out["start_late_ms_max"] = round(max(r.late_ms for r in results), 1)
+        print(json.dumps(out))
         return
 
     results: list[Result] = []

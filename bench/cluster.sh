@@ -22,6 +22,16 @@
 #      saturate CONCURRENCY clients for DURATION s: throughput, CPU per 1,000
 #      memory   of the peer's Pods (cgroup v1), idle and after the run
 #      bundle   whether cosign's bundle-format signatures are admitted
+#      outage   the registry answering 503 for 10 s under a paced load
+#      storm    N new images (each of SIGIL_BENCH_STORMS) arriving within a
+#               few seconds, every registry request 50 ms late (the proxy's
+#               latency file): latency, timeouts, registry requests per
+#               image, and for sigil where the time went (its metrics)
+#      change   the policy changed to another key
+#      shares   sigil only, 3 webhook replicas: each replica's share of the
+#               reviews under steady and saturating load, with connections
+#               kept and ended by sigil, with the API server's default
+#               routing and with --enable-aggregator-routing=true
 #    Every verdict is judged; then the peer is removed, webhooks included.
 # 4. `down`, and the footprint check (nothing left on the machine).
 # 5. docs/benchmarks.md from the results (bench/report.py).
@@ -30,8 +40,10 @@
 # others may start one too, run it under a lock (`flock LOCKFILE make bench-cluster`).
 # Environment: SIGIL_BENCH_IMAGES (N, default 100), SIGIL_BENCH_CONCURRENCY
 # (default 8), SIGIL_BENCH_DURATION (seconds, default 30), SIGIL_BENCH_PEERS
-# (default "sigil policy-controller kyverno"), SIGIL_BENCH_NO_BUILD=1 (use
-# target/release as it is), SIGIL_BENCH_OUT (default docs/benchmarks.md).
+# (default "sigil policy-controller kyverno kyverno-ivpol"; kyverno-ivpol is
+# Kyverno with an ImageValidatingPolicy instead of a ClusterPolicy),
+# SIGIL_BENCH_STORMS (storm sizes, default "100 500"), SIGIL_BENCH_NO_BUILD=1
+# (use target/release as it is), SIGIL_BENCH_OUT (default docs/benchmarks.md).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 REPO_ROOT=$PWD
@@ -41,7 +53,12 @@ export SIGIL_E2E_STATE=${SIGIL_E2E_STATE:-$REPO_ROOT/.cache/bench/cluster}
 N=${SIGIL_BENCH_IMAGES:-100}
 CONCURRENCY=${SIGIL_BENCH_CONCURRENCY:-8}
 DURATION=${SIGIL_BENCH_DURATION:-30}
-PEERS=${SIGIL_BENCH_PEERS:-sigil policy-controller kyverno}
+PEERS=${SIGIL_BENCH_PEERS:-sigil policy-controller kyverno kyverno-ivpol}
+STORMS=${SIGIL_BENCH_STORMS:-100 500}
+# Added to every registry request during a storm, in the proxy.
+STORM_LATENCY_MS=50
+# Webhook replicas of sigil while the shares are measured.
+SHARE_REPLICAS=3
 OUT=${SIGIL_BENCH_OUT:-$REPO_ROOT/docs/benchmarks.md}
 RESULTS=$REPO_ROOT/.cache/bench/results
 BUNDLE_IMAGES=5
@@ -59,13 +76,16 @@ in_range "$N" 1 5000 || die "SIGIL_BENCH_IMAGES must be 1..5000, not $N"
 in_range "$CONCURRENCY" 1 256 || die "SIGIL_BENCH_CONCURRENCY must be 1..256, not $CONCURRENCY"
 in_range "$DURATION" 1 3600 || die "SIGIL_BENCH_DURATION must be 1..3600 s, not $DURATION"
 for p in $PEERS; do
-    case $p in sigil | policy-controller | kyverno) ;; *) die "unknown peer $p in SIGIL_BENCH_PEERS" ;; esac
+    case $p in sigil | policy-controller | kyverno | kyverno-ivpol) ;; *) die "unknown peer $p in SIGIL_BENCH_PEERS" ;; esac
+done
+for n in $STORMS; do
+    in_range "$n" 2 2000 || die "SIGIL_BENCH_STORMS sizes must be 2..2000, not $n"
 done
 
 # --- what each peer is ---------------------------------------------------------
 
 peer_namespace() {
-    case $1 in sigil) echo "$SIGIL_NS" ;; policy-controller) echo cosign-system ;; kyverno) echo kyverno ;; esac
+    case $1 in sigil) echo "$SIGIL_NS" ;; policy-controller) echo cosign-system ;; kyverno | kyverno-ivpol) echo kyverno ;; esac
 }
 
 # The webhook names the API server quotes when the peer denies (a regex).
@@ -73,7 +93,7 @@ peer_denied_by() {
     case $1 in
         sigil) echo '(mutate|validate)\.policy\.sigil\.dev' ;;
         policy-controller) echo 'policy\.sigstore\.dev' ;;
-        kyverno) echo '[a-z.-]*kyverno[a-z.-]*' ;;
+        kyverno | kyverno-ivpol) echo '[a-z.-]*kyverno[a-z.-]*' ;;
     esac
 }
 
@@ -162,7 +182,7 @@ install_peer() {
             kubectl apply --server-side -f "$WORK/policy-controller.yaml" >/dev/null
             kubectl -n cosign-system rollout status deployment/webhook --timeout 5m >&2
             ;;
-        kyverno)
+        kyverno | kyverno-ivpol)
             bench/peers/manifests.sh kyverno "$KYVERNO_IMAGE" "$KYVERNOPRE_IMAGE" >"$WORK/kyverno.yaml"
             kubectl apply --server-side -f "$WORK/kyverno.yaml" >/dev/null
             kubectl -n kyverno rollout status deployment/kyverno-admission-controller --timeout 5m >&2
@@ -194,7 +214,7 @@ remove_peer() {
             kubectl delete -f "$WORK/policy-$peer.yaml" --ignore-not-found >/dev/null 2>&1 || true
             kubectl delete -f "$WORK/policy-controller.yaml" --ignore-not-found --wait >/dev/null 2>&1 || true
             ;;
-        kyverno)
+        kyverno | kyverno-ivpol)
             kubectl delete -f "$WORK/policy-$peer.yaml" --ignore-not-found >/dev/null 2>&1 || true
             kubectl delete -f "$WORK/kyverno.yaml" --ignore-not-found --wait >/dev/null 2>&1 || true
             # Kyverno makes its webhook configurations itself, at run time.
@@ -205,6 +225,40 @@ remove_peer() {
     local left
     left=$(kubectl get validatingwebhookconfigurations,mutatingwebhookconfigurations -o name | grep -iE "$peer|sigstore|kyverno" || true)
     [[ -z $left ]] || die "webhook configurations of $peer are still there after removing it: $left"
+}
+
+# --- sigil's replicas ---------------------------------------------------------------
+
+# The running, not terminating, webhook Pods of sigil, one name a line.
+webhook_pods() {
+    kubectl -n "$SIGIL_NS" get pods -l app.kubernetes.io/component=webhook -o json |
+        jq -r '.items[] | select(.metadata.deletionTimestamp == null and .status.phase == "Running") | .metadata.name'
+}
+
+# Waits until exactly COUNT webhook Pods run (a rollout's old ones gone); 180 s at most.
+wait_webhook_pods() { # COUNT
+    local i
+    for ((i = 0; i < 360; i++)); do
+        if [[ $(webhook_pods | wc -l) == "$1" ]] &&
+            [[ -z $(kubectl -n "$SIGIL_NS" get pods -l app.kubernetes.io/component=webhook -o json |
+                jq -r '.items[] | select(.metadata.deletionTimestamp != null) | .metadata.name') ]]; then
+            return 0
+        fi
+        sleep 0.5
+    done
+    log "sigil: $1 webhook Pods were not running alone within 180 s: $(webhook_pods | tr '\n' ' ')"
+    return 1
+}
+
+# Every webhook Pod's /metrics (through the API server's Pod proxy) into DIR.
+scrape_webhooks() { # DIR
+    local pod
+    rm -rf -- "$1"
+    mkdir -p -- "$1"
+    for pod in $(webhook_pods); do
+        kubectl get --raw "/api/v1/namespaces/$SIGIL_NS/pods/$pod:9090/proxy/metrics" >"$1/$pod" ||
+            die "could not read the metrics of $SIGIL_NS/$pod"
+    done
 }
 
 # --- one peer, measured -------------------------------------------------------------
@@ -277,6 +331,36 @@ bench_peer() {
     python3 bench/outage.py "$dir/outage.trace" "$o0" "$o1" >"$dir/outage.json"
     log "$peer: outage: $(jq -c '{requests_during, signed_admitted, signed_denied, signed_failed, unsigned_admitted, unsigned_denied, unsigned_failed, recovery_s}' "$dir/outage.json")"
 
+    # New images by the hundred within seconds, the registry 50 ms away.
+    local size window
+    for size in $STORMS; do
+        window=$(((size + 99) / 100))
+        ((window >= 2)) || window=2
+        log "$peer: cold storm of $size new images within $window s, registry requests ${STORM_LATENCY_MS} ms late"
+        if [[ $peer == sigil ]]; then scrape_webhooks "$WORK/metrics-before"; fi
+        cpu0=$(cpu_ns "$ns")
+        reg0=$(registry_count)
+        printf '%s\n' "$STORM_LATENCY_MS" >"$WORK/registry-latency"
+        load storm "$WORK/storm-$size.targets" "$peer" --window "$window" >"$dir/storm-$size.json" ||
+            { rm -f -- "$WORK/registry-latency"; die "the storm load failed"; }
+        rm -f -- "$WORK/registry-latency"
+        reg1=$(registry_count)
+        cpu1=$(cpu_ns "$ns")
+        jq --argjson reg $((reg1 - reg0)) --argjson cpu $((cpu1 - cpu0)) --argjson size "$size" \
+            --argjson latency "$STORM_LATENCY_MS" \
+            '. + {images: $size, registry_requests: $reg, cpu_ns: $cpu, registry_latency_ms: $latency}' \
+            "$dir/storm-$size.json" >"$dir/storm.tmp"
+        mv -f -- "$dir/storm.tmp" "$dir/storm-$size.json"
+        if [[ $peer == sigil ]]; then
+            scrape_webhooks "$WORK/metrics-after"
+            python3 bench/webhook-metrics.py "$WORK/metrics-before" "$WORK/metrics-after" >"$dir/storm.tmp"
+            jq --slurpfile w "$dir/storm.tmp" '. + {webhook: $w[0]}' "$dir/storm-$size.json" >"$dir/storm.tmp2"
+            mv -f -- "$dir/storm.tmp2" "$dir/storm-$size.json"
+            rm -f -- "$dir/storm.tmp"
+        fi
+        log "$peer: storm $size: $(jq -c '{p50: .latency_ms_all.p50, p99: .latency_ms_all.p99, max: .latency_ms_all.max, timeouts, failed, wrong, registry_requests, start_late_ms_max}' "$dir/storm-$size.json")"
+    done
+
     # The policy changes to another key: the (cached) probe images must now both be denied.
     log "$peer: policy change (another key)"
     start=$(now)
@@ -290,10 +374,65 @@ bench_peer() {
         kubectl -n "$ns" logs "$pod" --all-containers --prefix --tail=200 || true
     done >"$dir/logs.txt" 2>&1
 
+    if [[ $peer == sigil ]]; then
+        # Back to the benchmark's key, then the replicas' shares.
+        apply_policy sigil || die "sigil did not take its policy back"
+        wait_probes sigil "$WORK/probe.targets" "$(now)" >/dev/null || die "sigil did not enforce its policy again"
+        measure_shares "$dir"
+    fi
+
     log "$peer: $(jq -r '"cold p50 \(.latency_ms_all.p50) ms p99 \(.latency_ms_all.p99) ms, \(.wrong) wrong, \(.failed) failed"' "$dir/cold.json")"
     log "$peer: $(jq -r '"warm p50 \(.latency_ms_all.p50) ms p99 \(.latency_ms_all.p99) ms, \(.wrong) wrong, \(.failed) failed"' "$dir/warm.json")"
     log "$peer: $(jq -r '"saturation \(.per_second)/s, \(.wrong) wrong, \(.failed) failed"' "$dir/saturate.json")"
     remove_peer "$peer"
+}
+
+# Each of sigil's SHARE_REPLICAS webhook replicas' share of the reviews, per
+# API server routing and connection setting, under a steady load (one client,
+# a request every 25 ms, each image twice) and a saturating one (CONCURRENCY
+# clients, 20 s).
+# Writes DIR/shares.json; leaves the API server with its own flags.
+measure_shares() { # DIR
+    local dir=$1 routing connections max_requests max_age out=() load_kind
+    # The steady load: every image twice, a request every 25 ms.
+    cat "$WORK/cold.targets" "$WORK/cold.targets" >"$WORK/steady.targets"
+    for routing in default aggregator; do
+        if [[ $routing == aggregator ]]; then
+            e2e/local-cluster.sh apiserver-flags --enable-aggregator-routing=true
+        fi
+        for connections in ended kept; do
+            if [[ $connections == ended ]]; then max_requests=100 max_age=30; else max_requests=0 max_age=0; fi
+            log "sigil: shares over $SHARE_REPLICAS replicas, $routing routing, connections $connections"
+            helm upgrade sigil charts/sigil --namespace "$SIGIL_NS" --reuse-values \
+                --set webhook.replicas="$SHARE_REPLICAS" \
+                --set webhook.connections.maxRequests="$max_requests" \
+                --set webhook.connections.maxAgeSeconds="$max_age" \
+                --wait --timeout 5m >"$WORK/helm-shares.log" 2>&1 ||
+                { cat "$WORK/helm-shares.log" >&2; return 1; }
+            wait_webhook_pods "$SHARE_REPLICAS" || return 1
+            # New replicas start cold: one pass over the images first.
+            load sequence "$WORK/cold.targets" sigil >/dev/null
+            for load_kind in steady saturated; do
+                scrape_webhooks "$WORK/metrics-before"
+                if [[ $load_kind == steady ]]; then
+                    load sequence "$WORK/steady.targets" sigil --pace 25 >"$WORK/shares-load.json"
+                else
+                    load saturate "$WORK/cold.targets" sigil --concurrency "$CONCURRENCY" --duration 20 >"$WORK/shares-load.json"
+                fi
+                scrape_webhooks "$WORK/metrics-after"
+                python3 bench/webhook-metrics.py "$WORK/metrics-before" "$WORK/metrics-after" >"$WORK/shares-metrics.json"
+                out+=("$(jq -c -n --arg routing "$routing" --arg connections "$connections" --arg load "$load_kind" \
+                    --argjson max_requests "$max_requests" --argjson max_age "$max_age" \
+                    --slurpfile l "$WORK/shares-load.json" --slurpfile w "$WORK/shares-metrics.json" \
+                    '{routing: $routing, connections: $connections, max_requests: $max_requests, max_age_s: $max_age,
+                      load: $load, admissions: $l[0].admissions, failed: $l[0].failed, wrong: $l[0].wrong,
+                      per_second: $l[0].per_second, p99_ms: $l[0].latency_ms_all.p99, webhook: $w[0]}')")
+                log "sigil: $routing routing, connections $connections, $load_kind: $(jq -c '{smallest_share: .webhook.smallest_share, shares: .webhook.shares, failed, connections: .webhook.total.connections}' <<<"${out[-1]}")"
+            done
+        done
+    done
+    e2e/local-cluster.sh apiserver-flags
+    printf '%s\n' "${out[@]}" | jq -s '{replicas: '"$SHARE_REPLICAS"', runs: .}' >"$dir/shares.json"
 }
 
 # --- the run ------------------------------------------------------------------------
@@ -305,7 +444,12 @@ if [[ ${1:-} != --inner ]]; then
     TOOLS=$(scripts/install-tools.sh helm cosign crane olareg)
     export PATH="$TOOLS:$PATH"
     e2e/cluster/build.sh >/dev/null
-    PEERS_BIN=$(bench/peers/build.sh)
+    # Only the peers this run measures (Kyverno once for both of its policy types).
+    go_peers=()
+    [[ " $PEERS " != *" policy-controller "* ]] || go_peers+=(policy-controller)
+    [[ " $PEERS " != *" kyverno"* ]] || go_peers+=(kyverno)
+    PEERS_BIN=none
+    if ((${#go_peers[@]})); then PEERS_BIN=$(bench/peers/build.sh "${go_peers[@]}"); fi
     if [[ " $PEERS " != *" sigil "* ]]; then
         log "sigil is not among SIGIL_BENCH_PEERS: its image is not built"
     elif [[ ${SIGIL_BENCH_NO_BUILD:-} == 1 ]]; then
@@ -357,7 +501,8 @@ PROXY_PORT=$(free_port)
 olareg serve --addr 127.0.0.1 --port "$OLAREG_PORT" --store-type mem >"$WORK/olareg.log" 2>&1 &
 PIDS+=($!)
 python3 bench/counting-proxy.py --listen "$PROXY_PORT" --upstream "127.0.0.1:$OLAREG_PORT" \
-    --log "$WORK/registry-requests.log" --outage-file "$WORK/registry-outage" 2>"$WORK/proxy.log" &
+    --log "$WORK/registry-requests.log" --outage-file "$WORK/registry-outage" \
+    --latency-file "$WORK/registry-latency" 2>"$WORK/proxy.log" &
 PIDS+=($!)
 wait_url "http://127.0.0.1:$OLAREG_PORT/v2/" 10 || die "olareg did not come up ($WORK/olareg.log)"
 wait_url "http://127.0.0.1:$PROXY_PORT/v2/" 10 || die "the counting proxy did not come up ($WORK/proxy.log)"
@@ -368,7 +513,7 @@ LOCAL=127.0.0.1:$OLAREG_PORT
 # The images: N + 1 signed (the first is the policy probe), N + 1 unsigned,
 # and a few signed in cosign's bundle format; distinct digests from one base
 # by a label each.
-log "images: $((N + 1)) signed, $((N + 1)) unsigned, $BUNDLE_IMAGES bundle-signed, $OUTAGE_PAIRS + $OUTAGE_PAIRS for the outage"
+log "images: $((N + 1)) signed, $((N + 1)) unsigned, $BUNDLE_IMAGES bundle-signed, $OUTAGE_PAIRS + $OUTAGE_PAIRS for the outage, storms of ${STORMS// /, }"
 t=$SECONDS
 printf 'sigil benchmark image\n' >"$WORK/payload"
 python3 scripts/oci-image.py --out "$WORK/base" --file "$WORK/payload:/payload:0644" >/dev/null
@@ -385,6 +530,15 @@ mapfile -t UNSIGNED < <(make_images unsigned $((N + 1)))
 mapfile -t BUNDLED < <(make_images bundled "$BUNDLE_IMAGES")
 mapfile -t OSIGNED < <(make_images outage-signed "$OUTAGE_PAIRS")
 mapfile -t OUNSIGNED < <(make_images outage-unsigned "$OUTAGE_PAIRS")
+declare -A STORM_SIGNED STORM_UNSIGNED
+for size in $STORMS; do
+    mapfile -t digests < <(make_images "storm$size-signed" $((size / 2)))
+    ((${#digests[@]} == size / 2)) || die "making the storm images failed"
+    STORM_SIGNED[$size]="${digests[*]}"
+    mapfile -t digests < <(make_images "storm$size-unsigned" $((size - size / 2)))
+    ((${#digests[@]} == size - size / 2)) || die "making the storm images failed"
+    STORM_UNSIGNED[$size]="${digests[*]}"
+done
 ((${#SIGNED[@]} == N + 1 && ${#UNSIGNED[@]} == N + 1 && ${#BUNDLED[@]} == BUNDLE_IMAGES &&
     ${#OSIGNED[@]} == OUTAGE_PAIRS && ${#OUNSIGNED[@]} == OUTAGE_PAIRS)) || die "making the images failed"
 (cd "$WORK" && COSIGN_PASSWORD='' cosign generate-key-pair >/dev/null 2>&1) || die "cosign generate-key-pair failed"
@@ -395,6 +549,9 @@ SIGN=(--key "$WORK/cosign.key" --use-signing-config=false --tlog-upload=false --
 refs=()
 for d in "${SIGNED[@]}"; do refs+=("$LOCAL/bench/signed@$d"); done
 for d in "${OSIGNED[@]}"; do refs+=("$LOCAL/bench/outage-signed@$d"); done
+for size in $STORMS; do
+    for d in ${STORM_SIGNED[$size]}; do refs+=("$LOCAL/bench/storm$size-signed@$d"); done
+done
 (cd "$WORK" && HOME=$WORK COSIGN_PASSWORD='' cosign sign "${SIGN[@]}" --new-bundle-format=false "${refs[@]}" >/dev/null 2>"$WORK/cosign.log") ||
     { tail -5 "$WORK/cosign.log" >&2; die "cosign sign (legacy format) failed"; }
 refs=()
@@ -414,6 +571,15 @@ for ((i = 0; i < OUTAGE_PAIRS; i++)); do
     echo "signed $PROXY_REGISTRY/bench/outage-signed@${OSIGNED[i]}"
     echo "unsigned $PROXY_REGISTRY/bench/outage-unsigned@${OUNSIGNED[i]}"
 done >"$WORK/outage.targets"
+# A storm's images interleaved, signed and unsigned.
+for size in $STORMS; do
+    read -r -a ss <<<"${STORM_SIGNED[$size]}"
+    read -r -a su <<<"${STORM_UNSIGNED[$size]}"
+    for ((i = 0; i < ${#su[@]}; i++)); do
+        ((i < ${#ss[@]})) && echo "signed $PROXY_REGISTRY/bench/storm$size-signed@${ss[i]}"
+        echo "unsigned $PROXY_REGISTRY/bench/storm$size-unsigned@${su[i]}"
+    done >"$WORK/storm-$size.targets"
+done
 {
     echo "unsigned $PROXY_REGISTRY/bench/signed@${SIGNED[0]}"
     echo "unsigned $PROXY_REGISTRY/bench/unsigned@${UNSIGNED[0]}"
@@ -425,9 +591,14 @@ SIGIL_IMAGE=""
 if [[ " $PEERS " == *" sigil "* ]]; then
     SIGIL_IMAGE=$(scripts/image.sh --no-build --insecure --push "$SIGIL_E2E_NODE_REGISTRY/sigil")
 fi
-PC_IMAGE=$(bench/peers/image.sh policy-controller "$WORK/oci/policy-controller" --push "$SIGIL_E2E_NODE_REGISTRY/peers/policy-controller:bench")
-KYVERNO_IMAGE=$(bench/peers/image.sh kyverno "$WORK/oci/kyverno" --push "$SIGIL_E2E_NODE_REGISTRY/peers/kyverno:bench")
-KYVERNOPRE_IMAGE=$(bench/peers/image.sh kyvernopre "$WORK/oci/kyvernopre" --push "$SIGIL_E2E_NODE_REGISTRY/peers/kyvernopre:bench")
+PC_IMAGE="" KYVERNO_IMAGE="" KYVERNOPRE_IMAGE=""
+if [[ " $PEERS " == *" policy-controller "* ]]; then
+    PC_IMAGE=$(bench/peers/image.sh policy-controller "$WORK/oci/policy-controller" --push "$SIGIL_E2E_NODE_REGISTRY/peers/policy-controller:bench")
+fi
+if [[ " $PEERS " == *" kyverno"* ]]; then
+    KYVERNO_IMAGE=$(bench/peers/image.sh kyverno "$WORK/oci/kyverno" --push "$SIGIL_E2E_NODE_REGISTRY/peers/kyverno:bench")
+    KYVERNOPRE_IMAGE=$(bench/peers/image.sh kyvernopre "$WORK/oci/kyvernopre" --push "$SIGIL_E2E_NODE_REGISTRY/peers/kyvernopre:bench")
+fi
 mkdir -p -- "$RESULTS"
 # sigil's size only when this run built its image (scripts/image.sh writes
 # LAYOUT.size as bench/peers/image.sh does).
@@ -462,6 +633,9 @@ for peer in $PEERS; do
     )
     rc=$?
     set -e
+    if [[ -s $SIGIL_E2E_STATE/apiserver.flags ]]; then
+        e2e/local-cluster.sh apiserver-flags || die "the API server did not come back with its own flags"
+    fi
     if ((rc != 0)); then
         log "$peer: FAILED; its missing measures stay missing in the report"
         (remove_peer "$peer") || log "$peer: could not be removed completely"
@@ -470,6 +644,7 @@ for peer in $PEERS; do
 done
 
 jq -n --arg n "$N" --arg c "$CONCURRENCY" --arg d "$DURATION" --arg peers "$PEERS" \
+    --arg storms "$STORMS" --arg storm_latency "$STORM_LATENCY_MS" \
     --arg kernel "$(uname -r)" --arg cpus "$(nproc)" \
     --arg cpu_model "$(awk -F': ' '/model name/ {print $2; exit}' /proc/cpuinfo)" \
     --arg mem "$(awk '/MemTotal/ {print $2 * 1024}' /proc/meminfo)" \
@@ -479,7 +654,8 @@ jq -n --arg n "$N" --arg c "$CONCURRENCY" --arg d "$DURATION" --arg peers "$PEER
     --arg date "$(date -u +%Y-%m-%dT%H:%M:%SZ)" \
     '{images: ($n|tonumber), concurrency: ($c|tonumber), duration_s: ($d|tonumber), peers: ($peers|split(" ")),
       kernel: $kernel, cpus: ($cpus|tonumber), cpu_model: $cpu_model, memory_bytes: ($mem|tonumber),
-      loadavg_at_end: $load, sigil_commit: $commit, kubernetes: $k8s, date: $date}' >"$RESULTS/run.json"
+      loadavg_at_end: $load, sigil_commit: $commit, kubernetes: $k8s, date: $date,
+      storms: ($storms|split(" ")|map(tonumber)), storm_latency_ms: ($storm_latency|tonumber)}' >"$RESULTS/run.json"
 cp -f -- "$WORK/registry-requests.log" "$RESULTS/registry-requests.log"
 python3 bench/report.py "$RESULTS" >"$OUT"
 log "wrote $OUT"

@@ -9,9 +9,13 @@ benchmark counts the lines written during a phase. GET /_count (answered
 here, not forwarded) returns the number of requests forwarded so far.
 
 While --outage-file exists, every request is answered 503 without being
-forwarded (and still counted): a registry outage on demand.
+forwarded (and still counted): a registry outage on demand. While
+--latency-file exists, it holds a number of milliseconds that every request
+waits before it is forwarded: a registry that far away, on demand (the wait
+is per request and does not hold up the others).
 
-Usage: counting-proxy.py --listen PORT --upstream HOST:PORT --log FILE [--outage-file FILE]
+Usage: counting-proxy.py --listen PORT --upstream HOST:PORT --log FILE
+                         [--outage-file FILE] [--latency-file FILE]
 """
 
 from __future__ import annotations
@@ -30,7 +34,23 @@ HOP = {"connection", "keep-alive", "proxy-authenticate", "proxy-authorization", 
 CHUNK = 1 << 16
 
 
-def make_handler(upstream: str, log, outage_file: str | None, counter: list[int], lock: threading.Lock):
+def latency_s(latency_file: str | None) -> float:
+    """The added latency in seconds: the file's number of milliseconds (0..10000), 0 without it."""
+    if not latency_file:
+        return 0.0
+    try:
+        with open(latency_file) as f:
+            ms = float(f.read().strip() or 0)
+    except FileNotFoundError:
+        return 0.0
+    except (OSError, ValueError) as e:
+        print(f"counting-proxy: {latency_file}: {e}; no latency added", file=sys.stderr)
+        return 0.0
+    return min(max(ms, 0.0), 10000.0) / 1000
+
+
+def make_handler(upstream: str, log, outage_file: str | None, latency_file: str | None,
+                 counter: list[int], lock: threading.Lock):
     class Handler(http.server.BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
 
@@ -59,6 +79,9 @@ def make_handler(upstream: str, log, outage_file: str | None, counter: list[int]
                 self.send_header("Content-Length", "0")
                 self.end_headers()
                 return
+            delay = latency_s(latency_file)
+            if delay:
+                time.sleep(delay)
             conn = http.client.HTTPConnection(upstream, timeout=30)
             try:
                 headers = {k: v for k, v in self.headers.items() if k.lower() not in HOP}
@@ -98,11 +121,17 @@ def main() -> None:
     p.add_argument("--upstream", required=True)
     p.add_argument("--log", required=True)
     p.add_argument("--outage-file")
+    p.add_argument("--latency-file")
     args = p.parse_args()
     log = open(args.log, "a")
     counter, lock = [0], threading.Lock()
-    server = http.server.ThreadingHTTPServer(
-        ("127.0.0.1", args.listen), make_handler(args.upstream, log, args.outage_file, counter, lock))
+    class Server(http.server.ThreadingHTTPServer):
+        # A storm of new images opens hundreds of connections at once; the
+        # default backlog of 5 would drop their SYNs into 1 s retries.
+        request_queue_size = 1024
+
+    server = Server(
+        ("127.0.0.1", args.listen), make_handler(args.upstream, log, args.outage_file, args.latency_file, counter, lock))
     server.daemon_threads = True
     print(f"counting-proxy: 127.0.0.1:{args.listen} -> {args.upstream}", file=sys.stderr)
     server.serve_forever()

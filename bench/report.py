@@ -4,8 +4,8 @@
 Usage: bench/report.py RESULTS-DIR > docs/benchmarks.md
 
 RESULTS-DIR holds run.json, images.json, and one directory per peer with
-install.json, cold.json, warm.json, saturate.json, bundle.json and
-memory.json. A peer or a measure that is missing is reported as missing, never
+install.json, cold.json, warm.json, saturate.json, bundle.json, memory.json,
+outage.json, storm-N.json per storm size, and sigil's shares.json. A peer or a measure that is missing is reported as missing, never
 filled in. The build report of bench/peers/build.sh is read from
 SIGIL_PEERS_DIR (default .cache/peers) when it is there.
 """
@@ -16,7 +16,8 @@ import json
 import os
 import sys
 
-PEER_NAMES = {"sigil": "sigil", "policy-controller": "policy-controller v0.15.1", "kyverno": "Kyverno v1.19.1"}
+PEER_NAMES = {"sigil": "sigil", "policy-controller": "policy-controller v0.15.1",
+              "kyverno": "Kyverno v1.19.1 ClusterPolicy", "kyverno-ivpol": "Kyverno v1.19.1 ImageValidatingPolicy"}
 MISSING = "not measured"
 
 
@@ -72,8 +73,10 @@ def main() -> None:
         sys.exit(f"bench/report.py: {res}/run.json is missing: run bench/cluster.sh first")
     images = load(os.path.join(res, "images.json")) or {}
     peers = run["peers"]
+    storms = run.get("storms", [])
     data = {p: {k: load(os.path.join(res, p, f"{k}.json"))
-                for k in ("install", "cold", "warm", "saturate", "bundle", "memory", "outage")} for p in peers}
+                for k in ["install", "cold", "warm", "saturate", "bundle", "memory", "outage", "shares"]
+                + [f"storm-{n}" for n in storms]} for p in peers}
 
     out = []
     out.append("# Benchmarks: sigil beside policy-controller and Kyverno\n")
@@ -95,9 +98,11 @@ def main() -> None:
         ["machine", f"{run['cpus']} CPUs ({run['cpu_model']}), {mib(run['memory_bytes'])}, kernel {run['kernel']}, "
                     f"load average at the end {run['loadavg_at_end']} (shared with other builds)"],
         ["Kubernetes", f"{run['kubernetes']} (kube-apiserver, kubelet, containerd 1.6 + runc, cgroup v1)"],
-        ["sigil", f"commit {run['sigil_commit']}, image by `make image`, chart charts/sigil (2 webhook replicas, 1 controller)"],
+        ["sigil", f"commit {run['sigil_commit']}, image by `make image`, chart charts/sigil (2 webhook replicas, "
+                  "1 controller; 3 webhook replicas for the replica shares)"],
         ["policy-controller", "v0.15.1 built here (bench/peers/), its config/ (1 webhook replica)"],
-        ["Kyverno", "v1.19.1 built here (bench/peers/), its chart, admission controller only (1 replica)"],
+        ["Kyverno", "v1.19.1 built here (bench/peers/), its chart, admission controller only (1 replica); measured "
+                    "twice, with a ClusterPolicy (verifyImages) and with an ImageValidatingPolicy (CEL), the same key"],
         ["images", f"{run['images']} signed (cosign, key, legacy .sig format) and {run['images']} unsigned, "
                    "distinct digests; one more pair probes when the policy is enforced"],
     ]))
@@ -225,6 +230,80 @@ def main() -> None:
                            else get(data[p]["bundle"], "admissions") - get(data[p]["bundle"], "correct")),
                        cell((get(data[p]["bundle"], "examples") or ["-"])[0])])
 
+    if storms:
+        out.append(f"## Cold storms: N new images within a few seconds, every registry request "
+                   f"{run.get('storm_latency_ms', 50)} ms late\n")
+        out.append("Half of each storm's images are signed, half not, interleaved; the requests start evenly over "
+                   "the window whatever the answers take (bench/admission-load.py storm: open loop, up to 256 in "
+                   "flight); the latency is added by the registry's proxy to every request. A timeout is the API "
+                   "server giving up on the webhook (its timeoutSeconds: 10 s for every peer here), which fails the "
+                   "admission.\n")
+        rows = []
+        for n in storms:
+            for p in peers:
+                d = data[p][f"storm-{n}"]
+                cpu, imgs = get(d, "cpu_ns"), get(d, "images")
+                rows.append([PEER_NAMES.get(p, p), str(n), num(get(d, "window_s"), " s", 0),
+                             f"{num(get(d, 'latency_ms_all', 'p50'), '', 0)} / {num(get(d, 'latency_ms_all', 'p99'), '', 0)}"
+                             f" / {num(get(d, 'latency_ms_all', 'max'), '', 0)}",
+                             num(get(d, "timeouts")), num(get(d, "failed")), num(get(d, "wrong")),
+                             num(per_image({"registry_requests": get(d, "registry_requests"), "admissions": imgs}), "", 2),
+                             num(None if cpu is None or not imgs else cpu / 1e6 / imgs, " ms", 1)])
+        out.append(table(["peer", "images", "window", "p50 / p99 / max ms", "timeouts", "failed", "wrong",
+                          "registry requests per image", "CPU per image"], rows))
+        out.append("")
+        rows = []
+        for n in storms:
+            d = data.get("sigil", {}).get(f"storm-{n}")
+            w = get(d, "webhook", "total")
+            if not w:
+                continue
+            admissions = get(d, "admissions") or 0
+            mean = get(d, "latency_ms_all", "mean")
+            judged = w["verifications"]
+            judge_ms = w["verification_s"] / judged * 1000 if judged else None
+            wait_ms = w["registry_wait_s"] / w["registry_requests"] * 1000 if w["registry_requests"] else None
+            per_img = w["registry_requests"] / admissions if admissions else None
+            rest = None if mean is None or judge_ms is None or not admissions else mean - judge_ms * judged / admissions
+            rows.append([str(n), num(mean, " ms", 0), f"{int(judged)}", num(judge_ms, " ms", 0),
+                         num(per_img, "", 2), num(wait_ms, " ms", 0),
+                         num(None if per_img is None or wait_ms is None else per_img * wait_ms, " ms", 0),
+                         num(rest, " ms", 0)])
+        if rows:
+            out.append("Where sigil's time went in the storms (its webhooks' metrics, all replicas): an admission's "
+                       "mean latency as the client saw it; the judge's mean time per image it verified "
+                       "(`sigil_verification_duration_seconds`, registry reads included); registry requests per "
+                       "image and their mean wait for an answer (`sigil_registry_request_duration_seconds`: the "
+                       "proxy's added latency, the proxy and the registry); and what is left of the client's "
+                       "latency outside the judge: the API server, its calls to the webhook, queueing.\n")
+            out.append(table(["storm", "client mean", "images judged", "judge mean per image",
+                              "registry requests per image", "mean wait per request",
+                              "registry wait per image (sequential)", "outside the judge"], rows))
+            out.append("")
+
+    shares = data.get("sigil", {}).get("shares")
+    if shares:
+        out.append(f"## Replica shares: sigil with {shares['replicas']} webhook replicas\n")
+        out.append("Each replica's share of the admission reviews (mutating and validating) it answered, from its "
+                   "`sigil_admission_requests_total`, under a steady load (one client, a Pod every 25 ms, warm "
+                   "images) and a saturating one (" + str(run["concurrency"]) + " clients, 20 s). \"ended\": sigil "
+                   "ends each keep-alive connection after 100 answers or 30 s, ±20% (the chart's default); "
+                   "\"kept\": both bounds 0. \"aggregator\": kube-apiserver restarted with "
+                   "`--enable-aggregator-routing=true` (the `WebhookRoundTripLoadBalancing` feature gate is on by "
+                   "default in this Kubernetes).\n")
+        rows = []
+        for r in shares["runs"]:
+            w = r.get("webhook") or {}
+            parts = sorted((v for v in (w.get("shares") or {}).values() if v is not None), reverse=True)
+            rows.append([r["routing"], r["connections"], r["load"], num(r.get("per_second")),
+                         num(int(get(w, "total", "reviews") or 0)),
+                         " / ".join(f"{v * 100:.0f}%" for v in parts) or MISSING,
+                         MISSING if w.get("smallest_share") is None else f"{w['smallest_share'] * 100:.0f}%",
+                         num(int(get(w, "total", "connections") or 0)), num(r.get("failed")), num(r.get("wrong"))])
+        out.append(table(["API server routing", "connections", "load", "admissions/s", "reviews",
+                          "shares, largest first", "smallest", "connections opened", "failed", "wrong"], rows))
+        out.append("")
+
     others = [p for p in peers if p != "sigil"]
     if "sigil" in peers and others:
         def goal(name, want, ours, theirs, better_low=True):
@@ -251,12 +330,13 @@ def main() -> None:
         ]))
         out.append("")
 
-    wrong = sum((get(data[p][k], "wrong") or 0) for p in peers for k in ("cold", "warm", "saturate"))
+    phases = ("cold", "warm", "saturate") + tuple(f"storm-{n}" for n in storms)
+    wrong = sum((get(data[p][k], "wrong") or 0) for p in peers for k in phases)
     out.append("## Verdicts\n")
-    out.append(f"Wrong verdicts over all peers and phases (cold, warm, saturation): **{wrong}**. "
+    out.append(f"Wrong verdicts over all peers and phases (cold, warm, saturation, storms): **{wrong}**. "
                "Examples of wrong or failed answers, per peer and phase:\n")
     for p in peers:
-        for k in ("cold", "warm", "saturate"):
+        for k in phases:
             ex = get(data[p][k], "examples") or []
             if ex:
                 out.append(f"- {p} {k}: " + "; ".join(cell(e, 200) for e in ex[:3]))

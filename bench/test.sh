@@ -90,7 +90,7 @@ bench/peers/manifests.sh policy-controller "not-a-digest" >/dev/null 2>&1 &&
 # The policies, for a generated key.
 before=$fails
 openssl ecparam -name prime256v1 -genkey -noout 2>/dev/null | openssl ec -pubout -out "$WORK/key.pub" 2>/dev/null
-for peer in sigil policy-controller kyverno; do
+for peer in sigil policy-controller kyverno kyverno-ivpol; do
     if python3 bench/render-policy.py "bench/policies/$peer.yaml" "$REG" "$WORK/key.pub" >"$WORK/policy-$peer.yaml"; then
         python3 - "$WORK/policy-$peer.yaml" "$WORK/key.pub" "$REG" "$peer" <<'PY' || fail "the $peer policy is not as expected"
 import sys, yaml
@@ -101,6 +101,13 @@ if peer == "kyverno":
     verify = doc["spec"]["rules"][0]["verifyImages"][0]
     assert verify["imageReferences"] == [f"{reg}/bench/*"], verify["imageReferences"]
     assert verify["attestors"][0]["entries"][0]["keys"]["publicKeys"].strip() == pem
+elif peer == "kyverno-ivpol":
+    spec = doc["spec"]
+    assert (doc["apiVersion"], doc["kind"]) == ("policies.kyverno.io/v1", "ImageValidatingPolicy"), doc["kind"]
+    assert spec["matchImageReferences"] == [{"glob": f"{reg}/bench/**"}], spec["matchImageReferences"]
+    assert spec["attestors"][0]["cosign"]["key"]["data"].strip() == pem
+    assert spec["validationActions"] == ["Deny"] and spec["failurePolicy"] == "Fail", spec
+    assert "verifyImageSignatures(image, [attestors.cosign])" in spec["validations"][0]["expression"]
 else:
     assert doc["spec"]["images"] == [{"glob": f"{reg}/bench/**"}], doc["spec"]["images"]
     assert doc["spec"]["authorities"][0]["key"]["data"].strip() == pem
@@ -141,6 +148,14 @@ assert (m.percentile(values, 50), m.percentile(values, 99), m.percentile(values,
 s = m.summary([m.Result(True, 10.0, "correct"), m.Result(False, 30.0, "wrong", "x")], 2.0)
 assert (s["admissions"], s["correct"], s["wrong"], s["per_second"]) == (2, 1, 1, 1.0), s
 assert s["latency_ms_unsigned"]["p50"] == 30.0 and s["examples"] == ["x"], s
+assert s["latency_ms_all"]["mean"] == 20.0 and s["timeouts"] == 0, s
+# A webhook the API server gave up on, and no answer at all, are timeouts;
+# another failure is not.
+s = m.summary([m.Result(True, 10000.0, "failed", "", 0.0, 500,
+                        'failed calling webhook "w": context deadline exceeded'),
+               m.Result(True, 40000.0, "failed", "", 0.0, 0, "timed out"),
+               m.Result(False, 5.0, "failed", "", 0.0, 403, 'admission webhook "other" denied the request')], 1.0)
+assert (s["failed"], s["timeouts"]) == (3, 2), s
 PY
 ((fails > before)) || ok "the load generator judges answers"
 
@@ -169,22 +184,96 @@ else
 fi
 ((fails > before)) || ok "the outage analysis"
 
+# The webhook replicas' metrics between two scrapes: a Pod that started in
+# between counts from zero, one that went away is named.
+before=$fails
+mkdir -p "$WORK/m0" "$WORK/m1"
+cat >"$WORK/m0/w-a" <<'PROM'
+# TYPE sigil_admission_requests counter
+sigil_admission_requests_total{endpoint="validate",operation="CREATE",kind="Pod",decision="allowed"} 10
+sigil_admission_requests_total{endpoint="mutate",operation="CREATE",kind="Pod",decision="patched"} 10
+sigil_webhook_connections_total 2
+sigil_verification_duration_seconds_sum 1.5
+sigil_verification_duration_seconds_count 3
+PROM
+echo 'sigil_admission_requests_total{endpoint="validate"} 4' >"$WORK/m0/w-gone"
+cat >"$WORK/m1/w-a" <<'PROM'
+sigil_admission_requests_total{endpoint="validate",operation="CREATE",kind="Pod",decision="allowed"} 40
+sigil_admission_requests_total{endpoint="mutate",operation="CREATE",kind="Pod",decision="patched"} 40
+sigil_webhook_connections_total 3
+sigil_verification_duration_seconds_sum 2.5
+sigil_verification_duration_seconds_count 5
+sigil_registry_request_duration_seconds_sum 0.3
+sigil_registry_request_duration_seconds_count 6
+PROM
+cat >"$WORK/m1/w-b" <<'PROM'
+sigil_admission_requests_total{endpoint="validate",operation="CREATE",kind="Pod",decision="denied"} 20
+sigil_webhook_connections_total 1
+PROM
+if python3 bench/webhook-metrics.py "$WORK/m0" "$WORK/m1" >"$WORK/m.json"; then
+    python3 - "$WORK/m.json" <<'PY' || fail "bench/webhook-metrics.py counts wrongly"
+import json, sys
+m = json.load(open(sys.argv[1]))
+assert m["pods"]["w-a"]["reviews"] == 60 and m["pods"]["w-b"]["reviews"] == 20, m
+assert m["total"]["reviews"] == 80 and m["total"]["connections"] == 2, m
+assert m["total"]["verifications"] == 2 and m["total"]["verification_s"] == 1.0, m
+assert m["total"]["registry_requests"] == 6 and m["total"]["registry_wait_s"] == 0.3, m
+assert m["shares"] == {"w-a": 0.75, "w-b": 0.25} and m["smallest_share"] == 0.25, m
+assert m["gone"] == ["w-gone"], m
+PY
+else
+    fail "bench/webhook-metrics.py failed"
+fi
+((fails > before)) || ok "the webhook replicas' metrics"
+
+# The proxy's added latency: the file's milliseconds, bounded, none without it.
+before=$fails
+python3 - "$WORK" <<'PY' || fail "counting-proxy.py reads its latency file wrongly"
+import importlib.util, os, sys
+spec = importlib.util.spec_from_file_location("counting_proxy", "bench/counting-proxy.py")
+m = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(m)
+f = os.path.join(sys.argv[1], "latency")
+assert m.latency_s(None) == 0.0 and m.latency_s(f) == 0.0
+for text, want in (("50\n", 0.05), ("0", 0.0), ("-3", 0.0), ("999999", 10.0), ("fifty", 0.0)):
+    open(f, "w").write(text)
+    assert m.latency_s(f) == want, (text, m.latency_s(f))
+PY
+((fails > before)) || ok "the proxy's latency"
+
 # The report, from a results directory with one peer measured and one missing.
 before=$fails
 mkdir -p "$WORK/results/sigil"
 cat >"$WORK/results/run.json" <<'EOF'
 {"images": 2, "concurrency": 1, "duration_s": 1, "peers": ["sigil", "kyverno"], "kernel": "k", "cpus": 2,
  "cpu_model": "cpu", "memory_bytes": 1048576, "loadavg_at_end": "1 1 1", "sigil_commit": "abc",
- "kubernetes": "v1.37.2", "date": "2026-01-01T00:00:00Z"}
+ "kubernetes": "v1.37.2", "date": "2026-01-01T00:00:00Z", "storms": [100], "storm_latency_ms": 50}
 EOF
 echo '{"sigil": {"compressed": 2097152, "unpacked": 4194304}}' >"$WORK/results/images.json"
 echo '{"admissions": 4, "correct": 4, "wrong": 0, "failed": 0, "registry_requests": 12, "cpu_ns": 2000000000,
   "latency_ms_all": {"n": 4, "p50": 12.5, "p99": 40.0}, "examples": []}' >"$WORK/results/sigil/cold.json"
+echo '{"admissions": 100, "correct": 100, "wrong": 0, "failed": 0, "timeouts": 0, "window_s": 2, "images": 100,
+  "registry_requests": 250, "cpu_ns": 300000000, "latency_ms_all": {"n": 100, "p50": 400.0, "p99": 900.0, "max": 950.0,
+  "mean": 450.0}, "examples": [],
+  "webhook": {"total": {"reviews": 200, "connections": 4, "verifications": 100, "verification_s": 30.0,
+  "registry_requests": 250, "registry_wait_s": 15.0}}}' >"$WORK/results/sigil/storm-100.json"
+echo '{"replicas": 3, "runs": [{"routing": "default", "connections": "kept", "load": "saturated", "admissions": 90,
+  "failed": 0, "wrong": 0, "per_second": 45.0, "webhook": {"total": {"reviews": 180, "connections": 8},
+  "shares": {"a": 0.9, "b": 0.05, "c": 0.05}, "smallest_share": 0.05}}]}' >"$WORK/results/sigil/shares.json"
 if SIGIL_PEERS_DIR=$WORK/none python3 bench/report.py "$WORK/results" >"$WORK/report.md"; then
+    grep -q '| sigil | 100 | 2 s | 400 / 900 / 950 | 0 | 0 | 0 | 2.50 | 3.0 ms |' "$WORK/report.md" ||
+        fail "the report's storm row is wrong"
+    grep -q '| Kyverno v1.19.1 ClusterPolicy | 100 | not measured |' "$WORK/report.md" ||
+        fail "the report does not say a peer's storm is not measured"
+    # 450 ms mean, 300 ms judged per image, 2.5 requests of 60 ms each.
+    grep -q '| 100 | 450 ms | 100 | 300 ms | 2.50 | 60 ms | 150 ms | 150 ms |' "$WORK/report.md" ||
+        fail "the report's storm breakdown is wrong"
+    grep -q '| default | kept | saturated | 45.0 | 180 | 90% / 5% / 5% | 5% | 8 | 0 | 0 |' "$WORK/report.md" ||
+        fail "the report's replica shares are wrong"
     grep -q '| sigil | 12.5 (1.0x) | 40.0 (1.0x) |' "$WORK/report.md" || fail "the report lacks sigil's cold latency row"
     grep -q '| sigil | 500.00 s | not measured |' "$WORK/report.md" || fail "the report's CPU per 1,000 admissions is wrong"
     grep -q '| sigil | 3.00 | not measured |' "$WORK/report.md" || fail "the report's registry requests per image are wrong"
-    grep -q '| Kyverno v1.19.1 | not measured | not measured |' "$WORK/report.md" || fail "the report does not say a missing peer is not measured"
+    grep -q '| Kyverno v1.19.1 ClusterPolicy | not measured | not measured |' "$WORK/report.md" || fail "the report does not say a missing peer is not measured"
     grep -q '2,097,152 bytes (2.0 MiB)' "$WORK/report.md" || fail "the report lacks sigil's image size"
 else
     fail "bench/report.py failed"

@@ -6,7 +6,7 @@
 # kube-scheduler, containerd, kubelet and kube-proxy too, on a bridge network
 # of their own, so Pods run (e2e/node/README.md).
 #
-# Usage: e2e/local-cluster.sh up [--node]|down|env|status|footprint|expose PORT...
+# Usage: e2e/local-cluster.sh up [--node]|down|env|status|footprint|expose PORT...|apiserver-flags [FLAG...]
 #   up         build the binaries if needed (e2e/cluster/build.sh), start, wait until ready
 #   down       stop every process (TERM, then KILL), undo the node's changes, remove the state
 #   env        print shell exports for the running cluster: eval "$(e2e/local-cluster.sh env)"
@@ -14,6 +14,8 @@
 #   footprint  what a node may leave on this machine (links, routes, iptables, mounts, ...),
 #              to compare before `up --node` and after `down`
 #   expose PORT...  with a node: 127.0.0.1:PORT reachable from pods at the node address
+#   apiserver-flags [FLAG...]  restart the API server with these flags besides its own
+#              (for example --enable-aggregator-routing=true); none: its own only
 # State: ${SIGIL_E2E_STATE:-<repo>/.cache/e2e/cluster} (certificates, kubeconfig, logs, pids).
 # Binaries: $SIGIL_CLUSTER_BIN if set, else whatever e2e/cluster/build.sh prints.
 # Ready timeout: ${SIGIL_E2E_TIMEOUT:-120} seconds (the node's first start: pause image, kubelet).
@@ -54,6 +56,8 @@ LOGS=$STATE/logs
 KUBECONFIG_FILE=$STATE/kubeconfig
 # Ports and binary dir of the running cluster, written by `up`, sourced by the rest.
 CLUSTER_ENV=$STATE/cluster.env
+# Extra flags of the API server, one a line (`apiserver-flags`).
+APISERVER_FLAGS=$STATE/apiserver.flags
 # Whether this cluster has a node (set by `up --node`, or read from CLUSTER_ENV).
 NODE=0
 # The API server's address: loopback, or the node's address with a node (pods
@@ -357,22 +361,11 @@ EOF
         node_kubeconfigs "$server"
         node_network_up
     fi
-    local controllers=("${CONTROLLERS[@]}") node_flags=()
+    local controllers=("${CONTROLLERS[@]}")
     if ((NODE)); then
         # The node lifecycle controller lifts the not-ready taint kubelet
-        # registers with; the API server publishes itself as the `kubernetes`
-        # Service's endpoint (the node address; loopback is refused) and
-        # calls kubelets with the admin identity (logs, exec).
+        # registers with.
         controllers+=("${NODE_CONTROLLERS[@]}")
-        # It reaches the kubelet by the node's InternalIP: its hostname would be
-        # looked up with this machine's resolver, which is off limits.
-        node_flags=(--endpoint-reconciler-type=lease
-            --kubelet-client-certificate="$PKI/admin.crt" --kubelet-client-key="$PKI/admin.key"
-            --kubelet-preferred-address-types=InternalIP)
-    else
-        # --endpoint-reconciler-type=none: the reconciler would publish 127.0.0.1
-        # as the `kubernetes` Service's endpoint, which validation refuses (loopback).
-        node_flags=(--endpoint-reconciler-type=none)
     fi
 
     # Plain HTTP, but only on loopback; the data is throwaway, so skipping
@@ -388,24 +381,7 @@ EOF
         --unsafe-no-fsync \
         --log-level=warn
 
-    start kube-apiserver "$BIN/kube-apiserver" \
-        --bind-address="$API_ADDR" \
-        --advertise-address="$API_ADDR" \
-        --secure-port="$api_port" \
-        --cert-dir="$STATE/apiserver" \
-        --tls-cert-file="$PKI/apiserver.crt" \
-        --tls-private-key-file="$PKI/apiserver.key" \
-        --client-ca-file="$PKI/ca.crt" \
-        --etcd-servers="http://127.0.0.1:$etcd_port" \
-        --authorization-mode=Node,RBAC \
-        --enable-admission-plugins=NamespaceLifecycle,LimitRanger,ServiceAccount,DefaultStorageClass,ResourceQuota,NodeRestriction,MutatingAdmissionWebhook,ValidatingAdmissionWebhook \
-        --service-cluster-ip-range="$SERVICE_CIDR" \
-        --service-account-issuer="$SA_ISSUER" \
-        --service-account-key-file="$PKI/sa.pub" \
-        --service-account-signing-key-file="$PKI/sa.key" \
-        "${node_flags[@]}" \
-        --profiling=false
-    wait_for "the API server's /readyz" apiserver_ready
+    ETCD_PORT=$etcd_port APISERVER_PORT=$api_port start_apiserver
 
     # Only once the API server has bootstrapped its RBAC policy: before that the
     # controller manager may not read what it needs at startup, and exits.
@@ -440,6 +416,64 @@ EOF
         wait_for "kube-proxy to sync its rules" proxy_ready
     fi
     log "up in $((SECONDS - t0))s: $server; KUBECONFIG=$KUBECONFIG_FILE"
+}
+
+# Starts the API server on the ports of CLUSTER_ENV (ETCD_PORT, APISERVER_PORT),
+# with the extra flags `apiserver-flags` last set, and waits until it is ready.
+# shellcheck disable=SC2153 # ETCD_PORT and APISERVER_PORT come from CLUSTER_ENV or the caller
+start_apiserver() {
+    local node_flags=() extra=()
+    if ((NODE)); then
+        # The API server publishes itself as the `kubernetes` Service's
+        # endpoint (the node address; loopback is refused) and calls kubelets
+        # with the admin identity (logs, exec). It reaches the kubelet by the
+        # node's InternalIP: its hostname would be looked up with this
+        # machine's resolver, which is off limits.
+        node_flags=(--endpoint-reconciler-type=lease
+            --kubelet-client-certificate="$PKI/admin.crt" --kubelet-client-key="$PKI/admin.key"
+            --kubelet-preferred-address-types=InternalIP)
+    else
+        # --endpoint-reconciler-type=none: the reconciler would publish 127.0.0.1
+        # as the `kubernetes` Service's endpoint, which validation refuses (loopback).
+        node_flags=(--endpoint-reconciler-type=none)
+    fi
+    if [[ -s $APISERVER_FLAGS ]]; then mapfile -t extra <"$APISERVER_FLAGS"; fi
+    start kube-apiserver "$BIN/kube-apiserver" \
+        --bind-address="$API_ADDR" \
+        --advertise-address="$API_ADDR" \
+        --secure-port="$APISERVER_PORT" \
+        --cert-dir="$STATE/apiserver" \
+        --tls-cert-file="$PKI/apiserver.crt" \
+        --tls-private-key-file="$PKI/apiserver.key" \
+        --client-ca-file="$PKI/ca.crt" \
+        --etcd-servers="http://127.0.0.1:$ETCD_PORT" \
+        --authorization-mode=Node,RBAC \
+        --enable-admission-plugins=NamespaceLifecycle,LimitRanger,ServiceAccount,DefaultStorageClass,ResourceQuota,NodeRestriction,MutatingAdmissionWebhook,ValidatingAdmissionWebhook \
+        --service-cluster-ip-range="$SERVICE_CIDR" \
+        --service-account-issuer="$SA_ISSUER" \
+        --service-account-key-file="$PKI/sa.pub" \
+        --service-account-signing-key-file="$PKI/sa.key" \
+        "${node_flags[@]}" \
+        --profiling=false \
+        "${extra[@]}"
+    wait_for "the API server's /readyz" apiserver_ready
+}
+
+# apiserver-flags FLAG...: restarts the running cluster's API server with
+# these flags besides its own (none: only its own); they stay for later
+# restarts of it until set again. Clients reconnect by themselves.
+cmd_apiserver_flags() {
+    load_state
+    is_running kube-apiserver || die "the API server is not running; run 'e2e/local-cluster.sh up'"
+    local flag
+    for flag in "$@"; do
+        [[ $flag == --[a-z]*=* ]] || die "apiserver-flags takes --name=value flags, not '$flag'"
+    done
+    printf '%s\n' "$@" >"$APISERVER_FLAGS"
+    stop kube-apiserver
+    DEADLINE=$((SECONDS + TIMEOUT))
+    start_apiserver
+    log "the API server runs with ${*:-its own flags only}"
 }
 
 # --- down, env, status -----------------------------------------------------------------
@@ -521,6 +555,11 @@ main() {
     local node=${SIGIL_E2E_NODE:-0}
     if (($# == 2)) && [[ $1 == up && $2 == --node ]]; then
         node=1
+    elif [[ ${1:-} == apiserver-flags ]]; then
+        shift
+        lock
+        cmd_apiserver_flags "$@"
+        return
     elif [[ ${1:-} == expose ]] && (($# >= 2)); then
         load_state
         ((NODE)) || die "expose needs a cluster with a node (up --node)"

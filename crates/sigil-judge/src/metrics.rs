@@ -2,8 +2,7 @@
 //! (prometheus-client): admission requests by endpoint, operation, kind and
 //! decision (the webhook's); verification latency; cache
 //! hits and misses; reviews in flight; policy snapshot age and revision;
-//! registry requests
-//! by host and status; the admission server's TLS connections opened and
+//! registry requests by host and status, and their wait for an answer; the admission server's TLS connections opened and
 //! closed, by reason (the webhook's); the verdicts of `mode: audit`
 //! policies on the images admission requests carry, by policy and outcome
 //! (the webhook's); the build and crypto module (`sigil_build_info`).
@@ -105,6 +104,9 @@ pub struct Metrics {
     pub snapshot_revision: Gauge<i64>,
     /// Registry requests by host and status.
     pub registry_requests: Family<RegistryLabels, Counter>,
+    /// Time from sending a registry request to its response's headers (or
+    /// its failure), in seconds.
+    pub registry_wait: Histogram,
     /// TLS connections of the admission server (handshake done).
     pub connections: Counter,
     /// Those connections ended, by reason.
@@ -183,6 +185,14 @@ impl Metrics {
             "Registry HTTP requests (token requests included), by host and status or failure",
             registry_requests.clone(),
         );
+        // 1 ms .. ~33 s: a registry next door answers in a millisecond, a
+        // slow one is cut by the request timeout.
+        let registry_wait = Histogram::new(exponential_buckets(0.001, 2.0, 16));
+        registry.register(
+            "registry_request_duration_seconds",
+            "Time from sending a registry HTTP request to its response headers or its failure",
+            registry_wait.clone(),
+        );
         let connections = Counter::default();
         registry.register(
             "webhook_connections",
@@ -221,6 +231,7 @@ impl Metrics {
             snapshot_age,
             snapshot_revision,
             registry_requests,
+            registry_wait,
             connections,
             connections_closed,
             audit_mode_verdicts,
@@ -313,7 +324,8 @@ impl crate::cache::JudgeObserver for Metrics {
 }
 
 impl RequestObserver for Metrics {
-    fn observe(&self, host: &str, outcome: RequestOutcome) {
+    fn observe(&self, host: &str, outcome: RequestOutcome, waited: std::time::Duration) {
+        self.registry_wait.observe(waited.as_secs_f64());
         let status = match outcome {
             RequestOutcome::Status(code) => code.to_string(),
             RequestOutcome::Failed(class) => class.to_string(),
@@ -330,20 +342,44 @@ impl RequestObserver for Metrics {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::time::Duration;
 
     #[test]
     fn registry_hosts_past_the_cap_are_counted_as_other() {
         let m = Metrics::new();
         for i in 0..MAX_REGISTRY_HOSTS + 5 {
-            m.observe(&format!("r{i}.example"), RequestOutcome::Status(200));
+            m.observe(
+                &format!("r{i}.example"),
+                RequestOutcome::Status(200),
+                Duration::from_millis(3),
+            );
         }
-        m.observe("r0.example", RequestOutcome::Failed("timeout"));
+        m.observe(
+            "r0.example",
+            RequestOutcome::Failed("timeout"),
+            Duration::from_secs(5),
+        );
         assert_eq!(m.registry_count("r0.example", "200"), 1);
         assert_eq!(m.registry_count("r0.example", "timeout"), 1);
         assert_eq!(m.registry_count("other", "200"), 5);
         let text = m.encode();
         assert!(
             text.contains(r#"sigil_registry_requests_total{host="r1.example",status="200"} 1"#),
+            "{text}"
+        );
+        // Every exchange is timed: 69 of 3 ms and one of 5 s.
+        let count = MAX_REGISTRY_HOSTS + 6;
+        assert!(
+            text.contains(&format!(
+                "sigil_registry_request_duration_seconds_count {count}\n"
+            )),
+            "{text}"
+        );
+        assert!(
+            text.contains(&format!(
+                "sigil_registry_request_duration_seconds_bucket{{le=\"0.004\"}} {}\n",
+                count - 1
+            )),
             "{text}"
         );
     }
@@ -365,7 +401,11 @@ mod tests {
         m.in_flight.set(1);
         m.snapshot_age.set(2.0);
         m.snapshot_revision.set(3);
-        m.observe("registry.example", RequestOutcome::Status(200));
+        m.observe(
+            "registry.example",
+            RequestOutcome::Status(200),
+            Duration::from_millis(1),
+        );
         m.connections.inc();
         m.connections_closed
             .get_or_create(&ConnectionLabels { reason: "age" })

@@ -420,8 +420,10 @@ pub enum RequestOutcome {
 /// Hears every registry exchange (token requests included), for metrics.
 /// Called on the request's task: keep it cheap and never block.
 pub trait RequestObserver: Send + Sync + fmt::Debug {
-    /// `host` is the request URL's `host[:port]` (before redirects).
-    fn observe(&self, host: &str, outcome: RequestOutcome);
+    /// `host` is the request URL's `host[:port]` (before redirects);
+    /// `waited` is the time from sending the request to its response's
+    /// headers or its failure (zero when sigil refused the address).
+    fn observe(&self, host: &str, outcome: RequestOutcome, waited: Duration);
 }
 
 /// How to reach registries.
@@ -637,14 +639,14 @@ impl RegistryClient {
         })
     }
 
-    fn observe(&self, url: &Url, outcome: RequestOutcome) {
+    fn observe(&self, url: &Url, outcome: RequestOutcome, waited: Duration) {
         let Some(observer) = &self.observer else {
             return;
         };
         let host = url.host_str().unwrap_or("");
         match url.port() {
-            Some(port) => observer.observe(&format!("{host}:{port}"), outcome),
-            None => observer.observe(host, outcome),
+            Some(port) => observer.observe(&format!("{host}:{port}"), outcome, waited),
+            None => observer.observe(host, outcome, waited),
         }
     }
 
@@ -757,7 +759,7 @@ impl Session<'_> {
         let u = url.to_string();
         if let Some(refused) = literal_refused(&self.client.addresses, url) {
             self.client
-                .observe(url, RequestOutcome::Failed("forbidden"));
+                .observe(url, RequestOutcome::Failed("forbidden"), Duration::ZERO);
             return Err(RegistryError::ForbiddenAddress { url: u, refused });
         }
         let timeout = self.timeout_for(&u)?;
@@ -787,9 +789,10 @@ impl Session<'_> {
         // Exactly one observation per exchange: the status once headers
         // arrive, or the class of failure if they never do.
         let observed = AtomicBool::new(false);
+        let sent = Instant::now();
         let note = |outcome| {
             if !observed.swap(true, Ordering::Relaxed) {
-                self.client.observe(url, outcome);
+                self.client.observe(url, outcome, sent.elapsed());
             }
         };
         let work = async {

@@ -160,7 +160,7 @@ fn policy() -> AddressPolicy {
 struct Outcomes(Mutex<Vec<(String, RequestOutcome)>>);
 
 impl RequestObserver for Outcomes {
-    fn observe(&self, host: &str, outcome: RequestOutcome) {
+    fn observe(&self, host: &str, outcome: RequestOutcome, _waited: Duration) {
         self.0.lock().unwrap().push((host.to_string(), outcome));
     }
 }
