@@ -651,6 +651,14 @@ async fn another_policy_reuses_the_signature_material_until_its_ttl() {
         )),
         "{text}"
     );
+    // And each one's wait for its answer was timed.
+    assert!(
+        text.contains(&format!(
+            "sigil_registry_request_duration_seconds_count {}\n",
+            registry.requests()
+        )),
+        "{text}"
+    );
 }
 
 #[tokio::test]
