@@ -409,12 +409,18 @@ pub async fn reconcile<K: PolicyObject>(policy: Arc<K>, ctx: Arc<Context>) -> Re
             Ok(resolved) => match compile_policy(&key, &resolved, &Offline) {
                 Err(e) => (Verdict::failed("Ready", "Invalid", e.to_string()), RESYNC),
                 Ok(compiled) => {
+                    // Neither the compiled policy nor the parsed default root
+                    // is kept while `accept` waits for its write: thousands
+                    // of reconciles may wait at once.
+                    let refs = trust_root_refs(&compiled).into_keys().collect();
+                    drop(compiled);
                     // URLs without trustRootRef must name instances of the
                     // default trust root in force (re-checked when it changes).
-                    let default = ctx.publisher.default_in_force().await;
-                    let mismatches = check_instance_urls(&resolved, &default.view());
+                    let mismatches = {
+                        let default = ctx.publisher.default_in_force().await;
+                        check_instance_urls(&resolved, &default.view())
+                    };
                     if mismatches.is_empty() {
-                        let refs = trust_root_refs(&compiled).into_keys().collect();
                         accept(policy.as_ref(), &ctx, refs, resolved).await?
                     } else {
                         let message = mismatches

@@ -60,10 +60,13 @@ where
     let prune_reader = reader.clone();
     let objects = reflector::reflector(
         writer,
+        // Nothing here reads managedFields, and with thousands of objects
+        // they are a large share of what the store would hold.
         watcher(
             Api::<K>::all(ctx.client.clone()),
             watcher::Config::default(),
-        ),
+        )
+        .modify(|obj| obj.managed_fields_mut().clear()),
     )
     .and_then(move |event| {
         let ctx = prune_ctx.clone();

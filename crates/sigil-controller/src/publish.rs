@@ -31,9 +31,19 @@
 //! N. Each held policy keeps the TrustRoots it names, found when its spec
 //! was accepted, so a write compiles the policies once (in
 //! [`sigil_compile::snapshot::validate`]), not twice.
+//!
+//! Slow writes are paced ([`Pace`]): after a write that took at least
+//! [`PACED_WRITE`], the next one starts no sooner than twice that time later
+//! (at most [`MAX_PAUSE`]). A write, and the webhook's reload of it, cost
+//! time in proportion to every policy held, so without a pause a bulk apply
+//! of thousands of policies turns into back-to-back writes that each carry a
+//! few changes and keep both processes busy; with it, changes pile up during
+//! the pause and go out together. With hundreds of policies a write takes a
+//! few milliseconds and nothing waits.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
+use std::time::Duration;
 
 use k8s_openapi::ByteString;
 use k8s_openapi::Resource as _;
@@ -154,8 +164,40 @@ pub struct Publisher {
     state: Mutex<State>,
     /// Changes waiting for the next write.
     queue: Mutex<Vec<Queued>>,
-    /// Held by the one write in progress.
-    writer: Mutex<()>,
+    /// Held by the one write in progress, with when the next may start.
+    writer: Mutex<Pace>,
+}
+
+/// The shortest write that makes the next one wait (see [`Pace`]).
+pub const PACED_WRITE: Duration = Duration::from_millis(50);
+
+/// The longest pause between two writes: how much later than its change a
+/// policy may be published because the writes before it were slow.
+pub const MAX_PAUSE: Duration = Duration::from_secs(3);
+
+/// When the next write may start: after a write that took at least
+/// [`PACED_WRITE`], twice its duration after it ended (at most
+/// [`MAX_PAUSE`]), so slow writes take at most a third of the time however
+/// few changes each carries; after a faster one, at once.
+#[derive(Debug, Default)]
+struct Pace {
+    next: Option<tokio::time::Instant>,
+}
+
+impl Pace {
+    /// Records a write that started at `started` and ended now.
+    fn wrote(&mut self, started: tokio::time::Instant) {
+        let now = tokio::time::Instant::now();
+        let took = now.saturating_duration_since(started);
+        self.next = (took >= PACED_WRITE).then(|| now + took.saturating_mul(2).min(MAX_PAUSE));
+    }
+
+    /// Waits until the next write may start.
+    async fn wait(&self) {
+        if let Some(next) = self.next {
+            tokio::time::sleep_until(next).await;
+        }
+    }
 }
 
 /// A change waiting for a write, and where its caller waits for the result.
@@ -333,7 +375,7 @@ impl Publisher {
                 shards: stored::all_shards(SECRET_NAME).into_iter().collect(),
             }),
             queue: Mutex::new(Vec::new()),
-            writer: Mutex::new(()),
+            writer: Mutex::new(Pace::default()),
         }
     }
 
@@ -608,11 +650,15 @@ impl Publisher {
         let (reply, result) = oneshot::channel();
         self.queue.lock().await.push(Queued { change, reply });
         {
-            let _writer = self.writer.lock().await;
+            let mut pace = self.writer.lock().await;
+            // Changes queued meanwhile go out with this one.
+            pace.wait().await;
             // Empty when the write before this one carried the change.
             let batch = std::mem::take(&mut *self.queue.lock().await);
             if !batch.is_empty() {
+                let started = tokio::time::Instant::now();
                 self.write_batch(batch).await;
+                pace.wrote(started);
             }
         }
         // Only a write cancelled mid-way drops the answer; nothing of it
@@ -1242,5 +1288,59 @@ mod tests {
         assert!(publisher.policy("b").await.is_none());
         assert!(publisher.policy("c").await.is_none());
         assert!(publisher.policy("a").await.is_some());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn slow_writes_pause_the_next_one_and_fast_ones_do_not() {
+        let mut pace = Pace::default();
+        let started = tokio::time::Instant::now();
+        tokio::time::advance(Duration::from_millis(10)).await;
+        pace.wrote(started);
+        assert!(pace.next.is_none(), "a 10 ms write makes nothing wait");
+
+        let started = tokio::time::Instant::now();
+        tokio::time::advance(Duration::from_millis(400)).await;
+        pace.wrote(started);
+        let ended = tokio::time::Instant::now();
+        assert_eq!(pace.next, Some(ended + Duration::from_millis(800)));
+        pace.wait().await;
+        assert_eq!(
+            tokio::time::Instant::now(),
+            ended + Duration::from_millis(800)
+        );
+
+        let started = tokio::time::Instant::now();
+        tokio::time::advance(Duration::from_secs(20)).await;
+        pace.wrote(started);
+        assert_eq!(pace.next, Some(tokio::time::Instant::now() + MAX_PAUSE));
+    }
+
+    #[tokio::test]
+    async fn changes_made_during_a_pause_go_out_in_one_revision() {
+        let (client, api) = FakeApi::start();
+        let (ctx, _rx, _leading) = context(client, true);
+        let publisher = &ctx.publisher;
+        let glob = || serde_json::json!([{"glob": "**"}]);
+        publisher
+            .accept_policy(key_policy("first", glob()))
+            .await
+            .unwrap();
+        let held = publisher.revision().await;
+        // As if that write had taken 200 ms: the next waits 400 ms.
+        {
+            let mut pace = publisher.writer.lock().await;
+            pace.next = Some(tokio::time::Instant::now() + Duration::from_millis(400));
+        }
+        let started = tokio::time::Instant::now();
+
+        let (a, b, c) = tokio::join!(
+            publisher.accept_policy(key_policy("a", glob())),
+            publisher.accept_policy(key_policy("b", glob())),
+            publisher.accept_policy(key_policy("c", glob())),
+        );
+
+        assert!(started.elapsed() >= Duration::from_millis(400));
+        assert_eq!([a.unwrap(), b.unwrap(), c.unwrap()], [held + 1; 3]);
+        assert_eq!(stored_snapshot(&api).unwrap().policies.len(), 4);
     }
 }

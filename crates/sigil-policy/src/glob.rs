@@ -26,6 +26,8 @@ use std::fmt;
 
 use sigil_registry::reference::{ImageRef, ReferenceError};
 
+use crate::wildcard::Wildcard;
+
 /// Docker Hub's canonical registry host, as policy-controller writes it.
 pub const DOCKER_HUB: &str = "index.docker.io";
 
@@ -111,24 +113,6 @@ impl ImageName {
             .as_ref()
             .map(|d| format!("{}@{d}", self.repository_name()))
     }
-
-    /// The strings a glob is tried against: the repository, the reference
-    /// with tag and/or digest, and the reference as written.
-    fn match_candidates(&self) -> Vec<String> {
-        let repo = self.repository_name();
-        let mut out = vec![repo.clone()];
-        if let Some(tag) = &self.tag {
-            out.push(format!("{repo}:{tag}"));
-        }
-        if let Some(digest) = &self.digest {
-            out.push(format!("{repo}@{digest}"));
-            if let Some(tag) = &self.tag {
-                out.push(format!("{repo}:{tag}@{digest}"));
-            }
-        }
-        out.push(self.original.clone());
-        out
-    }
 }
 
 impl fmt::Display for ImageName {
@@ -155,7 +139,7 @@ fn is_docker_hub(registry: &str) -> bool {
 #[derive(Debug, Clone)]
 pub struct Glob {
     pattern: String,
-    regex: regex::Regex,
+    matcher: Wildcard,
     hosts: HostPattern,
 }
 
@@ -163,27 +147,20 @@ pub struct Glob {
 #[derive(Debug, Clone)]
 pub struct HostPattern {
     /// Hosts matched by a pattern; `None` when any host can be.
-    pattern: Option<regex::Regex>,
+    pattern: Option<Wildcard>,
     /// Also Docker Hub: the glob can match an image written in Docker Hub's
     /// short form (`nginx`, `team/app`), whose first segment is not a host.
     docker_hub: bool,
 }
 
-/// Glob syntax (`*` within a segment, `.` literal) as an anchored,
-/// case-insensitive regex over a host; `None` when it matches any host.
-fn host_regex(glob_host: &str) -> Option<regex::Regex> {
+/// Glob syntax (`*` within a segment, everything else literal) as a
+/// case-insensitive pattern over a whole host; `None` when it matches any
+/// host.
+fn host_pattern(glob_host: &str) -> Option<Wildcard> {
     if glob_host.chars().all(|c| c == '*') {
         return None;
     }
-    let mut re = String::from("(?i)^");
-    for c in glob_host.chars() {
-        match c {
-            '*' => re.push_str("[^/]*"),
-            c => re.push_str(&regex::escape(&c.to_string())),
-        }
-    }
-    re.push('$');
-    regex::Regex::new(&re).ok()
+    Some(Wildcard::host(glob_host))
 }
 
 impl HostPattern {
@@ -200,7 +177,7 @@ impl HostPattern {
             (None, Some(d)) => (normalized.get(..d).unwrap_or_default(), true),
             (None, None) => {
                 return Self {
-                    pattern: host_regex(DOCKER_HUB),
+                    pattern: host_pattern(DOCKER_HUB),
                     docker_hub: true,
                 };
             }
@@ -216,7 +193,7 @@ impl HostPattern {
         let literal = host.replace('*', "");
         let docker_hub = !(literal.contains(['.', ':']) || host == "localhost");
         Self {
-            pattern: host_regex(&glob_host),
+            pattern: host_pattern(&glob_host),
             docker_hub,
         }
     }
@@ -241,7 +218,7 @@ impl HostPattern {
             host_glob
         };
         Ok(Self {
-            pattern: host_regex(host),
+            pattern: host_pattern(host),
             docker_hub: false,
         })
     }
@@ -249,7 +226,7 @@ impl HostPattern {
     /// Whether `host` (normalized by [`canonical_host`]) is selected.
     fn permits(&self, host: &str) -> bool {
         (self.docker_hub && host == DOCKER_HUB)
-            || self.pattern.as_ref().is_none_or(|re| re.is_match(host))
+            || self.pattern.as_ref().is_none_or(|p| p.is_match(host))
     }
 
     /// Whether every host is selected.
@@ -342,25 +319,9 @@ impl Glob {
                 None => p.to_owned(),
             },
         };
-        let mut re = String::with_capacity(normalized.len() * 2 + 2);
-        re.push('^');
-        let mut chars = normalized.chars().peekable();
-        while let Some(c) = chars.next() {
-            match c {
-                '*' if chars.peek() == Some(&'*') => {
-                    chars.next();
-                    re.push_str(".*");
-                }
-                '*' => re.push_str("[^/]*"),
-                '.' => re.push_str(r"\."),
-                c => re.push(c),
-            }
-        }
-        re.push('$');
-        let regex = regex::Regex::new(&re).map_err(|_| invalid())?;
         Ok(Self {
             pattern: pattern.to_owned(),
-            regex,
+            matcher: Wildcard::glob(&normalized),
             hosts: HostPattern::of_glob(&normalized),
         })
     }
@@ -375,13 +336,40 @@ impl Glob {
         &self.pattern
     }
 
-    /// Whether the glob selects `image`.
+    /// Whether the glob selects `image`: tried against the repository, the
+    /// reference with tag and/or digest, and the reference as written. The
+    /// webhook asks every policy's globs about every image, so the forms are
+    /// fed to the matcher in parts rather than built as strings.
     pub fn matches(&self, image: &ImageName) -> bool {
-        image
-            .match_candidates()
-            .iter()
-            .any(|candidate| self.regex.is_match(candidate))
+        let tag = image.tag.as_deref();
+        let digest = image.digest.as_deref();
+        let forms = [
+            Some((None, None)),
+            tag.map(|t| (Some(t), None)),
+            digest.map(|d| (None, Some(d))),
+            tag.zip(digest).map(|(t, d)| (Some(t), Some(d))),
+        ];
+        forms.into_iter().flatten().any(|(tag, digest)| {
+            self.matcher
+                .is_match_bytes(reference_bytes(image, tag, digest))
+        }) || self.matcher.is_match(&image.original)
     }
+}
+
+/// `registry/repository[:tag][@digest]` of `image`, byte by byte.
+fn reference_bytes<'a>(
+    image: &'a ImageName,
+    tag: Option<&'a str>,
+    digest: Option<&'a str>,
+) -> impl Iterator<Item = u8> + 'a {
+    use std::iter::once;
+    image
+        .registry
+        .bytes()
+        .chain(once(b'/'))
+        .chain(image.repository.bytes())
+        .chain(tag.into_iter().flat_map(|t| once(b':').chain(t.bytes())))
+        .chain(digest.into_iter().flat_map(|d| once(b'@').chain(d.bytes())))
 }
 
 impl fmt::Display for Glob {

@@ -21,6 +21,7 @@ pub mod model;
 pub mod registry;
 pub mod rego;
 pub mod render;
+mod wildcard;
 
 #[cfg(test)]
 mod tests;
