@@ -1,11 +1,12 @@
 //! The Prometheus metrics of a judging process, the webhook or the audit
 //! (prometheus-client): admission requests by endpoint, operation, kind and
-//! decision (the webhook's); verification latency; cache
-//! hits and misses; reviews in flight; policy snapshot age and revision;
-//! registry requests by host and status, and their wait for an answer; the admission server's TLS connections opened and
-//! closed, by reason (the webhook's); the verdicts of `mode: audit`
-//! policies on the images admission requests carry, by policy and outcome
-//! (the webhook's); the build and crypto module (`sigil_build_info`).
+//! decision (the webhook's); verification latency; cache hits and misses;
+//! reviews in flight; policy snapshot age and revision; registry requests by
+//! host and status, and their wait for an answer; the admission server's TLS
+//! connections opened and closed, by reason (the webhook's); the verdicts of
+//! `mode: audit` policies on the images admission requests carry, by policy
+//! and outcome (the webhook's); the build and crypto module
+//! (`sigil_build_info`).
 //! Label values are constants, HTTP status codes, registry hosts capped at
 //! [`MAX_REGISTRY_HOSTS`], or policy names capped at
 //! [`MAX_AUDIT_MODE_POLICIES`], so cardinality is bounded whatever the input.
