@@ -5,6 +5,9 @@
 #   policy-controller-testdata           policy-controller's example policies
 #   github-trust-policies/charts/trust-policies
 #                                        GitHub's chart for its attestations
+#   notation-core-go-testdata            notation-core-go's repository (its
+#                                        testdata folders: envelopes, CRLs,
+#                                        timestamps, X.509 files)
 # A data set already present in $SIGIL_SHARED_DIR or in a `shared/` directory
 # beside the checkout (or above it) is used as it is. Otherwise it is fetched
 # from its upstream repository at the pinned commit into
@@ -27,6 +30,7 @@ DATASETS=(
     "sigstore-conformance/bundle-verify|sigstore/sigstore-conformance|a73de4970176d258e0154c530b89d20b89444e4d|test/assets/bundle-verify"
     "policy-controller-testdata|sigstore/policy-controller|f925c0c1a412910787a7f045581fa9d5ed09a20a|test/testdata/policy-controller"
     "github-trust-policies/charts/trust-policies|github/artifact-attestations-helm-charts|d437a7baac41a048fd3da4f841ca2cb0020748cb|charts/trust-policies"
+    "notation-core-go-testdata|notaryproject/notation-core-go|ef8789627fc3c764e1563a2999b33381e7992963|."
 )
 
 log() { printf 'fetch-testdata: %s\n' "$*" >&2; }
@@ -75,6 +79,8 @@ fetch() {
     [[ -d $work/repo/$folder ]] || { log "error: $url at $commit has no folder $folder"; return 1; }
     mkdir -p -- "$(dirname -- "$CACHE/$name")"
     rm -rf -- "$CACHE/$name.tmp"
+    # A folder of `.` is the whole tree, without git's own directory.
+    rm -rf -- "$work/repo/.git"
     mv -- "$work/repo/$folder" "$CACHE/$name.tmp"
     mv -- "$CACHE/$name.tmp" "$CACHE/$name"
     log "$name: $CACHE/$name"

@@ -30,6 +30,9 @@ pub enum Dataset {
     /// GitHub's `trust-policies` Helm chart (policy-controller objects that
     /// enforce GitHub's artifact attestations).
     GithubTrustPolicies,
+    /// notation-core-go's test data (JWS and COSE conformance envelopes,
+    /// CRLs, timestamp tokens, X.509 files), laid out as in its repository.
+    NotationCoreGo,
 }
 
 impl Dataset {
@@ -39,6 +42,7 @@ impl Dataset {
             Self::SigstoreConformance => "sigstore-conformance/bundle-verify",
             Self::PolicyControllerTestdata => "policy-controller-testdata",
             Self::GithubTrustPolicies => "github-trust-policies/charts/trust-policies",
+            Self::NotationCoreGo => "notation-core-go-testdata",
         }
     }
 
@@ -61,6 +65,11 @@ impl Dataset {
                 "d437a7baac41a048fd3da4f841ca2cb0020748cb",
                 "charts/trust-policies",
             ),
+            Self::NotationCoreGo => (
+                "https://github.com/notaryproject/notation-core-go",
+                "ef8789627fc3c764e1563a2999b33381e7992963",
+                ".",
+            ),
         }
     }
 
@@ -69,6 +78,7 @@ impl Dataset {
             Self::SigstoreConformance => "the sigstore-conformance bundle-verification cases",
             Self::PolicyControllerTestdata => "policy-controller's example ClusterImagePolicies",
             Self::GithubTrustPolicies => "GitHub's trust-policies Helm chart",
+            Self::NotationCoreGo => "notation-core-go's test data",
         }
     }
 }
@@ -118,6 +128,11 @@ pub fn locate(dataset: Dataset) -> Result<PathBuf, Missing> {
 /// GitHub's `trust-policies` chart directory.
 pub fn github_trust_policies() -> Result<PathBuf, Missing> {
     locate(Dataset::GithubTrustPolicies)
+}
+
+/// notation-core-go's tree (its `*/testdata` folders).
+pub fn notation_core_go() -> Result<PathBuf, Missing> {
+    locate(Dataset::NotationCoreGo)
 }
 
 /// The sigstore-conformance `bundle-verify` directory.
@@ -202,6 +217,7 @@ mod tests {
             Dataset::SigstoreConformance,
             Dataset::PolicyControllerTestdata,
             Dataset::GithubTrustPolicies,
+            Dataset::NotationCoreGo,
         ] {
             let (repo, commit, folder) = dataset.upstream();
             let owner_name = repo.trim_start_matches("https://github.com/");

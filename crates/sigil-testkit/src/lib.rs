@@ -45,6 +45,7 @@ pub mod fulcio;
 pub mod json;
 pub mod keys;
 pub mod metrics;
+pub mod notation;
 pub mod registry;
 pub mod rekor;
 pub mod time;

@@ -13,9 +13,14 @@ pub const OID_EKU_CODE_SIGNING: &str = "1.3.6.1.5.5.7.3.3";
 /// OID of the id-kp-timeStamping extended key usage.
 pub const OID_EKU_TIME_STAMPING: &str = "1.3.6.1.5.5.7.3.8";
 
-/// A distinguished name of at most organization + common name, like Sigstore's CAs use.
+/// A distinguished name of at most country, state, organization and common
+/// name (Sigstore's CAs use O and CN; Notary Project identities need C, ST, O).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Name {
+    /// `C=` (PrintableString).
+    pub country: Option<String>,
+    /// `ST=` (PrintableString).
+    pub state: Option<String>,
     /// `O=` (PrintableString).
     pub organization: Option<String>,
     /// `CN=` (PrintableString).
@@ -26,6 +31,17 @@ impl Name {
     /// A name with both organization and common name.
     pub fn new(organization: &str, common_name: &str) -> Self {
         Name {
+            organization: Some(organization.to_owned()),
+            common_name: Some(common_name.to_owned()),
+            ..Name::default()
+        }
+    }
+
+    /// `C=country, ST=state, O=organization, CN=common_name`.
+    pub fn full(country: &str, state: &str, organization: &str, common_name: &str) -> Self {
+        Name {
+            country: Some(country.to_owned()),
+            state: Some(state.to_owned()),
             organization: Some(organization.to_owned()),
             common_name: Some(common_name.to_owned()),
         }
@@ -39,6 +55,11 @@ impl Name {
     /// DER `Name` (RDNSequence, one attribute per RDN).
     pub fn to_der(&self) -> Vec<u8> {
         let mut rdns = Vec::new();
+        for (oid, value) in [("2.5.4.6", &self.country), ("2.5.4.8", &self.state)] {
+            if let Some(v) = value {
+                rdns.push(der::set_of([der::seq([der::oid(oid), der::printable(v)])]));
+            }
+        }
         if let Some(o) = &self.organization {
             rdns.push(der::set_of([der::seq([
                 der::oid("2.5.4.10"),

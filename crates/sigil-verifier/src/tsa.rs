@@ -271,7 +271,149 @@ pub fn verify_rfc3161(
 ) -> Result<VerifiedTimestamp, TimestampError> {
     let tok = parse_token(token)?;
     let embedded = embedded_certificates(&tok, root)?;
+    check_binding(&tok, signed_data)?;
 
+    let mut best: Option<TimestampError> = None;
+    for (index, authority) in root.timestamp_authorities.iter().enumerate() {
+        match verify_with_authority(&tok, &embedded, authority) {
+            Ok(()) => {
+                return Ok(VerifiedTimestamp {
+                    time: tok.gen_time,
+                    authority: index,
+                });
+            }
+            Err(e) => keep_most_specific(&mut best, e),
+        }
+    }
+    Err(best.unwrap_or(TimestampError::NoAuthorities))
+}
+
+/// A timestamp whose signer chains to one of a set of trusted roots.
+#[derive(Debug, Clone)]
+pub struct AnchoredTimestamp {
+    /// The token's `genTime`.
+    pub time: OffsetDateTime,
+    /// The TSA path that verified: the signing certificate first, the
+    /// trusted root last (one certificate when the root signed itself).
+    pub chain: Vec<Certificate>,
+}
+
+/// Verifies an RFC 3161 timestamp over `signed_data` against trusted TSA
+/// root certificates, the way a Notary Project trust store of type `tsa`
+/// holds them: the signer may chain to a root through intermediates the
+/// token carries (each link verified; an embedded certificate adds no trust
+/// of its own, it only completes the path to a root). Every certificate of
+/// the path must be valid at `genTime`, and the signer must carry the
+/// RFC 3161 timeStamping key usage, as [`verify_rfc3161`] requires.
+pub fn verify_rfc3161_to_roots(
+    token: &[u8],
+    signed_data: &[u8],
+    roots: &[Certificate],
+) -> Result<AnchoredTimestamp, TimestampError> {
+    let tok = parse_token(token)?;
+    let embedded: Vec<Certificate> = tok
+        .certificates
+        .iter()
+        .map(|der| {
+            Certificate::from_der(der).map_err(|e| malformed_msg("certificates", e.to_string()))
+        })
+        .collect::<Result<_, _>>()?;
+    check_binding(&tok, signed_data)?;
+    if roots.is_empty() {
+        return Err(TimestampError::NoAuthorities);
+    }
+    let signers: Vec<&Certificate> = embedded
+        .iter()
+        .chain(roots.iter())
+        .filter(|c| tok.sid.matches(c))
+        .collect();
+    if signers.is_empty() {
+        return Err(TimestampError::UntrustedSigner {
+            detail: "no certificate in the token or among the trusted TSA roots matches the \
+                     token's signer identifier"
+                .into(),
+        });
+    }
+    let mut best: Option<TimestampError> = None;
+    for signer in signers {
+        for root in roots {
+            let path = match path_to_root(signer, &embedded, root) {
+                Ok(path) => path,
+                Err(e) => {
+                    keep_most_specific(&mut best, e);
+                    continue;
+                }
+            };
+            let authority = CertificateAuthority {
+                uri: String::new(),
+                name: root.subject.clone(),
+                chain: path.iter().skip(1).map(|c| (*c).clone()).collect(),
+                valid_for: ValidFor {
+                    start: Some(root.not_before),
+                    end: Some(root.not_after),
+                },
+            };
+            let authority = if authority.chain.is_empty() {
+                CertificateAuthority {
+                    chain: vec![root.clone()],
+                    ..authority
+                }
+            } else {
+                authority
+            };
+            match verify_candidate(&tok, signer, &authority) {
+                Ok(()) => {
+                    return Ok(AnchoredTimestamp {
+                        time: tok.gen_time,
+                        chain: path.into_iter().cloned().collect(),
+                    });
+                }
+                Err(e) => keep_most_specific(&mut best, e),
+            }
+        }
+    }
+    Err(best.unwrap_or(TimestampError::NoAuthorities))
+}
+
+/// The path from `signer` up to `root` through `embedded` CA certificates,
+/// each link's signature checked; `signer` itself when it is the root.
+fn path_to_root<'c>(
+    signer: &'c Certificate,
+    embedded: &'c [Certificate],
+    root: &'c Certificate,
+) -> Result<Vec<&'c Certificate>, TimestampError> {
+    let mut path = vec![signer];
+    let mut current = signer;
+    for _ in 0..=MAX_EMBEDDED_CERTS {
+        if current.der == root.der {
+            return Ok(path);
+        }
+        if current.verify_issued_by(root).is_ok() {
+            path.push(root);
+            return Ok(path);
+        }
+        let next = embedded.iter().find(|c| {
+            c.is_ca && !path.iter().any(|p| p.der == c.der) && current.verify_issued_by(c).is_ok()
+        });
+        match next {
+            Some(issuer) => {
+                path.push(issuer);
+                current = issuer;
+            }
+            None => break,
+        }
+    }
+    Err(TimestampError::UntrustedSigner {
+        detail: format!(
+            "certificate `{}` (issuer `{}`) does not chain to trusted TSA root `{}`",
+            signer.subject, signer.issuer, root.subject
+        ),
+    })
+}
+
+/// Checks that the token covers `signed_data` and that its signed
+/// attributes bind its TSTInfo.
+fn check_binding(tok: &Token<'_>, signed_data: &[u8]) -> Result<(), TimestampError> {
     let imprint = tok.imprint_hash.digest(signed_data);
     if imprint != tok.hashed_message {
         return Err(TimestampError::WrongImprint {
@@ -294,20 +436,7 @@ pub fn verify_rfc3161(
             ),
         });
     }
-
-    let mut best: Option<TimestampError> = None;
-    for (index, authority) in root.timestamp_authorities.iter().enumerate() {
-        match verify_with_authority(&tok, &embedded, authority) {
-            Ok(()) => {
-                return Ok(VerifiedTimestamp {
-                    time: tok.gen_time,
-                    authority: index,
-                });
-            }
-            Err(e) => keep_most_specific(&mut best, e),
-        }
-    }
-    Err(best.unwrap_or(TimestampError::NoAuthorities))
+    Ok(())
 }
 
 /// The token's embedded certificates, parsed. One byte-equal to a trust-root
