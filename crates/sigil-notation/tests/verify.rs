@@ -602,3 +602,168 @@ fn a_skip_level_verifies_nothing() {
     let v = verify_envelope("application/jose+json", b"not even json", &image(), &ctx).unwrap();
     assert!(!v.verified);
 }
+
+const PROFILE: &str = "arn:aws:signer:us-west-2:123456789012:/signing-profiles/acme_app";
+
+fn aws_spec(format: Format) -> SignSpec {
+    let mut spec = SignSpec::new(format, DIGEST, SIZE, T0);
+    spec.scheme = "notary.x509.signingAuthority";
+    spec.extended = vec![
+        (
+            "io.cncf.notary.verificationPlugin".into(),
+            "com.amazonaws.signer.notation.plugin".into(),
+            true,
+        ),
+        (
+            "com.amazonaws.signer.signingProfileVersion".into(),
+            format!("{PROFILE}/a1b2c3"),
+            true,
+        ),
+        (
+            "com.amazonaws.signer.signingJob".into(),
+            "arn:aws:signer:us-west-2:123456789012:/signing-jobs/0f1e2d".into(),
+            true,
+        ),
+    ];
+    spec
+}
+
+fn aws_evidence(envelope: &[u8], format: Format, answer: Result<&str, &str>) -> Evidence {
+    let parsed = sigil_notation::decode::envelope(format.media_type(), envelope).unwrap();
+    let mut evidence = Evidence::new();
+    for request in revocation_requests(&parsed) {
+        match &request {
+            Request::AwsSigner { region, query } => {
+                assert_eq!(region, "us-west-2");
+                assert!(
+                    query.contains("platformId=Notation-OCI-SHA384-ECDSA"),
+                    "{query}"
+                );
+                assert!(
+                    query.contains("profileVersionArn=arn%3Aaws%3Asigner"),
+                    "{query}"
+                );
+                assert_eq!(query.matches("certificateHashes=").count(), 3, "{query}");
+            }
+            other => panic!("an AWS Signer signature asks AWS Signer, not {other:?}"),
+        }
+        evidence.insert(
+            request,
+            answer.map(|a| a.as_bytes().to_vec()).map_err(str::to_owned),
+        );
+    }
+    evidence
+}
+
+#[test]
+fn aws_signer_signatures_are_judged_by_profile_and_aws_signers_revocation_answer() {
+    let pki = pki(&leaf());
+    let store = store_for(&pki, None);
+    for format in [Format::Jws, Format::Cose] {
+        let envelope = notation::sign(&pki, &aws_spec(format));
+        let by_profile = policy("strict", &["signingAuthority:acme-sa"], PROFILE, "");
+        let good = aws_evidence(&envelope, format, Ok(r#"{"revokedEntities": []}"#));
+        let v = judge(&envelope, format, &by_profile, &store, &good, T0 + 60)
+            .unwrap_or_else(|f| panic!("{f}"));
+        assert_eq!(
+            v.aws_signer_profile.as_deref(),
+            Some(format!("{PROFILE}/a1b2c3").as_str())
+        );
+
+        let by_version = policy(
+            "strict",
+            &["signingAuthority:acme-sa"],
+            &format!("{PROFILE}/a1b2c3"),
+            "",
+        );
+        assert!(judge(&envelope, format, &by_version, &store, &good, T0 + 60).is_ok());
+        let other_version = policy(
+            "strict",
+            &["signingAuthority:acme-sa"],
+            &format!("{PROFILE}/ffffff"),
+            "",
+        );
+        let f = failure(judge(
+            &envelope,
+            format,
+            &other_version,
+            &store,
+            &good,
+            T0 + 60,
+        ));
+        assert_eq!(
+            (f.check, f.kind.reason()),
+            (Check::Authenticity, "notation_aws_signer")
+        );
+        let wildcard = policy("strict", &["signingAuthority:acme-sa"], "*", "");
+        let f = failure(judge(&envelope, format, &wildcard, &store, &good, T0 + 60));
+        assert!(
+            f.to_string().contains("cannot be used with AWS Signer"),
+            "{f}"
+        );
+
+        let revoked = aws_evidence(
+            &envelope,
+            format,
+            Ok(
+                r#"{"revokedEntities": [ "arn:aws:signer:us-west-2:123456789012:/signing-jobs/0f1e2d" ]}"#,
+            ),
+        );
+        let f = failure(judge(
+            &envelope,
+            format,
+            &by_profile,
+            &store,
+            &revoked,
+            T0 + 60,
+        ));
+        assert_eq!(
+            (f.check, f.kind.reason()),
+            (Check::Revocation, "notation_revoked")
+        );
+        assert!(f.to_string().contains("signing-jobs/0f1e2d"), "{f}");
+        let down = aws_evidence(&envelope, format, Err("AWS Signer did not answer"));
+        let f = failure(judge(
+            &envelope,
+            format,
+            &by_profile,
+            &store,
+            &down,
+            T0 + 60,
+        ));
+        assert_eq!(f.kind.reason(), "notation_revocation_unknown");
+
+        // Without the trust store's root and without AWS Signer's own root, nothing is trusted.
+        let f = failure(judge(
+            &envelope,
+            format,
+            &by_profile,
+            &TrustStore::new(),
+            &good,
+            T0 + 60,
+        ));
+        assert_eq!(f.kind.reason(), "notation_missing_trust_store");
+    }
+}
+
+#[test]
+fn a_signature_naming_another_verification_plugin_fails_naming_it() {
+    let pki = pki(&leaf());
+    let store = store_for(&pki, None);
+    let policy = policy("strict", &["ca:acme"], ACME, "");
+    let mut spec = SignSpec::new(Format::Jws, DIGEST, SIZE, T0);
+    spec.extended = vec![(
+        "io.cncf.notary.verificationPlugin".into(),
+        "com.example.plugin".into(),
+        true,
+    )];
+    let f = failure(judge(
+        &notation::sign(&pki, &spec),
+        Format::Jws,
+        &policy,
+        &store,
+        &Evidence::new(),
+        T0,
+    ));
+    assert_eq!(f.kind, FailureKind::Plugin("com.example.plugin".into()));
+}

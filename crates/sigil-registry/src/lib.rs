@@ -22,6 +22,7 @@ pub mod image;
 pub mod legacy;
 pub mod platforms;
 pub mod reference;
+pub mod revocation_fetch;
 pub mod tls;
 
 pub use auth::{Credential, Credentials};
