@@ -6,6 +6,7 @@ mod audit_cmd;
 mod claims;
 mod completion;
 mod doctor;
+mod notation_cmd;
 mod policy_cmd;
 mod policy_files;
 mod preview_cmd;
@@ -42,6 +43,9 @@ struct Cli {
 enum Command {
     /// Verify a Sigstore bundle against an artifact (sigstore-conformance CLI protocol).
     VerifyBundle(VerifyBundleArgs),
+    /// Verify a Notary Project signature envelope (JWS or COSE) against an
+    /// image manifest with the Notation CLI's trust policy and trust store.
+    VerifyNotation(Box<notation_cmd::VerifyNotationArgs>),
     /// Verify an image's signatures or attestations in its registry (like `cosign verify`).
     Verify(Box<VerifyArgs>),
     /// Lint ClusterImagePolicy/TrustRoot/WorkloadKind files, convert from policy-controller.
@@ -131,6 +135,7 @@ fn main() -> ExitCode {
     }
     let result = match cli.command {
         Command::VerifyBundle(args) => verify_bundle_cmd(&args).map(|()| Verdict::Allow),
+        Command::VerifyNotation(args) => notation_cmd::run(&args),
         Command::Verify(args) if !args.policy.policies.is_empty() => verify_policy(&args),
         Command::Verify(args) => load_root(args.trusted_root_file.as_deref(), args.staging)
             .and_then(|root| verify_image::run(&args.image, &root))

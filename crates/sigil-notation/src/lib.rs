@@ -18,6 +18,7 @@ pub mod algorithm;
 pub mod aws_signer;
 pub mod cbor;
 pub mod chain;
+pub mod config;
 pub mod cose;
 pub mod decode;
 pub mod dn;
