@@ -5,7 +5,9 @@
 //! registry client with its auth, limits and digest checks ([`auth`],
 //! [`client`]), what it may contact ([`egress`]: registry hosts and network
 //! addresses, the SSRF defence), discovery of signatures and attestations in both cosign
-//! formats ([`discover`]), cosign's legacy signature layers ([`legacy`]), and
+//! formats ([`discover`]), cosign's legacy signature layers ([`legacy`]), Notary Project signature
+//! manifests ([`notation_discover`]) and the CRLs and OCSP answers their checks read
+//! ([`revocation_fetch`]), and
 //! verifying an image's candidates with `sigil-verifier` ([`image`]), and the
 //! process's rustls crypto provider, aws-lc-rs ([`tls`]).
 //!
@@ -20,6 +22,7 @@ pub mod discover;
 pub mod egress;
 pub mod image;
 pub mod legacy;
+pub mod notation_discover;
 pub mod platforms;
 pub mod reference;
 pub mod revocation_fetch;
