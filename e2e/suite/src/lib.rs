@@ -278,6 +278,74 @@ impl Cluster {
             .await
     }
 
+    /// The policy snapshot revision each ready webhook pod in sigil's
+    /// namespace enforces (`sigil_policy_snapshot_revision`, read through
+    /// the API server's pod proxy from its `metrics` port); empty when the
+    /// webhook runs outside the cluster (`e2e/run-local.sh`). A pod that is
+    /// not ready takes no admissions and is left out.
+    pub async fn webhook_revisions(&self) -> anyhow::Result<Vec<(String, Option<i64>)>> {
+        let ns = &self.sigil_namespace;
+        let list = self
+            .get(&format!(
+                "/api/v1/namespaces/{ns}/pods?labelSelector=app.kubernetes.io%2Fcomponent%3Dwebhook"
+            ))
+            .await?;
+        let mut out = Vec::new();
+        for pod in list.body["items"].as_array().into_iter().flatten() {
+            let ready = pod["status"]["conditions"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .any(|c| c["type"] == "Ready" && c["status"] == "True");
+            if !ready || !pod["metadata"]["deletionTimestamp"].is_null() {
+                continue;
+            }
+            let name = pod["metadata"]["name"].as_str().unwrap_or_default();
+            let port = pod["spec"]["containers"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .flat_map(|c| c["ports"].as_array().into_iter().flatten())
+                .find(|p| p["name"] == "metrics")
+                .and_then(|p| p["containerPort"].as_i64())
+                .unwrap_or(9090);
+            let text = self
+                .get_text(&format!(
+                    "/api/v1/namespaces/{ns}/pods/{name}:{port}/proxy/metrics"
+                ))
+                .await?;
+            let revision = text.lines().find_map(|line| {
+                line.strip_prefix("sigil_policy_snapshot_revision ")
+                    .and_then(|v| v.trim().parse::<i64>().ok())
+            });
+            out.push((name.to_owned(), revision));
+        }
+        Ok(out)
+    }
+
+    /// Waits (bounded by `timeout`) until every ready webhook replica
+    /// enforces the same policy snapshot: after one replica answered with a
+    /// new policy, the next admission may land on another that has not
+    /// loaded it yet.
+    pub async fn webhook_replicas_agree(&self, timeout: Duration) -> anyhow::Result<()> {
+        wait_for(
+            "the webhook replicas to enforce one policy snapshot",
+            timeout,
+            async || {
+                let seen = self.webhook_revisions().await?;
+                let first = seen.first().map(|(_, r)| *r);
+                Ok(
+                    if seen.iter().all(|(_, r)| r.is_some() && Some(*r) == first) {
+                        Ok(())
+                    } else {
+                        Err(format!("{seen:?}"))
+                    },
+                )
+            },
+        )
+        .await
+    }
+
     /// `GET path` of a plain-text resource (a pod's log).
     pub async fn get_text(&self, path: &str) -> anyhow::Result<String> {
         let request = http::Request::get(path)

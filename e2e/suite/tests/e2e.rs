@@ -143,7 +143,9 @@ impl Scenario {
         )
         .await
         .unwrap();
-        start.elapsed()
+        let took = start.elapsed();
+        self.cluster.webhook_replicas_agree(SETTLE).await.unwrap();
+        took
     }
 
     async fn apply(&self, doc: &Value) {
