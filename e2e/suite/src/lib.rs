@@ -278,20 +278,45 @@ impl Cluster {
             .await
     }
 
-    /// The policy snapshot revision each ready webhook pod in sigil's
-    /// namespace enforces (`sigil_policy_snapshot_revision`, read through
-    /// the API server's pod proxy from its `metrics` port); empty when the
-    /// webhook runs outside the cluster (`e2e/run-local.sh`). A pod that is
-    /// not ready takes no admissions and is left out.
-    pub async fn webhook_revisions(&self) -> anyhow::Result<Vec<(String, Option<i64>)>> {
+    /// The chart's webhook pods in sigil's namespace, as the API server
+    /// lists them; none when the webhook runs outside the cluster
+    /// (`e2e/run-local.sh`).
+    pub async fn webhook_pods(&self) -> anyhow::Result<Vec<Value>> {
         let ns = &self.sigil_namespace;
         let list = self
             .get(&format!(
                 "/api/v1/namespaces/{ns}/pods?labelSelector=app.kubernetes.io%2Fcomponent%3Dwebhook"
             ))
             .await?;
+        Ok(list.body["items"].as_array().cloned().unwrap_or_default())
+    }
+
+    /// A pod's metrics text, read through the API server's pod proxy from
+    /// its container port named `metrics`.
+    pub async fn pod_metrics(&self, pod: &Value) -> anyhow::Result<String> {
+        let ns = &self.sigil_namespace;
+        let name = pod["metadata"]["name"].as_str().unwrap_or_default();
+        let port = pod["spec"]["containers"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .flat_map(|c| c["ports"].as_array().into_iter().flatten())
+            .find(|p| p["name"] == "metrics")
+            .and_then(|p| p["containerPort"].as_u64())
+            .ok_or_else(|| anyhow!("webhook pod {name} names no metrics port"))?;
+        self.get_text(&format!(
+            "/api/v1/namespaces/{ns}/pods/{name}:{port}/proxy/metrics"
+        ))
+        .await
+    }
+
+    /// The policy snapshot revision each ready webhook pod enforces
+    /// (`sigil_policy_snapshot_revision`); empty when the webhook runs
+    /// outside the cluster. A pod that is not ready, or is terminating,
+    /// takes no admissions and is left out.
+    pub async fn webhook_revisions(&self) -> anyhow::Result<Vec<(String, Option<i64>)>> {
         let mut out = Vec::new();
-        for pod in list.body["items"].as_array().into_iter().flatten() {
+        for pod in self.webhook_pods().await? {
             let ready = pod["status"]["conditions"]
                 .as_array()
                 .into_iter()
@@ -300,24 +325,12 @@ impl Cluster {
             if !ready || !pod["metadata"]["deletionTimestamp"].is_null() {
                 continue;
             }
-            let name = pod["metadata"]["name"].as_str().unwrap_or_default();
-            let port = pod["spec"]["containers"]
-                .as_array()
-                .into_iter()
-                .flatten()
-                .flat_map(|c| c["ports"].as_array().into_iter().flatten())
-                .find(|p| p["name"] == "metrics")
-                .and_then(|p| p["containerPort"].as_i64())
-                .unwrap_or(9090);
-            let text = self
-                .get_text(&format!(
-                    "/api/v1/namespaces/{ns}/pods/{name}:{port}/proxy/metrics"
-                ))
-                .await?;
+            let text = self.pod_metrics(&pod).await?;
             let revision = text.lines().find_map(|line| {
                 line.strip_prefix("sigil_policy_snapshot_revision ")
                     .and_then(|v| v.trim().parse::<i64>().ok())
             });
+            let name = pod["metadata"]["name"].as_str().unwrap_or_default();
             out.push((name.to_owned(), revision));
         }
         Ok(out)

@@ -1463,34 +1463,14 @@ async fn audit_mode_count(cluster: &Cluster, policy: &str, outcome: &str) -> any
                 .await?,
         ],
         None => {
-            let ns = &cluster.sigil_namespace;
-            let pods = cluster
-                .get(&format!(
-                    "/api/v1/namespaces/{ns}/pods?labelSelector=app.kubernetes.io%2Fcomponent%3Dwebhook"
-                ))
-                .await?;
             let mut texts = Vec::new();
-            for pod in pods.body["items"].as_array().into_iter().flatten() {
+            for pod in cluster.webhook_pods().await? {
                 if pod["status"]["phase"] != "Running" {
                     continue;
                 }
-                let name = pod["metadata"]["name"].as_str().unwrap_or_default();
-                let port = pod["spec"]["containers"]
-                    .as_array()
-                    .into_iter()
-                    .flatten()
-                    .flat_map(|c| c["ports"].as_array().into_iter().flatten())
-                    .find(|p| p["name"] == "metrics")
-                    .and_then(|p| p["containerPort"].as_u64())
-                    .ok_or_else(|| anyhow::anyhow!("webhook pod {name} names no metrics port"))?;
-                texts.push(
-                    cluster
-                        .get_text(&format!(
-                            "/api/v1/namespaces/{ns}/pods/{name}:{port}/proxy/metrics"
-                        ))
-                        .await?,
-                );
+                texts.push(cluster.pod_metrics(&pod).await?);
             }
+            let ns = &cluster.sigil_namespace;
             anyhow::ensure!(!texts.is_empty(), "no running webhook pod in {ns}");
             texts
         }
