@@ -414,6 +414,120 @@ def check_pull_secrets(docs, w, args, ns, errors):
             errors.append("--pull-secret-namespace passed without webhook.pullSecretNamespaces")
 
 
+# Where each cloud's webhook mounts the token registryCredentials mounts:
+# value -> (volume, mount path, audience (None: the value's), env names).
+CLOUD_TOKENS = {
+    "aws.roleArn": ("aws-iam-token", "/var/run/secrets/eks.amazonaws.com/serviceaccount",
+                    "sts.amazonaws.com", {"AWS_ROLE_ARN", "AWS_WEB_IDENTITY_TOKEN_FILE"}),
+    "aws.podIdentity": ("eks-pod-identity-token", "/var/run/secrets/pods.eks.amazonaws.com/serviceaccount",
+                        "pods.eks.amazonaws.com",
+                        {"AWS_CONTAINER_CREDENTIALS_FULL_URI", "AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE"}),
+    "azure.clientId": ("azure-identity-token", "/var/run/secrets/azure/tokens", "api://AzureADTokenExchange",
+                       {"AZURE_CLIENT_ID", "AZURE_TENANT_ID", "AZURE_FEDERATED_TOKEN_FILE", "AZURE_AUTHORITY_HOST"}),
+    "gcp.credentialConfig": ("gcp-token", "/var/run/secrets/sigil/gcp", None, {"GOOGLE_APPLICATION_CREDENTIALS"}),
+}
+
+
+def check_registry_credentials(docs, values, errors):
+    """The judging components (webhook, audit) get exactly the providers and
+    extra hosts the values name, and each cloud's token where that cloud's
+    webhook mounts it, with its audience, the files its variables name."""
+    rc = values["registryCredentials"]
+    want_providers = list(rc["providers"]) or ["none"]
+    want_hosts = [f"{p}={h}" for p in ("ecr", "gcp", "acr") for h in rc["extraHosts"][p]]
+    for name in ("sigil-webhook", "sigil-audit"):
+        deploy = find(docs, "Deployment", name)
+        if not deploy:
+            continue
+        args = args_of(deploy[0])
+        if args.get("--registry-credential-provider") != want_providers:
+            errors.append(f"{name} --registry-credential-provider is {args.get('--registry-credential-provider')}, want {want_providers}")
+        if args.get("--registry-credential-host", []) != want_hosts:
+            errors.append(f"{name} --registry-credential-host is {args.get('--registry-credential-host', [])}, want {want_hosts}")
+        pod = pod_spec(deploy[0])
+        container = pod["containers"][0]
+        env = {e["name"]: e.get("value") for e in container.get("env", [])}
+        mounts = {m["name"]: m["mountPath"] for m in container.get("volumeMounts", [])}
+        volumes = {v["name"]: v for v in pod.get("volumes", [])}
+        for key, (volume, path, audience, names) in CLOUD_TOKENS.items():
+            section, field = key.split(".")
+            on = bool(rc[section][field])
+            if not on:
+                if volume in volumes or names & set(env):
+                    errors.append(f"{name} mounts {volume} or sets {sorted(names & set(env))} without registryCredentials.{key}")
+                continue
+            if mounts.get(volume) != path:
+                errors.append(f"{name} mounts {volume} at {mounts.get(volume)}, want {path} (where the cloud's webhook mounts it)")
+            sources = volumes.get(volume, {}).get("projected", {}).get("sources", [])
+            token = [x["serviceAccountToken"] for x in sources if "serviceAccountToken" in x]
+            want_audience = audience or rc["gcp"]["audience"]
+            if not token or token[0].get("audience") != want_audience:
+                errors.append(f"{name} volume {volume} is not a projected token for audience {want_audience}")
+            if not names <= set(env):
+                errors.append(f"{name} misses {sorted(names - set(env))} for registryCredentials.{key}")
+            for var, value in env.items():
+                if var.endswith("_FILE") and var in names and not (value or "").startswith(path + "/"):
+                    errors.append(f"{name} {var}={value} is not in the {volume} mount {path}")
+        if rc["gcp"]["credentialConfig"]:
+            if mounts.get("gcp-credentials") != "/etc/sigil/gcp" or \
+                    env.get("GOOGLE_APPLICATION_CREDENTIALS") != "/etc/sigil/gcp/credentials.json":
+                errors.append(f"{name} does not mount the GCP credential configuration where GOOGLE_APPLICATION_CREDENTIALS points")
+        if rc["aws"]["roleArn"] and env.get("AWS_ROLE_ARN") != rc["aws"]["roleArn"]:
+            errors.append(f"{name} AWS_ROLE_ARN is {env.get('AWS_ROLE_ARN')}, want {rc['aws']['roleArn']}")
+        for extra in rc["env"]:
+            if env.get(extra["name"]) != extra.get("value"):
+                errors.append(f"{name} does not set {extra['name']} from registryCredentials.env")
+    check_registry_mirrors(docs, values, errors)
+    limits = values["registryRateLimits"]
+    want_rpm = [str(limits["requestsPerMinute"])] if limits["requestsPerMinute"] else []
+    want_budgets = sorted(f"{h}={n}" for h, n in limits["perHost"].items())
+    for name in ("sigil-webhook", "sigil-audit"):
+        for d in find(docs, "Deployment", name):
+            args = args_of(d)
+            if args.get("--registry-requests-per-minute", []) != want_rpm or \
+                    sorted(args.get("--registry-request-budget", [])) != want_budgets:
+                errors.append(f"{name}'s request budget flags do not follow registryRateLimits")
+    config = find(docs, "ConfigMap", "sigil-gcp-credentials")
+    if bool(config) != bool(rc["gcp"]["credentialConfig"]):
+        errors.append("ConfigMap sigil-gcp-credentials does not follow registryCredentials.gcp.credentialConfig")
+
+
+def check_registry_mirrors(docs, values, errors):
+    """The judging components read the mirrors the values set, in each form,
+    from the ConfigMap the chart makes of them."""
+    m = values["registryMirrors"]
+    files = bool(m["containerd"] or m["crio"])
+    want = (["/etc/sigil/mirrors/containerd"] if m["containerd"] else []) + \
+        (["/etc/sigil/mirrors/registries.conf"] if m["crio"] else [])
+    for name in ("sigil-webhook", "sigil-audit"):
+        deploy = find(docs, "Deployment", name)
+        if not deploy:
+            continue
+        args = args_of(deploy[0])
+        if args.get("--registry-mirror-config", []) != want:
+            errors.append(f"{name} --registry-mirror-config is {args.get('--registry-mirror-config', [])}, want {want}")
+        if args.get("--registry-mirror", []) != list(m["rules"]):
+            errors.append(f"{name} --registry-mirror is {args.get('--registry-mirror', [])}, want registryMirrors.rules")
+        pod = pod_spec(deploy[0])
+        mounts = {x["name"]: x["mountPath"] for x in pod["containers"][0].get("volumeMounts", [])}
+        if files != (mounts.get("registry-mirrors") == "/etc/sigil/mirrors"):
+            errors.append(f"{name} mounts the mirrors at {mounts.get('registry-mirrors')} with files={files}")
+        volume = [v for v in pod.get("volumes", []) if v["name"] == "registry-mirrors"]
+        paths = sorted(i["path"] for v in volume for i in v["configMap"].get("items", []))
+        want_paths = sorted((["registries.conf"] if m["crio"] else []) +
+                            [f"containerd/{ns}/hosts.toml" for ns in m["containerd"]])
+        if files and paths != want_paths:
+            errors.append(f"{name} mounts mirror files {paths}, want {want_paths}")
+    config = find(docs, "ConfigMap", "sigil-registry-mirrors")
+    if bool(config) != files:
+        errors.append("ConfigMap sigil-registry-mirrors does not follow registryMirrors")
+    elif config:
+        data = config[0].get("data", {})
+        for i, ns in enumerate(sorted(m["containerd"])):
+            if data.get(f"containerd-{i}", "").strip() != m["containerd"][ns].strip():
+                errors.append(f"ConfigMap sigil-registry-mirrors does not hold {ns}'s hosts.toml as given")
+
+
 def check_controller(docs, values, ns, errors):
     external = values["certManager"]["enabled"] or bool(values["webhook"]["url"])
     check_default_trust_root(docs, values["trustRoot"], errors)
@@ -421,6 +535,7 @@ def check_controller(docs, values, ns, errors):
     if values["controller"]["deploy"]:
         check_controller_deployment(docs, external, errors)
         check_trust_root_flags(docs, values["trustRoot"], errors)
+        check_tenant_bounds(docs, values, errors)
     else:
         for kind, name in (("Deployment", "sigil-controller"), ("Service", "sigil-controller-metrics")):
             if find(docs, kind, name):
@@ -465,11 +580,12 @@ def check_controller(docs, values, ns, errors):
 
 
 def check_image_policy_references(docs, values, ns, errors):
-    """ImagePolicies' Secrets and ConfigMaps: get only, and only where bound."""
+    """ImagePolicies' Secrets and ConfigMaps: read and watched, only where bound."""
     name = "sigil-controller-imagepolicy-references"
     role = one(docs, "ClusterRole", name, errors)
-    if role and role["rules"] != [{"apiGroups": [""], "resources": ["secrets", "configmaps"], "verbs": ["get"]}]:
-        errors.append(f"ClusterRole {name} grants {role['rules']}, want get on secrets and configmaps only")
+    want_rules = [{"apiGroups": [""], "resources": ["secrets", "configmaps"], "verbs": ["get", "list", "watch"]}]
+    if role and role["rules"] != want_rules:
+        errors.append(f"ClusterRole {name} grants {role['rules']}, want get, list and watch on secrets and configmaps only")
     if find(docs, "ClusterRoleBinding", name):
         errors.append(f"ClusterRole {name} is bound cluster-wide")
     bindings = find(docs, "RoleBinding", name)
@@ -540,6 +656,25 @@ def check_trust_root_flags(docs, trust, errors):
         errors.append(f"controller --tuf-mirror is {args.get('--tuf-mirror')}, want {mirror}")
     if args.get("--tuf-state-secret") != ["sigil-tuf-state"]:
         errors.append(f"controller --tuf-state-secret is {args.get('--tuf-state-secret')}")
+
+
+def check_tenant_bounds(docs, values, errors):
+    """What ImagePolicies and KMS references may name, and where the
+    controller's own fetches may go: exactly what the values say, so the
+    defaults widen nothing."""
+    d = find(docs, "Deployment", "sigil-controller")
+    if not d:
+        return
+    args = args_of(d[0])
+    access = values["registryAccess"]
+    for flag, want, key in (
+            ("--image-policy-registry", values["imagePolicies"]["allowedRegistries"],
+             "imagePolicies.allowedRegistries"),
+            ("--kms-allow-host", values["kms"]["allowHosts"], "kms.allowHosts"),
+            ("--allow-address", access["allowAddresses"], "registryAccess.allowAddresses"),
+            ("--deny-address", access["denyAddresses"], "registryAccess.denyAddresses")):
+        if args.get(flag, []) != list(want):
+            errors.append(f"controller {flag} is {args.get(flag, [])}, want {key} {want}")
 
 
 def check_default_trust_root(docs, trust, errors):
@@ -867,16 +1002,19 @@ def webhook_bound_mib(args):
     """What sigil-webhook's flags let it hold, in MiB: the sum
     crates/sigil-webhook/src/memory_budget.rs computes at start (the process
     32, registry responses, signature material 32, verdicts at 1 KiB, each
-    CUE worker's instance limit plus 20 for the module, one review body 7)."""
+    CUE worker's instance limit plus 20 for the module, each Rego worker
+    process's limit plus 8, one review body 7)."""
     def flag(name, default):
         return int((args.get(name) or [default])[-1])
     return (32 + flag("--registry-memory-mib", 96) + 32
             + flag("--verdict-cache-size", 200000) / 1024
-            + flag("--cue-workers", 2) * (flag("--cue-memory-limit-mib", 256) + 20) + 7)
+            + flag("--cue-workers", 2) * (flag("--cue-memory-limit-mib", 256) + 20)
+            + flag("--rego-workers", 2) * (flag("--rego-memory-limit-mib", 128) + 8) + 7)
 
 
-# The controller: the process 32, a TUF archive 64, one CUE instance 256 + 20.
-CONTROLLER_BOUND_MIB = 372
+# The controller: the process 32, a TUF archive 64, one CUE instance 256 + 20,
+# one Rego worker process 128 + 8.
+CONTROLLER_BOUND_MIB = 508
 
 
 def check_memory_limits(docs, errors):
@@ -908,6 +1046,7 @@ def check(docs, values, ns, help_dir=None):
     check_webhook(docs, values, ns, errors)
     check_controller(docs, values, ns, errors)
     check_audit(docs, values, ns, errors)
+    check_registry_credentials(docs, values, errors)
     check_policy_controller(docs, values, errors)
     check_extras(docs, values, ns, errors)
     if help_dir:
@@ -966,6 +1105,9 @@ def breakages():
     def allow_loopback_registries(docs):
         container(docs, "sigil-webhook")["args"].append("--allow-registry-address=127.0.0.0/8")
 
+    def tenants_name_any_registry(docs):
+        container(docs, "sigil-controller")["args"].append("--image-policy-registry=*")
+
     def allow_unpinned_by_default(docs):
         container(docs, "sigil-webhook")["args"].append("--allow-unpinned")
 
@@ -1012,6 +1154,19 @@ def breakages():
         c = container(docs, "sigil-webhook")
         c["env"] = [e for e in c["env"] if e["name"] != "RUST_LOG"]
 
+    def audit_without_cloud_providers(docs):
+        c = container(docs, "sigil-audit")
+        c["args"] = [a for a in c["args"] if not a.startswith("--registry-credential-provider")]
+
+    def drop_cloud_providers(docs):
+        c = container(docs, "sigil-webhook")
+        c["args"] = [a for a in c["args"] if not a.startswith("--registry-credential-provider")]
+
+    def stray_cloud_token(docs):
+        pod = pod_spec(find(docs, "Deployment", "sigil-webhook")[0])
+        pod["volumes"].append({"name": "aws-iam-token", "projected": {"sources": [
+            {"serviceAccountToken": {"audience": "sts.amazonaws.com", "path": "token"}}]}})
+
     def stray_github_trust_root(docs):
         docs.append({"apiVersion": "policy.sigil.dev/v1alpha1", "kind": "TrustRoot",
                      "metadata": {"name": "github"},
@@ -1056,10 +1211,10 @@ def breakages():
                      "subjects": [{"kind": "ServiceAccount", "name": "sigil-controller",
                                    "namespace": "sigil-system"}]})
 
-    return [image_policy_references_cluster_wide, pc_entry_judges_twice, pc_crd_pruned, pc_controller_writes_sources, connections_unbounded, stray_autoscaler, github_root_tampered, stray_github_trust_root, webhook_limit_too_low, drop_webhook_env, drop_ro_root, allow_escalation, include_kube_system, timeout_mismatch,
+    return [audit_without_cloud_providers, drop_cloud_providers, stray_cloud_token, image_policy_references_cluster_wide, pc_entry_judges_twice, pc_crd_pruned, pc_controller_writes_sources, connections_unbounded, stray_autoscaler, github_root_tampered, stray_github_trust_root, webhook_limit_too_low, drop_webhook_env, drop_ro_root, allow_escalation, include_kube_system, timeout_mismatch,
             ignore_failures, forget_cronjobs, wider_webhook_role, no_probe,
             wrong_namespace, unknown_flag, path_swap, allow_loopback_registries,
-            allow_unpinned_by_default, list_pull_secrets, forget_ephemeral_containers,
+            tenants_name_any_registry, allow_unpinned_by_default, list_pull_secrets, forget_ephemeral_containers,
             no_reinvocation, forget_tuf_state, go_offline, audit_two_replicas,
             audit_rolling_update, audit_reads_secrets, audit_other_selection,
             audit_without_value]

@@ -5,7 +5,7 @@ The table between `<!-- crates: begin -->` and `<!-- crates: end -->` must
 name every workspace member once, and nothing else; each crate's **uses**
 column must be exactly its sigil dependencies (normal, not dev or build);
 every use must point to a lower floor; the test crates (sigil-testdata,
-sigil-testkit) must not be a normal dependency of any crate but the e2e suite.
+sigil-testkit, sigil-fakecloud) must not be a normal dependency of any crate but the e2e suite.
 Inside each crate, the top-level modules must not import each other in a
 circle: every `crate::<module>` path in a module's code (comments and the
 `#[cfg(test)]` part at the end of a file left out) is an edge to that module,
@@ -26,7 +26,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 DOC = REPO / "docs" / "architecture.md"
-TEST_CRATES = {"sigil-testdata", "sigil-testkit"}
+TEST_CRATES = {"sigil-testdata", "sigil-testkit", "sigil-fakecloud"}
 TEST_FLOOR = "test"
 
 

@@ -58,6 +58,25 @@ fn files(dir: &Path, ext: &str) -> Vec<PathBuf> {
     out
 }
 
+/// The files below `dirs`, at any depth, whose extension is one of `exts`.
+fn files_under(dirs: &[PathBuf], exts: &[&str]) -> Vec<PathBuf> {
+    let mut stack = dirs.to_vec();
+    let mut out = Vec::new();
+    while let Some(d) = stack.pop() {
+        let Ok(rd) = std::fs::read_dir(&d) else {
+            continue;
+        };
+        for p in rd.filter_map(Result::ok).map(|e| e.path()) {
+            if p.is_dir() {
+                stack.push(p);
+            } else if p.extension().is_some_and(|e| exts.iter().any(|x| e == *x)) {
+                out.push(p);
+            }
+        }
+    }
+    out
+}
+
 fn name_of(p: &Path) -> String {
     p.file_name().unwrap().to_string_lossy().into_owned()
 }
@@ -663,30 +682,15 @@ fn policy_seeds(c: &mut Corpus) {
             c.add("policy_yaml", &name_of(&p), &std::fs::read(&p).unwrap());
         }
     }
-    let mut stack = vec![root.join("crates/sigil-policy/tests/data")];
-    if let Ok(pc) = sigil_testdata::policy_controller_testdata() {
-        stack.push(pc);
-    }
-    while let Some(d) = stack.pop() {
-        let Ok(rd) = std::fs::read_dir(&d) else {
-            continue;
-        };
-        for e in rd.filter_map(Result::ok) {
-            let p = e.path();
-            if p.is_dir() {
-                stack.push(p);
-            } else if p
-                .extension()
-                .is_some_and(|e| e == "yaml" || e == "yml" || e == "rego")
-            {
-                let rel = p
-                    .strip_prefix(&root)
-                    .unwrap_or(&p)
-                    .to_string_lossy()
-                    .into_owned();
-                c.add("policy_yaml", &rel, &std::fs::read(&p).unwrap());
-            }
-        }
+    let mut dirs = vec![root.join("crates/sigil-policy/tests/data")];
+    dirs.extend(sigil_testdata::policy_controller_testdata().ok());
+    for p in files_under(&dirs, &["yaml", "yml", "rego"]) {
+        let rel = p
+            .strip_prefix(&root)
+            .unwrap_or(&p)
+            .to_string_lossy()
+            .into_owned();
+        c.add("policy_yaml", &rel, &std::fs::read(&p).unwrap());
     }
     c.add(
         "policy_yaml",
@@ -695,6 +699,72 @@ fn policy_seeds(c: &mut Corpus) {
             .to_json()
             .as_bytes(),
     );
+}
+
+/// Rego modules: those of the repository's example policies, the `.rego`
+/// files of policy-controller's test data, and the blow-ups of the threat
+/// model (each crosses a bound of the sandbox).
+fn rego_seeds(c: &mut Corpus) {
+    fn modules(v: &Value, out: &mut Vec<String>) {
+        match v {
+            Value::Object(m) => {
+                if m.get("type").and_then(|t| t.as_str()) == Some("rego")
+                    && let Some(data) = m.get("data").and_then(|d| d.as_str())
+                {
+                    out.push(data.to_owned());
+                }
+                m.values().for_each(|v| modules(v, out));
+            }
+            Value::Array(a) => a.iter().for_each(|v| modules(v, out)),
+            _ => {}
+        }
+    }
+    let root = repo_root();
+    for p in files(&root.join("deploy/examples"), "yaml") {
+        let text = std::fs::read_to_string(&p).unwrap();
+        let docs: Vec<Value> = serde_saphyr::from_multiple(&text).unwrap_or_default();
+        let mut found = Vec::new();
+        docs.iter().for_each(|d| modules(d, &mut found));
+        for (i, module) in found.iter().enumerate() {
+            c.add(
+                "rego_policy",
+                &format!("{}-{i}", name_of(&p)),
+                module.as_bytes(),
+            );
+        }
+    }
+    let testdata: Vec<PathBuf> = sigil_testdata::policy_controller_testdata()
+        .into_iter()
+        .collect();
+    for p in files_under(&testdata, &["rego"]) {
+        c.add("rego_policy", &name_of(&p), &std::fs::read(&p).unwrap());
+    }
+    let bombs = [
+        (
+            "range",
+            "isCompliant if count(numbers.range(0, 2000000000)) > 0",
+        ),
+        (
+            "sprintf-width",
+            "isCompliant if sprintf(\"%0999999999d\", [1]) != \"\"",
+        ),
+        (
+            "sprintf-digit",
+            "isCompliant if sprintf(\"%\u{663}d\", [1]) != \"\"",
+        ),
+        (
+            "comprehension",
+            "isCompliant if count({x | some i in numbers.range(1, 50000); some j in numbers.range(1, 50000); x := (i + j) % 2}) > 5",
+        ),
+        ("print", "isCompliant if { print(input); true }"),
+    ];
+    for (name, body) in bombs {
+        c.add(
+            "rego_policy",
+            name,
+            format!("package sigstore\n{body}\n").as_bytes(),
+        );
+    }
 }
 
 /// Writes every target's seeds under `root` and prints how many per target.
@@ -715,6 +785,7 @@ pub fn write_all(root: &Path) {
     registry_input_seeds(&mut c);
     admission_seeds(&mut c);
     policy_seeds(&mut c);
+    rego_seeds(&mut c);
     for (target, n) in &c.count {
         println!("seeds: {target}: {n}");
     }

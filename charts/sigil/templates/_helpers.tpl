@@ -148,3 +148,205 @@ it over would fight them; yes when it is absent or this release owns it.
 {{- if and (eq (index $ann "meta.helm.sh/release-name" | default "") .ctx.Release.Name) (eq (index $ann "meta.helm.sh/release-namespace" | default "") .ctx.Release.Namespace) -}}true{{- end -}}
 {{- end -}}
 {{- end -}}
+
+{{/* The registry credential providers' and mirrors' flags, for the webhook and the audit. */}}
+{{- define "sigil.registryAccessArgs" -}}
+{{- $rc := .Values.registryCredentials -}}
+{{- if $rc.providers }}
+{{- range $rc.providers }}
+- --registry-credential-provider={{ . }}
+{{- end }}
+{{- else }}
+- --registry-credential-provider=none
+{{- end }}
+{{- range $provider := list "ecr" "gcp" "acr" }}
+{{- range (index $rc.extraHosts $provider) }}
+- --registry-credential-host={{ $provider }}={{ . }}
+{{- end }}
+{{- end }}
+{{- with .Values.registryRateLimits }}
+{{- if .requestsPerMinute }}
+- --registry-requests-per-minute={{ int64 .requestsPerMinute }}
+{{- end }}
+{{- range $host, $n := .perHost }}
+- --registry-request-budget={{ $host }}={{ int64 $n }}
+{{- end }}
+{{- end }}
+{{- $m := .Values.registryMirrors }}
+{{- if $m.containerd }}
+- --registry-mirror-config=/etc/sigil/mirrors/containerd
+{{- end }}
+{{- if $m.crio }}
+- --registry-mirror-config=/etc/sigil/mirrors/registries.conf
+{{- end }}
+{{- range $m.rules }}
+- --registry-mirror={{ . }}
+{{- end }}
+{{- end -}}
+
+{{/* The mirrors' ConfigMap: CRI-O's registries.conf and containerd's hosts.toml files. */}}
+{{- define "sigil.registryMirrorsConfigMap" -}}sigil-registry-mirrors{{- end -}}
+
+{{/* Whether the mirrors' ConfigMap is made and mounted. */}}
+{{- define "sigil.registryMirrorFiles" -}}
+{{- if or .Values.registryMirrors.containerd .Values.registryMirrors.crio }}true{{ end }}
+{{- end -}}
+
+{{/* The GCP credential configuration's ConfigMap. */}}
+{{- define "sigil.gcpCredentialsConfigMap" -}}sigil-gcp-credentials{{- end -}}
+
+{{/*
+The cloud identity's environment, as each cloud's webhook injects it
+(registryCredentials.aws/azure/gcp), then registryCredentials.env.
+*/}}
+{{- define "sigil.registryCredentialEnv" -}}
+{{- $rc := .Values.registryCredentials -}}
+{{- if $rc.aws.roleArn }}
+- name: AWS_ROLE_ARN
+  value: {{ $rc.aws.roleArn | quote }}
+- name: AWS_WEB_IDENTITY_TOKEN_FILE
+  value: /var/run/secrets/eks.amazonaws.com/serviceaccount/token
+- name: AWS_STS_REGIONAL_ENDPOINTS
+  value: regional
+{{- end }}
+{{- if $rc.aws.podIdentity }}
+- name: AWS_CONTAINER_CREDENTIALS_FULL_URI
+  value: {{ $rc.aws.podIdentityEndpoint | quote }}
+- name: AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE
+  value: /var/run/secrets/pods.eks.amazonaws.com/serviceaccount/eks-pod-identity-token
+{{- end }}
+{{- if $rc.aws.region }}
+- name: AWS_REGION
+  value: {{ $rc.aws.region | quote }}
+- name: AWS_DEFAULT_REGION
+  value: {{ $rc.aws.region | quote }}
+{{- end }}
+{{- if $rc.azure.clientId }}
+- name: AZURE_CLIENT_ID
+  value: {{ $rc.azure.clientId | quote }}
+- name: AZURE_TENANT_ID
+  value: {{ $rc.azure.tenantId | quote }}
+- name: AZURE_FEDERATED_TOKEN_FILE
+  value: /var/run/secrets/azure/tokens/azure-identity-token
+- name: AZURE_AUTHORITY_HOST
+  value: {{ $rc.azure.authorityHost | quote }}
+{{- end }}
+{{- if $rc.gcp.credentialConfig }}
+- name: GOOGLE_APPLICATION_CREDENTIALS
+  value: /etc/sigil/gcp/credentials.json
+{{- end }}
+{{- with $rc.env }}
+{{ toYaml . }}
+{{- end }}
+{{- end -}}
+
+{{/* Mounts of the cloud identity's tokens and files, and of the mirrors' files. */}}
+{{- define "sigil.registryAccessMounts" -}}
+{{- $rc := .Values.registryCredentials -}}
+{{- if include "sigil.registryMirrorFiles" . }}
+- name: registry-mirrors
+  mountPath: /etc/sigil/mirrors
+  readOnly: true
+{{- end }}
+{{- if $rc.aws.roleArn }}
+- name: aws-iam-token
+  mountPath: /var/run/secrets/eks.amazonaws.com/serviceaccount
+  readOnly: true
+{{- end }}
+{{- if $rc.aws.podIdentity }}
+- name: eks-pod-identity-token
+  mountPath: /var/run/secrets/pods.eks.amazonaws.com/serviceaccount
+  readOnly: true
+{{- end }}
+{{- if $rc.azure.clientId }}
+- name: azure-identity-token
+  mountPath: /var/run/secrets/azure/tokens
+  readOnly: true
+{{- end }}
+{{- if $rc.gcp.credentialConfig }}
+- name: gcp-credentials
+  mountPath: /etc/sigil/gcp
+  readOnly: true
+- name: gcp-token
+  mountPath: /var/run/secrets/sigil/gcp
+  readOnly: true
+{{- end }}
+{{- end -}}
+
+{{/* Volumes of the cloud identity's tokens (projected ServiceAccount tokens) and files, and of the mirrors' files. */}}
+{{- define "sigil.registryAccessVolumes" -}}
+{{- $rc := .Values.registryCredentials -}}
+{{- if include "sigil.registryMirrorFiles" . }}
+- name: registry-mirrors
+  configMap:
+    name: {{ include "sigil.registryMirrorsConfigMap" . }}
+    items:
+      {{- if .Values.registryMirrors.crio }}
+      - key: registries.conf
+        path: registries.conf
+      {{- end }}
+      {{- range $i, $ns := keys .Values.registryMirrors.containerd | sortAlpha }}
+      - key: containerd-{{ $i }}
+        path: containerd/{{ $ns }}/hosts.toml
+      {{- end }}
+{{- end }}
+{{- if $rc.aws.roleArn }}
+- name: aws-iam-token
+  projected:
+    sources:
+      - serviceAccountToken:
+          audience: sts.amazonaws.com
+          expirationSeconds: {{ int64 $rc.tokenExpirationSeconds }}
+          path: token
+{{- end }}
+{{- if $rc.aws.podIdentity }}
+- name: eks-pod-identity-token
+  projected:
+    sources:
+      - serviceAccountToken:
+          audience: pods.eks.amazonaws.com
+          expirationSeconds: {{ int64 $rc.tokenExpirationSeconds }}
+          path: eks-pod-identity-token
+{{- end }}
+{{- if $rc.azure.clientId }}
+- name: azure-identity-token
+  projected:
+    sources:
+      - serviceAccountToken:
+          audience: api://AzureADTokenExchange
+          expirationSeconds: {{ int64 $rc.tokenExpirationSeconds }}
+          path: azure-identity-token
+{{- end }}
+{{- if $rc.gcp.credentialConfig }}
+- name: gcp-credentials
+  configMap:
+    name: {{ include "sigil.gcpCredentialsConfigMap" . }}
+- name: gcp-token
+  projected:
+    sources:
+      - serviceAccountToken:
+          audience: {{ $rc.gcp.audience | quote }}
+          expirationSeconds: {{ int64 $rc.tokenExpirationSeconds }}
+          path: token
+{{- end }}
+{{- end -}}
+
+{{/* The mirrors' ConfigMap, made by whichever judging component the chart deploys first. */}}
+{{- define "sigil.registryMirrorsConfigMapObject" -}}
+apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: {{ include "sigil.registryMirrorsConfigMap" . }}
+  namespace: {{ .Release.Namespace }}
+  labels:
+    {{- include "sigil.labels" . | nindent 4 }}
+data:
+  {{- if .Values.registryMirrors.crio }}
+  registries.conf: |
+    {{- .Values.registryMirrors.crio | trim | nindent 4 }}
+  {{- end }}
+  {{- range $i, $ns := keys .Values.registryMirrors.containerd | sortAlpha }}
+  containerd-{{ $i }}: |
+    {{- index $.Values.registryMirrors.containerd $ns | trim | nindent 4 }}
+  {{- end }}
+{{- end -}}

@@ -202,6 +202,17 @@ pub enum SnapshotError {
         "policy snapshot manifest is invalid: {0}; the controller rewrites it on its next write"
     )]
     Manifest(String),
+    /// A Secret holding a chunk could not be read (an API error, not its
+    /// content): reading again may succeed.
+    #[error(
+        "policy snapshot chunk in Secret {secret} could not be read: {reason}; reading it again"
+    )]
+    Unreadable {
+        /// The Secret.
+        secret: String,
+        /// The API error.
+        reason: String,
+    },
     /// A chunk is missing or does not match the manifest.
     #[error(
         "policy snapshot chunk in Secret {secret} {problem}; the last good snapshot stays until the next revision"
@@ -273,6 +284,16 @@ pub enum SnapshotError {
         /// The parser's message.
         reason: String,
     },
+}
+
+impl SnapshotError {
+    /// Whether the error came from reading, not from what was read: the
+    /// same snapshot read again may load (a reader retries it rather than
+    /// waiting for the next revision, and the controller never takes it for
+    /// a corrupt snapshot).
+    pub fn is_transient(&self) -> bool {
+        matches!(self, Self::Unreadable { .. })
+    }
 }
 
 impl SnapshotPolicy {

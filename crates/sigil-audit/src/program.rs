@@ -169,6 +169,10 @@ impl Admin for Served {
         );
         exposition(&self.judge_metrics, &self.audit_registry)
     }
+
+    fn registry_keychain(&self) -> Option<Arc<sigil_registry::Keychain>> {
+        self.judge.registry_keychain()
+    }
 }
 
 /// Waits until `judge` has a policy snapshot in force: judging before

@@ -135,6 +135,10 @@ impl ClusterArgs {
         Ok(ClientConfig {
             credentials,
             insecure_hosts: self.insecure_registry.clone(),
+            keychain: crate::verify_image::laptop_keychain(
+                &self.insecure_registry,
+                Duration::from_secs(self.timeout.max(1)),
+            )?,
             limits: Limits {
                 total_deadline: Duration::from_secs(self.timeout.max(1)),
                 ..Limits::default()

@@ -2,7 +2,9 @@
 //! and explains what usually breaks (webhook registration and its caBundle,
 //! the Service's endpoints, the webhook answering through the API server,
 //! the policy snapshot and what each webhook replica loaded, the policies'
-//! and trust roots' conditions, TUF freshness, enforced namespaces).
+//! and trust roots' conditions, TUF freshness, enforced namespaces, and for
+//! each registry host the policies name, which cloud credential provider
+//! serves it and whether a webhook pod can get a token from it now).
 //!
 //! It reads the cluster and writes nothing: the one request that reaches
 //! admission is a server-side dry-run Pod create, which the API server
@@ -24,8 +26,8 @@ use std::time::Duration;
 
 use anyhow::{Context as _, Result};
 use checks::{
-    Conditioned, DryRun, Finding, Hook, LeaseFacts, Loaded, Selector, ServingCert, SnapshotFacts,
-    Status, Target,
+    Conditioned, CredentialAnswer, CredentialFacts, DryRun, Finding, Hook, LeaseFacts, Loaded,
+    Selector, ServingCert, SnapshotFacts, Status, Target,
 };
 use clap::{Args, ValueEnum};
 use k8s_openapi::api::admissionregistration::v1::{
@@ -249,6 +251,13 @@ async fn doctor(args: &DoctorArgs) -> Result<Report> {
     out.push(finding);
 
     let revision = snapshot.as_ref().ok().map(|s| s.revision);
+    let credentials = match &service_pods {
+        Some((namespace, pods)) => {
+            let hosts = policy_registries(&client, ns).await;
+            registry_credentials(&client, namespace, pods, hosts).await
+        }
+        None => checks::registry_credentials(None, &[]),
+    };
     out.push(match (&validating, service_pods) {
         (_, Some((namespace, pods))) => {
             let replicas = pod_revisions(&client, &namespace, &pods).await;
@@ -287,6 +296,7 @@ async fn doctor(args: &DoctorArgs) -> Result<Report> {
         },
     );
     out.push(ns_finding);
+    out.push(credentials);
 
     let healthy = out.iter().all(|f| f.status != Status::Fail);
     Ok(Report {
@@ -768,6 +778,107 @@ async fn read_snapshot(client: &kube::Client, namespace: &str) -> Result<Snapsho
     })
 }
 
+/// Registry hosts the policies in the snapshot name, checked at most.
+const MAX_CHECKED_REGISTRIES: usize = 16;
+
+/// The registry host of an image glob, when the glob names one (no
+/// pattern in it); Docker Hub for a glob without a registry part.
+fn glob_host(glob: &str) -> Option<String> {
+    let first = glob.split('/').next()?;
+    let is_host =
+        glob.contains('/') && (first.contains('.') || first.contains(':') || first == "localhost");
+    if !is_host && glob.starts_with('*') {
+        return None;
+    }
+    let host = if is_host { first } else { "index.docker.io" };
+    (!host.contains(['*', '?', '[', '{'])).then(|| host.to_ascii_lowercase())
+}
+
+/// The registry hosts the snapshot's policies name: their images' globs
+/// (those without a pattern in the host) and their `source[].oci`
+/// repositories; an empty list when the snapshot cannot be read (its own
+/// check says why).
+async fn policy_registries(client: &kube::Client, namespace: &str) -> Vec<String> {
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), namespace);
+    let Ok(Some(secret)) = secrets.get_opt(SECRET_NAME).await else {
+        return Vec::new();
+    };
+    let Ok(s) = sigil_judge::snapshot_source::load_secret(&secrets, &secret).await else {
+        return Vec::new();
+    };
+    let mut hosts: Vec<String> = s
+        .policies
+        .iter()
+        .flat_map(|p| {
+            let globs = p.spec.images.iter().filter_map(|i| glob_host(&i.glob));
+            let sources = p
+                .spec
+                .authorities
+                .iter()
+                .flat_map(|a| a.sources.iter())
+                .filter_map(|src| src.oci.as_deref())
+                .filter_map(|oci| sigil_registry::Repository::parse(oci).ok())
+                .map(|r| r.host);
+            globs.chain(sources).collect::<Vec<_>>()
+        })
+        .collect();
+    hosts.sort();
+    hosts.dedup();
+    hosts
+}
+
+/// The port of a sigil pod's admin server (its container port `metrics`,
+/// 9090 by default).
+fn admin_port(pod: &Pod) -> i32 {
+    pod.spec
+        .iter()
+        .flat_map(|s| &s.containers)
+        .flat_map(|c| c.ports.iter().flatten())
+        .find(|p| p.name.as_deref() == Some("metrics"))
+        .map_or(9090, |p| p.container_port)
+}
+
+/// Asks one running webhook pod, through the API server's pod proxy, which
+/// provider serves each of `hosts` and whether it can get a token now.
+async fn registry_credentials(
+    client: &kube::Client,
+    namespace: &str,
+    pods: &[Pod],
+    hosts: Vec<String>,
+) -> Finding {
+    let running = serving(pods).find(|p| {
+        p.status
+            .as_ref()
+            .and_then(|s| s.phase.as_deref())
+            .is_some_and(|phase| phase == "Running")
+    });
+    let Some(pod) = running else {
+        return checks::registry_credentials(None, &[]);
+    };
+    let name = pod.metadata.name.clone().unwrap_or_default();
+    let port = admin_port(pod);
+    let mut facts = Vec::new();
+    for host in hosts.into_iter().take(MAX_CHECKED_REGISTRIES) {
+        let path = format!(
+            "/api/v1/namespaces/{namespace}/pods/{name}:{port}/proxy/registry-credentials?host={}",
+            host.replace(':', "%3A")
+        );
+        let answer = match http::Request::get(&path).body(Vec::new()) {
+            Ok(req) => match client.request_text(req).await {
+                Ok(text) => serde_json::from_str::<CredentialAnswer>(&text).map_err(|e| {
+                    format!(
+                        "the webhook's answer is not the expected JSON ({e}); is it an older sigil?"
+                    )
+                }),
+                Err(e) => Err(e.to_string()),
+            },
+            Err(e) => Err(e.to_string()),
+        };
+        facts.push(CredentialFacts { host, answer });
+    }
+    checks::registry_credentials(Some(&format!("pod {name}")), &facts)
+}
+
 /// The webhook pods that take admissions: a terminating pod (deleted, still
 /// shutting down) has left the Service's endpoints and is not asked.
 fn serving(pods: &[Pod]) -> impl Iterator<Item = &Pod> {
@@ -794,13 +905,7 @@ async fn pod_revisions(client: &kube::Client, namespace: &str, pods: &[Pod]) -> 
             });
             continue;
         }
-        let port = pod
-            .spec
-            .iter()
-            .flat_map(|s| &s.containers)
-            .flat_map(|c| c.ports.iter().flatten())
-            .find(|p| p.name.as_deref() == Some("metrics"))
-            .map_or(9090, |p| p.container_port);
+        let port = admin_port(pod);
         let path = format!("/api/v1/namespaces/{namespace}/pods/{name}:{port}/proxy/metrics");
         let revision = match http::Request::get(&path).body(Vec::new()) {
             Ok(req) => match client.request_text(req).await {
@@ -866,6 +971,29 @@ fn sample_report(checks: Vec<Finding>) -> Report {
         namespace: "sigil-system".into(),
         healthy: checks.iter().all(|f| f.status != Status::Fail),
         checks,
+    }
+}
+
+#[cfg(test)]
+mod registry_tests {
+    use super::*;
+
+    #[test]
+    fn a_globs_registry_host_is_checked_only_when_it_names_one() {
+        assert_eq!(
+            glob_host("123456789012.dkr.ecr.us-east-1.amazonaws.com/team/**").as_deref(),
+            Some("123456789012.dkr.ecr.us-east-1.amazonaws.com")
+        );
+        assert_eq!(
+            glob_host("localhost:5000/a/*").as_deref(),
+            Some("localhost:5000")
+        );
+        assert_eq!(
+            glob_host("library/nginx*").as_deref(),
+            Some("index.docker.io")
+        );
+        assert_eq!(glob_host("*.azurecr.io/**"), None);
+        assert_eq!(glob_host("**"), None);
     }
 }
 

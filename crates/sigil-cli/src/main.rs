@@ -121,6 +121,9 @@ struct VerifyBundleArgs {
 }
 
 fn main() -> ExitCode {
+    // Started again by itself as a Rego worker (the sandbox that evaluates
+    // policies' Rego): serve as one and exit, before anything else.
+    sigil_policy::rego::serve_if_requested();
     let cli: Cli = sigil_runtime::start::parse_args(env!("CARGO_PKG_VERSION"));
     // Before any signature or TLS: a FIPS build must not run outside FIPS mode.
     if let Err(e) = sigil_runtime::start::install_provider() {

@@ -144,6 +144,10 @@ pub(crate) fn run(args: &PolicyArgs) -> Result<Verdict> {
             let client = ClientConfig {
                 credentials,
                 insecure_hosts: args.insecure_registry.clone(),
+                keychain: crate::verify_image::laptop_keychain(
+                    &args.insecure_registry,
+                    sigil_registry::Limits::default().total_deadline,
+                )?,
                 ..ClientConfig::default()
             };
             evaluate(
@@ -163,8 +167,9 @@ pub(crate) fn run(args: &PolicyArgs) -> Result<Verdict> {
 fn lint(files: &[PathBuf]) -> Result<()> {
     let mut problems = 0;
     for path in files {
-        let reports = sigil_compile::lint::lint_yaml(&read(path)?)
-            .with_context(|| format!("{}", path.display()))?;
+        let reports =
+            sigil_compile::lint::lint_yaml_with(&read(path)?, sigil_compile::lint::Probe::Rego)
+                .with_context(|| format!("{}", path.display()))?;
         for r in reports {
             let what = format!("{}: {} {}", path.display(), r.kind, r.name);
             for note in &r.notes {

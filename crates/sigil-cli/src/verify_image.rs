@@ -3,13 +3,15 @@
 //! prints the verdict as text or JSON. Exit 0 only when verified.
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{Context as _, Result, bail};
 use clap::{Args, ValueEnum};
 use sigil_registry::image::{ImagePolicy, ImageVerdict, VerifyImageOptions, verify_image};
 use sigil_registry::{
-    ClientConfig, Credentials, DiscoveryOptions, Limits, RegistryClient, Repository, Want,
+    ClientConfig, Credentials, DiscoveryOptions, Keychain, KeychainSettings, Limits,
+    RegistryClient, Repository, Want,
 };
 use sigil_verifier::crypto::PublicKey;
 use sigil_verifier::identity::{IdentityMatcher, IdentityPolicy};
@@ -188,6 +190,25 @@ pub(crate) fn credentials(path: Option<&Path>) -> Result<(Credentials, String)> 
     Ok((credentials, format!("the docker config {}", path.display())))
 }
 
+/// The credential sources a laptop has besides the docker config's inline
+/// entries: the cloud providers with a laptop's own sources (AWS profiles,
+/// gcloud's application-default credentials) and the docker credential
+/// helpers the docker config names, as cosign and crane use them.
+pub(crate) fn laptop_keychain(
+    insecure_hosts: &[String],
+    timeout: Duration,
+) -> Result<Option<Arc<Keychain>>> {
+    let settings = KeychainSettings {
+        laptop: true,
+        insecure_hosts: insecure_hosts.to_vec(),
+        exchange_timeout: timeout,
+        ..KeychainSettings::default()
+    };
+    let keychain = Keychain::new(&settings, sigil_registry::cloud::Env::from_process())
+        .map_err(|e| anyhow::anyhow!("registry credential providers: {e}"))?;
+    Ok(Some(Arc::new(keychain)))
+}
+
 impl VerifyImageArgs {
     /// The image argument.
     pub(crate) fn image(&self) -> &str {
@@ -224,6 +245,7 @@ impl VerifyImageArgs {
             credentials,
             allow_insecure_all: self.allow_insecure_registry,
             insecure_hosts: self.insecure_registry.clone(),
+            keychain: laptop_keychain(&self.insecure_registry, limits.total_deadline)?,
             limits,
             ..ClientConfig::default()
         };

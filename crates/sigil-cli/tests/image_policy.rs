@@ -3,8 +3,9 @@
 //! the ClusterImagePolicies, and lint refuses what it may not name.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use std::path::PathBuf;
-use std::process::Command;
+mod common;
+
+use common::{scratch, sigil};
 
 const IMAGE: &str = "registry.test/shop/app@sha256:cccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccc";
 
@@ -22,27 +23,6 @@ spec:
   images: [{glob: "registry.test/**"}]
   authorities: [{name: gate, static: {action: fail}}]
 "#;
-
-fn scratch(name: &str) -> PathBuf {
-    let dir =
-        std::env::temp_dir().join(format!("sigil-image-policy-{name}-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
-}
-
-fn sigil(dir: &PathBuf, args: &[&str]) -> (Option<i32>, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_sigil"))
-        .args(args)
-        .env("HOME", dir)
-        .output()
-        .unwrap();
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    (out.status.code(), text)
-}
 
 #[test]
 fn policy_test_applies_an_image_policy_in_its_namespace_only() {

@@ -196,10 +196,12 @@ impl Errors {
 
 /// What an ImagePolicy in `namespace` may not do that a ClusterImagePolicy
 /// may, one line per field: name a Secret or ConfigMap in another namespace
-/// (a tenant reads only its own), or name `signaturePullSecrets` (the
-/// webhook would read them from sigil's namespace; signatures are fetched
-/// with the workload's own pull secrets, which live in the policy's
-/// namespace). Empty when the spec is fit for a namespace.
+/// (a tenant reads only its own), name `signaturePullSecrets` (the webhook
+/// would read them from sigil's namespace; signatures are fetched with the
+/// workload's own pull secrets, which live in the policy's namespace), or
+/// name a `key.kms` (the controller would fetch it with the cluster's KMS
+/// credentials, sending them to a host the tenant chose). Empty when the
+/// spec is fit for a namespace.
 pub fn namespaced_problems(spec: &ClusterImagePolicySpec, namespace: &str) -> Vec<String> {
     // (field path, kind, name, namespace as written) of every reference.
     type Reference<'a> = (String, &'static str, &'a str, &'a str);
@@ -234,6 +236,14 @@ pub fn namespaced_problems(spec: &ClusterImagePolicySpec, namespace: &str) -> Ve
                 let path = format!("spec.authorities[{i}].{field}.secretRef");
                 references.push((path, "Secret", &r.name, &r.namespace));
             }
+        }
+        if a.key.as_ref().is_some_and(|k| k.kms.is_some()) {
+            problems.push(format!(
+                "spec.authorities[{i}].key.kms: an ImagePolicy cannot name a KMS key: sigil's \
+                 controller would fetch it with the cluster's KMS credentials, not the \
+                 namespace's; put the public key in key.data or in a Secret of this namespace \
+                 (key.secretRef), or ask an admin for a ClusterImagePolicy"
+            ));
         }
         for (j, source) in a.sources.iter().enumerate() {
             if !source.signature_pull_secrets.is_empty() {

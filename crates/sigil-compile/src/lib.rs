@@ -6,7 +6,8 @@
 //! policy-controller's API ([`convert`]), keeping its verdicts where sigil can
 //! ([`verdicts`]). It compiles WorkloadKinds (kinds besides Kubernetes'
 //! own workloads whose images sigil admits, and where those images are) in
-//! [`workload_kind`].
+//! [`workload_kind`]. It says which registries a namespace's ImagePolicy
+//! may name ([`registries`]).
 //!
 //! The controller, the judge and the CLI share it, so a policy is accepted by
 //! `sigil policy lint` exactly when the controller accepts it. It must not
@@ -19,6 +20,7 @@ pub mod compile;
 pub mod convert;
 pub mod default_root;
 pub mod lint;
+pub mod registries;
 pub mod snapshot;
 pub mod verdicts;
 pub mod workload_kind;

@@ -8,7 +8,10 @@
 
 use serde_json::Value;
 use sigil_api::{ClusterImagePolicy, ClusterImagePolicySpec, ImagePolicy, TrustRoot, WorkloadKind};
-use sigil_policy::model::{AuthorityKind, CaTrust, CompiledPolicy, KeyMaterial, Platforms};
+use sigil_policy::model::{
+    AuthorityKind, CaTrust, CompiledPolicy, KeyMaterial, Platforms, PolicyProgram,
+};
+use sigil_policy::rego::RegoError;
 
 use crate::compile::{
     Offline, compile_policy, is_offline_only, namespaced_problems, validate_trust_root,
@@ -48,17 +51,37 @@ pub struct DocumentReport {
 
 /// Lints every document of a YAML stream.
 pub fn lint_yaml(text: &str) -> Result<Vec<DocumentReport>, LintError> {
+    lint_yaml_with(text, Probe::No)
+}
+
+/// Whether linting also runs each Rego policy once, in the Rego sandbox, on
+/// an empty document ([`rego_bound_problems`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Probe {
+    /// Parse and compile only.
+    No,
+    /// Also evaluate each Rego policy once (`sigil policy lint`: its
+    /// binary serves as its own Rego worker).
+    Rego,
+}
+
+/// [`lint_yaml`], with `probe` deciding whether Rego policies are run.
+pub fn lint_yaml_with(text: &str, probe: Probe) -> Result<Vec<DocumentReport>, LintError> {
     let documents: Vec<Value> =
         serde_saphyr::from_multiple(text).map_err(|e| LintError::Yaml(e.to_string()))?;
     Ok(documents
         .iter()
         .enumerate()
-        .map(|(index, doc)| lint_document(index, doc))
+        .map(|(index, doc)| lint_document_with(index, doc, probe))
         .collect())
 }
 
 /// Lints one document given as JSON.
 pub fn lint_document(index: usize, doc: &Value) -> DocumentReport {
+    lint_document_with(index, doc, Probe::No)
+}
+
+fn lint_document_with(index: usize, doc: &Value, probe: Probe) -> DocumentReport {
     let text = |v: &Value, key: &str| {
         v.get(key)
             .and_then(Value::as_str)
@@ -98,12 +121,12 @@ pub fn lint_document(index: usize, doc: &Value) -> DocumentReport {
     }
     match report.kind.as_str() {
         "ClusterImagePolicy" => match serde_json::from_value::<ClusterImagePolicy>(doc.clone()) {
-            Ok(cip) => lint_policy_spec(doc, &cip.spec, &mut report),
+            Ok(cip) => lint_policy_spec(doc, &cip.spec, probe, &mut report),
             Err(e) => report.errors.push(format!("spec: {e}")),
         },
         "ImagePolicy" => match serde_json::from_value::<ImagePolicy>(doc.clone()) {
             Ok(ip) => {
-                lint_policy_spec(doc, &ip.spec.policy, &mut report);
+                lint_policy_spec(doc, &ip.spec.policy, probe, &mut report);
                 match ip.metadata.namespace.as_deref() {
                     Some(ns) if !ns.is_empty() => report
                         .errors
@@ -170,7 +193,12 @@ pub fn lint_document(index: usize, doc: &Value) -> DocumentReport {
 /// Lints the spec of a ClusterImagePolicy or ImagePolicy: fields the type
 /// does not know, compile errors, and notes about what only the cluster
 /// can check.
-fn lint_policy_spec(doc: &Value, spec: &ClusterImagePolicySpec, report: &mut DocumentReport) {
+fn lint_policy_spec(
+    doc: &Value,
+    spec: &ClusterImagePolicySpec,
+    probe: Probe,
+    report: &mut DocumentReport,
+) {
     unknown_fields(
         doc.get("spec"),
         serde_json::to_value(spec).ok().as_ref(),
@@ -184,6 +212,9 @@ fn lint_policy_spec(doc: &Value, spec: &ClusterImagePolicySpec, report: &mut Doc
             report.notes.extend(default_root_notes(spec));
             report.notes.extend(unusable_authorities(&compiled));
             report.notes.extend(idle_platforms(&compiled));
+            if probe == Probe::Rego {
+                report.errors.extend(rego_bound_problems(&compiled));
+            }
         }
         // A ConfigMap-held module can only be checked in the cluster: that
         // alone is worth a note, not a failure.
@@ -197,6 +228,50 @@ fn lint_policy_spec(doc: &Value, spec: &ClusterImagePolicySpec, report: &mut Doc
             }
         }
     }
+}
+
+/// Each Rego program of `policy` evaluated once, in the Rego sandbox, on an
+/// empty document: one that crosses a bound there (memory, time, a crash
+/// of the evaluator) is reported, as it most likely crosses it on every
+/// document. Other outcomes on an empty document (undefined, false, an
+/// error about a missing field) say nothing about real documents and are
+/// not reported.
+pub fn rego_bound_problems(policy: &CompiledPolicy) -> Vec<String> {
+    let cip = policy
+        .policy
+        .as_ref()
+        .map(|cip| ("spec.policy".to_owned(), &cip.program));
+    let attestations = policy.authorities.iter().enumerate().flat_map(|(i, a)| {
+        a.attestations
+            .iter()
+            .enumerate()
+            .filter_map(move |(j, at)| {
+                at.policy
+                    .as_ref()
+                    .map(|p| (format!("spec.authorities[{i}].attestations[{j}].policy"), p))
+            })
+    });
+    cip.into_iter()
+        .chain(attestations)
+        .filter_map(|(field, program)| {
+            let PolicyProgram::Rego(rego) = program else {
+                return None;
+            };
+            let error = rego
+                .evaluate_blocking(&Value::Object(Default::default()))
+                .err()?;
+            matches!(
+                error,
+                RegoError::TimeLimit { .. } | RegoError::MemoryLimit { .. } | RegoError::Crashed(_)
+            )
+            .then(|| {
+                format!(
+                    "{field}: evaluated on an empty document, {error}; sigil denies every \
+                     image whose policy crosses a bound"
+                )
+            })
+        })
+        .collect()
 }
 
 /// Authorities that can never pass, each with why.

@@ -204,7 +204,9 @@ impl FieldPath {
     /// that is absent or null, or a value of another type than the path
     /// expects (a field on a list), reaches nothing: the kind's schema is
     /// the API server's to enforce, and a path that does not apply to one
-    /// object is not an error.
+    /// object is not an error. The bound is checked before each match is
+    /// made, so an object with a million items under a wildcard costs
+    /// [`MAX_MATCHES`] matches, not a million.
     pub fn reach<'a>(&self, object: &'a Value) -> Result<Vec<Reached<'a>>, TooManyMatches> {
         let mut current = vec![Reached {
             pointer: String::new(),
@@ -213,34 +215,42 @@ impl FieldPath {
         }];
         for segment in &self.segments {
             let mut next = Vec::new();
-            for at in current {
+            let push = |next: &mut Vec<Reached<'a>>, make: &dyn Fn() -> Reached<'a>| {
+                if next.len() >= MAX_MATCHES {
+                    return Err(TooManyMatches {
+                        path: self.text.clone(),
+                    });
+                }
+                next.push(make());
+                Ok(())
+            };
+            for at in &current {
                 match (segment, at.value) {
                     (Segment::Field(name), Value::Object(map)) => {
                         if let Some(v) = map.get(name).filter(|v| !v.is_null()) {
-                            next.push(at.child(name, &dotted(&at.path, name), v));
+                            push(&mut next, &|| at.child(name, &dotted(&at.path, name), v))?;
                         }
                     }
                     (Segment::EveryValue, Value::Object(map)) => {
                         for (key, v) in map.iter().filter(|(_, v)| !v.is_null()) {
-                            next.push(at.child(key, &dotted(&at.path, key), v));
+                            push(&mut next, &|| at.child(key, &dotted(&at.path, key), v))?;
                         }
                     }
                     (Segment::EveryItem, Value::Array(items)) => {
                         for (n, v) in items.iter().enumerate() {
-                            next.push(at.child(&n.to_string(), &format!("{}[{n}]", at.path), v));
+                            push(&mut next, &|| {
+                                at.child(&n.to_string(), &format!("{}[{n}]", at.path), v)
+                            })?;
                         }
                     }
                     (Segment::Item(n), Value::Array(items)) => {
                         if let Some(v) = items.get(*n) {
-                            next.push(at.child(&n.to_string(), &format!("{}[{n}]", at.path), v));
+                            push(&mut next, &|| {
+                                at.child(&n.to_string(), &format!("{}[{n}]", at.path), v)
+                            })?;
                         }
                     }
                     _ => {}
-                }
-                if next.len() > MAX_MATCHES {
-                    return Err(TooManyMatches {
-                        path: self.text.clone(),
-                    });
                 }
             }
             current = next;

@@ -1165,3 +1165,29 @@ authorities:
     .unwrap();
     assert!(namespaced_problems(&fit, "team-a").is_empty());
 }
+
+#[test]
+fn an_image_policy_names_no_kms_key_since_the_controller_would_fetch_it_with_its_own_credentials() {
+    let spec: ClusterImagePolicySpec = serde_saphyr::from_str(
+        r#"
+images: [{glob: "registry.test/team-a/**"}]
+authorities:
+  - key: {kms: "azurekms://attacker.example/signing"}
+  - key: {kms: "awskms://kms.attacker.example/alias/signing"}
+"#,
+    )
+    .unwrap();
+    let problems = namespaced_problems(&spec, "team-a");
+    assert_eq!(problems.len(), 2, "{problems:?}");
+    assert_eq!(
+        problems[0],
+        "spec.authorities[0].key.kms: an ImagePolicy cannot name a KMS key: sigil's controller \
+         would fetch it with the cluster's KMS credentials, not the namespace's; put the public \
+         key in key.data or in a Secret of this namespace (key.secretRef), or ask an admin for a \
+         ClusterImagePolicy"
+    );
+    assert!(
+        problems[1].starts_with("spec.authorities[1].key.kms: "),
+        "{problems:?}"
+    );
+}

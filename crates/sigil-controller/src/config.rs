@@ -83,6 +83,16 @@ pub struct Args {
     /// (rollback protection).
     #[arg(long, default_value = "sigil-tuf-state")]
     pub tuf_state_secret: String,
+    /// How many bytes of the policy snapshot (as JSON) one namespace's
+    /// ImagePolicies may take together; a change past it is refused on that
+    /// ImagePolicy's status (Ready=False/SnapshotBudget).
+    #[arg(long, value_name = "BYTES", default_value_t = crate::budget::DEFAULT_PER_NAMESPACE)]
+    pub image_policy_snapshot_bytes_per_namespace: usize,
+    /// How many bytes of the policy snapshot the ImagePolicies of all
+    /// namespaces may take together (at most half the snapshot: the rest is
+    /// kept for ClusterImagePolicies, TrustRoots and the built-in root).
+    #[arg(long, value_name = "BYTES", default_value_t = crate::budget::DEFAULT_TOTAL)]
+    pub image_policy_snapshot_bytes: usize,
     /// Who keeps the webhook's serving certificate and the configurations'
     /// caBundle: this controller, or something else (cert-manager, or a
     /// webhook run out of cluster whose configuration carries its own
@@ -102,6 +112,16 @@ pub struct Args {
     /// policy is not Ready and its status names the path.
     #[arg(long, value_name = "PATH")]
     pub cue_module: Option<std::path::PathBuf>,
+    /// Memory a Rego policy may use when the controller evaluates it once
+    /// on an empty document (its status says when it crosses a bound
+    /// there), in MiB: keep it equal to the webhook's
+    /// --rego-memory-limit-mib.
+    #[arg(long, default_value_t = 128, value_parser = clap::value_parser!(u64).range(32..=4096))]
+    pub rego_memory_limit_mib: u64,
+    /// Time that evaluation may take, in milliseconds: keep it equal to the
+    /// webhook's --rego-time-limit-ms.
+    #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u64).range(10..=60000))]
+    pub rego_time_limit_ms: u64,
     /// Name of the Secret holding the webhook's CA and serving certificate.
     #[arg(long, default_value = "sigil-webhook-tls")]
     pub webhook_tls_secret: String,
@@ -142,6 +162,31 @@ pub struct Args {
     /// azurekms (repeatable).
     #[arg(long, value_name = "PROVIDER=NAME", value_parser = crate::kms::parse_credentials_flag)]
     pub kms_credentials_secret: Vec<(sigil_kms::Provider, String)>,
+    /// A host a `key.kms` reference may name besides the provider's
+    /// documented endpoints (Azure `*.vault.azure.net` and its sovereign
+    /// clouds, the regional AWS KMS and STS endpoints, Google's): a private
+    /// endpoint or an emulator, as host, host:port or *.domain (repeatable).
+    /// Hosts the KMS settings themselves name (VAULT_ADDR,
+    /// AWS_ENDPOINT_URL_KMS, …) need no listing.
+    #[arg(long, value_name = "HOST", value_parser = sigil_kms::HostRule::parse)]
+    pub kms_allow_host: Vec<sigil_kms::HostRule>,
+    /// Addresses the controller's own fetches (KMS keys, `policy.remote`
+    /// modules) may reach although refused by default: link-local and cloud
+    /// metadata addresses, and loopback for what an ImagePolicy names; as
+    /// CIDRs or single addresses (repeatable).
+    #[arg(long, value_name = "CIDR", value_parser = address_flag)]
+    pub allow_address: Vec<String>,
+    /// More addresses the controller's own fetches never reach, e.g. the
+    /// cluster's Service and Pod ranges (repeatable).
+    #[arg(long, value_name = "CIDR", value_parser = address_flag)]
+    pub deny_address: Vec<String>,
+    /// A registry namespaces' ImagePolicies may name in their image globs
+    /// and `source[].oci` (repeatable; `*` within a name, e.g.
+    /// `registry.example:5000` or `*.corp.example`). Unset: the registries
+    /// the ClusterImagePolicies name. An ImagePolicy naming another is not
+    /// Ready (`RegistryNotAllowed`) and is not enforced.
+    #[arg(long, value_name = "HOST", value_parser = crate::tenant_registries::registry_flag)]
+    pub image_policy_registry: Vec<String>,
     /// Serve policy-controller's own objects as they are: convert each
     /// policy.sigstore.dev ClusterImagePolicy and TrustRoot into the
     /// policy.sigil.dev object of the same name (as `sigil policy convert`
@@ -220,6 +265,16 @@ impl Args {
             None => sigil_cue::CueConfig::from_env(),
         }
     }
+
+    /// The Rego sandbox of the status check: one worker process, this
+    /// binary started again, bounded as the webhook's are by default.
+    pub fn rego_config(&self) -> sigil_policy::rego::SandboxConfig {
+        let mut config = sigil_policy::rego::SandboxConfig::this_binary();
+        config.workers = 1;
+        config.limits.memory_bytes = self.rego_memory_limit_mib << 20;
+        config.limits.time = Duration::from_millis(self.rego_time_limit_ms);
+        config
+    }
     /// Lease validity.
     pub fn lease_duration(&self) -> Duration {
         Duration::from_secs(self.lease_duration_secs.max(1))
@@ -240,6 +295,13 @@ impl Args {
     /// refresh interval, at most five minutes.
     pub fn tuf_retry(&self) -> Duration {
         self.trust_root_refresh().min(Duration::from_secs(300))
+    }
+    /// The share of the policy snapshot ImagePolicies may take.
+    pub fn budget(&self) -> crate::budget::TenantBudget {
+        crate::budget::TenantBudget::new(
+            self.image_policy_snapshot_bytes_per_namespace,
+            self.image_policy_snapshot_bytes,
+        )
     }
     /// The bound on one TUF mirror request.
     pub fn tuf_timeout(&self) -> Duration {
@@ -273,6 +335,12 @@ impl Args {
     pub fn tls_check(&self) -> Duration {
         Duration::from_secs(self.tls_check_secs.max(10))
     }
+}
+
+/// Checks `--allow-address` / `--deny-address` values when they are parsed
+/// (the egress module reads them again, already checked).
+fn address_flag(value: &str) -> Result<String, String> {
+    sigil_registry::egress::parse_net(value).map(|_| value.trim().to_owned())
 }
 
 #[cfg(test)]

@@ -10,11 +10,14 @@ use sigil_api::snapshot::SnapshotSigstore;
 use tokio::sync::{mpsc, watch};
 
 use crate::config::Args;
-use crate::error::{Error, Result};
+use crate::egress::{Author, Guard, address_policy};
+use crate::error::Result;
+use crate::fenced::{Fence, SecretWriter};
 use crate::metrics::Metrics;
 use crate::names::{EMBEDDED, MANAGER};
 use crate::publish::Publisher;
 use crate::remote_policy::RemotePolicies;
+use crate::tenant_registries::AllowedRegistries;
 use crate::tuf_state::TufStore;
 
 /// A change of published trust material that policies may depend on.
@@ -53,6 +56,8 @@ pub struct Context {
     pub kms: crate::kms::KmsKeys,
     /// Verified `policy.remote` modules, by SHA-256.
     pub remote_policies: RemotePolicies,
+    /// The registries namespaces' ImagePolicies may name.
+    pub tenant_registries: AllowedRegistries,
 }
 
 impl Context {
@@ -78,14 +83,32 @@ impl Context {
             source: EMBEDDED.to_owned(),
             trusted_root_json: instance.embedded_trusted_root().to_owned(),
         };
-        let publisher = Publisher::new(client.clone(), &args.namespace, metrics.clone(), embedded);
-        let tuf = TufStore::new(client.clone(), &args.namespace, &args.tuf_state_secret);
+        let fence = Fence::new(leading.clone(), &args.lease_name);
+        let secrets = SecretWriter::new(client.clone(), &args.namespace, fence);
+        let publisher =
+            Publisher::new(secrets.clone(), metrics.clone(), embedded).with_budget(args.budget());
+        let tuf = TufStore::new(
+            secrets,
+            &args.tuf_state_secret,
+            &crate::names::sigstore_repository(instance.name()),
+        );
         let kms = crate::kms::KmsKeys::new(
+            sigil_kms::HttpConfig {
+                timeout: args.kms_timeout(),
+                allowed_hosts: args.kms_allow_host.clone(),
+                guard: Some(Arc::new(Guard::new(address_policy(&args, Author::Admin)))),
+                ..sigil_kms::HttpConfig::default()
+            },
             args.kms_refresh(),
-            args.kms_timeout(),
             sigil_kms::Env::from_process(),
             args.kms_credentials_secret.iter().cloned().collect(),
         );
+        let remote_policies = RemotePolicies::new(
+            crate::remote_policy::TIMEOUT,
+            Guard::new(address_policy(&args, Author::Admin)),
+            Guard::new(address_policy(&args, Author::Tenant)),
+        );
+        let tenant_registries = AllowedRegistries::new(&args.image_policy_registry);
         Self {
             client,
             args,
@@ -96,17 +119,15 @@ impl Context {
             tuf,
             trust_root_changed,
             kms,
-            remote_policies: RemotePolicies::default(),
+            remote_policies,
+            tenant_registries,
         }
     }
 
     /// Fails unless this replica leads: a replica that lost its Lease must
-    /// not write, even if a reconcile was already queued.
+    /// not write, even if a reconcile was already queued (the snapshot and
+    /// TUF state writers check it again right before each write).
     pub fn ensure_leader(&self) -> Result<()> {
-        if *self.leading.borrow() {
-            Ok(())
-        } else {
-            Err(Error::NotLeader(self.args.lease_name.clone()))
-        }
+        Fence::new(self.leading.clone(), &self.args.lease_name).check()
     }
 }

@@ -16,9 +16,21 @@ pub enum Error {
     /// This replica does not hold the leader Lease, so it must not write.
     #[error("not the leader: another replica holds Lease {0}; this replica stands by")]
     NotLeader(String),
+    /// A fenced write was refused: the Secret changed since this replica
+    /// read it (another controller wrote it).
+    #[error("not written: {0}")]
+    WriteConflict(String),
+    /// The stored policy snapshot could not be read (an API error on one of
+    /// its Secrets); recovery is retried, never started empty.
+    #[error("policy snapshot not read: {0}; retrying")]
+    SnapshotUnreadable(String),
     /// The policy snapshot could not be built.
     #[error("policy snapshot not written: {0}")]
     Snapshot(String),
+    /// An ImagePolicy would take its namespace, or all namespaces, past
+    /// their share of the policy snapshot.
+    #[error("policy snapshot not written: {0}")]
+    SnapshotBudget(String),
     /// The policy snapshot would be larger than its Secrets hold together.
     #[error("policy snapshot not written: {0}")]
     SnapshotTooLarge(String),
@@ -68,8 +80,11 @@ impl Error {
         match self {
             Self::Kube { .. } => "kube",
             Self::NotLeader(_) => "not_leader",
+            Self::WriteConflict(_) => "write_conflict",
+            Self::SnapshotUnreadable(_) => "snapshot_unreadable",
             Self::Snapshot(_) => "snapshot",
             Self::SnapshotTooLarge(_) => "snapshot_too_large",
+            Self::SnapshotBudget(_) => "snapshot_budget",
             Self::SnapshotInterrupted => "snapshot_interrupted",
             Self::Convert(_) => "convert",
             Self::WebhookRules(_) => "webhook_rules",

@@ -1,9 +1,11 @@
 //! Test fixtures: an in-memory Kubernetes API server behind `tower-test`,
 //! so every reconcile path runs without a cluster. It stores objects by
 //! path, answers GET/POST/PUT/PATCH/DELETE like the API server does for
-//! them (404, 409 on a stale `resourceVersion`, server-side apply and merge
-//! patches as JSON merges, status subresources), lists collections as empty
-//! and ends watches at once, and records every request for assertions.
+//! them (404, 409 on a stale `resourceVersion` — in an update, an apply or
+//! a delete's preconditions —, server-side apply and merge patches as JSON
+//! merges, status subresources, 422 for a Secret over 1 MiB), lists
+//! collections and ends watches at once, and records every request for
+//! assertions.
 #![allow(unreachable_pub, dead_code, missing_docs)]
 
 use std::collections::BTreeMap;
@@ -31,6 +33,8 @@ struct Store {
     refusals: BTreeMap<String, String>,
     /// Object paths every request to which RBAC refuses (403).
     forbidden: std::collections::BTreeSet<String>,
+    /// Object paths whose next GETs fail with this status, once each.
+    failing: BTreeMap<String, Vec<StatusCode>>,
 }
 
 /// The fake API server's state, shared with the test.
@@ -150,6 +154,18 @@ impl FakeApi {
         self.store.lock().unwrap().forbidden.insert(path.to_owned());
     }
 
+    /// Fails the next GET of the object at `path` with `code` (each call
+    /// queues one failure), as an API server that times out on etcd does.
+    pub fn fail_next_get(&self, path: &str, code: StatusCode) {
+        self.store
+            .lock()
+            .unwrap()
+            .failing
+            .entry(path.to_owned())
+            .or_default()
+            .push(code);
+    }
+
     /// The object stored at `path`.
     pub fn get(&self, path: &str) -> Option<Value> {
         self.store.lock().unwrap().objects.get(path).cloned()
@@ -204,6 +220,19 @@ impl FakeApi {
         };
         if s.forbidden.contains(&object_path) {
             return status(StatusCode::FORBIDDEN, "Forbidden", "forbidden by RBAC");
+        }
+        if method == Method::GET
+            && let Some(codes) = s.failing.get_mut(&path)
+            && !codes.is_empty()
+        {
+            let code = codes.remove(0);
+            return status(code, "InternalError", "injected failure");
+        }
+        if matches!(method, Method::POST | Method::PUT | Method::PATCH)
+            && path.contains("/secrets")
+            && let Some(too_long) = secret_too_long(&body)
+        {
+            return status(StatusCode::UNPROCESSABLE_ENTITY, "Invalid", &too_long);
         }
         if matches!(method, Method::POST | Method::PUT | Method::PATCH)
             && !subresource
@@ -287,6 +316,20 @@ impl FakeApi {
                         &format!("{path} not found"),
                     );
                 }
+                // A resourceVersion in the patch is a precondition.
+                if let Some(want) = body["metadata"]["resourceVersion"].as_str() {
+                    let current = s
+                        .objects
+                        .get(&object_path)
+                        .and_then(|o| o["metadata"]["resourceVersion"].as_str());
+                    if current != Some(want) {
+                        return status(
+                            StatusCode::CONFLICT,
+                            "Conflict",
+                            "the object has been modified; please apply your changes to the latest version and try again",
+                        );
+                    }
+                }
                 s.resource_version += 1;
                 let rv = s.resource_version.to_string();
                 let obj = s
@@ -313,6 +356,21 @@ impl FakeApi {
                 let obj = obj.clone();
                 ok(StatusCode::OK, &obj)
             }
+            Method::DELETE
+                if body["preconditions"]["resourceVersion"]
+                    .as_str()
+                    .is_some_and(|want| {
+                        s.objects.get(&object_path).is_some_and(|o| {
+                            o["metadata"]["resourceVersion"].as_str() != Some(want)
+                        })
+                    }) =>
+            {
+                status(
+                    StatusCode::CONFLICT,
+                    "Conflict",
+                    "Precondition failed: ResourceVersion in precondition does not match",
+                )
+            }
             Method::DELETE => match s.objects.remove(&object_path) {
                 Some(obj) => ok(StatusCode::OK, &obj),
                 None => status(
@@ -328,6 +386,25 @@ impl FakeApi {
             ),
         }
     }
+}
+
+/// The API server's refusal of a Secret whose data passes 1 MiB, if `body`
+/// is one.
+fn secret_too_long(body: &Value) -> Option<String> {
+    use base64::Engine as _;
+    const MAX: usize = 1024 * 1024;
+    let total: usize = body["data"]
+        .as_object()?
+        .values()
+        .filter_map(Value::as_str)
+        .map(|b64| {
+            base64::engine::general_purpose::STANDARD
+                .decode(b64)
+                .map_or(0, |v| v.len())
+        })
+        .sum();
+    (total > MAX)
+        .then(|| format!("Secret \"x\" is invalid: data: Too long: must have at most {MAX} bytes"))
 }
 
 /// A leading context on `client` whose settings `configure` changed.

@@ -67,19 +67,17 @@ pub struct KmsKeys {
 }
 
 impl KmsKeys {
-    /// Keys refreshed every `refresh`, fetched within `timeout` per request,
-    /// with `secrets` naming each provider's credentials Secret.
+    /// Keys fetched within `http`'s limits and destinations, refreshed
+    /// every `refresh`, with `secrets` naming each provider's credentials
+    /// Secret.
     pub fn new(
+        http: HttpConfig,
         refresh: Duration,
-        timeout: Duration,
         process: Env,
         secrets: BTreeMap<Provider, String>,
     ) -> Self {
         Self {
-            http: Http::new(HttpConfig {
-                timeout,
-                ..HttpConfig::default()
-            }),
+            http: Http::new(http),
             refresh,
             process,
             secrets,

@@ -21,9 +21,12 @@
     )
 )]
 
+pub mod budget;
 pub mod config;
 pub mod context;
+pub mod egress;
 pub mod error;
+pub mod fenced;
 pub mod kms;
 pub mod kms_resolve;
 pub mod leader;
@@ -40,6 +43,8 @@ pub mod sigstore_keys;
 pub mod sigstore_objects;
 pub mod sigstore_root;
 pub mod status;
+pub mod tenant_references;
+pub mod tenant_registries;
 pub mod tls;
 pub mod trustroot;
 pub mod tuf;

@@ -1,8 +1,8 @@
 //! Prometheus metrics (prometheus-client): reconciliations, errors by
 //! reason, policies by state, trust-root age and last refresh, TUF updates
 //! (last success, timestamp expiry, failures, freezes), the built-in
-//! Sigstore root's source, snapshot revision, leadership and certificate
-//! expiry; the build and crypto module (`sigil_controller_build_info`).
+//! Sigstore root's source, snapshot revision (and corrupt snapshots
+//! replaced), leadership and certificate expiry; the build and crypto module (`sigil_controller_build_info`).
 
 use std::collections::BTreeMap;
 use std::sync::Mutex;
@@ -81,6 +81,7 @@ pub struct Metrics {
     trust_root_last_refresh: Family<TrustRootLabels, Gauge>,
     trust_root_age: Family<TrustRootLabels, Gauge>,
     snapshot_revision: Gauge,
+    snapshot_discarded: Counter,
     leader: Gauge,
     cert_expiry: Gauge,
     tuf_last_update: Family<RepositoryLabels, Gauge>,
@@ -114,6 +115,7 @@ impl Default for Metrics {
             trust_root_last_refresh: Family::default(),
             trust_root_age: Family::default(),
             snapshot_revision: Gauge::default(),
+            snapshot_discarded: Counter::default(),
             leader: Gauge::default(),
             cert_expiry: Gauge::default(),
             tuf_last_update: Family::default(),
@@ -154,6 +156,12 @@ impl Default for Metrics {
             "snapshot_revision",
             "Revision of the last policy snapshot written",
             m.snapshot_revision.clone(),
+        );
+        registry.register(
+            "snapshot_discarded",
+            "Stored policy snapshots a leader found corrupt at its start (read twice alike) and \
+             replaced rather than recovered: policies not reconciled since were not enforced",
+            m.snapshot_discarded.clone(),
         );
         registry.register(
             "leader",
@@ -337,6 +345,11 @@ impl Metrics {
     pub fn snapshot_written(&self, revision: u64) {
         self.snapshot_revision
             .set(i64::try_from(revision).unwrap_or(i64::MAX));
+    }
+
+    /// Counts a stored snapshot found corrupt and replaced.
+    pub fn snapshot_discarded(&self) {
+        self.snapshot_discarded.inc();
     }
 
     /// Records leadership.

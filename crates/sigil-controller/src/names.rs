@@ -10,3 +10,9 @@ pub const MANAGER: &str = "sigil-controller";
 pub const TUF: &str = "tuf";
 /// `source` of the built-in Sigstore root's copy built into sigil.
 pub const EMBEDDED: &str = "embedded";
+
+/// The TUF state key of a built-in Sigstore instance's repository, e.g.
+/// `sigstore.public-good`.
+pub fn sigstore_repository(instance: &str) -> String {
+    format!("sigstore.{instance}")
+}

@@ -8,11 +8,16 @@
 //! rejected generation is not published; the snapshot keeps the last
 //! accepted one. A policy's `keyless.url` and `ctlog.url` without
 //! `trustRootRef` must name instances of the cluster's default trust root
-//! (`TrustRootMismatch` otherwise). Changes of referenced Secrets and
-//! ConfigMaps in sigil's namespace re-reconcile the ClusterImagePolicies that
-//! refer to them (an ImagePolicy's, which the controller does not watch, are
-//! read again every [`RESYNC_REFERENCES`]); changes of TrustRoots the
-//! policies that name them, a change of the default trust root every policy.
+//! (`TrustRootMismatch` otherwise); an ImagePolicy may name only the
+//! registries the admin allows ([`crate::tenant_registries`];
+//! `RegistryNotAllowed` otherwise). Changes of referenced Secrets and
+//! ConfigMaps re-reconcile the policies that refer to them: in sigil's
+//! namespace for ClusterImagePolicies, in the namespaces of ImagePolicies
+//! through [`crate::tenant_references`] (and, where the controller may not
+//! watch them, every [`RESYNC_REFERENCES`]); changes of TrustRoots the
+//! policies that name them, a change of the default trust root every
+//! policy, a change of the registries ClusterImagePolicies name every
+//! ImagePolicy.
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -33,8 +38,11 @@ use sigil_api::image_policy::{ImagePolicy, qualified_name};
 use sigil_api::snapshot::SnapshotPolicy;
 use sigil_compile::compile::{Offline, compile_policy, namespaced_problems, trust_root_refs};
 use sigil_compile::default_root::check_instance_urls;
+use sigil_compile::lint::rego_bound_problems;
+use sigil_policy::model::CompiledPolicy;
 
 use crate::context::{Context, TrustChange};
+use crate::egress::Author;
 use crate::error::{Error, Result};
 use crate::prune::{Published, watch_and_prune};
 use crate::status::{self, Verdict};
@@ -45,9 +53,13 @@ pub const CONTROLLER: &str = "policy";
 const RESYNC: Duration = Duration::from_secs(3600);
 /// How soon a policy with a missing reference is retried.
 const RETRY_UNRESOLVED: Duration = Duration::from_secs(30);
-/// How often an ImagePolicy's Secrets and ConfigMaps are read again (the
-/// controller holds no watch on tenants' namespaces).
+/// How often an ImagePolicy's Secrets and ConfigMaps are read again anyway
+/// (where the controller may not watch them, or watches too many
+/// namespaces already).
 pub const RESYNC_REFERENCES: Duration = Duration::from_secs(60);
+/// How often the namespaces to watch and the registries ClusterImagePolicies
+/// name are looked at again.
+const TENANT_CHECK: Duration = Duration::from_secs(3);
 
 /// What the reconciler needs of a policy kind.
 pub trait PolicyObject: Published + Serialize {
@@ -317,7 +329,15 @@ impl Resolver<'_> {
 
     async fn policy(&self, path: &str, p: &mut Policy, problems: &mut Vec<String>) -> Result<()> {
         if p.remote.is_some() {
-            self.ctx.remote_policies.inline(path, p, problems).await;
+            let author = if self.tenant {
+                Author::Tenant
+            } else {
+                Author::Admin
+            };
+            self.ctx
+                .remote_policies
+                .inline(path, p, author, problems)
+                .await;
             return Ok(());
         }
         let Some(reference) = p.config_map_ref.clone() else {
@@ -395,9 +415,21 @@ pub async fn reconcile<K: PolicyObject>(policy: Arc<K>, ctx: Arc<Context>) -> Re
         .as_deref()
         .map(|ns| namespaced_problems(spec, ns))
         .unwrap_or_default();
+    let not_allowed = if scope.is_some() && not_for_a_namespace.is_empty() {
+        registries_not_allowed(&key, spec, &ctx).await?
+    } else {
+        Vec::new()
+    };
+    // Bounds its Rego crosses on an empty document, said on Ready.
+    let mut crossed = Vec::new();
     let (verdict, requeue) = if !not_for_a_namespace.is_empty() {
         (
             Verdict::failed("Ready", "Invalid", not_for_a_namespace.join("; ")),
+            RESYNC,
+        )
+    } else if !not_allowed.is_empty() {
+        (
+            Verdict::failed("Ready", "RegistryNotAllowed", not_allowed.join("; ")),
             RESYNC,
         )
     } else {
@@ -413,7 +445,7 @@ pub async fn reconcile<K: PolicyObject>(policy: Arc<K>, ctx: Arc<Context>) -> Re
                     // is kept while `accept` waits for its write: thousands
                     // of reconciles may wait at once.
                     let refs = trust_root_refs(&compiled).into_keys().collect();
-                    drop(compiled);
+                    crossed = rego_bounds(compiled).await;
                     // URLs without trustRootRef must name instances of the
                     // default trust root in force (re-checked when it changes).
                     let mismatches = {
@@ -443,7 +475,37 @@ pub async fn reconcile<K: PolicyObject>(policy: Arc<K>, ctx: Arc<Context>) -> Re
     } else {
         requeue
     };
-    finish(policy.as_ref(), &ctx, verdict, requeue).await
+    finish(policy.as_ref(), &ctx, verdict, requeue, &crossed).await
+}
+
+/// Each Rego program of `compiled` evaluated once on an empty document in
+/// the Rego sandbox, as `sigil policy lint` does it
+/// ([`rego_bound_problems`]): the bounds crossed there, which the webhook
+/// most likely meets on every image the policy selects. The evaluation
+/// blocks a thread of tokio's blocking pool, never an async worker.
+async fn rego_bounds(compiled: CompiledPolicy) -> Vec<String> {
+    tokio::task::spawn_blocking(move || rego_bound_problems(&compiled))
+        .await
+        .unwrap_or_default()
+}
+
+/// What an ImagePolicy's `spec` names outside the registries it may name.
+/// A published version that names such registries (the ClusterImagePolicy
+/// naming them went away) is withdrawn: the webhook must not contact them
+/// for the namespace any longer.
+async fn registries_not_allowed(
+    key: &str,
+    spec: &ClusterImagePolicySpec,
+    ctx: &Context,
+) -> Result<Vec<String>> {
+    let allowed = ctx.tenant_registries.current(&ctx.publisher).await;
+    let problems = allowed.problems(spec);
+    if let Some(published) = ctx.publisher.policy(key).await
+        && !allowed.problems(&published.spec).is_empty()
+    {
+        ctx.publisher.remove_policy(key).await?;
+    }
+    Ok(problems)
 }
 
 /// Publishes a compiled policy once every TrustRoot it names (`refs`) is
@@ -498,6 +560,10 @@ async fn accept<K: PolicyObject>(
             Err(Error::SnapshotTooLarge(why)) => {
                 (Verdict::failed("Ready", "SnapshotTooLarge", why), RESYNC)
             }
+            // Past its namespace's share: said on its own status only.
+            Err(Error::SnapshotBudget(why)) => {
+                (Verdict::failed("Ready", "SnapshotBudget", why), RESYNC)
+            }
             Err(e) => return Err(e),
         }
     } else {
@@ -522,6 +588,7 @@ async fn finish<K: PolicyObject>(
     ctx: &Context,
     mut verdict: Verdict,
     requeue: Duration,
+    crossed: &[String],
 ) -> Result<Action> {
     let key = K::key(policy);
     let generation = policy.meta().generation.unwrap_or_default();
@@ -544,6 +611,18 @@ async fn finish<K: PolicyObject>(
     if verdict.ok && !kms_degraded.is_empty() {
         verdict = Verdict::failed("Ready", "KMSUnreachable", kms_degraded.join("; "));
     }
+    // A policy whose Rego crosses a bound is enforced (every image it
+    // selects is denied, naming the bound), but it is not ready for use.
+    if verdict.ok && !crossed.is_empty() {
+        verdict = Verdict::failed(
+            "Ready",
+            "RegoBoundExceeded",
+            format!(
+                "generation {generation} is enforced, but {}",
+                crossed.join("; ")
+            ),
+        );
+    }
     let requeue = if crate::kms_resolve::uses_kms(spec) {
         let again = if kms_degraded.is_empty() {
             ctx.kms.refresh()
@@ -562,6 +641,9 @@ async fn finish<K: PolicyObject>(
     let observed = policy.policy_status().and_then(|s| s.observed_generation);
     if status::changed(previous, &verdict, generation) || observed != Some(generation) {
         let conditions = status::conditions(previous, std::slice::from_ref(&verdict), generation);
+        // The reconcile may have waited (a KMS, a write): a replica that lost
+        // the Lease meanwhile leaves the status to the new leader.
+        ctx.ensure_leader()?;
         status::apply_status_with(
             &policy.status_api(ctx.client.clone()),
             policy,
@@ -624,6 +706,12 @@ pub async fn run<K: PolicyObject>(
             TrustChange::Default => policies_referring(&roots, |_| true),
         })
     });
+    let tenant_triggers = (!K::WATCHES_REFERENCES).then(|| {
+        futures_util::stream::select(
+            registry_triggers(ctx.clone(), reader.clone()),
+            reference_triggers(ctx.client.clone(), reader.clone()),
+        )
+    });
     let mut controller = Controller::for_stream(objects, reader);
     if K::WATCHES_REFERENCES {
         controller = controller
@@ -640,8 +728,12 @@ pub async fn run<K: PolicyObject>(
                 },
             );
     }
+    let triggers = match tenant_triggers {
+        Some(tenant) => futures_util::stream::select(trust_root_triggers, tenant).boxed(),
+        None => trust_root_triggers.boxed(),
+    };
     controller
-        .reconcile_on(trust_root_triggers)
+        .reconcile_on(triggers)
         .graceful_shutdown_on(shutdown)
         .run(reconcile::<K>, error_policy::<K>, ctx)
         .for_each(|result| async move {
@@ -650,6 +742,74 @@ pub async fn run<K: PolicyObject>(
             }
         })
         .await;
+}
+
+/// Every ImagePolicy, each time the registries the ClusterImagePolicies
+/// name change (they are what an ImagePolicy may name by default).
+fn registry_triggers<K: PolicyObject>(
+    ctx: Arc<Context>,
+    store: Store<K>,
+) -> impl Stream<Item = ObjectRef<K>> + Send + 'static {
+    futures_util::stream::unfold(None::<u64>, move |last| {
+        let (ctx, store) = (ctx.clone(), store.clone());
+        async move {
+            tokio::time::sleep(TENANT_CHECK).await;
+            let now = ctx.tenant_registries.fingerprint(&ctx.publisher).await;
+            let changed = last.is_some_and(|l| l != now);
+            let refs = if changed {
+                policies_referring(&store, |_| true)
+            } else {
+                Vec::new()
+            };
+            Some((futures_util::stream::iter(refs), Some(now)))
+        }
+    })
+    .flatten()
+}
+
+/// The ImagePolicies whose Secrets or ConfigMaps were touched, watched in
+/// the namespaces where ImagePolicies name some.
+fn reference_triggers<K: PolicyObject>(
+    client: Client,
+    store: Store<K>,
+) -> impl Stream<Item = ObjectRef<K>> + Send + 'static {
+    let wanted = {
+        let store = store.clone();
+        move || namespaces_with_references(&store)
+    };
+    crate::tenant_references::touched(client, wanted, TENANT_CHECK)
+        .flat_map(move |t| futures_util::stream::iter(policies_touched(&store, &t)))
+}
+
+/// The namespaces where some policy of `store` names a Secret or ConfigMap.
+fn namespaces_with_references<K: PolicyObject>(store: &Store<K>) -> BTreeSet<String> {
+    store
+        .state()
+        .iter()
+        .filter(|p| references(p.policy_spec()).reads_objects())
+        .filter_map(|p| p.scope())
+        .collect()
+}
+
+/// The policies of `touched`'s namespace that name it.
+fn policies_touched<K: PolicyObject>(
+    store: &Store<K>,
+    touched: &crate::tenant_references::Touched,
+) -> Vec<ObjectRef<K>> {
+    use crate::tenant_references::Kind;
+    store
+        .state()
+        .iter()
+        .filter(|p| p.scope().as_deref() == Some(touched.namespace.as_str()))
+        .filter(|p| {
+            let refs = references(p.policy_spec());
+            match touched.kind {
+                Kind::Secret => refs.secrets.contains(&touched.name),
+                Kind::ConfigMap => refs.config_maps.contains(&touched.name),
+            }
+        })
+        .map(|p| ObjectRef::from_obj(p.as_ref()))
+        .collect()
 }
 
 impl Published for ClusterImagePolicy {
@@ -974,7 +1134,7 @@ mod tests {
         let (restarted, _rx2, _l2) = context(client, true);
         assert_eq!(
             restarted.publisher.recover().await.unwrap(),
-            Some(before.revision)
+            crate::publish::Recovered::Snapshot(before.revision)
         );
         let mut obj = api.get(&cip_path("p")).unwrap();
         obj["metadata"]["generation"] = 2.into();
@@ -1053,6 +1213,48 @@ mod tests {
         let policy = snapshot.policies[0].spec.policy.as_ref().unwrap();
         assert_eq!(policy.data.as_deref(), Some(rego));
         assert!(policy.config_map_ref.is_none());
+    }
+
+    #[tokio::test]
+    async fn a_rego_policy_that_crosses_a_bound_is_enforced_and_ready_says_which_bound() {
+        // The sandbox's workers come from the `sigil-rego-worker` binary.
+        sigil_policy::rego::testing::worker_program().unwrap_or_else(|e| panic!("{e}"));
+        let (client, api) = FakeApi::start();
+        let (ctx, _rx, _l) = context(client, true);
+        let mut bomb = key_spec(json!({"data": P256_PUB}));
+        bomb["policy"] = json!({"type": "rego", "data":
+            "package sigstore\nisCompliant if count(numbers.range(0, 2000000000)) > 0\n"});
+        api.put(&cip_path("bomb"), cip("bomb", 1, bomb));
+        let mut fine = key_spec(json!({"data": P256_PUB}));
+        fine["policy"] = json!({"type": "rego", "data":
+            "package sigstore\nisCompliant if input.predicateType == \"x\"\n"});
+        api.put(&cip_path("fine"), cip("fine", 1, fine));
+
+        reconcile_path(&api, &ctx, "bomb").await.unwrap();
+        reconcile_path(&api, &ctx, "fine").await.unwrap();
+
+        let cond = ready(&api, "bomb");
+        assert_eq!(
+            (&cond["status"], &cond["reason"]),
+            (&json!("False"), &json!("RegoBoundExceeded")),
+            "{cond}"
+        );
+        let message = cond["message"].as_str().unwrap();
+        assert!(
+            message.contains(
+                "generation 1 is enforced, but spec.policy: evaluated on an empty document, \
+                 the Rego evaluation exceeded its memory limit of 128 MiB"
+            ),
+            "{message}"
+        );
+        // A policy false on an empty document is not a bound crossed.
+        assert_eq!(ready(&api, "fine")["reason"], "Accepted");
+        // Both are in the snapshot: the webhook denies the bomb's images,
+        // naming the bound.
+        let snapshot = stored_snapshot(&api).unwrap();
+        let mut names: Vec<&str> = snapshot.policies.iter().map(|p| p.name.as_str()).collect();
+        names.sort_unstable();
+        assert_eq!(names, ["bomb", "fine"]);
     }
 
     #[tokio::test]
@@ -1272,6 +1474,25 @@ mod image_policy_tests {
             .clone()
     }
 
+    /// Publishes a ClusterImagePolicy selecting `glob`, so that the
+    /// registries it names may be named by ImagePolicies.
+    async fn cluster_policy(api: &FakeApi, ctx: &Arc<Context>, name: &str, glob: &str) {
+        api.put(
+            &cip_path(name),
+            cip(
+                name,
+                1,
+                json!({"images": [{"glob": glob}], "authorities": [{"static": {"action": "pass"}}]}),
+            ),
+        );
+        reconcile(
+            object::<ClusterImagePolicy>(api, &cip_path(name)),
+            ctx.clone(),
+        )
+        .await
+        .unwrap();
+    }
+
     fn team_secret(name: &str, pem: &str) -> Value {
         let mut s = secret(name, &[("cosign.pub", pem)]);
         s["metadata"]["namespace"] = json!(TEAM);
@@ -1282,6 +1503,7 @@ mod image_policy_tests {
     async fn an_image_policy_is_published_under_its_namespace_with_its_own_namespaces_key() {
         let (client, api) = FakeApi::start();
         let (ctx, _rx, _l) = context(client, true);
+        cluster_policy(&api, &ctx, "open", "**").await;
         api.put(
             &secret_path_in(TEAM, "team-key"),
             team_secret("team-key", P256_PUB),
@@ -1315,7 +1537,11 @@ mod image_policy_tests {
              addition to the cluster's ClusterImagePolicies"
         );
         let snapshot = stored_snapshot(&api).unwrap();
-        let published = &snapshot.policies[0];
+        let published = snapshot
+            .policies
+            .iter()
+            .find(|p| p.name == "extra")
+            .unwrap();
         assert_eq!(
             (published.namespace.as_str(), published.name.as_str()),
             (TEAM, "extra")
@@ -1379,6 +1605,7 @@ mod image_policy_tests {
     async fn a_secret_rbac_does_not_let_sigil_read_is_a_reason_on_the_policy() {
         let (client, api) = FakeApi::start();
         let (ctx, _rx, _l) = context(client, true);
+        cluster_policy(&api, &ctx, "open", "**").await;
         api.put(
             &secret_path_in(TEAM, "team-key"),
             team_secret("team-key", P256_PUB),
@@ -1449,5 +1676,217 @@ mod image_policy_tests {
         assert_eq!(keys(&api), ["extra", "team-a/extra"]);
         ImagePolicy::unpublish(&ctx, "team-a/extra").await.unwrap();
         assert_eq!(keys(&api), ["extra"]);
+    }
+
+    fn ready_of(api: &FakeApi, name: &str) -> (String, String, String) {
+        let cond = ready(api, name);
+        (
+            cond["status"].as_str().unwrap().to_owned(),
+            cond["reason"].as_str().unwrap().to_owned(),
+            cond["message"].as_str().unwrap().to_owned(),
+        )
+    }
+
+    fn published_keys(api: &FakeApi) -> Vec<String> {
+        stored_snapshot(api)
+            .map(|s| s.policies.iter().map(SnapshotPolicy::key).collect())
+            .unwrap_or_default()
+    }
+
+    fn static_spec(glob: &str) -> Value {
+        json!({"images": [{"glob": glob}], "authorities": [{"static": {"action": "pass"}}]})
+    }
+
+    #[tokio::test]
+    async fn an_image_policy_naming_a_registry_no_cluster_policy_names_is_not_ready_nor_enforced() {
+        let (client, api) = FakeApi::start();
+        let (ctx, _rx, _l) = context(client, true);
+        cluster_policy(&api, &ctx, "platform", "registry.example/**").await;
+        for (name, spec) in [
+            ("inside", static_spec("registry.example/team-a/**")),
+            ("anywhere", static_spec("**")),
+            ("service", static_spec("kubernetes.default.svc/x")),
+            (
+                "source",
+                json!({"images": [{"glob": "registry.example/team-a/**"}],
+                       "authorities": [{"key": {"data": P256_PUB},
+                                        "source": [{"oci": "10.96.0.1/sigs"}]}]}),
+            ),
+        ] {
+            api.put(
+                &image_policy_path(TEAM, name),
+                image_policy(TEAM, name, 1, spec),
+            );
+            reconcile_image_policy(&api, &ctx, name).await;
+        }
+        assert_eq!(ready_of(&api, "inside").1, "Accepted");
+        for name in ["anywhere", "service", "source"] {
+            let (status, reason, message) = ready_of(&api, name);
+            assert_eq!(
+                (status.as_str(), reason.as_str()),
+                ("False", "RegistryNotAllowed"),
+                "{message}"
+            );
+            assert!(
+                message.contains("the registries the cluster's ClusterImagePolicies name")
+                    && message.contains("the webhook does not enforce this policy"),
+                "{message}"
+            );
+        }
+        assert!(
+            ready_of(&api, "source")
+                .2
+                .contains("spec.authorities[0].source[0].oci: registry `10.96.0.1` is not among")
+        );
+        assert_eq!(published_keys(&api), ["platform", "team-a/inside"]);
+    }
+
+    #[tokio::test]
+    async fn an_admins_list_decides_which_registries_image_policies_name() {
+        let (client, api) = FakeApi::start();
+        let (ctx, _rx) = context_with(client, |args| {
+            args.image_policy_registry = vec!["*.corp.example".into()];
+        });
+        cluster_policy(&api, &ctx, "open", "**").await;
+        for (name, glob) in [
+            ("corp", "team.corp.example/**"),
+            ("hub", "docker.io/team/*"),
+        ] {
+            api.put(
+                &image_policy_path(TEAM, name),
+                image_policy(TEAM, name, 1, static_spec(glob)),
+            );
+            reconcile_image_policy(&api, &ctx, name).await;
+        }
+        assert_eq!(ready_of(&api, "corp").1, "Accepted");
+        let (_, reason, message) = ready_of(&api, "hub");
+        assert_eq!(reason, "RegistryNotAllowed");
+        assert!(message.contains("--image-policy-registry"), "{message}");
+    }
+
+    #[tokio::test]
+    async fn a_published_image_policy_is_withdrawn_once_the_registry_it_names_is_no_longer_allowed()
+    {
+        let (client, api) = FakeApi::start();
+        let (ctx, _rx, _l) = context(client, true);
+        cluster_policy(&api, &ctx, "platform", "registry.example/**").await;
+        api.put(
+            &image_policy_path(TEAM, "extra"),
+            image_policy(TEAM, "extra", 1, static_spec("registry.example/team-a/**")),
+        );
+        reconcile_image_policy(&api, &ctx, "extra").await;
+        assert_eq!(published_keys(&api), ["platform", "team-a/extra"]);
+
+        // The only ClusterImagePolicy naming that registry goes away.
+        ClusterImagePolicy::unpublish(&ctx, "platform")
+            .await
+            .unwrap();
+        reconcile_image_policy(&api, &ctx, "extra").await;
+
+        let (status, reason, message) = ready_of(&api, "extra");
+        assert_eq!(
+            (status.as_str(), reason.as_str()),
+            ("False", "RegistryNotAllowed")
+        );
+        assert!(
+            message.contains("the webhook does not enforce this policy"),
+            "{message}"
+        );
+        assert!(published_keys(&api).is_empty());
+    }
+
+    #[test]
+    fn the_namespaces_watched_and_the_policies_a_change_touches_follow_the_references() {
+        use crate::tenant_references::{Kind, Touched};
+        let (store, mut writer) = kube::runtime::reflector::store::<ImagePolicy>();
+        let key = json!({"secretRef": {"name": "team-key"}});
+        let add = |writer: &mut kube::runtime::reflector::store::Writer<ImagePolicy>,
+                   ns: &str,
+                   name: &str,
+                   spec: Value| {
+            let obj: ImagePolicy = serde_json::from_value(image_policy(ns, name, 1, spec)).unwrap();
+            writer.apply_watcher_event(&kube::runtime::watcher::Event::Apply(obj));
+        };
+        add(
+            &mut writer,
+            TEAM,
+            "keyed",
+            json!({"images": [{"glob": "**"}], "authorities": [{"key": key}]}),
+        );
+        add(
+            &mut writer,
+            TEAM,
+            "moduled",
+            json!({"images": [{"glob": "**"}], "authorities": [{"static": {"action": "pass"}}],
+                   "policy": {"type": "rego", "configMapRef": {"name": "module"}}}),
+        );
+        add(&mut writer, "team-b", "inline", static_spec("**"));
+        add(
+            &mut writer,
+            "team-c",
+            "keyed",
+            json!({"images": [{"glob": "**"}], "authorities": [{"key": key}]}),
+        );
+        assert_eq!(
+            namespaces_with_references(&store),
+            BTreeSet::from([TEAM.to_owned(), "team-c".to_owned()])
+        );
+        let touched = |kind, namespace: &str, name: &str| {
+            let mut names: Vec<String> = policies_touched(
+                &store,
+                &Touched {
+                    kind,
+                    namespace: namespace.into(),
+                    name: name.into(),
+                },
+            )
+            .into_iter()
+            .map(|r| format!("{}/{}", r.namespace.unwrap_or_default(), r.name))
+            .collect();
+            names.sort();
+            names
+        };
+        assert_eq!(touched(Kind::Secret, TEAM, "team-key"), ["team-a/keyed"]);
+        assert_eq!(touched(Kind::ConfigMap, TEAM, "module"), ["team-a/moduled"]);
+        assert!(touched(Kind::ConfigMap, TEAM, "team-key").is_empty());
+        assert!(touched(Kind::Secret, "team-b", "team-key").is_empty());
+    }
+
+    #[tokio::test]
+    async fn an_image_policy_past_its_namespaces_share_says_so_on_its_own_status() {
+        let (client, api) = FakeApi::start();
+        let (ctx, _rx) = context_with(client, |args| {
+            args.image_policy_snapshot_bytes_per_namespace = 2048;
+            // The registry is the admin's to allow; the budget is the
+            // check under test.
+            args.image_policy_registry = vec!["registry.example.com".into()];
+        });
+        let globs = |n: usize| -> Vec<Value> {
+            (0..n)
+                .map(|i| json!({"glob": format!("registry.example.com/team/app-{i:04}/**")}))
+                .collect()
+        };
+        api.put(
+            &image_policy_path(TEAM, "big"),
+            image_policy(
+                TEAM,
+                "big",
+                1,
+                json!({"images": globs(80), "authorities": [{"key": {"data": P256_PUB}}]}),
+            ),
+        );
+
+        reconcile_image_policy(&api, &ctx, "big").await;
+
+        let cond = ready(&api, "big");
+        assert_eq!(cond["status"], "False");
+        assert_eq!(cond["reason"], "SnapshotBudget");
+        let message = cond["message"].as_str().unwrap();
+        assert!(message.contains("namespace team-a would take"), "{message}");
+        assert!(
+            message.contains("the webhook does not enforce this policy"),
+            "{message}"
+        );
+        assert!(ctx.publisher.policy("team-a/big").await.is_none());
     }
 }

@@ -72,7 +72,20 @@ where
         let ctx = prune_ctx.clone();
         let reader = prune_reader.clone();
         async move {
-            prune(&ctx, &reader, &event).await;
+            if matches!(event, watcher::Event::Delete(_) | watcher::Event::InitDone) {
+                // In a task of its own: unpublishing waits its turn for the
+                // snapshot writer, and at shutdown the controller stops
+                // polling this stream while it waits for a reconcile in
+                // flight. A turn handed to a future nobody polls would never
+                // be given back, and that reconcile would wait forever.
+                let pruning = {
+                    let event = event.clone();
+                    tokio::spawn(async move { prune(&ctx, &reader, &event).await })
+                };
+                if let Err(e) = pruning.await {
+                    tracing::warn!(error = %e, "unpublishing deleted {} stopped; retried on the next change", K::PLURAL);
+                }
+            }
             Ok(event)
         }
     })

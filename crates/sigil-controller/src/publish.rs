@@ -9,9 +9,24 @@
 //! does not name. A snapshot too large for every Secret together is refused
 //! ([`Error::SnapshotTooLarge`]) and nothing is written, so the revision in
 //! force stays whole. A policy whose new generation is rejected is simply
-//! not accepted again, so its last good spec stays. After a restart,
-//! [`Publisher::recover`] reads the existing Secret first, so the last good
-//! specs and the revision counter survive. A trust root that was deleted
+//! not accepted again, so its last good spec stays.
+//!
+//! Recovery never starts empty. After a restart or a handover,
+//! [`Publisher::recover`] reads the stored snapshot before anything is
+//! written (a first write waits for it), so the last good specs and the
+//! revision counter survive. A read that fails (an API error on the main
+//! Secret or on one shard) is an error the caller retries; only content
+//! that is really corrupt, read twice alike, is discarded
+//! ([`Recovered::Discarded`], which the caller reports in an Event and a
+//! metric), and then the revision continues above the stored one.
+//!
+//! Writes are fenced ([`crate::fenced`]): each Secret write checks the
+//! Lease right before it goes out and is conditioned on the
+//! `resourceVersion` this replica last saw of that Secret, so a controller
+//! that lost the Lease, or one that has not seen another controller's write
+//! (a rolling update), cannot replace the snapshot or delete the shards
+//! another wrote; its write fails with [`Error::WriteConflict`] and it reads
+//! the Secrets again before its next write. A trust root that was deleted
 //! stays in the snapshot while an accepted policy still refers to it, so a
 //! snapshot is always enforceable whole.
 //!
@@ -45,11 +60,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
 
-use k8s_openapi::ByteString;
-use k8s_openapi::Resource as _;
 use k8s_openapi::api::core::v1::Secret;
-use kube::Client;
-use kube::api::{Api, Patch, PatchParams};
+use sigil_api::cip::ClusterImagePolicySpec;
 use sigil_api::snapshot::stored::{self, CHUNK_KEY};
 use sigil_api::snapshot::{
     API_VERSION, PolicySnapshot, SECRET_NAME, SnapshotError, SnapshotPolicy, SnapshotSigstore,
@@ -60,9 +72,10 @@ use sigil_compile::default_root::{DefaultRoot, DefaultSource};
 use sigil_verifier::trust::{TrustedRoot, format_rfc3339};
 use tokio::sync::{Mutex, oneshot};
 
+use crate::budget::TenantBudget;
 use crate::error::{Error, Result};
+use crate::fenced::{SecretWriter, Seen};
 use crate::metrics::Metrics;
-use crate::names::MANAGER;
 
 /// A trust root as the publisher holds it.
 #[derive(Debug, Clone, PartialEq)]
@@ -79,6 +92,8 @@ struct HeldPolicy {
     /// The TrustRoots its spec names (none when it does not compile),
     /// found once per accepted spec.
     trust_root_refs: BTreeSet<String>,
+    /// The JSON it adds to the snapshot ([`TenantBudget`]).
+    bytes: usize,
 }
 
 impl HeldPolicy {
@@ -87,10 +102,16 @@ impl HeldPolicy {
             .map(|compiled| trust_root_refs(&compiled).into_keys().collect())
             .unwrap_or_default();
         Self {
+            bytes: json_bytes(&policy),
             policy,
             trust_root_refs,
         }
     }
+}
+
+/// The length of `policy`'s JSON in the snapshot.
+fn json_bytes(policy: &SnapshotPolicy) -> usize {
+    serde_json::to_vec(policy).map_or(0, |json| json.len())
 }
 
 /// What the publisher holds; a write works on a copy and the copy replaces
@@ -105,9 +126,6 @@ struct State {
     workload_kinds: BTreeMap<String, SnapshotWorkloadKind>,
     /// The last snapshot written (or recovered).
     written: Option<PolicySnapshot>,
-    /// Shard Secrets that may exist (all of them until the first write has
-    /// cleaned up).
-    shards: BTreeSet<String>,
 }
 
 impl State {
@@ -158,14 +176,58 @@ impl DefaultInForce {
 
 /// Writes the policy snapshot Secret.
 pub struct Publisher {
-    api: Api<Secret>,
-    namespace: String,
+    secrets: SecretWriter,
     metrics: Arc<Metrics>,
+    budget: TenantBudget,
     state: Mutex<State>,
     /// Changes waiting for the next write.
     queue: Mutex<Vec<Queued>>,
-    /// Held by the one write in progress, with when the next may start.
-    writer: Mutex<Pace>,
+    /// Held by the one write (or recovery) in progress.
+    writer: Mutex<Writer>,
+}
+
+/// What the write in progress holds: its pace, and what this replica last
+/// saw of the Secrets it writes.
+#[derive(Default)]
+struct Writer {
+    pace: Pace,
+    /// Whether the stored snapshot was read into the held state.
+    recovered: bool,
+    /// What was last seen of the main Secret; `None` after a refused write,
+    /// until it is read again.
+    main: Option<Seen>,
+    /// What was last seen of each shard Secret of both sets.
+    shards: BTreeMap<String, Seen>,
+    /// After a refused write, the stored content is another's: the next
+    /// write goes out even if the held content looks unchanged.
+    must_write: bool,
+}
+
+/// What [`Publisher::recover`] found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Recovered {
+    /// No snapshot Secret: a first start.
+    FirstStart,
+    /// The stored snapshot of this revision, now held.
+    Snapshot(u64),
+    /// The stored content is corrupt (read twice alike): nothing of it is
+    /// held, and the next revision is above the stored one's.
+    Discarded {
+        /// Why it did not load.
+        reason: String,
+        /// The revision the next write continues from.
+        floor: u64,
+    },
+}
+
+/// One read of the stored snapshot: what was seen of its Secrets, and what
+/// loaded (`None` when there is no main Secret).
+struct StoredRead {
+    main: Seen,
+    shards: BTreeMap<String, Seen>,
+    loaded: Option<std::result::Result<PolicySnapshot, SnapshotError>>,
+    /// The revision the main Secret's annotation names, if any.
+    annotated: Option<u64>,
 }
 
 /// The shortest write that makes the next one wait (see [`Pace`]).
@@ -236,9 +298,10 @@ enum Change {
 
 impl Change {
     /// Applies the change to `state`; returns the default mark decided, if
-    /// it decides one.
-    fn apply(&self, state: &mut State) -> Option<DefaultMark> {
-        match self {
+    /// it decides one. A policy past its namespace's share of the snapshot
+    /// is refused here, before anything is written.
+    fn apply(&self, state: &mut State, budget: &TenantBudget) -> Result<Option<DefaultMark>> {
+        Ok(match self {
             Self::AcceptPolicy(policy) => {
                 // A status write bumps resourceVersion; that alone is no new
                 // version.
@@ -253,9 +316,18 @@ impl Change {
                         Some(held) if held.policy.spec == policy.spec => HeldPolicy {
                             policy: policy.as_ref().clone(),
                             trust_root_refs: held.trust_root_refs.clone(),
+                            bytes: json_bytes(policy),
                         },
                         _ => HeldPolicy::new(policy.as_ref().clone()),
                     };
+                    budget.admit(
+                        &key,
+                        held.bytes,
+                        state
+                            .policies
+                            .iter()
+                            .map(|(key, held)| (key.as_str(), held.bytes)),
+                    )?;
                     state.policies.insert(key, held);
                 }
                 None
@@ -283,9 +355,13 @@ impl Change {
             }
             Self::MarkTrustRootDefault { name, marked } => {
                 let mark = Publisher::decide_default(state, name, *marked);
-                let t = state.trust_roots.get_mut(name)?;
-                t.root.default = mark == DefaultMark::Default;
-                Some(mark)
+                match state.trust_roots.get_mut(name) {
+                    Some(t) => {
+                        t.root.default = mark == DefaultMark::Default;
+                        Some(mark)
+                    }
+                    None => None,
+                }
             }
             Self::RemoveTrustRoot(name) => {
                 if let Some(t) = state.trust_roots.get_mut(name) {
@@ -309,7 +385,7 @@ impl Change {
                 state.workload_kinds = kinds.iter().map(|k| (k.name.clone(), k.clone())).collect();
                 None
             }
-        }
+        })
     }
 
     /// Whether a write that failed with `error` must leave this change out
@@ -321,7 +397,13 @@ impl Change {
             Self::AcceptPolicy(_) => {
                 matches!(error, Error::Snapshot(_) | Error::SnapshotTooLarge(_))
             }
-            Self::AcceptTrustRoot(_) => matches!(error, Error::SnapshotTooLarge(_)),
+            // Trust material that did not fit is not held either, so what is
+            // held never runs ahead of what was written.
+            Self::AcceptTrustRoot(_)
+            | Self::AcceptSigstore(_)
+            | Self::MarkTrustRootDefault { .. } => {
+                matches!(error, Error::SnapshotTooLarge(_))
+            }
             Self::SetWorkloadKinds(_) => {
                 matches!(error, Error::Snapshot(_) | Error::SnapshotTooLarge(_))
             }
@@ -348,63 +430,67 @@ fn duplicate(error: &Error) -> Error {
         },
         Error::Snapshot(m) => Error::Snapshot(m.clone()),
         Error::SnapshotTooLarge(m) => Error::SnapshotTooLarge(m.clone()),
+        Error::WriteConflict(m) => Error::WriteConflict(m.clone()),
+        Error::SnapshotUnreadable(m) => Error::SnapshotUnreadable(m.clone()),
+        Error::NotLeader(m) => Error::NotLeader(m.clone()),
+        Error::SnapshotBudget(m) => Error::SnapshotBudget(m.clone()),
         // `flush` returns none of the other kinds.
         other => Error::Snapshot(other.to_string()),
     }
 }
 
 impl Publisher {
-    /// A publisher writing into `namespace`, holding `sigstore` (the
-    /// built-in instance's embedded root) until told better.
-    pub fn new(
-        client: Client,
-        namespace: &str,
-        metrics: Arc<Metrics>,
-        sigstore: SnapshotSigstore,
-    ) -> Self {
+    /// A publisher writing through `secrets` (sigil's namespace), holding
+    /// `sigstore` (the built-in instance's embedded root) until told better.
+    pub fn new(secrets: SecretWriter, metrics: Arc<Metrics>, sigstore: SnapshotSigstore) -> Self {
         Self {
-            api: Api::namespaced(client, namespace),
-            namespace: namespace.to_owned(),
+            secrets,
             metrics,
+            budget: TenantBudget::default(),
             state: Mutex::new(State {
                 policies: BTreeMap::new(),
                 trust_roots: BTreeMap::new(),
                 sigstore,
                 workload_kinds: BTreeMap::new(),
                 written: None,
-                shards: stored::all_shards(SECRET_NAME).into_iter().collect(),
             }),
             queue: Mutex::new(Vec::new()),
-            writer: Mutex::new(Pace::default()),
+            writer: Mutex::new(Writer::default()),
         }
     }
 
-    /// Loads the last snapshot from the Secret, so its policies and trust
-    /// roots stay published until reconciled and its revision continues.
-    /// A missing Secret is a first start; an unreadable one is logged and
-    /// replaced (its revision is lost, so the next one starts above the
-    /// current time in seconds, which is above any earlier counter).
-    pub async fn recover(&self) -> Result<Option<u64>> {
-        let secret = self.api.get_opt(SECRET_NAME).await.map_err(|e| {
-            Error::kube(
-                format!("reading Secret {}/{SECRET_NAME}", self.namespace),
-                e,
-            )
-        })?;
-        let _writer = self.writer.lock().await;
+    /// The publisher with ImagePolicies held to `budget`.
+    pub fn with_budget(mut self, budget: TenantBudget) -> Self {
+        self.budget = budget;
+        self
+    }
+
+    /// Loads the stored snapshot, so its policies and trust roots stay
+    /// published until reconciled and its revision continues. Errors are
+    /// read errors, to retry (nothing is held or written meanwhile); only
+    /// content that is corrupt twice alike is discarded.
+    pub async fn recover(&self) -> Result<Recovered> {
+        let mut writer = self.writer.lock().await;
+        self.recover_locked(&mut writer).await
+    }
+
+    async fn recover_locked(&self, writer: &mut Writer) -> Result<Recovered> {
+        let mut read = self.read_stored().await?;
+        if matches!(read.loaded, Some(Err(_))) {
+            // Read again: content that changed meanwhile was being written
+            // (a controller still finishing its write), not corrupt.
+            let again = self.read_stored().await?;
+            if again.main != read.main {
+                return Err(Error::SnapshotUnreadable(format!(
+                    "Secret {SECRET_NAME} changed while it was read"
+                )));
+            }
+            read = again;
+        }
         let mut state = self.state.lock().await;
-        let Some(secret) = secret else {
-            return Ok(None);
-        };
-        let data = secret.data.unwrap_or_default();
-        let loaded = stored::load(
-            SECRET_NAME,
-            |key| data.get(key).map(|b| b.0.as_slice()),
-            |name| self.read_shard(name),
-        )
-        .await;
-        match loaded {
-            Ok(snapshot) => {
+        let recovered = match read.loaded {
+            None => Recovered::FirstStart,
+            Some(Ok(snapshot)) => {
                 for p in &snapshot.policies {
                     state.policies.insert(p.key(), HeldPolicy::new(p.clone()));
                 }
@@ -434,28 +520,127 @@ impl Publisher {
                 let revision = snapshot.revision;
                 self.metrics.snapshot_written(revision);
                 state.written = Some(snapshot);
-                Ok(Some(revision))
+                Recovered::Snapshot(revision)
             }
-            Err(e) => {
-                tracing::warn!(error = %e, "existing policy snapshot is unreadable; it will be replaced");
-                let floor = u64::try_from(time::OffsetDateTime::now_utc().unix_timestamp())
+            Some(Err(e)) => {
+                // The revision continues above the stored one (its
+                // annotation, else the clock in seconds, which is above any
+                // counter started from it earlier), so the webhook, which
+                // ignores lower revisions, takes the next write.
+                let now = u64::try_from(time::OffsetDateTime::now_utc().unix_timestamp())
                     .unwrap_or_default();
+                let floor = read.annotated.unwrap_or_default().max(now);
                 state.written = Some(PolicySnapshot {
                     revision: floor,
                     ..PolicySnapshot::empty()
                 });
-                Ok(None)
+                Recovered::Discarded {
+                    reason: e.to_string(),
+                    floor,
+                }
             }
-        }
+        };
+        writer.main = Some(read.main);
+        writer.shards = read.shards;
+        writer.recovered = true;
+        writer.must_write = matches!(recovered, Recovered::Discarded { .. });
+        Ok(recovered)
     }
 
-    /// A shard Secret's chunk, `None` when it is missing.
-    async fn read_shard(&self, name: String) -> Result<Option<Vec<u8>>, String> {
-        let secret = self.api.get_opt(&name).await.map_err(|e| e.to_string())?;
+    /// Reads the main Secret and the shards its manifest names, and what
+    /// is there of every other shard Secret. An API error on any of them is
+    /// an error ([`SnapshotError::is_transient`] included); content that
+    /// does not load is in [`StoredRead::loaded`].
+    async fn read_stored(&self) -> Result<StoredRead> {
+        let (main, secret) = self.secrets.read(SECRET_NAME).await?;
+        let mut shards = BTreeMap::new();
+        let (loaded, annotated) = match &secret {
+            None => (None, None),
+            Some(secret) => {
+                let annotated = revision_annotation(secret);
+                let empty = BTreeMap::new();
+                let data = secret.data.as_ref().unwrap_or(&empty);
+                let seen = std::sync::Mutex::new(BTreeMap::new());
+                let loaded = stored::load(
+                    SECRET_NAME,
+                    |key| data.get(key).map(|b| b.0.as_slice()),
+                    |name| self.read_shard(name, &seen),
+                )
+                .await;
+                shards = seen.into_inner().unwrap_or_default();
+                match loaded {
+                    Err(e) if e.is_transient() => {
+                        return Err(Error::SnapshotUnreadable(e.to_string()));
+                    }
+                    loaded => (Some(loaded), annotated),
+                }
+            }
+        };
+        for name in stored::all_shards(SECRET_NAME) {
+            if let std::collections::btree_map::Entry::Vacant(entry) = shards.entry(name) {
+                let (seen, _) = self.secrets.read(entry.key()).await?;
+                entry.insert(seen);
+            }
+        }
+        Ok(StoredRead {
+            main,
+            shards,
+            loaded,
+            annotated,
+        })
+    }
+
+    /// A shard Secret's chunk, `None` when it is missing; records what was
+    /// seen of it.
+    async fn read_shard(
+        &self,
+        name: String,
+        seen: &std::sync::Mutex<BTreeMap<String, Seen>>,
+    ) -> Result<Option<Vec<u8>>, String> {
+        let (now, secret) = self.secrets.read(&name).await.map_err(|e| e.to_string())?;
+        if let Ok(mut seen) = seen.lock() {
+            seen.insert(name, now);
+        }
         Ok(secret
             .and_then(|s| s.data)
             .and_then(|mut d| d.remove(CHUNK_KEY))
             .map(|b| b.0))
+    }
+
+    /// Makes the writer ready for a write: the stored snapshot recovered
+    /// (a first write before [`Publisher::recover`] waits for it), and after
+    /// a refused write what is stored now read again, its revision taken as
+    /// a floor.
+    async fn ready_to_write(&self, writer: &mut Writer) -> Result<()> {
+        if !writer.recovered {
+            let recovered = self.recover_locked(writer).await?;
+            if let Recovered::Discarded { reason, .. } = recovered {
+                tracing::warn!(
+                    reason,
+                    "stored policy snapshot is corrupt; it will be replaced"
+                );
+            }
+            return Ok(());
+        }
+        if writer.main.is_some() {
+            return Ok(());
+        }
+        let (main, secret) = self.secrets.read(SECRET_NAME).await?;
+        let mut shards = BTreeMap::new();
+        for name in stored::all_shards(SECRET_NAME) {
+            let (seen, _) = self.secrets.read(&name).await?;
+            shards.insert(name, seen);
+        }
+        let stored_revision = secret.as_ref().and_then(revision_annotation);
+        if let Some(theirs) = stored_revision {
+            let mut state = self.state.lock().await;
+            let written = state.written.get_or_insert_with(PolicySnapshot::empty);
+            written.revision = written.revision.max(theirs);
+        }
+        writer.main = Some(main);
+        writer.shards = shards;
+        writer.must_write = true;
+        Ok(())
     }
 
     /// The accepted version of a policy (by [`SnapshotPolicy::key`]), if any.
@@ -466,6 +651,17 @@ impl Publisher {
             .policies
             .get(name)
             .map(|held| held.policy.clone())
+    }
+
+    /// Shows `visit` the spec of each accepted ClusterImagePolicy (not the
+    /// namespaces' ImagePolicies), under the publisher's lock: keep it short.
+    pub async fn visit_cluster_policies(&self, mut visit: impl FnMut(&ClusterImagePolicySpec)) {
+        let state = self.state.lock().await;
+        for held in state.policies.values() {
+            if held.policy.namespace.is_empty() {
+                visit(&held.policy.spec);
+            }
+        }
     }
 
     /// The published material of a trust root, if any.
@@ -650,15 +846,27 @@ impl Publisher {
         let (reply, result) = oneshot::channel();
         self.queue.lock().await.push(Queued { change, reply });
         {
-            let mut pace = self.writer.lock().await;
+            let mut writer = self.writer.lock().await;
             // Changes queued meanwhile go out with this one.
-            pace.wait().await;
+            writer.pace.wait().await;
             // Empty when the write before this one carried the change.
             let batch = std::mem::take(&mut *self.queue.lock().await);
             if !batch.is_empty() {
-                let started = tokio::time::Instant::now();
-                self.write_batch(batch).await;
-                pace.wrote(started);
+                match self.ready_to_write(&mut writer).await {
+                    Ok(()) => {
+                        // Paced by what the write costs, not the reads before.
+                        let started = tokio::time::Instant::now();
+                        self.write_batch(&mut writer, batch).await;
+                        writer.pace.wrote(started);
+                    }
+                    // Nothing is written before the stored snapshot is
+                    // known: every caller retries.
+                    Err(e) => {
+                        for queued in batch {
+                            let _ = queued.reply.send(Err(duplicate(&e)));
+                        }
+                    }
+                }
             }
         }
         // Only a write cancelled mid-way drops the answer; nothing of it
@@ -671,16 +879,16 @@ impl Publisher {
     /// (in order) until the change at fault is written alone, so only it is
     /// rolled back and reported, in a number of writes that grows with the
     /// logarithm of the batch rather than its size.
-    async fn write_batch(&self, batch: Vec<Queued>) {
+    async fn write_batch(&self, writer: &mut Writer, batch: Vec<Queued>) {
         let mut parts = vec![batch];
         while let Some(mut part) = parts.pop() {
             if part.len() == 1
                 && let Some(queued) = part.pop()
             {
-                self.write_one(queued).await;
+                self.write_one(writer, queued).await;
                 continue;
             }
-            if let Some(mut refused) = self.try_batch(part).await {
+            if let Some(mut refused) = self.try_batch(writer, part).await {
                 tracing::info!(
                     changes = refused.len(),
                     "policy snapshot refused; writing its changes in halves to find the one at fault"
@@ -694,11 +902,27 @@ impl Publisher {
 
     /// Writes several changes as one revision and answers their callers;
     /// gives them back unanswered when the content is refused.
-    async fn try_batch(&self, batch: Vec<Queued>) -> Option<Vec<Queued>> {
+    async fn try_batch(&self, writer: &mut Writer, batch: Vec<Queued>) -> Option<Vec<Queued>> {
         let mut next = self.state.lock().await.clone();
-        let marks: Vec<Option<DefaultMark>> =
-            batch.iter().map(|q| q.change.apply(&mut next)).collect();
-        match self.flush(&mut next).await {
+        let mut marks: Vec<Option<DefaultMark>> = Vec::with_capacity(batch.len());
+        let mut applied = Vec::with_capacity(batch.len());
+        for queued in batch {
+            match queued.change.apply(&mut next, &self.budget) {
+                Ok(mark) => {
+                    marks.push(mark);
+                    applied.push(queued);
+                }
+                // Refused on its own: the others go out without it.
+                Err(e) => {
+                    let _ = queued.reply.send(Err(e));
+                }
+            }
+        }
+        let batch = applied;
+        if batch.is_empty() {
+            return None;
+        }
+        match self.flush(writer, &mut next).await {
             Ok(revision) => {
                 *self.state.lock().await = next;
                 for (queued, mark) in batch.into_iter().zip(marks) {
@@ -722,10 +946,16 @@ impl Publisher {
 
     /// Writes one change alone: the revision that holds it, or its error
     /// (rolling it back when its kind asks to).
-    async fn write_one(&self, queued: Queued) {
+    async fn write_one(&self, writer: &mut Writer, queued: Queued) {
         let mut next = self.state.lock().await.clone();
-        let mark = queued.change.apply(&mut next);
-        let result = self.flush(&mut next).await;
+        let mark = match queued.change.apply(&mut next, &self.budget) {
+            Ok(mark) => mark,
+            Err(e) => {
+                let _ = queued.reply.send(Err(e));
+                return;
+            }
+        };
+        let result = self.flush(writer, &mut next).await;
         let keep = match &result {
             Ok(_) => true,
             Err(e) => !queued.change.rolls_back_on(e),
@@ -739,7 +969,7 @@ impl Publisher {
     }
 
     /// Writes a new revision when the content changed.
-    async fn flush(&self, state: &mut State) -> Result<u64> {
+    async fn flush(&self, writer: &mut Writer, state: &mut State) -> Result<u64> {
         // Trust roots that accepted policies still need stay, deleted or not.
         let needed: BTreeSet<String> = state
             .policies
@@ -765,6 +995,7 @@ impl Publisher {
         };
         candidate.api_version = candidate.needed_api_version().to_owned();
         if state.written.is_some()
+            && !writer.must_write
             && candidate.policies == written.policies
             && candidate.trust_roots == written.trust_roots
             && candidate.sigstore == written.sigstore
@@ -783,37 +1014,70 @@ impl Publisher {
         })?;
         // Shards first, the manifest last: readers never follow a manifest
         // to chunks that are not there yet.
+        let what = format!("writing policy snapshot revision {} to", candidate.revision);
+        let refused = |writer: &mut Writer, e: Error| {
+            if matches!(e, Error::WriteConflict(_)) {
+                // Another controller wrote: read everything again first.
+                writer.main = None;
+            }
+            e
+        };
         for (name, chunk) in &encoded.shards {
-            self.apply_secret(
-                name,
-                candidate.revision,
-                [(CHUNK_KEY.to_owned(), chunk.clone())].into(),
-            )
-            .await?;
+            let seen = writer.shards.get(name).cloned().unwrap_or(Seen::Absent);
+            let data = [(CHUNK_KEY.to_owned(), chunk.clone())].into();
+            match self
+                .secrets
+                .write(name, &seen, data, annotations(candidate.revision), &what)
+                .await
+            {
+                Ok(now) => writer.shards.insert(name.clone(), now),
+                Err(e) => return Err(refused(writer, e)),
+            };
         }
-        self.apply_secret(SECRET_NAME, candidate.revision, encoded.main.clone())
-            .await?;
+        let seen = writer.main.clone().unwrap_or(Seen::Absent);
+        match self
+            .secrets
+            .write(
+                SECRET_NAME,
+                &seen,
+                encoded.main.clone(),
+                annotations(candidate.revision),
+                &what,
+            )
+            .await
+        {
+            Ok(now) => writer.main = Some(now),
+            Err(e) => return Err(refused(writer, e)),
+        }
+        writer.must_write = false;
         let used: BTreeSet<&str> = encoded.shards.iter().map(|(n, _)| n.as_str()).collect();
-        let stale: Vec<String> = state
+        let stale: Vec<(String, Seen)> = writer
             .shards
             .iter()
-            .filter(|n| !used.contains(n.as_str()))
-            .cloned()
+            .filter(|(n, seen)| !used.contains(n.as_str()) && **seen != Seen::Absent)
+            .map(|(n, seen)| (n.clone(), seen.clone()))
             .collect();
-        for name in stale {
-            match self.api.delete(&name, &Default::default()).await {
-                Ok(_) => {}
-                Err(kube::Error::Api(s)) if s.code == 404 => {}
+        for (name, seen) in stale {
+            match self
+                .secrets
+                .delete(&name, &seen, "deleting stale policy snapshot shard")
+                .await
+            {
+                Ok(()) => {
+                    writer.shards.insert(name, Seen::Absent);
+                }
                 Err(e) => {
                     // Left for the next write: a stale shard is never read,
-                    // the manifest does not name it.
+                    // the manifest does not name it. One changed since it
+                    // was seen was written by another controller: read
+                    // everything again before the next write.
                     tracing::warn!(secret = name, error = %e, "stale policy snapshot shard not deleted");
-                    continue;
+                    if matches!(e, Error::WriteConflict(_)) {
+                        writer.main = None;
+                    }
                 }
             }
-            state.shards.remove(&name);
         }
-        state.shards.extend(used.into_iter().map(str::to_owned));
         tracing::info!(
             revision = candidate.revision,
             policies = candidate.policies.len(),
@@ -830,62 +1094,24 @@ impl Publisher {
     }
 }
 
-impl Publisher {
-    /// Writes Secret `name` with `data` by server-side apply (keys this
-    /// manager wrote before and `data` lacks are dropped).
-    async fn apply_secret(
-        &self,
-        name: &str,
-        revision: u64,
-        data: BTreeMap<String, Vec<u8>>,
-    ) -> Result<()> {
-        let secret = Secret {
-            metadata: kube::api::ObjectMeta {
-                name: Some(name.to_owned()),
-                namespace: Some(self.namespace.clone()),
-                labels: Some(
-                    [(
-                        "app.kubernetes.io/managed-by".to_owned(),
-                        MANAGER.to_owned(),
-                    )]
-                    .into(),
-                ),
-                annotations: Some(
-                    [(
-                        "policy.sigil.dev/snapshot-revision".to_owned(),
-                        revision.to_string(),
-                    )]
-                    .into(),
-                ),
-                ..Default::default()
-            },
-            type_: Some("Opaque".to_owned()),
-            data: Some(data.into_iter().map(|(k, v)| (k, ByteString(v))).collect()),
-            ..Default::default()
-        };
-        let mut body = serde_json::to_value(&secret).map_err(|e| Error::Snapshot(e.to_string()))?;
-        if let Some(obj) = body.as_object_mut() {
-            obj.insert("apiVersion".into(), Secret::API_VERSION.into());
-            obj.insert("kind".into(), Secret::KIND.into());
-        }
-        self.api
-            .patch(
-                name,
-                &PatchParams::apply(MANAGER).force(),
-                &Patch::Apply(body),
-            )
-            .await
-            .map_err(|e| {
-                Error::kube(
-                    format!(
-                        "writing policy snapshot revision {revision} to Secret {}/{name}",
-                        self.namespace
-                    ),
-                    e,
-                )
-            })?;
-        Ok(())
-    }
+/// The annotations of a snapshot Secret written for `revision`: its
+/// revision, readable without decoding the content.
+fn annotations(revision: u64) -> BTreeMap<String, String> {
+    [(REVISION_ANNOTATION.to_owned(), revision.to_string())].into()
+}
+
+/// The annotation every snapshot Secret carries with its revision.
+pub const REVISION_ANNOTATION: &str = "policy.sigil.dev/snapshot-revision";
+
+/// The revision a snapshot Secret's annotation names.
+fn revision_annotation(secret: &Secret) -> Option<u64> {
+    secret
+        .metadata
+        .annotations
+        .as_ref()?
+        .get(REVISION_ANNOTATION)?
+        .parse()
+        .ok()
 }
 
 /// The current time in RFC 3339.
@@ -897,7 +1123,7 @@ pub fn now_rfc3339() -> String {
 mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)]
 
-    use http::Method;
+    use http::{Method, StatusCode};
     use sigil_api::snapshot::stored::{MANIFEST_KEY, Manifest};
 
     use super::*;
@@ -932,22 +1158,19 @@ mod tests {
         serde_json::from_slice(&secret_data(api, SECRET_NAME, MANIFEST_KEY).unwrap()).unwrap()
     }
 
-    /// Paths written (PATCH) or deleted, in order, after request `from`.
+    /// Secrets written (created or applied) or deleted, in order, after
+    /// request `from`.
     fn writes(api: &FakeApi, from: usize) -> Vec<(Method, String)> {
         api.requests()
             .into_iter()
             .skip(from)
-            .filter(|r| r.method == Method::PATCH || r.method == Method::DELETE)
-            .filter(|r| r.path.contains("/secrets/"))
+            .filter(|r| matches!(r.method, Method::PATCH | Method::DELETE | Method::POST))
+            .filter(|r| r.path.contains("/secrets"))
             .map(|r| {
-                let name = r
-                    .path
-                    .rsplit('/')
-                    .next()
-                    .unwrap()
-                    .split('?')
-                    .next()
-                    .unwrap();
+                let name = match r.body["metadata"]["name"].as_str() {
+                    Some(name) if r.method == Method::POST => name,
+                    _ => r.path.rsplit('/').next().unwrap(),
+                };
                 (r.method, name.to_owned())
             })
             .collect()
@@ -991,7 +1214,9 @@ mod tests {
             .position(|(m, n)| *m == Method::PATCH && n == SECRET_NAME)
             .unwrap();
         for (i, (method, name)) in writes.iter().enumerate() {
-            if name.starts_with(&format!("{SECRET_NAME}-{other}")) && *method == Method::PATCH {
+            if name.starts_with(&format!("{SECRET_NAME}-{other}"))
+                && matches!(*method, Method::PATCH | Method::POST)
+            {
                 assert!(i < main_at, "{writes:?}");
             }
             if *method == Method::DELETE {
@@ -1067,7 +1292,10 @@ mod tests {
             .unwrap();
         let written = ctx.publisher.revision().await;
         let (restarted, _rx, _leading) = context(client.clone(), true);
-        assert_eq!(restarted.publisher.recover().await.unwrap(), Some(written));
+        assert_eq!(
+            restarted.publisher.recover().await.unwrap(),
+            Recovered::Snapshot(written)
+        );
         assert!(restarted.publisher.trust_root("big").await.is_some());
 
         // A Secret an older controller wrote: plain JSON only.
@@ -1082,7 +1310,292 @@ mod tests {
             ),
         );
         let (ctx, _rx, _leading) = context(client, true);
-        assert_eq!(ctx.publisher.recover().await.unwrap(), Some(41));
+        assert_eq!(
+            ctx.publisher.recover().await.unwrap(),
+            Recovered::Snapshot(41)
+        );
+    }
+
+    #[tokio::test]
+    async fn a_shard_get_that_fails_once_during_recovery_is_retried_not_taken_for_a_corrupt_snapshot()
+     {
+        let (client, api) = FakeApi::start();
+        let (ctx, _rx, _leading) = context(client.clone(), true);
+        let glob = || serde_json::json!([{"glob": "**"}]);
+        ctx.publisher
+            .accept_trust_root(padded_root("big", 2400, 7))
+            .await
+            .unwrap();
+        ctx.publisher
+            .accept_policy(key_policy("kept", glob()))
+            .await
+            .unwrap();
+        let before = stored_snapshot(&api).unwrap();
+        let shard = manifest(&api).chunks[1].secret.clone();
+
+        // The next leader starts; the API server fails one shard GET.
+        let (next, _rx2, _leading2) = context(client, true);
+        api.fail_next_get(&secret_path(&shard), StatusCode::SERVICE_UNAVAILABLE);
+        let err = next.publisher.recover().await.unwrap_err();
+        assert!(matches!(err, Error::SnapshotUnreadable(_)), "{err}");
+        assert!(next.publisher.policy("kept").await.is_none());
+        // While the snapshot is not read, nothing is published.
+        let from = api.requests().len();
+        api.fail_next_get(&secret_path(&shard), StatusCode::SERVICE_UNAVAILABLE);
+        let refused = next
+            .publisher
+            .accept_policy(key_policy("early", glob()))
+            .await
+            .unwrap_err();
+        assert!(matches!(refused, Error::SnapshotUnreadable(_)), "{refused}");
+        assert!(writes(&api, from).is_empty(), "{:?}", writes(&api, from));
+        assert_eq!(stored_snapshot(&api).unwrap(), before);
+
+        // Read again, it recovers whole and continues from it.
+        assert_eq!(
+            next.publisher.recover().await.unwrap(),
+            Recovered::Snapshot(before.revision)
+        );
+        next.publisher
+            .accept_policy(key_policy("added", glob()))
+            .await
+            .unwrap();
+        let after = stored_snapshot(&api).unwrap();
+        assert_eq!(after.revision, before.revision + 1);
+        let names: BTreeSet<&str> = after.policies.iter().map(|p| p.name.as_str()).collect();
+        // The change refused while recovering is not held: its reconcile
+        // is retried.
+        assert_eq!(names, ["added", "kept"].into());
+        assert!(after.trust_roots.iter().any(|t| t.name == "big"));
+    }
+
+    #[tokio::test]
+    async fn a_corrupt_snapshot_read_twice_alike_is_discarded_and_the_revision_continues_above_it()
+    {
+        let (client, api) = FakeApi::start();
+        let (ctx, _rx, _leading) = context(client.clone(), true);
+        ctx.publisher
+            .accept_trust_root(padded_root("big", 2400, 7))
+            .await
+            .unwrap();
+        let shard = manifest(&api).chunks[1].secret.clone();
+        // A shard that is not the one the manifest names.
+        let mut tampered = api.get(&secret_path(&shard)).unwrap();
+        tampered["data"][CHUNK_KEY] = "AAAA".into();
+        api.put(&secret_path(&shard), tampered);
+        let mut main = api.get(&secret_path(SECRET_NAME)).unwrap();
+        let far =
+            u64::try_from(time::OffsetDateTime::now_utc().unix_timestamp()).unwrap() + 1_000_000;
+        main["metadata"]["annotations"][REVISION_ANNOTATION] = far.to_string().into();
+        api.put(&secret_path(SECRET_NAME), main);
+
+        let (next, _rx2, _leading2) = context(client, true);
+        let recovered = next.publisher.recover().await.unwrap();
+
+        let Recovered::Discarded { reason, floor } = recovered else {
+            panic!("{recovered:?}");
+        };
+        assert!(reason.contains(&shard), "{reason}");
+        assert_eq!(floor, far, "above the revision its annotation names");
+        next.publisher
+            .accept_policy(key_policy("p", serde_json::json!([{"glob": "**"}])))
+            .await
+            .unwrap();
+        assert_eq!(stored_snapshot(&api).unwrap().revision, far + 1);
+    }
+
+    #[tokio::test]
+    async fn two_controllers_writing_in_turn_leave_the_newer_snapshot_when_the_stale_one_writes_last()
+     {
+        let (client, api) = FakeApi::start();
+        let glob = || serde_json::json!([{"glob": "**"}]);
+        // The controller before a rolling update: it recovered and wrote.
+        let (old, _rx, old_leading) = context(client.clone(), true);
+        old.publisher
+            .accept_policy(key_policy("strict", glob()))
+            .await
+            .unwrap();
+        // The new one takes over, recovers that and writes on top of it.
+        let (new, _rx2, _leading2) = context(client.clone(), true);
+        new.publisher.recover().await.unwrap();
+        new.publisher
+            .accept_policy(key_policy("added", glob()))
+            .await
+            .unwrap();
+        let newest = stored_snapshot(&api).unwrap();
+
+        // The old one, which has not seen that write and still believes it
+        // leads (a paused process), writes last: the same next revision.
+        let err = old.publisher.remove_policy("strict").await.unwrap_err();
+
+        assert!(matches!(err, Error::WriteConflict(_)), "{err}");
+        assert!(
+            err.to_string().contains("another controller wrote it"),
+            "{err}"
+        );
+        assert_eq!(stored_snapshot(&api).unwrap(), newest);
+        // Once its Lease is gone it writes nothing at all, not even after
+        // reading again.
+        old_leading.send(false).unwrap();
+        let from = api.requests().len();
+        let err = old.publisher.remove_policy("strict").await.unwrap_err();
+        assert!(matches!(err, Error::NotLeader(_)), "{err}");
+        assert_eq!(stored_snapshot(&api).unwrap(), newest);
+        assert!(writes(&api, from).is_empty(), "{:?}", writes(&api, from));
+    }
+
+    #[tokio::test]
+    async fn a_leader_that_lost_the_lease_writes_nothing_even_where_the_secrets_are_as_it_last_saw_them()
+     {
+        let (client, api) = FakeApi::start();
+        let glob = || serde_json::json!([{"glob": "**"}]);
+        let (ctx, _rx, leading) = context(client, true);
+        for name in ["strict", "other"] {
+            ctx.publisher
+                .accept_policy(key_policy(name, glob()))
+                .await
+                .unwrap();
+        }
+        let before = stored_snapshot(&api).unwrap();
+
+        // The Lease is gone while a reconcile that began as leader is still
+        // running (a slow KMS or mirror); nobody has written since, so only
+        // the Lease check stands between it and the Secret.
+        leading.send(false).unwrap();
+        let from = api.requests().len();
+        let err = ctx.publisher.remove_policy("strict").await.unwrap_err();
+
+        assert!(matches!(err, Error::NotLeader(_)), "{err}");
+        assert!(writes(&api, from).is_empty(), "{:?}", writes(&api, from));
+        assert_eq!(stored_snapshot(&api).unwrap(), before);
+    }
+
+    #[tokio::test]
+    async fn a_new_leader_whose_watch_has_listed_only_some_policies_still_publishes_every_stored_one()
+     {
+        let (client, api) = FakeApi::start();
+        let glob = || serde_json::json!([{"glob": "**"}]);
+        let (old, _rx, old_leading) = context(client.clone(), true);
+        for name in ["a", "b", "c"] {
+            old.publisher
+                .accept_policy(key_policy(name, glob()))
+                .await
+                .unwrap();
+        }
+        let stored = stored_snapshot(&api).unwrap();
+        old_leading.send(false).unwrap();
+
+        // The next leader's cache holds only `a` so far, and its reconcile
+        // writes before anything called `recover`: the write reads the
+        // stored snapshot first.
+        let (new, _rx2, _leading2) = context(client, true);
+        let mut changed = key_policy("a", serde_json::json!([{"glob": "ghcr.io/**"}]));
+        changed.generation = 2;
+        new.publisher.accept_policy(changed).await.unwrap();
+
+        let after = stored_snapshot(&api).unwrap();
+        let names: Vec<&str> = after.policies.iter().map(|p| p.name.as_str()).collect();
+        assert_eq!(names, ["a", "b", "c"]);
+        assert_eq!(after.revision, stored.revision + 1);
+        assert_eq!(after.policies[0].generation, 2);
+    }
+
+    #[tokio::test]
+    async fn a_built_in_root_update_that_does_not_fit_is_not_held_either() {
+        let (client, _api) = FakeApi::start();
+        let (ctx, _rx, _leading) = context(client, true);
+        let publisher = &ctx.publisher;
+        // Fills the Secrets to some 70 KiB under the limit.
+        publisher
+            .accept_trust_root(padded_root("padding", 8_430, 7))
+            .await
+            .unwrap();
+        let held = publisher.sigstore().await;
+        let larger = SnapshotSigstore {
+            source: crate::names::TUF.into(),
+            trusted_root_json: padded_root("x", 200, 9).trusted_root_json,
+            ..held.clone()
+        };
+
+        let err = publisher.accept_sigstore(larger).await.unwrap_err();
+
+        assert!(matches!(err, Error::SnapshotTooLarge(_)), "{err}");
+        assert_eq!(
+            publisher.sigstore().await,
+            held,
+            "what is held is what was written"
+        );
+    }
+
+    /// A namespaced policy of about `pad` bytes of image globs.
+    fn tenant_policy(namespace: &str, name: &str, pad: usize) -> SnapshotPolicy {
+        let globs: Vec<serde_json::Value> = (0..pad / 50)
+            .map(
+                |i| serde_json::json!({"glob": format!("registry.example.com/team/app-{i:04}/**")}),
+            )
+            .collect();
+        SnapshotPolicy {
+            namespace: namespace.into(),
+            ..key_policy(name, globs.into())
+        }
+    }
+
+    #[tokio::test]
+    async fn image_policies_past_their_share_are_refused_alone_and_the_clusters_changes_still_fit()
+    {
+        let (client, api) = FakeApi::start();
+        let (ctx, _rx) = context_with(client, |args| {
+            args.image_policy_snapshot_bytes_per_namespace = 4 * 1024;
+            args.image_policy_snapshot_bytes = 8 * 1024;
+        });
+        let publisher = &ctx.publisher;
+        publisher
+            .accept_policy(tenant_policy("a", "one", 2000))
+            .await
+            .unwrap();
+        // One namespace's second large policy passes its share; a batch
+        // carrying it writes the others.
+        let answers = accept_all(
+            publisher,
+            vec![
+                tenant_policy("a", "two", 2000),
+                tenant_policy("b", "one", 2000),
+                key_policy("cluster", serde_json::json!([{"glob": "**"}])),
+            ],
+        )
+        .await;
+        let refused = answers[0].as_ref().unwrap_err();
+        assert!(matches!(refused, Error::SnapshotBudget(_)), "{refused}");
+        assert!(
+            refused.to_string().contains("namespace a would take"),
+            "{refused}"
+        );
+        assert!(answers[1].is_ok() && answers[2].is_ok(), "{answers:?}");
+        // All namespaces together: the third one's policy does not fit.
+        publisher
+            .accept_policy(tenant_policy("c", "one", 2000))
+            .await
+            .unwrap();
+        let err = publisher
+            .accept_policy(tenant_policy("d", "one", 2000))
+            .await
+            .unwrap_err();
+        assert!(err.to_string().contains("all namespaces"), "{err}");
+        assert!(!err.to_string().contains("namespace a"), "{err}");
+        // The cluster's own changes are not held to the tenants' share.
+        publisher
+            .accept_trust_root(padded_root("big", 600, 3))
+            .await
+            .unwrap();
+        let snapshot = stored_snapshot(&api).unwrap();
+        let names: BTreeSet<String> = snapshot.policies.iter().map(SnapshotPolicy::key).collect();
+        assert_eq!(
+            names,
+            ["a/one", "b/one", "c/one", "cluster"]
+                .map(str::to_owned)
+                .into()
+        );
+        assert!(snapshot.trust_roots.iter().any(|t| t.name == "big"));
     }
 
     /// A leading controller's context over a fake API server, its
@@ -1117,6 +1630,12 @@ mod tests {
                 "images": images, "authorities": [{"key": {"data": P256_PUB}}]}))
             .unwrap(),
         }
+    }
+
+    /// Lets the next write start at once, however long the last one took
+    /// on a loaded machine.
+    async fn unpace(publisher: &Publisher) {
+        publisher.writer.lock().await.pace = Pace::default();
     }
 
     /// Main Secret writes (one per revision) after request `from`.
@@ -1246,6 +1765,7 @@ mod tests {
         let first = key_policy("first", serde_json::json!([{"glob": "**"}]));
         publisher.accept_policy(first).await.unwrap();
         let held = publisher.revision().await;
+        unpace(publisher).await;
 
         // The accept takes the writer; the remove queues behind its write.
         let second = key_policy("second", serde_json::json!([{"glob": "**"}]));
@@ -1264,7 +1784,9 @@ mod tests {
         assert_eq!(names, ["second"]);
     }
 
-    #[tokio::test]
+    // Paused time: however slow the machine, no write is slow enough to be
+    // paced, so `b` takes `c` with it.
+    #[tokio::test(start_paused = true)]
     async fn a_write_cancelled_mid_way_answers_the_other_changes_it_carried_with_an_interruption() {
         let (client, _api) = FakeApi::start();
         let (ctx, _rx, _leading) = context(client, true);
@@ -1328,8 +1850,8 @@ mod tests {
         let held = publisher.revision().await;
         // As if that write had taken 200 ms: the next waits 400 ms.
         {
-            let mut pace = publisher.writer.lock().await;
-            pace.next = Some(tokio::time::Instant::now() + Duration::from_millis(400));
+            let mut writer = publisher.writer.lock().await;
+            writer.pace.next = Some(tokio::time::Instant::now() + Duration::from_millis(400));
         }
         let started = tokio::time::Instant::now();
 

@@ -11,19 +11,19 @@
 //!
 //! Fetches are bounded ([`TIMEOUT`], [`MAX_REDIRECTS`],
 //! [`sigil_compile::compile::MAX_REMOTE_POLICY_BYTES`]) and reach only the
-//! addresses the registry client's egress policy allows (no link-local or
-//! cloud metadata address, also not through a redirect or a DNS name).
+//! addresses the controller's egress policy allows ([`crate::egress`]: no
+//! link-local or cloud metadata address, also not through a redirect or a DNS
+//! name; for a namespace's ImagePolicy no loopback address either).
 
 use std::collections::BTreeMap;
-use std::net::IpAddr;
-use std::sync::Arc;
 use std::time::Duration;
 
 use sigil_api::cip::{ClusterImagePolicySpec, Policy, RemotePolicy};
 use sigil_api::snapshot::SnapshotPolicy;
 use sigil_compile::compile::{MAX_REMOTE_POLICY_BYTES, check_remote_policy};
-use sigil_registry::egress::{AddressPolicy, GuardedResolver, SystemLookup};
 use tokio::sync::{Mutex, OnceCell};
+
+use crate::egress::{Author, Guard};
 
 /// Longest a fetch may take, connection and body included.
 pub const TIMEOUT: Duration = Duration::from_secs(10);
@@ -33,11 +33,29 @@ pub const MAX_REDIRECTS: usize = 3;
 /// `MAX_REMOTE_POLICY_BYTES`); the oldest goes first.
 const MAX_CACHED: usize = 64;
 
-/// The verified modules, by SHA-256, and the client that fetches them.
+/// The verified modules, by SHA-256, and the clients that fetch them: one
+/// for what cluster admins name, one for what namespaces' ImagePolicies
+/// name, each with its own address policy.
 pub struct RemotePolicies {
     timeout: Duration,
-    client: OnceCell<reqwest::Client>,
+    admin: Fetcher,
+    tenant: Fetcher,
     verified: Mutex<Verified>,
+}
+
+/// One address policy and the client built on it.
+struct Fetcher {
+    guard: Guard,
+    client: OnceCell<reqwest::Client>,
+}
+
+impl Fetcher {
+    fn new(guard: Guard) -> Self {
+        Self {
+            guard,
+            client: OnceCell::new(),
+        }
+    }
 }
 
 /// Verified modules by lower-case hex SHA-256, each with the order it came
@@ -49,19 +67,33 @@ struct Verified {
 }
 
 impl Default for RemotePolicies {
+    /// [`TIMEOUT`], with the controller's default address policies.
     fn default() -> Self {
         Self::with_timeout(TIMEOUT)
     }
 }
 
 impl RemotePolicies {
-    /// Fetches bounded by `timeout` instead of [`TIMEOUT`].
-    pub fn with_timeout(timeout: Duration) -> Self {
+    /// Fetches bounded by `timeout`, reaching the addresses `admin` allows
+    /// for ClusterImagePolicies and those `tenant` allows for ImagePolicies.
+    pub fn new(timeout: Duration, admin: Guard, tenant: Guard) -> Self {
         Self {
             timeout,
-            client: OnceCell::new(),
+            admin: Fetcher::new(admin),
+            tenant: Fetcher::new(tenant),
             verified: Mutex::default(),
         }
+    }
+
+    /// Fetches bounded by `timeout` instead of [`TIMEOUT`], with the
+    /// default address policies (no flags).
+    pub fn with_timeout(timeout: Duration) -> Self {
+        let args = crate::config::Args::default();
+        Self::new(
+            timeout,
+            Guard::new(crate::egress::address_policy(&args, Author::Admin)),
+            Guard::new(crate::egress::address_policy(&args, Author::Tenant)),
+        )
     }
 
     /// Remembers the modules of a published policy: a copy verified before
@@ -79,8 +111,14 @@ impl RemotePolicies {
     }
 
     /// Replaces `p.remote` by the module it pins, or adds the reason it
-    /// cannot to `problems` (naming `{path}.remote`).
-    pub async fn inline(&self, path: &str, p: &mut Policy, problems: &mut Vec<String>) {
+    /// cannot to `problems` (naming `{path}.remote`); `author` wrote the policy.
+    pub async fn inline(
+        &self,
+        path: &str,
+        p: &mut Policy,
+        author: Author,
+        problems: &mut Vec<String>,
+    ) {
         let Some(remote) = p.remote.clone() else {
             return;
         };
@@ -88,7 +126,7 @@ impl RemotePolicies {
             // More than one source: the compiler reports it.
             return;
         }
-        match self.module(&remote).await {
+        match self.module(&remote, author).await {
             Ok(module) => {
                 p.data = Some(module);
                 p.remote = None;
@@ -100,13 +138,18 @@ impl RemotePolicies {
         }
     }
 
-    /// The module `remote` pins: a copy verified before, or fetched now.
-    pub async fn module(&self, remote: &RemotePolicy) -> Result<String, String> {
+    /// The module `remote` pins: a copy verified before, or fetched now
+    /// within the address policy of `author`.
+    pub async fn module(&self, remote: &RemotePolicy, author: Author) -> Result<String, String> {
         let sum = remote.sha256sum.trim().to_ascii_lowercase();
         if let Some((module, _)) = self.verified.lock().await.modules.get(&sum) {
             return Ok(module.clone());
         }
-        let body = self.fetch(remote.url.trim()).await?;
+        let fetcher = match author {
+            Author::Admin => &self.admin,
+            Author::Tenant => &self.tenant,
+        };
+        let body = self.fetch(fetcher, remote.url.trim()).await?;
         let module = check_remote_policy(remote, &body)?;
         self.keep(sum, module.clone()).await;
         Ok(module)
@@ -130,28 +173,27 @@ impl RemotePolicies {
         }
     }
 
-    async fn client(&self) -> Result<&reqwest::Client, String> {
-        self.client
+    async fn client<'f>(&self, fetcher: &'f Fetcher) -> Result<&'f reqwest::Client, String> {
+        fetcher
+            .client
             .get_or_try_init(|| async {
                 // reqwest is built without a crypto provider of its own: the
                 // binary installs sigil's at start, tests may not have.
                 sigil_registry::tls::default_provider();
+                let guard = fetcher.guard.clone();
                 reqwest::Client::builder()
                     .connect_timeout(self.timeout)
                     .timeout(self.timeout)
-                    .redirect(reqwest::redirect::Policy::custom(|attempt| {
+                    .redirect(reqwest::redirect::Policy::custom(move |attempt| {
                         if attempt.previous().len() >= MAX_REDIRECTS {
                             attempt.error(format!("more than {MAX_REDIRECTS} redirects"))
-                        } else if let Some(why) = refused_host(attempt.url()) {
+                        } else if let Some(why) = refused_host(&guard, attempt.url()) {
                             attempt.error(why)
                         } else {
                             attempt.follow()
                         }
                     }))
-                    .dns_resolver(Arc::new(GuardedResolver::new(
-                        Arc::new(SystemLookup),
-                        Arc::new(egress()),
-                    )))
+                    .dns_resolver(fetcher.guard.resolver())
                     .build()
                     .map_err(|e| format!("cannot build the HTTP client: {e}"))
             })
@@ -159,15 +201,15 @@ impl RemotePolicies {
     }
 
     /// GETs `url`, at most [`MAX_REMOTE_POLICY_BYTES`] within the timeout.
-    async fn fetch(&self, url: &str) -> Result<Vec<u8>, String> {
+    async fn fetch(&self, fetcher: &Fetcher, url: &str) -> Result<Vec<u8>, String> {
         let parsed = reqwest::Url::parse(url).map_err(|e| format!("not a URL: {e}"))?;
         if !matches!(parsed.scheme(), "https" | "http") {
             return Err(format!("scheme `{}` is not http(s)", parsed.scheme()));
         }
-        if let Some(why) = refused_host(&parsed) {
+        if let Some(why) = refused_host(&fetcher.guard, &parsed) {
             return Err(why);
         }
-        let client = self.client().await?;
+        let client = self.client(fetcher).await?;
         let timeout = self.timeout;
         let fetch = async {
             let mut response = client.get(parsed).send().await.map_err(describe)?;
@@ -251,32 +293,21 @@ fn modules(spec: &ClusterImagePolicySpec) -> impl Iterator<Item = &str> {
 }
 
 /// Why the controller will not connect to `url`'s host, if it will not: a
-/// literal address the registry client's egress policy refuses (names are
-/// checked when they resolve, by [`GuardedResolver`]).
-fn refused_host(url: &reqwest::Url) -> Option<String> {
-    let host = url.host_str()?;
-    let ip: IpAddr = host
+/// literal address `guard` refuses (names are checked when they resolve, by
+/// its resolver).
+fn refused_host(guard: &Guard, url: &reqwest::Url) -> Option<String> {
+    let ip: std::net::IpAddr = url
+        .host_str()?
         .trim_start_matches('[')
         .trim_end_matches(']')
         .parse()
         .ok()?;
-    egress().check(ip).err().map(|class| {
-        format!(
-            "{ip} is {}; sigil does not fetch from there",
-            class.describe()
-        )
-    })
-}
-
-/// The addresses policy URLs may reach: the registry client's standard
-/// egress policy (no link-local, cloud metadata, unspecified or multicast
-/// addresses).
-fn egress() -> AddressPolicy {
-    AddressPolicy::standard()
+    guard.refuse_ip(ip)
 }
 
 #[cfg(test)]
 mod tests {
+    use std::sync::Arc;
     use std::sync::atomic::{AtomicUsize, Ordering};
 
     use axum::Router;
@@ -376,9 +407,9 @@ mod tests {
         let policies = RemotePolicies::default();
         let r = remote(&server.url("/ok.rego"), &sum(REGO).to_uppercase());
 
-        assert_eq!(policies.module(&r).await.unwrap(), REGO);
+        assert_eq!(policies.module(&r, Author::Admin).await.unwrap(), REGO);
         server.stop();
-        assert_eq!(policies.module(&r).await.unwrap(), REGO);
+        assert_eq!(policies.module(&r, Author::Admin).await.unwrap(), REGO);
         assert_eq!(server.hits.load(Ordering::SeqCst), 1);
     }
 
@@ -388,7 +419,7 @@ mod tests {
         let policies = RemotePolicies::default();
         let wrong = "0".repeat(64);
         let err = policies
-            .module(&remote(&server.url("/ok.rego"), &wrong))
+            .module(&remote(&server.url("/ok.rego"), &wrong), Author::Admin)
             .await
             .unwrap_err();
         assert!(
@@ -399,7 +430,7 @@ mod tests {
             "{err}"
         );
         policies
-            .module(&remote(&server.url("/ok.rego"), &wrong))
+            .module(&remote(&server.url("/ok.rego"), &wrong), Author::Admin)
             .await
             .unwrap_err();
         assert_eq!(server.hits.load(Ordering::SeqCst), 2, "fetched again");
@@ -409,7 +440,7 @@ mod tests {
     async fn oversized_content_is_refused() {
         let server = Server::start().await;
         let err = RemotePolicies::default()
-            .module(&remote(&server.url("/big"), &sum(REGO)))
+            .module(&remote(&server.url("/big"), &sum(REGO)), Author::Admin)
             .await
             .unwrap_err();
         assert!(err.contains("larger than the 262144 bytes"), "{err}");
@@ -420,7 +451,7 @@ mod tests {
         let server = Server::start().await;
         let started = std::time::Instant::now();
         let err = RemotePolicies::with_timeout(Duration::from_millis(300))
-            .module(&remote(&server.url("/slow"), &sum(REGO)))
+            .module(&remote(&server.url("/slow"), &sum(REGO)), Author::Admin)
             .await
             .unwrap_err();
         assert!(err.contains("no complete answer"), "{err}");
@@ -434,7 +465,7 @@ mod tests {
     #[tokio::test]
     async fn an_unreachable_url_says_why() {
         let err = RemotePolicies::default()
-            .module(&remote(&closed_port_url().await, &sum(REGO)))
+            .module(&remote(&closed_port_url().await, &sum(REGO)), Author::Admin)
             .await
             .unwrap_err();
         assert!(err.to_ascii_lowercase().contains("connect"), "{err}");
@@ -444,10 +475,10 @@ mod tests {
     async fn link_local_addresses_are_refused_also_through_a_redirect() {
         let policies = RemotePolicies::default();
         let err = policies
-            .module(&remote(
-                "http://169.254.169.254/latest/meta-data/",
-                &sum(REGO),
-            ))
+            .module(
+                &remote("http://169.254.169.254/latest/meta-data/", &sum(REGO)),
+                Author::Admin,
+            )
             .await
             .unwrap_err();
         assert!(
@@ -455,13 +486,13 @@ mod tests {
             "{err}"
         );
         let err = policies
-            .module(&remote("http://[fe80::1]/p", &sum(REGO)))
+            .module(&remote("http://[fe80::1]/p", &sum(REGO)), Author::Admin)
             .await
             .unwrap_err();
         assert!(err.contains("link-local"), "{err}");
         let server = Server::start().await;
         let err = policies
-            .module(&remote(&server.url("/metadata"), &sum(REGO)))
+            .module(&remote(&server.url("/metadata"), &sum(REGO)), Author::Admin)
             .await
             .unwrap_err();
         assert!(
@@ -487,7 +518,63 @@ mod tests {
             }))
             .await;
         let r = remote(&closed_port_url().await, &sum(REGO));
-        assert_eq!(policies.module(&r).await.unwrap(), REGO);
+        assert_eq!(policies.module(&r, Author::Admin).await.unwrap(), REGO);
+    }
+
+    #[tokio::test]
+    async fn an_image_policys_remote_module_is_never_fetched_from_loopback() {
+        let server = Server::start().await;
+        let (client, api) = FakeApi::start();
+        let (ctx, _rx, _l) = context(client, true);
+        // The cluster names the registry the ImagePolicies select.
+        api.put(
+            &cip_path("acme"),
+            cip(
+                "acme",
+                1,
+                json!({"images": [{"glob": "ghcr.io/acme/**"}],
+                       "authorities": [{"static": {"action": "pass"}}]}),
+            ),
+        );
+        reconcile_path(&api, &ctx, "acme").await;
+        // The controller's own loopback, by a literal address and by a name.
+        let by_name = server.url("/ok.rego").replace("127.0.0.1", "localhost");
+        for (name, url) in [("literal", server.url("/ok.rego")), ("name", by_name)] {
+            let path = image_policy_path("team-a", name);
+            api.put(
+                &path,
+                image_policy("team-a", name, 1, remote_spec(&url, &sum(REGO))),
+            );
+            reconcile(object::<sigil_api::ImagePolicy>(&api, &path), ctx.clone())
+                .await
+                .unwrap();
+            let obj = api.get(&path).unwrap();
+            let cond = obj["status"]["conditions"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|c| c["type"] == "Ready")
+                .unwrap()
+                .clone();
+            assert_eq!(cond["reason"], "UnresolvedReference", "{cond}");
+            let message = cond["message"].as_str().unwrap();
+            assert!(
+                message.contains(&format!("spec.policy.remote: cannot use {url}: "))
+                    && message.contains("loopback"),
+                "{message}"
+            );
+        }
+        assert_eq!(server.hits.load(Ordering::SeqCst), 0, "nothing fetched");
+        // The same module named by a cluster admin is fetched (sigil's own
+        // loopback is the admin's to use).
+        assert_eq!(
+            RemotePolicies::default()
+                .module(&remote(&server.url("/ok.rego"), &sum(REGO)), Author::Admin)
+                .await
+                .unwrap(),
+            REGO
+        );
+        assert_eq!(server.hits.load(Ordering::SeqCst), 1);
     }
 
     fn remote_spec(url: &str, sha256sum: &str) -> Value {

@@ -41,7 +41,7 @@ use crate::tuf::{self, Source, TufError};
 
 /// The TUF state key of the built-in root, e.g. `sigstore.public-good`.
 pub fn repository(ctx: &Context) -> String {
-    format!("sigstore.{}", ctx.args.sigstore_instance.name())
+    crate::names::sigstore_repository(ctx.args.sigstore_instance.name())
 }
 
 /// Why an update of the built-in root failed.

@@ -344,6 +344,9 @@ pub async fn reconcile(tr: Arc<TrustRoot>, ctx: Arc<Context>) -> Result<Action> 
         || had_default != default.is_some();
     if changed || observed != Some(generation) {
         let conditions = status::conditions(previous, &verdicts, generation);
+        // A TUF load may have taken long: a replica that lost the Lease
+        // meanwhile leaves the status to the new leader.
+        ctx.ensure_leader()?;
         status::apply_status(
             &ctx,
             tr.as_ref(),

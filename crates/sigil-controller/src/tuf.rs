@@ -73,6 +73,20 @@ pub enum TufError {
         /// Needed.
         threshold: u64,
     },
+    /// A key ID is not the SHA-256 of its key's canonical form.
+    #[error(
+        "TUF: verifying {file}: the root lists key ID {keyid} for a key whose ID is {computed}; \
+         a key ID must be the SHA-256 of its key's canonical JSON (TUF specification 4.3): the \
+         repository's metadata is malformed or tampered with"
+    )]
+    KeyId {
+        /// The file being verified.
+        file: String,
+        /// The key ID as written.
+        keyid: String,
+        /// The key ID of the key's content.
+        computed: String,
+    },
     /// A version is not the one expected.
     #[error("TUF: {file} has version {got}, expected {expected}")]
     Version {
@@ -112,6 +126,26 @@ pub enum TufError {
     /// The serialized repository could not be read.
     #[error("TUF: serialized repository: {0}")]
     Archive(String),
+    /// A verified update is too large to keep in the TUF state Secret.
+    #[error("TUF: the update of {repository} is not kept: {reason}")]
+    StateTooLarge {
+        /// The repository (`sigstore.public-good`, `trustroot.<name>`).
+        repository: String,
+        /// Which bound it passes.
+        reason: String,
+    },
+    /// The whole update took longer than its deadline.
+    #[error(
+        "TUF: the update from {mirror} did not finish within {seconds} s (at most \
+         {TUF_LOAD_REQUESTS} requests' worth of --tuf-timeout-seconds); the mirror is too slow, \
+         or serves more root versions than one update walks"
+    )]
+    Deadline {
+        /// The mirror.
+        mirror: String,
+        /// The deadline, in seconds.
+        seconds: u64,
+    },
 }
 
 impl TufError {
@@ -122,11 +156,14 @@ impl TufError {
             Self::Missing(_) => "missing",
             Self::Malformed { .. } => "malformed",
             Self::Threshold { .. } => "signature",
+            Self::KeyId { .. } => "key_id",
             Self::Version { .. } => "version",
             Self::Rollback { .. } => "rollback",
             Self::Expired { .. } => "expired",
             Self::Mismatch { .. } => "mismatch",
             Self::Archive(_) => "archive",
+            Self::StateTooLarge { .. } => "state_too_large",
+            Self::Deadline { .. } => "deadline",
         }
     }
 }
@@ -157,6 +194,8 @@ pub enum Source {
         client: reqwest::Client,
         /// The mirror URL without a trailing slash.
         base: String,
+        /// When the whole update must be over, and how long that was.
+        deadline: (tokio::time::Instant, Duration),
     },
     /// A serialized repository, extracted in memory.
     Archive {
@@ -169,6 +208,12 @@ pub enum Source {
 
 /// How long one request to a mirror may take by default.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(20);
+/// A whole update from a mirror takes at most this many times the timeout
+/// of one request: an update is four to six requests (one more per new root
+/// version), so a mirror that answers each request just in time, or walks
+/// sigil through many root versions slowly, cannot hold a reconcile (and a
+/// leader's shutdown) for the 36 requests an update may make.
+pub const TUF_LOAD_REQUESTS: u32 = 6;
 
 impl Source {
     /// A mirror source with bounded time ([`DEFAULT_TIMEOUT`]) and redirects.
@@ -177,8 +222,19 @@ impl Source {
     }
 
     /// A mirror source whose requests each take at most `timeout` (and at
-    /// most 5 s to connect), with at most 3 redirects.
+    /// most 5 s to connect), with at most 3 redirects, and whose whole
+    /// update ends [`TUF_LOAD_REQUESTS`] timeouts after it was made.
     pub fn http_with_timeout(mirror: &str, timeout: Duration) -> Result<Self, TufError> {
+        Self::http_with_limits(mirror, timeout, timeout.saturating_mul(TUF_LOAD_REQUESTS))
+    }
+
+    /// A mirror source whose requests each take at most `timeout` and whose
+    /// whole update ends `overall` after it was made.
+    pub fn http_with_limits(
+        mirror: &str,
+        timeout: Duration,
+        overall: Duration,
+    ) -> Result<Self, TufError> {
         // reqwest is built without a provider of its own: make sure sigil's is
         // installed (the binaries do it at start; tests and library users may not).
         sigil_registry::tls::default_provider();
@@ -194,6 +250,7 @@ impl Source {
         Ok(Self::Http {
             client,
             base: mirror.trim_end_matches('/').to_owned(),
+            deadline: (tokio::time::Instant::now() + overall, overall),
         })
     }
 
@@ -254,7 +311,18 @@ impl Source {
 
     async fn metadata(&self, name: &str) -> Result<Option<Vec<u8>>, TufError> {
         match self {
-            Self::Http { client, base } => get(client, &format!("{base}/{name}"), name).await,
+            Self::Http {
+                client,
+                base,
+                deadline,
+            } => {
+                within(
+                    *deadline,
+                    base,
+                    get(client, &format!("{base}/{name}"), name),
+                )
+                .await
+            }
             Self::Archive { files, targets } => {
                 let exact = [
                     name.to_owned(),
@@ -275,8 +343,13 @@ impl Source {
 
     async fn target(&self, name: &str) -> Result<Option<Vec<u8>>, TufError> {
         match self {
-            Self::Http { client, base } => {
-                get(client, &format!("{base}/targets/{name}"), name).await
+            Self::Http {
+                client,
+                base,
+                deadline,
+            } => {
+                let url = format!("{base}/targets/{name}");
+                within(*deadline, base, get(client, &url, name)).await
             }
             Self::Archive { files, targets } => {
                 let path = format!("{targets}/{name}");
@@ -291,6 +364,22 @@ impl Source {
             }
         }
     }
+}
+
+/// `request`, unless the update's deadline passes first.
+async fn within<T>(
+    (deadline, overall): (tokio::time::Instant, Duration),
+    mirror: &str,
+    request: impl std::future::Future<Output = Result<T, TufError>>,
+) -> Result<T, TufError> {
+    tokio::time::timeout_at(deadline, request)
+        .await
+        .unwrap_or_else(|_| {
+            Err(TufError::Deadline {
+                mirror: mirror.to_owned(),
+                seconds: overall.as_secs(),
+            })
+        })
 }
 
 async fn get(client: &reqwest::Client, url: &str, file: &str) -> Result<Option<Vec<u8>>, TufError> {
@@ -362,7 +451,9 @@ struct RootSigned {
     type_: String,
     version: u64,
     expires: String,
-    keys: BTreeMap<String, Key>,
+    /// Each key as written, so that its key ID can be checked against the
+    /// canonical form of exactly what the root signed.
+    keys: BTreeMap<String, Value>,
     roles: BTreeMap<String, Role>,
     #[serde(default)]
     consistent_snapshot: bool,
@@ -518,8 +609,40 @@ fn decode_key(key: &Key) -> Option<(PublicKey, HashAlgorithm)> {
     }
 }
 
+/// The key ID the TUF specification gives `key`: the hex SHA-256 of its
+/// canonical JSON form (every field, extensions such as tuf-on-ci's
+/// `x-tuf-on-ci-keyowner` included).
+fn key_id(key: &Value) -> Result<String, String> {
+    let mut canonical = Vec::new();
+    canonical_json(key, &mut canonical)?;
+    Ok(hex::encode(HashAlgorithm::Sha256.digest(&canonical)))
+}
+
+/// The key of `root` named `keyid`, decoded, once its key ID is checked
+/// against its content (TUF 4.3: "Clients MUST calculate each KEYID to
+/// verify this is correct for the associated key"). A key ID that is not
+/// its key's is refused: otherwise one key listed under two IDs could be
+/// counted twice towards a threshold.
+fn role_key(file: &str, root: &RootSigned, keyid: &str) -> Result<Option<Key>, TufError> {
+    let Some(value) = root.keys.get(keyid) else {
+        return Ok(None);
+    };
+    let computed = key_id(value).map_err(|e| malformed(file, e))?;
+    if !computed.eq_ignore_ascii_case(keyid) {
+        return Err(TufError::KeyId {
+            file: file.to_owned(),
+            keyid: keyid.to_owned(),
+            computed,
+        });
+    }
+    // A key of a type or shape this client does not know cannot sign.
+    Ok(serde_json::from_value::<Key>(value.clone()).ok())
+}
+
 /// Checks that `env` carries valid signatures from at least `threshold`
-/// distinct keys of `role_name` as `root` defines it.
+/// distinct keys of `role_name` as `root` defines it. Signers are counted
+/// by verified key ID, and once per key: two IDs whose keys decode to the
+/// same public key (one key written in two encodings) count once.
 fn verify_role(
     file: &str,
     env: &Envelope,
@@ -538,26 +661,31 @@ fn verify_role(
     }
     let mut message = Vec::new();
     canonical_json(&env.signed, &mut message).map_err(|e| malformed(file, e))?;
-    // A key counts once, however many key IDs or signatures name it.
-    let mut signers: BTreeSet<String> = BTreeSet::new();
+    let mut signer_ids: BTreeSet<&str> = BTreeSet::new();
+    let mut signer_keys: BTreeSet<Vec<u8>> = BTreeSet::new();
     for sig in &env.signatures {
-        if !role.keyids.contains(&sig.keyid) {
+        if !role.keyids.contains(&sig.keyid) || signer_ids.contains(sig.keyid.as_str()) {
             continue;
         }
-        let Some(key) = root.keys.get(&sig.keyid) else {
+        let Some(key) = role_key(file, root, &sig.keyid)? else {
             continue;
         };
-        let Some((public, hash)) = decode_key(key) else {
+        let Some((public, hash)) = decode_key(&key) else {
             continue;
         };
         let Ok(signature) = hex::decode(sig.sig.trim()) else {
             continue;
         };
         if public.verify(&message, &signature, hash).is_ok() {
-            signers.insert(key.keyval.public.trim().to_owned());
+            let material = public
+                .canonical_spki_der()
+                .unwrap_or_else(|| public.spki_der().to_vec());
+            if signer_keys.insert(material) {
+                signer_ids.insert(sig.keyid.as_str());
+            }
         }
     }
-    let valid = signers.len();
+    let valid = signer_ids.len();
     if u64::try_from(valid).unwrap_or(u64::MAX) >= role.threshold {
         Ok(())
     } else {
@@ -813,6 +941,8 @@ pub async fn fetch_target(
 #[cfg(test)]
 mod tests {
 
+    use std::sync::Arc;
+
     use serde_json::json;
 
     use super::*;
@@ -1021,7 +1151,10 @@ mod tests {
             .verifying_key()
             .to_public_key_pem(p256::pkcs8::LineEnding::LF)
             .unwrap();
-        let id = "p256-key";
+        let public =
+            json!({"keytype": "ecdsa", "scheme": "ecdsa-sha2-nistp256", "keyval": {"public": pem}});
+        let id = key_id(&public).unwrap();
+        let id = id.as_str();
         let sign_p256 = |signed: Value| {
             let mut message = Vec::new();
             canonical_json(&signed, &mut message).unwrap();
@@ -1034,7 +1167,7 @@ mod tests {
         let root = sign_p256(
             json!({"_type": "root", "version": 1, "expires": "2099-01-01T00:00:00Z",
             "consistent_snapshot": false,
-            "keys": {id: {"keytype": "ecdsa", "scheme": "ecdsa-sha2-nistp256", "keyval": {"public": pem}}},
+            "keys": {id: public},
             "roles": {"root": role, "timestamp": role, "snapshot": role, "targets": role}}),
         );
         let target = b"tr".to_vec();
@@ -1060,6 +1193,154 @@ mod tests {
             .await
             .unwrap();
         assert_eq!(bytes, target);
+    }
+
+    /// A root whose every role is `roles` over `keys` (key ID → key),
+    /// signed by `signers` (key ID → P-256 key).
+    fn p256_root(
+        keys: &serde_json::Map<String, Value>,
+        roles: &Value,
+        signers: &[(&str, &p256::ecdsa::SigningKey)],
+    ) -> Vec<u8> {
+        use p256::ecdsa::signature::Signer as _;
+        let signed = json!({"_type": "root", "version": 1, "expires": "2099-01-01T00:00:00Z",
+            "consistent_snapshot": false, "keys": keys,
+            "roles": {"root": roles, "timestamp": roles, "snapshot": roles, "targets": roles}});
+        let mut message = Vec::new();
+        canonical_json(&signed, &mut message).unwrap();
+        let signatures: Vec<Value> = signers
+            .iter()
+            .map(|(id, key)| {
+                let sig: p256::ecdsa::Signature = key.sign(&message);
+                json!({"keyid": id, "sig": hex::encode(sig.to_der().as_bytes())})
+            })
+            .collect();
+        serde_json::to_vec(&json!({"signed": signed, "signatures": signatures})).unwrap()
+    }
+
+    #[test]
+    fn a_root_with_two_key_ids_for_one_key_counts_one_signer() {
+        use p256::pkcs8::EncodePublicKey as _;
+        let key = p256::ecdsa::SigningKey::from_slice(&[7u8; 32]).unwrap();
+        let verifying = key.verifying_key();
+        // One key, written once in PEM and once as hex DER: two key objects,
+        // each under the key ID of its own canonical form.
+        let pem = json!({"keytype": "ecdsa", "scheme": "ecdsa-sha2-nistp256",
+            "keyval": {"public": verifying.to_public_key_pem(p256::pkcs8::LineEnding::LF).unwrap()}});
+        let der = json!({"keytype": "ecdsa", "scheme": "ecdsa-sha2-nistp256",
+            "keyval": {"public": hex::encode(verifying.to_public_key_der().unwrap().as_bytes())}});
+        let (pem_id, der_id) = (key_id(&pem).unwrap(), key_id(&der).unwrap());
+        assert_ne!(pem_id, der_id);
+        let mut keys = serde_json::Map::new();
+        keys.insert(pem_id.clone(), pem);
+        keys.insert(der_id.clone(), der);
+        let two_of_two = json!({"keyids": [pem_id, der_id], "threshold": 2});
+        let root = p256_root(
+            &keys,
+            &two_of_two,
+            &[(pem_id.as_str(), &key), (der_id.as_str(), &key)],
+        );
+
+        let (env, signed) = load_root("root.json", &root).unwrap();
+        let err = verify_role("root.json", &env, &signed, "root").unwrap_err();
+
+        assert_eq!(
+            err,
+            TufError::Threshold {
+                file: "root.json".into(),
+                role: "root".into(),
+                valid: 1,
+                threshold: 2,
+            },
+            "one key signing under two IDs is one signer"
+        );
+    }
+
+    #[test]
+    fn a_key_id_that_is_not_its_keys_content_is_refused() {
+        let key = p256::ecdsa::SigningKey::from_slice(&[9u8; 32]).unwrap();
+        let public = {
+            use p256::pkcs8::EncodePublicKey as _;
+            json!({"keytype": "ecdsa", "scheme": "ecdsa-sha2-nistp256",
+                "keyval": {"public": key.verifying_key()
+                    .to_public_key_pem(p256::pkcs8::LineEnding::LF).unwrap()}})
+        };
+        let right = key_id(&public).unwrap();
+        let wrong = "ab".repeat(32);
+        let mut keys = serde_json::Map::new();
+        keys.insert(wrong.clone(), public);
+        let root = p256_root(
+            &keys,
+            &json!({"keyids": [wrong], "threshold": 1}),
+            &[(wrong.as_str(), &key)],
+        );
+
+        let (env, signed) = load_root("root.json", &root).unwrap();
+        let err = verify_role("root.json", &env, &signed, "root").unwrap_err();
+
+        assert_eq!(
+            err,
+            TufError::KeyId {
+                file: "root.json".into(),
+                keyid: wrong,
+                computed: right,
+            }
+        );
+        assert_eq!(err.reason(), "key_id");
+    }
+
+    #[test]
+    fn the_embedded_sigstore_roots_key_ids_are_their_keys() {
+        for text in [
+            sigil_verifier::trust::PUBLIC_GOOD_TUF_ROOT,
+            sigil_verifier::trust::STAGING_TUF_ROOT,
+        ] {
+            let (_, root) = load_root("root.json", text.as_bytes()).unwrap();
+            for (id, key) in &root.keys {
+                assert_eq!(&key_id(key).unwrap(), id);
+            }
+        }
+    }
+
+    #[tokio::test]
+    async fn a_mirror_that_answers_every_request_slowly_is_stopped_by_the_overall_deadline() {
+        use axum::extract::{Path, State};
+        let repo = TufRepo::new(b"t");
+        let files = Arc::new(repo.files());
+        // Each answer comes within the per-request timeout, but an update
+        // makes several requests.
+        async fn slow(
+            State(files): State<Arc<BTreeMap<String, Vec<u8>>>>,
+            Path(path): Path<String>,
+        ) -> Result<Vec<u8>, axum::http::StatusCode> {
+            tokio::time::sleep(Duration::from_millis(400)).await;
+            files
+                .get(&path)
+                .cloned()
+                .ok_or(axum::http::StatusCode::NOT_FOUND)
+        }
+        let app = axum::Router::new()
+            .route("/{*path}", axum::routing::get(slow))
+            .with_state(files);
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let mirror = format!("http://{}", listener.local_addr().unwrap());
+        tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+
+        let patient =
+            Source::http_with_limits(&mirror, Duration::from_secs(5), Duration::from_secs(60))
+                .unwrap();
+        fetch_target(&patient, &repo.root(), None, "trusted_root.json", now())
+            .await
+            .unwrap();
+        let bounded =
+            Source::http_with_limits(&mirror, Duration::from_secs(5), Duration::from_secs(1))
+                .unwrap();
+        let err = fetch_target(&bounded, &repo.root(), None, "trusted_root.json", now())
+            .await
+            .unwrap_err();
+
+        assert_eq!(err, TufError::Deadline { mirror, seconds: 1 });
+        assert_eq!(err.reason(), "deadline");
     }
 
     #[test]

@@ -182,6 +182,61 @@ fn a_memory_hog_is_stopped_at_the_memory_limit() {
     engine.evaluate(DATA_POLICY, CUSTOM.as_bytes()).unwrap();
 }
 
+/// The blow-ups the Rego sandbox is tested against, in CUE: one request
+/// for more memory than the instance has, a string doubled forty times, a
+/// list of ten million items, a comprehension over ten billion pairs. Each
+/// ends at a bound that names itself, and the engine answers the next
+/// request. A size no memory could hold (a terabyte) is refused by Go
+/// itself, which CUE reports as the policy's error.
+#[test]
+fn blow_ups_like_the_rego_ones_end_at_a_named_bound() {
+    let engine = engine_with(|c| {
+        c.workers = 1;
+        c.limits = crate::Limits {
+            memory_bytes: 96 << 20,
+            ..crate::Limits::for_time(Duration::from_secs(1))
+        };
+    });
+    let doubled = (1..=40)
+        .map(|i| format!("s{i}: s{0} + s{0}\n", i - 1))
+        .collect::<String>();
+    let cases = [
+        (
+            "one huge allocation",
+            "import \"strings\"\nx: strings.Repeat(\"a\", 2147483648)\n".to_owned(),
+        ),
+        ("a doubled string", format!("s0: \"aaaaaaaa\"\n{doubled}")),
+        (
+            "ten million items",
+            "import \"list\"\nx: list.Repeat([1], 10000000)\n".to_owned(),
+        ),
+        (
+            "a comprehension",
+            "import \"list\"\nx: [for i in list.Range(0, 100000, 1) for j in list.Range(0, 100000, 1) {i * j}]\n"
+                .to_owned(),
+        ),
+    ];
+    for (what, policy) in cases {
+        let failure = engine.evaluate(&policy, CUSTOM.as_bytes()).unwrap_err();
+        println!("{what}: {failure}");
+        assert!(
+            matches!(
+                failure,
+                CueFailure::MemoryLimit { mib: 96 } | CueFailure::TimeLimit(_)
+            ),
+            "{what}: {failure:?}"
+        );
+        engine.evaluate(DATA_POLICY, CUSTOM.as_bytes()).unwrap();
+    }
+    let impossible = "import \"strings\"\nx: strings.Repeat(\"a\", 1099511627776)\n";
+    let failure = engine.evaluate(impossible, CUSTOM.as_bytes()).unwrap_err();
+    assert!(
+        failure.to_string().contains("makeslice: len out of range"),
+        "{failure}"
+    );
+    engine.evaluate(DATA_POLICY, CUSTOM.as_bytes()).unwrap();
+}
+
 #[test]
 fn oversized_policies_and_documents_are_refused_before_anything_runs() {
     let engine = engine_with(|c| {

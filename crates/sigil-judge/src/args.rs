@@ -13,14 +13,21 @@ use clap::ValueEnum;
 use sha2::{Digest as _, Sha256};
 use sigil_policy::glob::HostPattern;
 use sigil_policy::model::NoMatchPolicy;
+use sigil_registry::cloud::hosts::ExtraHost;
 use sigil_registry::egress::{AddressPolicy, parse_net};
-use sigil_registry::{ClientConfig, Credentials, Limits, MemoryBudget, RequestObserver};
+use sigil_registry::mirrors::MirrorMap;
+use sigil_registry::ratelimit::RequestBudget;
+use sigil_registry::{
+    ClientConfig, Credentials, Keychain, KeychainSettings, Limits, MemoryBudget, ProviderId,
+    RequestObserver,
+};
 use sigil_verifier::trust::TrustedRoot;
 use tokio::task::JoinHandle;
 
 use crate::cache::CacheConfig;
 use crate::policy_judge::{PolicyJudge, PolicyJudgeError};
 use crate::secrets::{AnyPullSecrets, KubePullSecrets, NoPullSecrets};
+use crate::slots::HostSlots;
 use crate::snapshot_source;
 
 /// What an image no policy selects gets.
@@ -77,7 +84,8 @@ pub struct JudgeArgs {
     /// Seconds a denial or warning stays cached.
     #[arg(long, default_value_t = 10)]
     pub negative_ttl_seconds: u64,
-    /// Registry calls in flight per registry host.
+    /// Registry requests in flight per registry host, shared fairly among
+    /// namespaces (a slot is held only while a request to that host runs).
     #[arg(long, default_value_t = 16)]
     pub per_host_concurrency: usize,
     /// MiB of registry responses held at once, from all registries: a
@@ -117,6 +125,44 @@ pub struct JudgeArgs {
     /// Docker config with node-wide registry credentials.
     #[arg(long, value_name = "FILE")]
     pub docker_config: Option<PathBuf>,
+    /// A cloud provider that may give registry credentials for its own
+    /// hosts, from sigil's own cloud identity, when a pod's pull secrets
+    /// have none for the host (repeatable: ecr, gcp, acr; `none` for no
+    /// provider). ecr: `<account>.dkr.ecr.<region>.amazonaws.com` in every
+    /// form, and public.ecr.aws; gcp: gcr.io, `*.gcr.io`,
+    /// `<location>-docker.pkg.dev`; acr: `*.azurecr.io`, `.cn`, `.us`.
+    #[arg(
+        long = "registry-credential-provider",
+        value_name = "PROVIDER",
+        default_values = ["ecr", "gcp", "acr"]
+    )]
+    pub registry_credential_providers: Vec<String>,
+    /// A registry host a provider also serves, as PROVIDER=HOST (repeatable;
+    /// `*.` for any name below a domain), e.g. acr=registry.corp.example for
+    /// a private endpoint or proxy in front of a cloud registry.
+    #[arg(long = "registry-credential-host", value_name = "PROVIDER=HOST")]
+    pub registry_credential_hosts: Vec<String>,
+    /// Requests per minute sigil sends to any one registry host (0: no
+    /// bound): a storm of new images waits for the budget within each
+    /// review's deadline rather than spend the registry's quota.
+    #[arg(long, default_value_t = 0)]
+    pub registry_requests_per_minute: u32,
+    /// A registry host's own budget, as HOST=N requests per minute
+    /// (repeatable; 0 for no bound), e.g. docker.io=60.
+    #[arg(long = "registry-request-budget", value_name = "HOST=N")]
+    pub registry_request_budgets: Vec<String>,
+    /// A registry mirror or pull-through cache, as PREFIX=PLACE[,PLACE...]
+    /// (repeatable): a repository under the registry or repository PREFIX
+    /// the policies name is read at each place in turn (`[http://]host[/path]`,
+    /// Harbor's proxy cache as `harbor.example.com/dockerhub-proxy`); the
+    /// upstream only where listed, e.g.
+    /// `docker.io=harbor.example.com/dockerhub-proxy,docker.io`.
+    #[arg(long = "registry-mirror", value_name = "PREFIX=PLACES")]
+    pub registry_mirrors: Vec<String>,
+    /// Mirrors in the nodes' own form (repeatable): a containerd `certs.d`
+    /// directory (`DIR/<registry>/hosts.toml`) or CRI-O's `registries.conf`.
+    #[arg(long = "registry-mirror-config", value_name = "PATH")]
+    pub registry_mirror_configs: Vec<PathBuf>,
     /// Where judged objects' registry credentials come from: `kube` reads
     /// their pull secrets (needs get on secrets and serviceaccounts).
     #[arg(long, value_enum, default_value = "none")]
@@ -166,6 +212,21 @@ pub struct JudgeArgs {
     /// (the deterministic bound) follows from it.
     #[arg(long, default_value_t = 5000, value_parser = clap::value_parser!(u64).range(100..=60000))]
     pub cue_time_limit_ms: u64,
+    /// Worker processes evaluating Rego policies (this binary started
+    /// again, each bounded by --rego-memory-limit-mib), started when a
+    /// first Rego policy is evaluated.
+    #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u64).range(1..=16))]
+    pub rego_workers: u64,
+    /// Memory one Rego evaluation may use (its worker's heap, document
+    /// included), in MiB; beyond it the evaluation fails (the image is
+    /// denied, naming the limit) and the worker is replaced.
+    #[arg(long, default_value_t = 128, value_parser = clap::value_parser!(u64).range(32..=4096))]
+    pub rego_memory_limit_mib: u64,
+    /// Time one Rego evaluation may take, in milliseconds; a built-in that
+    /// has not returned a quarter later (at least 250 ms) is killed with
+    /// its worker.
+    #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u64).range(10..=60000))]
+    pub rego_time_limit_ms: u64,
 }
 
 /// Where the policy snapshot comes from, when one is enforced.
@@ -245,14 +306,17 @@ fn config(msg: String) -> SetupError {
 }
 
 impl JudgeArgs {
-    /// Builds the judge these settings describe: configures CUE, reads the
-    /// trust root and registry settings, makes the pull-secret source and,
-    /// with a snapshot source, starts the policy snapshot judge fed by it.
-    /// Registry requests are reported to `observer`.
+    /// Builds the judge these settings describe: configures CUE and the Rego
+    /// sandbox, reads the trust root and registry settings, makes the
+    /// pull-secret source and, with a snapshot source, starts the policy
+    /// snapshot judge fed by it. Registry requests are reported to
+    /// `observer`.
     pub async fn build(&self, observer: Arc<dyn RequestObserver>) -> Result<Judging, SetupError> {
         // Before any policy compiles; the module itself is read only when a
         // policy uses CUE.
         sigil_cue::configure_shared(self.cue_config()).map_err(|e| config(e.to_string()))?;
+        sigil_policy::rego::configure_shared(self.rego_config())
+            .map_err(|e| config(e.to_string()))?;
         let mut client_config = self.client_config()?;
         client_config.observer = Some(observer);
         let mut kube = KubeClient::default();
@@ -328,7 +392,6 @@ impl JudgeArgs {
             positive_ttl: Duration::from_secs(self.verdict_ttl_seconds),
             negative_ttl: Duration::from_secs(self.negative_ttl_seconds),
             digest_ttl,
-            per_host_concurrency: self.per_host_concurrency,
         }
     }
 
@@ -367,6 +430,16 @@ impl JudgeArgs {
         config
     }
 
+    /// The Rego sandbox: workers that are this binary started again, and
+    /// what one evaluation may use.
+    pub fn rego_config(&self) -> sigil_policy::rego::SandboxConfig {
+        let mut config = sigil_policy::rego::SandboxConfig::this_binary();
+        config.workers = usize::try_from(self.rego_workers).unwrap_or(1);
+        config.limits.memory_bytes = self.rego_memory_limit_mib << 20;
+        config.limits.time = Duration::from_millis(self.rego_time_limit_ms);
+        config
+    }
+
     /// What images no policy selects get, in the policy engine's terms.
     pub fn no_match_policy(&self) -> NoMatchPolicy {
         match self.no_match {
@@ -376,10 +449,16 @@ impl JudgeArgs {
         }
     }
 
-    /// `--allow-registry`, compiled.
+    /// `--allow-registry`, compiled, and the mirrors' hosts (sigil reads
+    /// there what the policies name elsewhere).
     pub fn allowed_registries(&self) -> Result<Vec<HostPattern>, SetupError> {
+        let mirror_hosts = self
+            .mirrors()?
+            .map(|m| m.mirror_hosts())
+            .unwrap_or_default();
         self.allow_registry
             .iter()
+            .chain(mirror_hosts.iter())
             .map(|h| {
                 HostPattern::allow(h).map_err(|_| {
                     config(format!(
@@ -445,8 +524,105 @@ impl JudgeArgs {
         }
     }
 
+    /// The request budget of `--registry-requests-per-minute` and
+    /// `--registry-request-budget`; `None` when neither bounds anything.
+    pub fn request_budget(&self) -> Result<Option<Arc<RequestBudget>>, SetupError> {
+        let mut per_host = Vec::new();
+        for spec in &self.registry_request_budgets {
+            let parsed = spec
+                .split_once('=')
+                .and_then(|(h, n)| Some((h.trim(), n.trim().parse::<u32>().ok()?)))
+                .filter(|(h, _)| !h.is_empty());
+            let (host, n) = parsed.ok_or_else(|| {
+                config(format!(
+                    "--registry-request-budget `{spec}`: expected HOST=N (requests a minute), e.g. docker.io=60"
+                ))
+            })?;
+            per_host.push((host.to_string(), n));
+        }
+        let bounded = self.registry_requests_per_minute > 0 || per_host.iter().any(|(_, n)| *n > 0);
+        Ok(bounded.then(|| {
+            Arc::new(RequestBudget::new(
+                self.registry_requests_per_minute,
+                per_host,
+            ))
+        }))
+    }
+
+    /// The mirrors of `--registry-mirror-config` and `--registry-mirror`
+    /// (rules given later replace earlier ones for the same prefix);
+    /// `None` when none is set.
+    pub fn mirrors(&self) -> Result<Option<Arc<MirrorMap>>, SetupError> {
+        let mut map = MirrorMap::new();
+        for path in &self.registry_mirror_configs {
+            map.add_path(path)
+                .map_err(|e| config(format!("--registry-mirror-config: {e}")))?;
+        }
+        for rule in &self.registry_mirrors {
+            map.add_rule(rule)
+                .map_err(|e| config(format!("--registry-mirror: {e}")))?;
+        }
+        Ok((!map.is_empty()).then(|| Arc::new(map)))
+    }
+
+    /// The cloud credential providers `--registry-credential-provider` and
+    /// `--registry-credential-host` allow, with their settings from the
+    /// process environment; `None` when none may run.
+    pub fn keychain(&self, extra_roots_pem: &[u8]) -> Result<Option<Arc<Keychain>>, SetupError> {
+        let mut providers = Vec::new();
+        for name in &self.registry_credential_providers {
+            if name.trim() == "none" {
+                continue;
+            }
+            let id = ProviderId::parse(name)
+                .map_err(|e| config(format!("--registry-credential-provider: {e}, or none")))?;
+            if !providers.contains(&id) {
+                providers.push(id);
+            }
+        }
+        if self
+            .registry_credential_providers
+            .iter()
+            .any(|p| p.trim() == "none")
+        {
+            providers.clear();
+        }
+        let mut extra_hosts = Vec::new();
+        for spec in &self.registry_credential_hosts {
+            let (name, host) = spec.split_once('=').ok_or_else(|| {
+                config(format!(
+                    "--registry-credential-host `{spec}`: expected PROVIDER=HOST, e.g. acr=registry.corp.example"
+                ))
+            })?;
+            let id = ProviderId::parse(name)
+                .map_err(|e| config(format!("--registry-credential-host `{spec}`: {e}")))?;
+            if !providers.contains(&id) {
+                return Err(config(format!(
+                    "--registry-credential-host `{spec}`: the provider {id} is not enabled by                      --registry-credential-provider"
+                )));
+            }
+            let host = ExtraHost::parse(host)
+                .map_err(|e| config(format!("--registry-credential-host `{spec}`: {e}")))?;
+            extra_hosts.push((id, host));
+        }
+        if providers.is_empty() {
+            return Ok(None);
+        }
+        let settings = KeychainSettings {
+            providers,
+            extra_hosts,
+            laptop: false,
+            extra_roots_pem: extra_roots_pem.to_vec(),
+            insecure_hosts: self.insecure_registry.clone(),
+            exchange_timeout: Duration::from_secs(self.timeout_seconds),
+        };
+        Keychain::new(&settings, sigil_registry::cloud::Env::from_process())
+            .map(|k| Some(Arc::new(k)))
+            .map_err(config)
+    }
+
     /// The registry client settings (node-wide credentials, insecure hosts,
-    /// limits within the judgement's deadline).
+    /// limits within the judgement's deadline, cloud credential providers).
     pub fn client_config(&self) -> Result<ClientConfig, SetupError> {
         let credentials = match &self.docker_config {
             Some(path) => {
@@ -480,10 +656,14 @@ impl JudgeArgs {
             None => Vec::new(),
         };
         let budget = Duration::from_secs(self.timeout_seconds);
+        let keychain = self.keychain(&extra_roots_pem)?;
+        let mirrors = self.mirrors()?;
+        let mut insecure_hosts = self.insecure_registry.clone();
+        insecure_hosts.extend(mirrors.iter().flat_map(|m| m.insecure_hosts()));
         Ok(ClientConfig {
             credentials,
             allow_insecure_all: false,
-            insecure_hosts: self.insecure_registry.clone(),
+            insecure_hosts,
             limits: Limits {
                 request_timeout: budget,
                 total_deadline: budget,
@@ -498,6 +678,94 @@ impl JudgeArgs {
                 self.registry_memory_mib.saturating_mul(1 << 20),
                 self.registry_memory_per_host_mib.saturating_mul(1 << 20),
             ))),
+            slots: Some(Arc::new(HostSlots::new(self.per_host_concurrency))),
+            keychain,
+            mirrors,
+            request_budget: self.request_budget()?,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+
+    use clap::Parser;
+
+    use super::*;
+
+    #[derive(Parser)]
+    struct Flags {
+        #[command(flatten)]
+        judge: JudgeArgs,
+    }
+
+    fn judge_args(flags: &[&str]) -> JudgeArgs {
+        Flags::try_parse_from(std::iter::once("sigil-webhook").chain(flags.iter().copied()))
+            .unwrap()
+            .judge
+    }
+
+    #[test]
+    fn every_cloud_provider_runs_by_default_and_none_turns_them_off() {
+        let keychain = judge_args(&[]).keychain(&[]).unwrap().unwrap();
+        for (host, provider) in [
+            (
+                "123456789012.dkr.ecr.us-east-1.amazonaws.com",
+                ProviderId::Ecr,
+            ),
+            ("europe-docker.pkg.dev", ProviderId::Gcp),
+            ("reg.azurecr.io", ProviderId::Acr),
+        ] {
+            assert_eq!(keychain.describe(host).map(|(p, _)| p), Some(provider));
+        }
+        assert_eq!(keychain.describe("ghcr.io"), None);
+        let none = judge_args(&["--registry-credential-provider", "none"]);
+        assert!(none.keychain(&[]).unwrap().is_none());
+        let ecr_only = judge_args(&["--registry-credential-provider", "ecr"])
+            .keychain(&[])
+            .unwrap()
+            .unwrap();
+        assert_eq!(ecr_only.describe("reg.azurecr.io"), None);
+    }
+
+    #[test]
+    fn extra_hosts_go_to_an_enabled_provider_and_bad_ones_are_refused_with_the_form() {
+        let args = judge_args(&[
+            "--registry-credential-provider",
+            "acr",
+            "--registry-credential-host",
+            "acr=registry.corp.example:5000",
+        ]);
+        let keychain = args.keychain(&[]).unwrap().unwrap();
+        assert_eq!(
+            keychain
+                .describe("registry.corp.example:5000")
+                .map(|(p, _)| p),
+            Some(ProviderId::Acr)
+        );
+        for (flags, expected) in [
+            (
+                vec!["--registry-credential-host", "registry.corp.example"],
+                "expected PROVIDER=HOST",
+            ),
+            (
+                vec!["--registry-credential-host", "oci=registry.corp.example"],
+                "ecr, gcp or acr",
+            ),
+            (
+                vec![
+                    "--registry-credential-provider",
+                    "ecr",
+                    "--registry-credential-host",
+                    "acr=r.example",
+                ],
+                "not enabled",
+            ),
+            (vec!["--registry-credential-provider", "oracle"], "or none"),
+        ] {
+            let err = judge_args(&flags).keychain(&[]).unwrap_err().to_string();
+            assert!(err.contains(expected), "{flags:?}: {err}");
+        }
     }
 }

@@ -1,28 +1,29 @@
 //! The caching layer around any [`ImageJudge`]: verdicts keyed by image
-//! reference with digest + policy hash + trust-root version + the identity
-//! of the pull secrets' credentials (+ the judge's object key), tag→digest
-//! resolutions keyed by image and that identity; both moka caches with bounded capacity, single flight for
-//! concurrent misses, a short TTL for anything but a clean allow, and a bound
-//! on concurrent judge calls per registry host.
+//! reference with digest + what the verdict depends on
+//! ([`ImageJudge::verdict_versions`]: for the snapshot judge, the policies
+//! that select the image and the trust roots they use) + the identity of
+//! the pull secrets' credentials (+ the judge's object key), tag→digest
+//! resolutions keyed by image and that identity; both moka caches with
+//! bounded capacity, single flight for concurrent misses, and a short TTL
+//! for anything but a clean allow.
 //!
 //! Deadlines are enforced here: a lookup that does not finish by its deadline
 //! is an error (never cached) that the admission logic turns into a denial.
+//! Each judgement runs as its object's namespace ([`crate::tenant::in_namespace`]),
+//! so the registry requests it makes share each host's slots fairly with
+//! other namespaces' (the slots themselves are the registry client's, taken
+//! per request for the host contacted).
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use moka::Expiry;
 use moka::future::Cache;
-use tokio::sync::Semaphore;
 use tokio::time::Instant;
 
 pub use crate::judge::registry_host;
 use crate::judge::{ImageJudge, ObjectInfo, PinnedImage, PullSecrets, Verdict, Versions};
-
-/// Registry hosts tracked for concurrency bounds; beyond this, new hosts
-/// share one overflow semaphore.
-const MAX_HOSTS: usize = 1024;
+use crate::tenant::in_namespace;
 
 /// Cache sizes and lifetimes.
 #[derive(Debug, Clone)]
@@ -37,8 +38,6 @@ pub struct CacheConfig {
     pub negative_ttl: Duration,
     /// Lifetime of a tag→digest resolution (tags move).
     pub digest_ttl: Duration,
-    /// Judge or resolve calls in flight per registry host.
-    pub per_host_concurrency: usize,
 }
 
 impl Default for CacheConfig {
@@ -49,7 +48,6 @@ impl Default for CacheConfig {
             positive_ttl: Duration::from_secs(600),
             negative_ttl: Duration::from_secs(10),
             digest_ttl: Duration::from_secs(30),
-            per_host_concurrency: 16,
         }
     }
 }
@@ -68,13 +66,33 @@ pub enum LookupError {
     Secrets(String),
 }
 
+/// Why a judgement left nothing in the verdict cache.
+#[derive(Debug, Clone)]
+enum Miss {
+    /// No verdict: the caller gets the error.
+    Lookup(LookupError),
+    /// A verdict judged while a new snapshot came in: the answer for this
+    /// caller, but not cached under a key the snapshot before computed.
+    Superseded(Arc<Verdict>),
+}
+
+impl Miss {
+    fn answer(self) -> Result<Arc<Verdict>, LookupError> {
+        match self {
+            Self::Lookup(e) => Err(e),
+            Self::Superseded(v) => Ok(v),
+        }
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 struct VerdictKey {
     reference: String,
     versions: Versions,
     object: String,
-    /// [`PullSecrets::id`]: a verdict never answers for other credentials
-    /// (a denial for lack of access must not deny an object that has it).
+    /// [`PullSecrets::identity`]: a verdict never answers for other
+    /// credentials (a denial for lack of access must not deny an object
+    /// that has it).
     credentials: String,
     /// The `mode: audit` policies' verdict ([`ImageJudge::judge_audit_mode`])
     /// rather than admission's.
@@ -85,6 +103,9 @@ struct VerdictKey {
 struct DigestKey {
     image: String,
     secrets: String,
+    /// [`ImageJudge::registry_scope_key`]: a refusal to contact a registry
+    /// that another namespace's own policies allow never answers for it.
+    scope: String,
 }
 
 struct VerdictExpiry {
@@ -136,6 +157,12 @@ pub trait SecretsOnce: Sync {
         &self,
         deadline: Instant,
     ) -> impl std::future::Future<Output = Result<PullSecrets, String>> + Send;
+
+    /// The namespace of the object they belong to: the registry requests
+    /// made with them count as that namespace's ([`crate::slots`]).
+    fn namespace(&self) -> &str {
+        ""
+    }
 }
 
 /// The object's pull secrets, within `deadline`.
@@ -151,14 +178,11 @@ async fn read_secrets(
     }
 }
 
-/// An [`ImageJudge`] with caches, single flight, deadlines and per-host bounds.
+/// An [`ImageJudge`] with caches, single flight and deadlines.
 pub struct CachedJudge<J> {
     judge: Arc<J>,
     verdicts: Cache<VerdictKey, Arc<Verdict>>,
     digests: Cache<DigestKey, Result<String, String>>,
-    hosts: Mutex<HashMap<String, Arc<Semaphore>>>,
-    overflow: Arc<Semaphore>,
-    per_host: usize,
     metrics: Arc<dyn JudgeObserver>,
 }
 
@@ -197,14 +221,10 @@ impl<J: ImageJudge> CachedJudge<J> {
                 negative: config.negative_ttl,
             })
             .build();
-        let per_host = config.per_host_concurrency.max(1);
         Self {
             judge,
             verdicts,
             digests,
-            hosts: Mutex::new(HashMap::new()),
-            overflow: Arc::new(Semaphore::new(per_host)),
-            per_host,
             metrics,
         }
     }
@@ -220,22 +240,6 @@ impl<J: ImageJudge> CachedJudge<J> {
         self.verdicts.entry_count()
     }
 
-    fn host_semaphore(&self, image: &str) -> Arc<Semaphore> {
-        let host = registry_host(image);
-        let Ok(mut hosts) = self.hosts.lock() else {
-            return self.overflow.clone();
-        };
-        if let Some(s) = hosts.get(host) {
-            return s.clone();
-        }
-        if hosts.len() >= MAX_HOSTS {
-            return self.overflow.clone();
-        }
-        let s = Arc::new(Semaphore::new(self.per_host));
-        hosts.insert(host.to_string(), s.clone());
-        s
-    }
-
     /// The verdict for `image` of `object`, from the cache or the judge.
     pub async fn verdict(
         &self,
@@ -249,8 +253,7 @@ impl<J: ImageJudge> CachedJudge<J> {
 
     /// How the `mode: audit` policies judge `image` of `object`
     /// ([`ImageJudge::judge_audit_mode`]), from the cache or the judge, with
-    /// the same keys, single flight, deadline and per-host bound as
-    /// [`Self::verdict`].
+    /// the same keys, single flight and deadline as [`Self::verdict`].
     pub async fn audit_mode_verdict(
         &self,
         image: &PinnedImage,
@@ -272,11 +275,13 @@ impl<J: ImageJudge> CachedJudge<J> {
         let budget_ms = deadline
             .saturating_duration_since(Instant::now())
             .as_millis();
-        let versions = self.judge.versions();
+        // The epoch first: a verdict is cached only if no new snapshot came
+        // between this read and the end of its judgement, so its key and
+        // the judgement saw the same policies.
+        let epoch = self.judge.epoch();
+        let versions = self.judge.verdict_versions(image, object);
         let secrets = read_secrets(secrets, deadline, budget_ms).await?;
-        let compute = async {
-            let permit = self.host_semaphore(&image.image);
-            let _permit = permit.acquire().await;
+        let compute = in_namespace(&object.namespace, async {
             let started = Instant::now();
             let verdict = if audit_mode {
                 self.judge
@@ -286,22 +291,27 @@ impl<J: ImageJudge> CachedJudge<J> {
                 self.judge.judge(image, object, &secrets, deadline).await
             };
             self.metrics.verified(started.elapsed().as_secs_f64());
-            Ok::<_, LookupError>(Arc::new(verdict))
-        };
+            let verdict = Arc::new(verdict);
+            if self.judge.epoch() == epoch {
+                Ok(verdict)
+            } else {
+                Err(Miss::Superseded(verdict))
+            }
+        });
         let bounded = async {
             tokio::time::timeout_at(deadline, compute)
                 .await
-                .unwrap_or(Err(LookupError::Deadline { budget_ms }))
+                .unwrap_or(Err(Miss::Lookup(LookupError::Deadline { budget_ms })))
         };
         let Some(object_key) = self.judge.object_key(object) else {
             self.metrics.cache_lookup("verdict", false);
-            return bounded.await;
+            return bounded.await.or_else(Miss::answer);
         };
         let key = VerdictKey {
             reference: image.reference(),
             versions,
             object: object_key,
-            credentials: secrets.id.clone(),
+            credentials: secrets.identity(),
             audit_mode,
         };
         // A waiter coalesced onto another caller's miss still honours its own deadline.
@@ -310,10 +320,17 @@ impl<J: ImageJudge> CachedJudge<J> {
             self.verdicts.entry(key).or_try_insert_with(bounded),
         )
         .await
-        .map_err(|_| LookupError::Deadline { budget_ms })?
-        .map_err(|e| (*e).clone())?;
-        self.metrics.cache_lookup("verdict", !entry.is_fresh());
-        Ok(entry.into_value())
+        .map_err(|_| LookupError::Deadline { budget_ms })?;
+        match entry {
+            Ok(entry) => {
+                self.metrics.cache_lookup("verdict", !entry.is_fresh());
+                Ok(entry.into_value())
+            }
+            Err(miss) => {
+                self.metrics.cache_lookup("verdict", false);
+                Miss::answer((*miss).clone())
+            }
+        }
     }
 
     /// The digest `image` (a tag) resolves to, from the cache or the judge.
@@ -327,16 +344,16 @@ impl<J: ImageJudge> CachedJudge<J> {
         let budget_ms = deadline
             .saturating_duration_since(Instant::now())
             .as_millis();
+        let namespace = secrets.namespace();
         let secrets = read_secrets(secrets, deadline, budget_ms).await?;
         let key = DigestKey {
             image: image.to_string(),
             secrets: secrets.id.clone(),
+            scope: self.judge.registry_scope_key(namespace),
         };
-        let compute = async {
-            let permit = self.host_semaphore(image);
-            let _permit = permit.acquire().await;
+        let compute = in_namespace(namespace, async {
             Ok::<_, LookupError>(self.judge.resolve(image, &secrets, deadline).await)
-        };
+        });
         let bounded = async {
             tokio::time::timeout_at(deadline, compute)
                 .await
@@ -356,7 +373,148 @@ impl<J: ImageJudge> CachedJudge<J> {
 
 #[cfg(test)]
 mod tests {
-    use super::registry_host;
+    #![allow(clippy::unwrap_used)]
+
+    use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+
+    use super::*;
+    use crate::judge::Verdict;
+
+    /// A judge during whose first judgement a new snapshot comes in, and
+    /// whose registry `own.test` only namespace `team-a`'s policies allow
+    /// (as [`crate::policy_judge`]'s scope does).
+    #[derive(Default)]
+    struct Scripted {
+        calls: AtomicUsize,
+        epoch: AtomicU64,
+    }
+
+    impl ImageJudge for Scripted {
+        async fn judge(
+            &self,
+            _image: &PinnedImage,
+            _object: &ObjectInfo,
+            _secrets: &PullSecrets,
+            _deadline: Instant,
+        ) -> Verdict {
+            if self.calls.fetch_add(1, Ordering::SeqCst) == 0 {
+                self.epoch.fetch_add(1, Ordering::SeqCst);
+            }
+            Verdict::allow(vec!["p".into()])
+        }
+        async fn resolve(
+            &self,
+            _image: &str,
+            _secrets: &PullSecrets,
+            _deadline: Instant,
+        ) -> Result<String, String> {
+            let namespace = crate::tenant::current();
+            if namespace.as_ref() == "team-a" {
+                Ok("sha256:aa".into())
+            } else {
+                Err(format!("own.test is not allowed for namespace {namespace}"))
+            }
+        }
+        fn registry_scope_key(&self, namespace: &str) -> String {
+            if namespace == "team-a" {
+                namespace.into()
+            } else {
+                String::new()
+            }
+        }
+        fn matches(&self, _image: &str, _object: &ObjectInfo) -> bool {
+            true
+        }
+        fn no_match(&self, _image: &str) -> Verdict {
+            Verdict::deny(Vec::new(), vec!["none".into()])
+        }
+        fn versions(&self) -> Versions {
+            Versions {
+                policy_hash: "same".into(),
+                trust_root_version: "same".into(),
+            }
+        }
+        fn epoch(&self) -> u64 {
+            self.epoch.load(Ordering::SeqCst)
+        }
+        fn ready(&self) -> bool {
+            true
+        }
+    }
+
+    /// No pull secrets, for an object of the namespace it holds.
+    struct AnonymousIn(&'static str);
+
+    impl SecretsOnce for AnonymousIn {
+        async fn get(&self, _deadline: Instant) -> Result<PullSecrets, String> {
+            Ok(PullSecrets::anonymous())
+        }
+        fn namespace(&self) -> &str {
+            self.0
+        }
+    }
+
+    #[tokio::test]
+    async fn a_verdict_judged_while_a_new_snapshot_came_in_answers_but_is_not_cached() {
+        let judge = Arc::new(Scripted::default());
+        let cache = CachedJudge::new(judge.clone(), &CacheConfig::default(), Arc::new(NoObserver));
+        let image = PinnedImage {
+            image: "registry.test/app@sha256:aa".into(),
+            digest: "sha256:aa".into(),
+        };
+        let gvk = kube::core::GroupVersionKind::gvk("", "v1", "Pod");
+        let object = ObjectInfo {
+            group: String::new(),
+            version: "v1".into(),
+            resource: "pods".into(),
+            sub_resource: String::new(),
+            kind: "Pod".into(),
+            namespace: "shop".into(),
+            name: "web".into(),
+            labels: Default::default(),
+            pull_secret_names: Vec::new(),
+            service_account: "default".into(),
+            object: Arc::new(kube::core::DynamicObject::new(
+                "web",
+                &kube::core::ApiResource::from_gvk(&gvk),
+            )),
+        };
+        let deadline = || Instant::now() + Duration::from_secs(30);
+        for want_calls in [1, 2, 2] {
+            let v = cache
+                .verdict(&image, &object, &AnonymousIn("shop"), deadline())
+                .await
+                .unwrap();
+            assert!(v.allowed);
+            assert_eq!(judge.calls.load(Ordering::SeqCst), want_calls);
+        }
+    }
+
+    #[tokio::test]
+    async fn a_tag_refused_in_one_namespace_is_still_resolved_where_its_registry_is_allowed() {
+        let cache = CachedJudge::new(
+            Arc::new(Scripted::default()),
+            &CacheConfig::default(),
+            Arc::new(NoObserver),
+        );
+        let deadline = || Instant::now() + Duration::from_secs(30);
+        let refused = cache
+            .resolve("own.test/app:1", &AnonymousIn("team-b"), deadline())
+            .await
+            .unwrap();
+        assert!(refused.unwrap_err().contains("team-b"));
+        let resolved = cache
+            .resolve("own.test/app:1", &AnonymousIn("team-a"), deadline())
+            .await
+            .unwrap();
+        assert_eq!(resolved, Ok("sha256:aa".to_string()));
+        // Namespaces sharing the cluster's scope still share the cache.
+        let shared = cache
+            .resolve("own.test/app:1", &AnonymousIn("team-c"), deadline())
+            .await
+            .unwrap();
+        assert!(shared.unwrap_err().contains("team-b"), "cached for team-b");
+    }
 
     #[test]
     fn registry_hosts_are_told_apart_from_docker_hub_paths() {

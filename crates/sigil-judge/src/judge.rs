@@ -264,19 +264,38 @@ pub struct Versions {
     pub trust_root_version: String,
 }
 
-/// Registry credentials for one admitted object (its pull secrets and its
-/// service account's, plus the policies' `signaturePullSecrets`).
+/// Registry credentials for one admitted object: its own (its pull secrets
+/// or its service account's), and apart from them the policies'
+/// `signaturePullSecrets`, which only the signature fetches of the
+/// authorities naming them use.
 #[derive(Debug, Clone, Default)]
 pub struct PullSecrets {
-    /// Credentials per registry host (anonymous when none).
+    /// The object's own credentials per registry host (anonymous when
+    /// none): everything about the image itself (its tag, its config, its
+    /// platforms) is read with these alone.
     pub credentials: Credentials,
-    /// A stable identity of these credentials (a hash of the secrets' names,
-    /// uids, resource versions and contents; never a secret), so clients and
-    /// cached verdicts are reused only for the same credentials.
+    /// A stable identity of [`Self::credentials`] (a hash of the secrets'
+    /// names, uids, resource versions and contents; never a secret), so
+    /// clients are reused only for the same credentials.
     pub id: String,
     /// Why some of the object's pull secrets were not read (a namespace
     /// outside `--pull-secret-namespace`), told to the user as a warning.
     pub note: Option<String>,
+    /// The policies' `signaturePullSecrets` (Secrets in sigil's namespace),
+    /// by Secret name: an authority whose `source` names some of them
+    /// fetches its signatures and attestations with them, for the hosts
+    /// the object has no credentials of its own for. Never used for another
+    /// policy's fetches, nor for what a policy reads about the image itself.
+    pub signature: BTreeMap<String, SignatureSecret>,
+}
+
+/// The credentials one `signaturePullSecrets` Secret holds.
+#[derive(Debug, Clone, Default)]
+pub struct SignatureSecret {
+    /// Credentials per registry host.
+    pub credentials: Credentials,
+    /// Their identity, as [`PullSecrets::id`].
+    pub id: String,
 }
 
 /// The [`PullSecrets::id`] of anonymous access.
@@ -289,24 +308,44 @@ impl PullSecrets {
             credentials: Credentials::anonymous(),
             id: ANONYMOUS.into(),
             note: None,
+            signature: BTreeMap::new(),
         }
     }
 
-    /// `self` with `other`'s credentials added; `other` wins for the hosts
-    /// both name. The identity covers both.
-    pub fn merged_with(mut self, other: Self) -> Self {
-        if other.credentials.is_empty() {
-            return self;
+    /// The identity of everything here, the signature secrets included:
+    /// what verdicts are cached under, so a verdict never answers for
+    /// other credentials.
+    pub fn identity(&self) -> String {
+        let mut out = self.id.clone();
+        for (name, secret) in &self.signature {
+            out.push_str(&format!("+{name}={}", secret.id));
         }
-        if self.credentials.is_empty() {
-            return Self {
-                note: self.note,
-                ..other
-            };
+        out
+    }
+
+    /// The credentials an authority whose sources name `secret_names`
+    /// fetches signatures with, and their identity: the object's own, and
+    /// for hosts it has none for, those of the named Secrets (the first
+    /// named wins a host both name). `None` when the authority names none
+    /// this object's secrets hold.
+    pub fn for_signatures(&self, secret_names: &[String]) -> Option<(Credentials, String)> {
+        let named: Vec<(&String, &SignatureSecret)> = secret_names
+            .iter()
+            .filter_map(|n| self.signature.get_key_value(n))
+            .filter(|(_, s)| !s.credentials.is_empty())
+            .collect();
+        if named.is_empty() {
+            return None;
         }
-        self.credentials.merge(other.credentials);
-        self.id = format!("{}+{}", self.id, other.id);
-        self
+        let mut credentials = Credentials::anonymous();
+        let mut id = format!("{}+signatures", self.id);
+        for (name, secret) in named.iter().rev() {
+            credentials.merge(secret.credentials.clone());
+            id.push_str(&format!("+{name}={}", secret.id));
+        }
+        // `merge` lets the merged-in side win: the object's own last.
+        credentials.merge(self.credentials.clone());
+        Some((credentials, id))
     }
 }
 
@@ -337,6 +376,12 @@ pub trait ImageJudge: Send + Sync + 'static {
     /// `warn`) selects `image` of `object`. Only such images are pinned by
     /// `/mutate` and verified by `/validate`.
     fn matches(&self, image: &str, object: &ObjectInfo) -> bool;
+
+    /// The registry credential providers this judge reads registries with
+    /// (for `sigil doctor`'s question through the admin port); `None`: none.
+    fn registry_keychain(&self) -> Option<std::sync::Arc<sigil_registry::Keychain>> {
+        None
+    }
 
     /// Whether any `mode: audit` policy selects `image` of `object`: such
     /// images get [`judge_audit_mode`](Self::judge_audit_mode) besides (or,
@@ -371,6 +416,15 @@ pub trait ImageJudge: Send + Sync + 'static {
         true
     }
 
+    /// Which registries judgements for `namespace` may contact, as a key: a
+    /// namespace whose own policies widen them gets a key of its own, so a
+    /// tag resolved (or refused) for one namespace never answers for
+    /// another. Default: one scope for all.
+    fn registry_scope_key(&self, namespace: &str) -> String {
+        let _ = namespace;
+        String::new()
+    }
+
     /// The verdict for an image no policy selects (`noMatchPolicy`).
     fn no_match(&self, image: &str) -> Verdict;
 
@@ -378,6 +432,24 @@ pub trait ImageJudge: Send + Sync + 'static {
     /// policy snapshot a following [`judge`](Self::judge) call uses (versions
     /// only move forward), so a cached verdict is never older than its key.
     fn versions(&self) -> Versions;
+
+    /// What the verdict for `image` of `object` depends on now, for its
+    /// cache key: a judge that knows which of its policies select the image
+    /// names only those (and the trust roots they use), so a change of any
+    /// other policy leaves this verdict cached. Default: [`Self::versions`].
+    fn verdict_versions(&self, image: &PinnedImage, object: &ObjectInfo) -> Versions {
+        let _ = (image, object);
+        self.versions()
+    }
+
+    /// A number that changes whenever the policies in force may have (a
+    /// new snapshot). A verdict is cached only when it did not change
+    /// between [`Self::verdict_versions`] and the end of the judgement, so
+    /// a cached verdict was judged by exactly the policies its key names.
+    /// Default: 0, for judges whose policies never change.
+    fn epoch(&self) -> u64 {
+        0
+    }
 
     /// What about `object` a verdict depends on (for instance the resource
     /// rules of matching policies), or `None` when verdicts for this object
@@ -388,7 +460,8 @@ pub trait ImageJudge: Send + Sync + 'static {
     }
 
     /// Names of the Secrets (in sigil's own namespace) the policies in force
-    /// pull signatures with (`source[].signaturePullSecrets`).
+    /// pull signatures with (`source[].signaturePullSecrets`), each read
+    /// apart into [`PullSecrets::signature`].
     fn signature_pull_secrets(&self) -> Vec<String> {
         Vec::new()
     }
@@ -487,5 +560,59 @@ pub fn registry_host(image: &str) -> &str {
     match image.split_once('/') {
         Some((first, _)) if first.contains(['.', ':']) || first == "localhost" => first,
         _ => "docker.io",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+
+    use sigil_registry::Credential;
+
+    use super::*;
+
+    fn bearer(host: &str, token: &str) -> Credentials {
+        let mut c = Credentials::anonymous();
+        c.insert(host, Credential::Bearer(token.into()));
+        c
+    }
+
+    fn token(c: &Credentials, host: &str) -> Option<String> {
+        match c.for_host(host) {
+            Some(Credential::Bearer(t)) => Some(t.clone()),
+            _ => None,
+        }
+    }
+
+    #[test]
+    fn signature_secrets_serve_only_their_authorities_and_never_over_the_objects_own() {
+        let mut secrets = PullSecrets {
+            credentials: bearer("registry.example", "pod"),
+            id: "kube:pod".into(),
+            ..PullSecrets::default()
+        };
+        for (name, token) in [("first", "a"), ("second", "b")] {
+            let mut c = bearer("registry.example", token);
+            c.merge(bearer("sigs.example", token));
+            secrets.signature.insert(
+                name.into(),
+                SignatureSecret {
+                    credentials: c,
+                    id: format!("kube:{name}"),
+                },
+            );
+        }
+        // Not named by the authority: nothing but the object's own.
+        assert!(secrets.for_signatures(&[]).is_none());
+        assert!(secrets.for_signatures(&["unknown".into()]).is_none());
+        let (c, id) = secrets
+            .for_signatures(&["second".into(), "first".into()])
+            .unwrap();
+        assert_eq!(token(&c, "registry.example").as_deref(), Some("pod"));
+        assert_eq!(token(&c, "sigs.example").as_deref(), Some("b"));
+        assert_ne!(id, secrets.id);
+        // Verdicts are kept apart by every credential they may have used.
+        assert_ne!(secrets.identity(), PullSecrets::anonymous().identity());
+        assert!(secrets.identity().contains("first=kube:first"));
     }
 }

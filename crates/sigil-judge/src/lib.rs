@@ -5,8 +5,9 @@
 //! digest into a [`judge::Verdict`]); [`policy_judge`] is the judge that
 //! enforces the controller's policy snapshot, which [`snapshot_source`]
 //! reads from a file or the API; [`cache`] wraps any judge with verdict and
-//! tag caches, single flight, deadlines and per-registry bounds;
-//! [`secrets`] finds an object's registry credentials; [`args`] is the
+//! tag caches, single flight and deadlines; [`slots`] shares each
+//! registry's request slots fairly among namespaces, and [`tenant`] says
+//! which namespace a judgement runs for; [`secrets`] finds an object's registry credentials; [`args`] is the
 //! settings the webhook and the audit share and the one `build()` that
 //! makes their judge; [`metrics`] is what a judging process exports.
 //!
@@ -23,7 +24,9 @@ pub mod judge;
 pub mod metrics;
 pub mod policy_judge;
 pub mod secrets;
+pub mod slots;
 pub mod snapshot_source;
+pub mod tenant;
 
 /// Where the images of kinds besides Kubernetes' own workloads are
 /// (WorkloadKinds), as the snapshot carries them.

@@ -3,7 +3,9 @@
 //! decision (the webhook's); verification latency; cache hits and misses;
 //! reviews in flight; policy snapshot age and revision; registry requests by
 //! host and status, and their wait for an answer; the admission server's TLS
-//! connections opened and closed, by reason (the webhook's); the verdicts of
+//! connections opened and closed, by reason (the webhook's); registry
+//! credentials from cloud providers issued, refreshed or failed, by provider;
+//! the verdicts of
 //! `mode: audit` policies on the images admission requests carry, by policy
 //! and outcome (the webhook's); the build and crypto module
 //! (`sigil_build_info`).
@@ -15,7 +17,8 @@ use std::collections::HashSet;
 use std::sync::Mutex;
 use std::sync::atomic::AtomicU64;
 
-use sigil_registry::{RequestObserver, RequestOutcome};
+use sigil_registry::cloud::cache::Exchange;
+use sigil_registry::{ProviderId, RequestObserver, RequestOutcome};
 
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
@@ -58,6 +61,26 @@ pub struct RegistryLabels {
     /// The HTTP status (`200`, `404`, ...) or the failure: `timeout`,
     /// `connect`, `redirects`.
     pub status: String,
+}
+
+/// Labels of `sigil_registry_credential_exchanges`.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct CredentialLabels {
+    /// `ecr`, `gcp`, `acr` or `docker-credential-helper`.
+    pub provider: &'static str,
+    /// `issued` (none was held), `refreshed` (replaced before it expired)
+    /// or `failed`.
+    pub outcome: &'static str,
+}
+
+/// Labels of `sigil_registry_rate_limited`.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct RateLimitLabels {
+    /// `host[:port]`, or `other` past [`MAX_REGISTRY_HOSTS`].
+    pub host: String,
+    /// `retried` (a 429 waited out), `gave-up` (a 429 the deadline had no
+    /// room for), `waited` or `spent` (sigil's own request budget).
+    pub outcome: &'static str,
 }
 
 /// Policies named in `sigil_admission_audit_mode_verdicts_total`; further policies
@@ -108,6 +131,10 @@ pub struct Metrics {
     /// Time from sending a registry request to its response's headers (or
     /// its failure), in seconds.
     pub registry_wait: Histogram,
+    /// Registry credentials from cloud providers, by provider and outcome.
+    pub credential_exchanges: Family<CredentialLabels, Counter>,
+    /// Registry requests that met a rate limit, by host and outcome.
+    pub rate_limited: Family<RateLimitLabels, Counter>,
     /// TLS connections of the admission server (handshake done).
     pub connections: Counter,
     /// Those connections ended, by reason.
@@ -194,6 +221,18 @@ impl Metrics {
             "Time from sending a registry HTTP request to its response headers or its failure",
             registry_wait.clone(),
         );
+        let credential_exchanges = Family::<CredentialLabels, Counter>::default();
+        registry.register(
+            "registry_credential_exchanges",
+            "Registry credentials from cloud providers (ECR, Artifact Registry, ACR), by provider and outcome: issued, refreshed (before it expired), failed",
+            credential_exchanges.clone(),
+        );
+        let rate_limited = Family::<RateLimitLabels, Counter>::default();
+        registry.register(
+            "registry_rate_limited",
+            "Registry requests that met a rate limit, by host and outcome: retried (a 429 waited out within the deadline), gave-up (a 429 the deadline had no room for), waited or spent (sigil's own per-host request budget)",
+            rate_limited.clone(),
+        );
         let connections = Counter::default();
         registry.register(
             "webhook_connections",
@@ -233,6 +272,8 @@ impl Metrics {
             snapshot_revision,
             registry_requests,
             registry_wait,
+            credential_exchanges,
+            rate_limited,
             connections,
             connections_closed,
             audit_mode_verdicts,
@@ -338,6 +379,29 @@ impl RequestObserver for Metrics {
             })
             .inc();
     }
+
+    fn rate_limited(&self, host: &str, outcome: &'static str) {
+        self.rate_limited
+            .get_or_create(&RateLimitLabels {
+                host: self.host_label(host),
+                outcome,
+            })
+            .inc();
+    }
+
+    fn credential_exchange(&self, provider: ProviderId, outcome: Exchange) {
+        let outcome = match outcome {
+            Exchange::Issued => "issued",
+            Exchange::Refreshed => "refreshed",
+            Exchange::Failed => "failed",
+        };
+        self.credential_exchanges
+            .get_or_create(&CredentialLabels {
+                provider: provider.name(),
+                outcome,
+            })
+            .inc();
+    }
 }
 
 #[cfg(test)]
@@ -383,6 +447,30 @@ mod tests {
             )),
             "{text}"
         );
+    }
+
+    #[test]
+    fn credential_exchanges_are_counted_by_provider_and_outcome() {
+        let m = Metrics::new();
+        m.credential_exchange(ProviderId::Ecr, Exchange::Issued);
+        m.credential_exchange(ProviderId::Ecr, Exchange::Refreshed);
+        m.credential_exchange(ProviderId::Ecr, Exchange::Refreshed);
+        m.credential_exchange(ProviderId::Acr, Exchange::Failed);
+        m.rate_limited("index.docker.io", "retried");
+        let text = m.encode();
+        assert!(
+            text.contains(
+                r#"sigil_registry_rate_limited_total{host="index.docker.io",outcome="retried"} 1"#
+            ),
+            "{text}"
+        );
+        for line in [
+            r#"sigil_registry_credential_exchanges_total{provider="ecr",outcome="issued"} 1"#,
+            r#"sigil_registry_credential_exchanges_total{provider="ecr",outcome="refreshed"} 2"#,
+            r#"sigil_registry_credential_exchanges_total{provider="acr",outcome="failed"} 1"#,
+        ] {
+            assert!(text.contains(line), "{line} in {text}");
+        }
     }
 
     #[test]

@@ -6,13 +6,17 @@
 //! The publication contract (see `sigil_api::snapshot`): a snapshot is
 //! enforced whole or not at all. A version that fails
 //! [`sigil_compile::snapshot::validate`] is refused and logged, and the last good one
-//! keeps enforcing; a revision lower than the one in force is ignored. The
+//! keeps enforcing; a revision lower than the one in force is ignored, and
+//! so is one equal to it with other content (two controllers wrote the same
+//! revision: the first one taken stays until a higher revision). The
 //! judge is not ready until a first valid snapshot is loaded. Where the
 //! snapshot comes from is [`crate::snapshot_source`]'s business.
 //!
 //! The snapshot in force also bounds where the judge's registry clients may
-//! go ([`PolicyRegistries`]): the hosts its policies' globs can select, the
-//! registries of their `source[].oci`, and `--allow-registry`.
+//! go ([`PolicyRegistries`]): the hosts its ClusterImagePolicies' globs can
+//! select, the registries of their `source[].oci`, and `--allow-registry`;
+//! for a judgement of a namespace's object ([`crate::tenant`]), also those
+//! of that namespace's own ImagePolicies, and never another namespace's.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex, RwLock};
@@ -20,12 +24,16 @@ use std::time::Duration;
 
 use sha2::{Digest as _, Sha256};
 use sigil_api::snapshot::{PolicySnapshot, SnapshotError};
-use sigil_policy::eval::{ImageResult, PlatformsResult, PolicyResult};
+use sigil_policy::eval::{
+    AuthorityOutcome, AuthorityVerifier, ImageReadError, ImageResult, PlatformsResult, PolicyResult,
+};
 use sigil_policy::evaluate_image;
 use sigil_policy::glob::{HostPattern, HostSet, ImageName};
-use sigil_policy::model::{CompiledPolicy, NoMatchPolicy, ResourceInfo};
+use sigil_policy::model::{CompiledAuthority, CompiledPolicy, NoMatchPolicy, ResourceInfo};
 use sigil_policy::registry::RegistryVerifier;
 use sigil_policy::render;
+use sigil_registry::config::ConfigFiles;
+use sigil_registry::platforms::PlatformImage;
 use sigil_registry::{
     ClientConfig, ImageRef, MaterialCache, MaterialScope, RegistryClient, RegistryScope, Repository,
 };
@@ -78,6 +86,9 @@ pub enum Applied {
     Unchanged,
     /// Its revision is older than the one in force; ignored.
     Stale,
+    /// Its revision is the one in force but its content is not (a second
+    /// writer); ignored, the snapshot in force stays.
+    Conflicting,
 }
 
 /// Policies of one scope (the cluster's, or one namespace's), those that
@@ -88,10 +99,20 @@ struct PolicySet {
     policies: Vec<CompiledPolicy>,
     /// Where the `mode: audit` policies start in [`Self::policies`].
     audit_start: usize,
+    /// Some policy's `match` reads the resource or its labels.
+    reads_resource: bool,
+    /// Some CIP-level policy reads the object's spec or metadata.
+    reads_object: bool,
 }
 
 impl PolicySet {
     fn new(policies: Vec<CompiledPolicy>) -> Self {
+        let reads_resource = policies.iter().any(|p| !p.matches.is_empty());
+        let reads_object = policies.iter().any(|p| {
+            p.policy
+                .as_ref()
+                .is_some_and(|c| c.include_spec || c.include_object_meta)
+        });
         let (mut policies, audit): (Vec<CompiledPolicy>, Vec<CompiledPolicy>) =
             policies.into_iter().partition(|p| p.mode.admits());
         let audit_start = policies.len();
@@ -99,6 +120,8 @@ impl PolicySet {
         Self {
             policies,
             audit_start,
+            reads_resource,
+            reads_object,
         }
     }
 
@@ -116,6 +139,8 @@ impl PolicySet {
 /// One valid snapshot, compiled, with what verdicts depend on.
 struct Loaded {
     revision: u64,
+    /// SHA-256 of what the snapshot enforces (all but its `generatedAt`).
+    content: [u8; 32],
     /// The ClusterImagePolicies.
     cluster: PolicySet,
     /// Each namespace's ImagePolicies, which apply there besides
@@ -129,17 +154,17 @@ struct Loaded {
     default_name: Option<String>,
     trust_roots: std::collections::BTreeMap<String, TrustedRoot>,
     versions: Versions,
-    /// Some policy's `match` reads the resource or its labels.
-    reads_resource: bool,
-    /// Some CIP-level policy reads the object's spec or metadata.
-    reads_object: bool,
+    /// Counts the snapshots swapped in ([`ImageJudge::epoch`]).
+    epoch: u64,
     /// `signaturePullSecrets` of every authority, sorted, without repeats.
     signature_secrets: Vec<String>,
     generated_at: Option<time::OffsetDateTime>,
     loaded_at: Instant,
     verifiers: Mutex<HashMap<String, Arc<RegistryVerifier>>>,
-    /// The registries this snapshot lets sigil contact.
+    /// The registries this snapshot lets sigil contact for any object.
     hosts: HostSet,
+    /// The registries a namespace's own ImagePolicies add, for its objects.
+    namespace_hosts: HashMap<String, HostSet>,
     /// The registries `/mutate --pin all` may pin on: those of the
     /// admission policies and `--allow-registry` (an audit-mode policy pins
     /// nothing).
@@ -179,6 +204,40 @@ impl Loaded {
             .chain(own.unwrap_or_default())
     }
 
+    /// What the policies of `namespace`'s objects read about an object:
+    /// (the resource and its labels, its spec and metadata). A namespace's
+    /// own policies change this for its objects only.
+    fn reads(&self, namespace: &str) -> (bool, bool) {
+        let own = self.namespaced.get(namespace);
+        (
+            self.cluster.reads_resource || own.is_some_and(|s| s.reads_resource),
+            self.cluster.reads_object || own.is_some_and(|s| s.reads_object),
+        )
+    }
+
+    /// A hash of each policy that selects `name` of `resource` in
+    /// `resource.namespace` (admission and `mode: audit` alike), by its
+    /// print: what a verdict on it depends on.
+    fn selecting_prints(&self, name: &ImageName, resource: &ResourceInfo) -> String {
+        let mut h = Sha256::new();
+        let selecting = self
+            .admission(&resource.namespace)
+            .chain(self.audit_mode(&resource.namespace))
+            .filter(|p| p.matches_image(name) && p.matches_resource(resource));
+        for p in selecting {
+            h.update(p.name.as_bytes());
+            h.update([0]);
+            h.update(
+                self.prints
+                    .get(&p.name)
+                    .map_or("", String::as_str)
+                    .as_bytes(),
+            );
+            h.update([0]);
+        }
+        hex::encode(h.finalize())
+    }
+
     /// Every policy of every scope.
     fn all(&self) -> impl Iterator<Item = &CompiledPolicy> {
         self.cluster
@@ -205,14 +264,31 @@ impl RegistryScope for PolicyRegistries {
         if loaded.hosts.contains(host) {
             return Ok(());
         }
+        let namespace = crate::tenant::current();
+        if loaded
+            .namespace_hosts
+            .get(namespace.as_ref())
+            .is_some_and(|own| own.contains(host))
+        {
+            return Ok(());
+        }
+        let own = if namespace.is_empty() {
+            String::new()
+        } else {
+            format!(", nor an ImagePolicy of namespace {namespace}")
+        };
         Err(format!(
-            "no ClusterImagePolicy in force can select images on {host} (their images[].glob and source[].oci name other registries) and it is not allowed by --allow-registry (chart value registryAccess.allowHosts); sigil contacts no other registry"
+            "no ClusterImagePolicy in force can select images on {host}{own} (their images[].glob and source[].oci name other registries) and it is not allowed by --allow-registry (chart value registryAccess.allowHosts); sigil contacts no other registry"
         ))
     }
 }
 
 /// The registries `policies` can make sigil contact, plus `allowed`.
-fn registry_hosts(policies: &[CompiledPolicy], allowed: &[HostPattern]) -> HostSet {
+fn registry_hosts<'a>(
+    policies: impl IntoIterator<Item = &'a CompiledPolicy>,
+    allowed: &[HostPattern],
+) -> HostSet {
+    let policies: Vec<&CompiledPolicy> = policies.into_iter().collect();
     let mut set = HostSet::new();
     for glob in policies.iter().flat_map(|p| &p.images) {
         set.add_glob(glob);
@@ -356,6 +432,19 @@ pub struct PolicyJudge {
     revision: watch::Sender<u64>,
 }
 
+/// SHA-256 of everything `snapshot` enforces: all but its revision and
+/// `generatedAt`, so two writers' equal revisions compare by content.
+fn content_digest(snapshot: &PolicySnapshot) -> [u8; 32] {
+    let enforced = (
+        &snapshot.api_version,
+        &snapshot.policies,
+        &snapshot.trust_roots,
+        &snapshot.sigstore,
+        &snapshot.workload_kinds,
+    );
+    Sha256::digest(serde_json::to_vec(&enforced).unwrap_or_default()).into()
+}
+
 fn sha256_hex(bytes: &[u8]) -> String {
     hex::encode(Sha256::digest(bytes))
 }
@@ -446,6 +535,7 @@ impl PolicyJudge {
             policy_hash,
             trust_root_version,
         };
+        let content = content_digest(snapshot);
         let mut current = self
             .current
             .write()
@@ -454,27 +544,30 @@ impl PolicyJudge {
             if valid.revision < held.revision {
                 return Ok(Applied::Stale);
             }
+            if valid.revision == held.revision && content != held.content {
+                return Ok(Applied::Conflicting);
+            }
             if held.versions == versions {
                 return Ok(Applied::Unchanged);
             }
         }
         let prints = policy_prints(snapshot, &valid.policies, &self.public_good_id);
         let all: Vec<CompiledPolicy> = valid.policies.into_values().collect();
-        let reads_resource = all.iter().any(|p| !p.matches.is_empty());
-        let reads_object = all.iter().any(|p| {
-            p.policy
-                .as_ref()
-                .is_some_and(|c| c.include_spec || c.include_object_meta)
-        });
-        let hosts = registry_hosts(&all, &self.allowed_registries);
         let (cluster, scoped): (Vec<CompiledPolicy>, Vec<CompiledPolicy>) =
             all.into_iter().partition(|p| p.namespace.is_none());
+        // A namespace's ImagePolicies widen the registries contacted for its
+        // own objects only.
+        let hosts = registry_hosts(&cluster, &self.allowed_registries);
         let mut by_namespace: HashMap<String, Vec<CompiledPolicy>> = HashMap::new();
         for p in scoped {
             let ns = p.namespace.clone().unwrap_or_default();
             by_namespace.entry(ns).or_default().push(p);
         }
         let cluster = PolicySet::new(cluster);
+        let namespace_hosts = by_namespace
+            .iter()
+            .map(|(ns, policies)| (ns.clone(), registry_hosts(policies, &[])))
+            .collect();
         let namespaced = by_namespace
             .into_iter()
             .map(|(ns, policies)| (ns, PolicySet::new(policies)))
@@ -497,16 +590,17 @@ impl PolicyJudge {
         *current = Some(Arc::new(Loaded {
             prints,
             hosts,
+            namespace_hosts,
             pin_hosts,
             revision: valid.revision,
+            content,
             cluster,
             namespaced,
             default_root,
             default_name: valid.default_trust_root,
             trust_roots: valid.trust_roots,
             versions,
-            reads_resource,
-            reads_object,
+            epoch: current.as_ref().map_or(0, |held| held.epoch) + 1,
             signature_secrets,
             generated_at,
             loaded_at: Instant::now(),
@@ -565,25 +659,37 @@ impl PolicyJudge {
         }
     }
 
-    fn config_for(&self, secrets: &PullSecrets) -> ClientConfig {
+    fn config_for(&self, credentials: &sigil_registry::Credentials) -> ClientConfig {
         let mut config = self.base.clone();
-        config.credentials.merge(secrets.credentials.clone());
+        config.credentials.merge(credentials.clone());
         config
     }
 
+    /// The verifier with the object's own credentials.
     fn verifier(
         &self,
         loaded: &Loaded,
         secrets: &PullSecrets,
     ) -> Result<Arc<RegistryVerifier>, String> {
-        let key = Self::credentials_key(secrets);
+        self.verifier_for(loaded, Self::credentials_key(secrets), &secrets.credentials)
+    }
+
+    /// The verifier with `credentials`, kept under `key` (their identity)
+    /// for the snapshot's life.
+    fn verifier_for(
+        &self,
+        loaded: &Loaded,
+        key: String,
+        credentials: &sigil_registry::Credentials,
+    ) -> Result<Arc<RegistryVerifier>, String> {
         let mut verifiers = loaded.verifiers.lock().map_err(|_| {
             "verifier table poisoned; restart the webhook (or controller)".to_string()
         })?;
         if let Some(v) = verifiers.get(&key) {
             return Ok(v.clone());
         }
-        let client = RegistryClient::new(self.config_for(secrets)).map_err(|e| e.to_string())?;
+        let client =
+            RegistryClient::new(self.config_for(credentials)).map_err(|e| e.to_string())?;
         let mut verifier = RegistryVerifier::new(
             client,
             loaded.default_root.clone(),
@@ -611,8 +717,10 @@ impl PolicyJudge {
         if let Some(c) = resolvers.get(&key) {
             return Ok(c.clone());
         }
-        let client =
-            Arc::new(RegistryClient::new(self.config_for(secrets)).map_err(|e| e.to_string())?);
+        let client = Arc::new(
+            RegistryClient::new(self.config_for(&secrets.credentials))
+                .map_err(|e| e.to_string())?,
+        );
         if resolvers.len() >= MAX_VERIFIERS {
             resolvers.retain(|k, _| k.is_empty());
         }
@@ -632,7 +740,7 @@ impl PolicyJudge {
             labels: object.labels.clone(),
             ..ResourceInfo::default()
         };
-        if loaded.reads_object {
+        if loaded.reads(&object.namespace).1 {
             r.metadata = serde_json::to_value(&object.object.metadata).unwrap_or_default();
             r.spec = object.object.data.get("spec").cloned().unwrap_or_default();
         }
@@ -729,7 +837,53 @@ fn authority_verdicts(p: &PolicyResult) -> Vec<AuthorityVerdict> {
         .collect()
 }
 
+/// The verifier of one judgement: the object's own credentials for
+/// everything, except that an authority whose `source` names
+/// `signaturePullSecrets` fetches its signatures and attestations with
+/// those too ([`PullSecrets::for_signatures`]). What a policy reads about
+/// the image itself (its config files, its platforms) and every other
+/// authority's material come with the object's own credentials only, so a
+/// policy never sees what the object's pulls could not read.
+struct Routed<'a> {
+    judge: &'a PolicyJudge,
+    loaded: &'a Loaded,
+    secrets: &'a PullSecrets,
+    own: Arc<RegistryVerifier>,
+}
+
+impl AuthorityVerifier for Routed<'_> {
+    async fn verify(&self, image: &ImageName, authority: &CompiledAuthority) -> AuthorityOutcome {
+        let names: Vec<String> = authority
+            .sources
+            .iter()
+            .flat_map(|s| s.pull_secrets.iter().cloned())
+            .collect();
+        let Some((credentials, key)) = self.secrets.for_signatures(&names) else {
+            return self.own.verify(image, authority).await;
+        };
+        match self.judge.verifier_for(self.loaded, key, &credentials) {
+            Ok(v) => v.verify(image, authority).await,
+            Err(e) => AuthorityOutcome::Failed(e),
+        }
+    }
+
+    async fn config_files(&self, image: &ImageName) -> Result<ConfigFiles, ImageReadError> {
+        self.own.config_files(image).await
+    }
+
+    async fn platform_images(
+        &self,
+        image: &ImageName,
+    ) -> Result<Option<Vec<PlatformImage>>, ImageReadError> {
+        self.own.platform_images(image).await
+    }
+}
+
 impl ImageJudge for PolicyJudge {
+    fn registry_keychain(&self) -> Option<Arc<sigil_registry::Keychain>> {
+        self.base.keychain.clone()
+    }
+
     async fn judge(
         &self,
         image: &PinnedImage,
@@ -749,12 +903,17 @@ impl ImageJudge for PolicyJudge {
             Err(e) => return Verdict::deny(Vec::new(), vec![e.to_string()]),
         };
         let verifier = match self.verifier(&loaded, secrets) {
-            Ok(v) => v,
+            Ok(own) => Routed {
+                judge: self,
+                loaded: &loaded,
+                secrets,
+                own,
+            },
             Err(e) => return Verdict::deny(Vec::new(), vec![e]),
         };
         let resource = Self::resource(&loaded, object);
         let run = evaluate_image(
-            verifier.as_ref(),
+            &verifier,
             loaded.admission(&object.namespace),
             &name,
             &resource,
@@ -787,11 +946,16 @@ impl ImageJudge for PolicyJudge {
             .filter(|p| p.matches_image(&name) && p.matches_resource(&resource))
             .collect();
         let verifier = match self.verifier(&loaded, secrets) {
-            Ok(v) => v,
+            Ok(own) => Routed {
+                judge: self,
+                loaded: &loaded,
+                secrets,
+                own,
+            },
             Err(e) => return Verdict::allow(Vec::new()).unjudged(&selecting, &e),
         };
         let run = evaluate_image(
-            verifier.as_ref(),
+            &verifier,
             loaded.audit_mode(&object.namespace),
             &name,
             &resource,
@@ -857,6 +1021,13 @@ impl ImageJudge for PolicyJudge {
         ImageRef::parse(image).is_ok_and(|r| loaded.pin_hosts.contains(&r.repository.host))
     }
 
+    fn registry_scope_key(&self, namespace: &str) -> String {
+        match self.loaded() {
+            Some(loaded) if loaded.namespace_hosts.contains_key(namespace) => namespace.to_string(),
+            _ => String::new(),
+        }
+    }
+
     fn no_match(&self, _image: &str) -> Verdict {
         self.no_match_verdict()
     }
@@ -871,6 +1042,31 @@ impl ImageJudge for PolicyJudge {
         )
     }
 
+    fn verdict_versions(&self, image: &PinnedImage, object: &ObjectInfo) -> Versions {
+        let Some(loaded) = self.loaded() else {
+            return self.versions();
+        };
+        let Ok(name) = ImageName::parse(&image.reference()) else {
+            // Judged as a denial whatever the policies say; keyed by all.
+            return loaded.versions.clone();
+        };
+        // Each print covers the policy's spec, the trust roots it names and
+        // whatever authorities naming none verify against: the policies
+        // that select the image say everything its verdict depends on.
+        // An image none selects gets `noMatchPolicy`, which no snapshot sets.
+        Versions {
+            policy_hash: format!(
+                "selecting:{}",
+                loaded.selecting_prints(&name, &Self::resource(&loaded, object))
+            ),
+            trust_root_version: self.public_good_id.clone(),
+        }
+    }
+
+    fn epoch(&self) -> u64 {
+        self.loaded().map_or(0, |l| l.epoch)
+    }
+
     fn object_key(&self, object: &ObjectInfo) -> Option<String> {
         let Some(loaded) = self.loaded() else {
             return Some(String::new());
@@ -878,7 +1074,8 @@ impl ImageJudge for PolicyJudge {
         // Objects of a namespace with ImagePolicies are judged by more
         // policies than the cluster's: their verdicts are kept apart.
         let scoped = loaded.namespaced.contains_key(&object.namespace);
-        if !loaded.reads_resource && !loaded.reads_object && !scoped {
+        let (reads_resource, reads_object) = loaded.reads(&object.namespace);
+        if !reads_resource && !reads_object && !scoped {
             return Some(String::new());
         }
         // A hash of exactly what the policies may read, so one object's
@@ -904,7 +1101,7 @@ impl ImageJudge for PolicyJudge {
             h.update(object.namespace.as_bytes());
             h.update([0]);
         }
-        if loaded.reads_object {
+        if reads_object {
             let r = Self::resource(&loaded, object);
             h.update(r.metadata.to_string().as_bytes());
             h.update([0]);
@@ -985,6 +1182,47 @@ mod tests {
             .apply_bytes(snapshot.to_string().as_bytes())
             .expect("the snapshot loads");
         judge
+    }
+
+    #[test]
+    fn an_equal_revision_is_taken_only_with_the_same_content() {
+        let judge = judge(
+            NoMatchPolicy::Deny,
+            json!([policy("strict", "enforce", "fail")]),
+        );
+        let held = judge.versions();
+        let at_revision_one = |policies: serde_json::Value, generated_at: &str| {
+            json!({
+                "apiVersion": "policy.sigil.dev/snapshot/v1",
+                "revision": 1,
+                "generatedAt": generated_at,
+                "policies": policies,
+                "trustRoots": [],
+            })
+            .to_string()
+        };
+
+        // A second controller's write of the same revision, other content.
+        let other = at_revision_one(
+            json!([policy("lenient", "enforce", "pass")]),
+            "2026-01-01T00:00:05Z",
+        );
+        assert_eq!(
+            judge.apply_bytes(other.as_bytes()).unwrap(),
+            Applied::Conflicting
+        );
+        assert_eq!(judge.versions(), held, "the snapshot in force stays");
+
+        // The same content written again (another generatedAt) changes nothing.
+        let again = at_revision_one(
+            json!([policy("strict", "enforce", "fail")]),
+            "2026-01-01T00:00:09Z",
+        );
+        assert_eq!(
+            judge.apply_bytes(again.as_bytes()).unwrap(),
+            Applied::Unchanged
+        );
+        assert_eq!(judge.revision(), Some(1));
     }
 
     fn pod() -> ObjectInfo {
@@ -1290,5 +1528,249 @@ mod namespaced_tests {
         assert_eq!(audit.results.len(), 1);
         assert_eq!(audit.results[0].policy, "team-a/preview");
         assert_eq!(audit.results[0].outcome, PolicyOutcome::Fail);
+    }
+
+    /// Counts the judgements a [`CachedJudge`] runs (its cache misses).
+    #[derive(Default)]
+    struct Judgements(std::sync::atomic::AtomicUsize);
+
+    impl crate::cache::JudgeObserver for Judgements {
+        fn verified(&self, _seconds: f64) {
+            self.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        }
+        fn cache_lookup(&self, _cache: &'static str, _hit: bool) {}
+    }
+
+    /// A snapshot of `revision` with `policies` and `trust_roots`.
+    fn snapshot(
+        revision: u64,
+        policies: serde_json::Value,
+        trust_roots: serde_json::Value,
+    ) -> Vec<u8> {
+        json!({
+            "apiVersion": "policy.sigil.dev/snapshot/v3", "revision": revision,
+            "generatedAt": "2026-01-01T00:00:00Z", "policies": policies,
+            "trustRoots": trust_roots,
+        })
+        .to_string()
+        .into_bytes()
+    }
+
+    struct Cached {
+        judge: Arc<PolicyJudge>,
+        cache: crate::cache::CachedJudge<PolicyJudge>,
+        judgements: Arc<Judgements>,
+    }
+
+    impl Cached {
+        fn new(policies: serde_json::Value) -> Self {
+            let judge = Arc::new(judge(NoMatchPolicy::Deny, policies));
+            let judgements = Arc::new(Judgements::default());
+            let cache = crate::cache::CachedJudge::new(
+                judge.clone(),
+                &crate::cache::CacheConfig::default(),
+                judgements.clone(),
+            );
+            Self {
+                judge,
+                cache,
+                judgements,
+            }
+        }
+
+        fn apply(&self, revision: u64, policies: serde_json::Value) {
+            self.judge
+                .apply_bytes(&snapshot(revision, policies, json!([])))
+                .unwrap();
+        }
+
+        /// The verdict in `namespace` and whether the judge ran for it.
+        async fn verdict(&self, namespace: &str) -> (bool, bool) {
+            let before = self.judgements.0.load(std::sync::atomic::Ordering::SeqCst);
+            let image = PinnedImage {
+                image: format!("{IMAGE}:1"),
+                digest: DIGEST.into(),
+            };
+            let object = pod_in(namespace);
+            let secrets = crate::secrets::ObjectSecrets::new(
+                &crate::secrets::NoPullSecrets,
+                &object,
+                Vec::new(),
+            );
+            let v = self
+                .cache
+                .verdict(
+                    &image,
+                    &object,
+                    &secrets,
+                    Instant::now() + Duration::from_secs(30),
+                )
+                .await
+                .unwrap();
+            let after = self.judgements.0.load(std::sync::atomic::Ordering::SeqCst);
+            (v.allowed, after > before)
+        }
+    }
+
+    #[tokio::test]
+    async fn a_namespaces_policy_edit_leaves_other_namespaces_verdicts_cached() {
+        let cached = Cached::new(json!([
+            entry("", "cluster-gate", "enforce", "pass"),
+            entry("team-a", "own", "enforce", "pass"),
+        ]));
+        assert_eq!(cached.verdict("team-b").await, (true, true));
+        assert_eq!(cached.verdict("team-a").await, (true, true));
+        assert_eq!(cached.verdict("team-b").await, (true, false));
+
+        // team-a tightens its own policy, and adds one.
+        cached.apply(
+            2,
+            json!([
+                entry("", "cluster-gate", "enforce", "pass"),
+                entry("team-a", "own", "enforce", "fail"),
+                entry("team-a", "another", "enforce", "pass"),
+            ]),
+        );
+        assert_eq!(
+            cached.verdict("team-b").await,
+            (true, false),
+            "team-b's verdict stays cached"
+        );
+        assert_eq!(
+            cached.verdict("team-a").await,
+            (false, true),
+            "team-a's is judged again, by its new policy"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_change_of_a_policy_that_selects_the_image_is_never_answered_from_an_old_verdict() {
+        let pass = json!([entry("", "cluster-gate", "enforce", "pass")]);
+        let fail = json!([entry("", "cluster-gate", "enforce", "fail")]);
+        let cached = Cached::new(pass.clone());
+        assert_eq!(cached.verdict("team-b").await, (true, true));
+        cached.apply(2, fail);
+        assert_eq!(cached.verdict("team-b").await, (false, true));
+        // Back to the first spec: judged again too (the clean allow of
+        // revision 1 could serve it, and nothing older ever does).
+        cached.apply(3, pass);
+        assert!(cached.verdict("team-b").await.0);
+        // A policy that does not select the image leaves it cached...
+        cached.apply(
+            4,
+            json!([
+                entry("", "cluster-gate", "enforce", "pass"),
+                {"name": "elsewhere", "uid": "u-e", "generation": 1, "resourceVersion": "1",
+                 "spec": {"images": [{"glob": "other.test/**"}],
+                          "authorities": [{"static": {"action": "fail"}}]}},
+            ]),
+        );
+        assert_eq!(cached.verdict("team-b").await, (true, false));
+        // ...and a new one that selects it does not.
+        cached.apply(
+            5,
+            json!([
+                entry("", "cluster-gate", "enforce", "pass"),
+                entry("", "newly-required", "enforce", "fail"),
+            ]),
+        );
+        assert_eq!(cached.verdict("team-b").await, (false, true));
+    }
+
+    /// A trust root's JSON: the public-good root with a marker that makes
+    /// its material differ.
+    fn trust_root(name: &str, marker: &str) -> serde_json::Value {
+        let mut root: serde_json::Value =
+            serde_json::from_str(sigil_verifier::trust::PUBLIC_GOOD_JSON).unwrap();
+        root["marker"] = json!(marker);
+        json!({"name": name, "generation": 1, "trustedRootJson": root.to_string()})
+    }
+
+    #[test]
+    fn a_verdicts_key_follows_the_trust_roots_its_policies_use_and_no_other() {
+        let keyless = |name: &str, root: &str| {
+            json!({"name": name, "uid": format!("u-{name}"), "generation": 1,
+                   "resourceVersion": "1",
+                   "spec": {"images": [{"glob": "registry.test/**"}],
+                            "authorities": [{"keyless": {
+                                "trustRootRef": root,
+                                "identities": [{"issuer": "https://issuer.example",
+                                                "subject": "ci@example.com"}]}}]}})
+        };
+        let policies = json!([keyless("uses-a", "root-a")]);
+        let judge = judge(NoMatchPolicy::Deny, json!([]));
+        let image = PinnedImage {
+            image: format!("{IMAGE}:1"),
+            digest: DIGEST.into(),
+        };
+        let object = pod_in("team-b");
+        // Revisions above the one `judge` starts from: an equal revision
+        // with other content is not taken.
+        let key = |revision: u64, roots: serde_json::Value| {
+            judge
+                .apply_bytes(&snapshot(revision, policies.clone(), roots))
+                .unwrap();
+            judge.verdict_versions(&image, &object)
+        };
+        let first = key(
+            2,
+            json!([trust_root("root-a", "1"), trust_root("root-b", "1")]),
+        );
+        let other_changed = key(
+            3,
+            json!([trust_root("root-a", "1"), trust_root("root-b", "2")]),
+        );
+        assert_eq!(first, other_changed, "root-b is not used: verdicts stay");
+        let used_changed = key(
+            4,
+            json!([trust_root("root-a", "2"), trust_root("root-b", "2")]),
+        );
+        assert_ne!(other_changed, used_changed, "root-a is used: verdicts go");
+        // Marked as the cluster's default, any root may apply to any policy.
+        let mut default_b = trust_root("root-b", "2");
+        default_b["default"] = json!(true);
+        let default_changed = key(5, json!([trust_root("root-a", "2"), default_b]));
+        assert_ne!(used_changed, default_changed);
+    }
+
+    #[tokio::test]
+    async fn a_namespaces_registries_are_contacted_for_its_own_objects_only() {
+        let mut own = entry("team-a", "own", "enforce", "pass");
+        own["spec"]["images"] = json!([{"glob": "team-a.registry.test/**"}]);
+        let key = include_str!("../../../scripts/samples/cosign.pub");
+        own["spec"]["authorities"] = json!([{"name": "k", "key": {"data": key},
+            "source": [{"oci": "sigs.team-a.test/sigs"}]}]);
+        let judge = judge(
+            NoMatchPolicy::Deny,
+            json!([entry("", "cluster-gate", "enforce", "pass"), own]),
+        );
+        let scope = PolicyRegistries {
+            current: judge.current.clone(),
+        };
+        for host in ["team-a.registry.test", "sigs.team-a.test"] {
+            assert!(
+                crate::tenant::in_namespace("team-a", async { scope.permits(host) })
+                    .await
+                    .is_ok(),
+                "{host} for team-a"
+            );
+            let err = crate::tenant::in_namespace("team-b", async { scope.permits(host) })
+                .await
+                .unwrap_err();
+            assert!(
+                err.contains("nor an ImagePolicy of namespace team-b"),
+                "{err}"
+            );
+            assert!(scope.permits(host).is_err(), "{host} outside any namespace");
+        }
+        // Tags resolved for team-a are cached apart from everyone else's.
+        assert_eq!(judge.registry_scope_key("team-a"), "team-a");
+        assert_eq!(judge.registry_scope_key("team-b"), "");
+        // The cluster's registries, for everyone.
+        assert!(
+            crate::tenant::in_namespace("team-b", async { scope.permits("registry.test") })
+                .await
+                .is_ok()
+        );
     }
 }

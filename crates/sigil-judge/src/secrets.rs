@@ -26,7 +26,7 @@ use tokio::time::Instant;
 use tokio::sync::OnceCell;
 
 use crate::cache::SecretsOnce;
-use crate::judge::{ObjectInfo, PullSecretSource, PullSecrets};
+use crate::judge::{ObjectInfo, PullSecretSource, PullSecrets, SignatureSecret};
 
 /// A source that never reads Secrets: every object pulls anonymously (the
 /// judge may still hold node-wide credentials from a docker config).
@@ -227,7 +227,7 @@ impl KubePullSecrets {
         Ok(PullSecrets {
             credentials,
             id: format!("kube:{}", hex::encode(id.finalize())),
-            note: None,
+            ..PullSecrets::default()
         })
     }
 
@@ -331,8 +331,9 @@ impl PullSecretSource for AnyPullSecrets {
 }
 
 /// The pull secrets of one object (its own, and the policies'
-/// `signaturePullSecrets`), read at most once however many of its images
-/// are judged: one admission review, or one pod of the audit.
+/// `signaturePullSecrets`, each Secret kept apart so that only the
+/// authorities naming it use it), read at most once however many of its
+/// images are judged: one admission review, or one pod of the audit.
 pub struct ObjectSecrets<'a, S> {
     source: &'a S,
     object: &'a ObjectInfo,
@@ -341,8 +342,8 @@ pub struct ObjectSecrets<'a, S> {
 }
 
 impl<'a, S: PullSecretSource> ObjectSecrets<'a, S> {
-    /// The secrets of `object` from `source`, merged with the Secrets named
-    /// `signature_secrets` in sigil's namespace.
+    /// The secrets of `object` from `source`, and beside them the Secrets
+    /// named `signature_secrets` in sigil's namespace.
     pub fn new(source: &'a S, object: &'a ObjectInfo, signature_secrets: Vec<String>) -> Self {
         Self {
             source,
@@ -362,14 +363,23 @@ impl<'a, S: PullSecretSource> ObjectSecrets<'a, S> {
                 deadline,
             )
             .await?;
-        if self.signature_secrets.is_empty() {
-            return Ok(own);
+        let mut own = own;
+        for name in &self.signature_secrets {
+            let read = self
+                .source
+                .signature_pull_secrets(std::slice::from_ref(name), deadline)
+                .await?;
+            if !read.credentials.is_empty() {
+                own.signature.insert(
+                    name.clone(),
+                    SignatureSecret {
+                        credentials: read.credentials,
+                        id: read.id,
+                    },
+                );
+            }
         }
-        let signatures = self
-            .source
-            .signature_pull_secrets(&self.signature_secrets, deadline)
-            .await?;
-        Ok(own.merged_with(signatures))
+        Ok(own)
     }
 
     /// Why some of the object's pull secrets were not read, once they were
@@ -385,5 +395,9 @@ impl<'a, S: PullSecretSource> ObjectSecrets<'a, S> {
 impl<S: PullSecretSource> SecretsOnce for ObjectSecrets<'_, S> {
     async fn get(&self, deadline: Instant) -> Result<PullSecrets, String> {
         self.cell.get_or_init(|| self.read(deadline)).await.clone()
+    }
+
+    fn namespace(&self) -> &str {
+        &self.object.namespace
     }
 }

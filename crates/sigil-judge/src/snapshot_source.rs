@@ -4,7 +4,10 @@
 //! new manifest within about a second; its shard Secrets, if any, are read
 //! then, [`load_secret`]). Both feed [`PolicyJudge::apply`]; an invalid,
 //! incomplete or missing version is logged and the last good one stays
-//! until the next version arrives.
+//! until the next version arrives. A version whose Secrets could not be
+//! read (an API error, not their content) is read again with backoff until
+//! it loads or a newer one arrives: one failed GET must not leave a replica
+//! on an older revision until the next policy change.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -100,6 +103,12 @@ async fn apply_logged(
             held = judge.revision().unwrap_or_default(),
             "policy snapshot has an older revision than the one in force; ignored"
         ),
+        Ok(Applied::Conflicting) => tracing::warn!(
+            origin,
+            held = judge.revision().unwrap_or_default(),
+            "policy snapshot has the revision in force but other content (two controllers \
+             wrote it); ignored until a higher revision"
+        ),
         Err(e) => tracing::error!(
             origin,
             error = %e,
@@ -174,13 +183,38 @@ pub async fn file_source(
 /// retries with backoff when the API server is unreachable, and the last
 /// good snapshot stays. A version whose shards are missing or do not match
 /// (the controller was mid-write, or already wrote the next one) is skipped:
-/// the next version of the main Secret arrives by the same watch.
+/// the next version of the main Secret arrives by the same watch. A version
+/// whose shards could not be read is read again ([`retry_wait`]) until it
+/// loads or a newer version takes its place.
 pub async fn secret_source(judge: Arc<PolicyJudge>, secrets: Api<Secret>, name: String) {
     let config = watcher::Config::default().fields(&format!("metadata.name={name}"));
     let origin = format!("secret {name}");
     let stream = watcher::watcher(secrets.clone(), config).default_backoff();
     let mut stream = std::pin::pin!(stream);
-    while let Some(first) = stream.next().await {
+    // The newest version, while its read failed on an API error, and how
+    // many reads failed.
+    let mut unread: Option<(Secret, u32)> = None;
+    loop {
+        let first = match unread.take() {
+            None => stream.next().await,
+            Some((secret, failed)) => {
+                tokio::select! {
+                    event = stream.next() => {
+                        // Read again after this event, unless it brings a
+                        // newer version.
+                        unread = Some((secret, failed));
+                        event
+                    }
+                    () = tokio::time::sleep(retry_wait(failed)) => {
+                        unread = load_version(&judge, &secrets, secret, failed, &origin).await;
+                        continue;
+                    }
+                }
+            }
+        };
+        let Some(first) = first else {
+            break;
+        };
         let mut newest = None;
         let mut note = |event: Result<Event<Secret>, watcher::Error>| match event {
             Ok(Event::Apply(secret) | Event::InitApply(secret)) => newest = Some(secret),
@@ -203,9 +237,45 @@ pub async fn secret_source(judge: Arc<PolicyJudge>, secrets: Api<Secret>, name: 
                     "superseded policy snapshot versions skipped"
                 );
             }
-            let started = Instant::now();
-            let read = load_secret(&secrets, &secret).await;
-            apply_logged(&judge, read, &origin, started).await;
+            unread = load_version(&judge, &secrets, secret, 0, &origin).await;
+        }
+    }
+}
+
+/// How long to wait before reading a version again after `failed` reads
+/// failed: 250 ms, doubling, at most 10 s.
+pub fn retry_wait(failed: u32) -> Duration {
+    Duration::from_millis(250)
+        .saturating_mul(1u32 << failed.min(16))
+        .min(Duration::from_secs(10))
+}
+
+/// Reads and applies `secret`; gives it back when reading failed on an API
+/// error (with the count of failed reads), so that it is read again.
+async fn load_version(
+    judge: &Arc<PolicyJudge>,
+    secrets: &Api<Secret>,
+    secret: Secret,
+    failed: u32,
+    origin: &str,
+) -> Option<(Secret, u32)> {
+    let started = Instant::now();
+    match load_secret(secrets, &secret).await {
+        Err(e) if e.is_transient() => {
+            let failed = failed.saturating_add(1);
+            tracing::warn!(
+                origin,
+                error = %e,
+                failed,
+                retry_in_ms = retry_wait(failed).as_millis(),
+                held = ?judge.revision(),
+                "policy snapshot not read; the last good one stays and the read is retried"
+            );
+            Some((secret, failed))
+        }
+        read => {
+            apply_logged(judge, read, origin, started).await;
+            None
         }
     }
 }

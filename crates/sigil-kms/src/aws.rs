@@ -1,5 +1,5 @@
 //! AWS KMS keys (`awskms://[ENDPOINT]/KEY`): `TrentService.GetPublicKey`
-//! over the KMS JSON API, signed with SigV4 ([`crate::sigv4`]).
+//! over the KMS JSON API, signed with SigV4 ([`sigil_cloud::sigv4`]).
 //!
 //! Settings, by the AWS SDKs' names: the region from the key's ARN, else
 //! `AWS_REGION` / `AWS_DEFAULT_REGION`; the endpoint from the URI (https, as
@@ -15,10 +15,11 @@ use base64::Engine as _;
 use serde_json::Value;
 
 use crate::der::public_key_pem;
-use crate::env::Env;
+use crate::destinations::Origin;
 use crate::http::{Http, field};
-use crate::sigv4::{self, Credentials};
 use crate::{FetchedKey, KmsError, Provider};
+use sigil_cloud::Env;
+use sigil_cloud::sigv4::{self, Credentials};
 
 const P: Provider = Provider::Aws;
 
@@ -39,13 +40,23 @@ fn regional(service: &str, region: &str) -> String {
     format!("https://{service}.{region}.{domain}")
 }
 
-fn endpoint_url(env: &Env, uri_endpoint: &str, service_var: &str, default: String) -> String {
+/// The endpoint to ask, and who chose it: the key reference's own
+/// endpoint, else the admin's setting, else the regional default.
+fn endpoint_url(
+    env: &Env,
+    uri_endpoint: &str,
+    service_var: &'static str,
+    default: String,
+) -> (String, Origin) {
     if !uri_endpoint.is_empty() {
-        return format!("https://{uri_endpoint}");
+        return (format!("https://{uri_endpoint}"), Origin::Reference);
     }
-    env.first(&[service_var, "AWS_ENDPOINT_URL"])
-        .map(|u| u.trim_end_matches('/').to_owned())
-        .unwrap_or(default)
+    for var in [service_var, "AWS_ENDPOINT_URL"] {
+        if let Some(u) = env.get(var) {
+            return (u.trim_end_matches('/').to_owned(), Origin::Setting(var));
+        }
+    }
+    (default, Origin::Reference)
 }
 
 /// `host[:port]` of `url` as the HTTP client sends it in `Host`.
@@ -78,51 +89,38 @@ pub(crate) async fn public_key(
                  key's region",
             )
         })?;
-    let client = http.client(P, None)?;
-    let credentials = credentials(env, region, http, &client).await?;
-    let url = endpoint_url(
+    let (url, origin) = endpoint_url(
         env,
         uri_endpoint,
         "AWS_ENDPOINT_URL_KMS",
         regional("kms", region),
     );
     let url = format!("{}/", url.trim_end_matches('/'));
+    // Checked before any credential is read or exchanged.
+    http.permit(P, &url, origin)?;
+    let client = http.client(P, None)?;
+    let credentials = credentials(env, region, http, &client).await?;
     let host = host_header(&url)?;
     let body = serde_json::json!({ "KeyId": key_id }).to_string();
     let date = sigv4::amz_date(time::OffsetDateTime::now_utc());
-    let mut headers = vec![
-        ("content-type", "application/x-amz-json-1.1"),
-        ("host", host.as_str()),
-        ("x-amz-date", date.as_str()),
-        ("x-amz-target", "TrentService.GetPublicKey"),
-    ];
-    if let Some(token) = &credentials.session_token {
-        headers.push(("x-amz-security-token", token.as_str()));
-    }
-    let signed = sigv4::sign(
+    let headers = sigv4::json_request_headers(
         &credentials,
         region,
         "kms",
+        "TrentService.GetPublicKey",
+        &host,
+        body.as_bytes(),
         &date,
-        &sigv4::Request {
-            method: "POST",
-            path: "/",
-            query: &[],
-            headers: &headers,
-            payload: body.as_bytes(),
-        },
     );
-    let mut request = client
-        .post(&url)
-        .header("Authorization", &signed.authorization)
-        .body(body);
-    for (name, value) in headers.iter().filter(|(n, _)| *n != "host") {
-        request = request.header(*name, *value);
+    let mut request = client.post(&url).body(body);
+    for (name, value) in &headers {
+        request = request.header(*name, value);
     }
     let answer = http
         .json(
             P,
             &url,
+            origin,
             request,
             &format!("check the key `{key_id}`, its region `{region}` and that the credentials may call kms:GetPublicKey on it"),
         )
@@ -213,11 +211,11 @@ async fn credentials(
              accounts (AWS_ROLE_ARN and AWS_WEB_IDENTITY_TOKEN_FILE)"
         )));
     };
-    let token = env.read_file(P, "AWS_WEB_IDENTITY_TOKEN_FILE", file)?;
+    let token = crate::read_file(env, P, "AWS_WEB_IDENTITY_TOKEN_FILE", file)?;
     let session = env
         .get("AWS_ROLE_SESSION_NAME")
         .unwrap_or("sigil-controller");
-    let url = endpoint_url(env, "", "AWS_ENDPOINT_URL_STS", regional("sts", region));
+    let (url, origin) = endpoint_url(env, "", "AWS_ENDPOINT_URL_STS", regional("sts", region));
     let url = format!("{}/", url.trim_end_matches('/'));
     let form = [
         ("Action", "AssumeRoleWithWebIdentity"),
@@ -233,6 +231,7 @@ async fn credentials(
         .send(
             P,
             &url,
+            origin,
             client
                 .post(&url)
                 .header("content-type", "application/x-www-form-urlencoded")
@@ -246,7 +245,7 @@ async fn credentials(
         )?;
     let xml = String::from_utf8_lossy(&response.body);
     let tag = |name: &str| -> Result<String, KmsError> {
-        xml_text(&xml, name).ok_or_else(|| KmsError::Malformed {
+        sigil_cloud::xml_text(&xml, name).ok_or_else(|| KmsError::Malformed {
             provider: P,
             url: url.clone(),
             reason: format!("AssumeRoleWithWebIdentity answer has no <{name}>"),
@@ -259,23 +258,6 @@ async fn credentials(
     })
 }
 
-/// The text of the first `<name>…</name>` element (STS answers in XML; the
-/// three credential fields are plain text without markup).
-fn xml_text(xml: &str, name: &str) -> Option<String> {
-    let open = format!("<{name}>");
-    let close = format!("</{name}>");
-    let start = xml.find(&open)? + open.len();
-    let end = start + xml.get(start..)?.find(&close)?;
-    let text = xml.get(start..end)?.trim();
-    (!text.is_empty() && !text.contains('<')).then(|| {
-        text.replace("&amp;", "&")
-            .replace("&lt;", "<")
-            .replace("&gt;", ">")
-            .replace("&quot;", "\"")
-            .replace("&apos;", "'")
-    })
-}
-
 #[cfg(test)]
 mod tests {
     use serde_json::json;
@@ -285,40 +267,37 @@ mod tests {
     #[test]
     fn the_endpoint_comes_from_the_uri_then_the_sdk_variables_then_the_region() {
         let env = Env::from_pairs([("AWS_ENDPOINT_URL", "http://127.0.0.1:5000/")]);
+        let kms = |env: &Env, uri: &str, region: &str| {
+            endpoint_url(env, uri, "AWS_ENDPOINT_URL_KMS", regional("kms", region))
+        };
         assert_eq!(
-            endpoint_url(
-                &env,
-                "kms.local:4566",
-                "AWS_ENDPOINT_URL_KMS",
-                regional("kms", "eu-west-1")
-            ),
-            "https://kms.local:4566"
+            kms(&env, "kms.local:4566", "eu-west-1"),
+            ("https://kms.local:4566".to_owned(), Origin::Reference)
         );
         assert_eq!(
-            endpoint_url(
-                &env,
-                "",
-                "AWS_ENDPOINT_URL_KMS",
-                regional("kms", "eu-west-1")
-            ),
-            "http://127.0.0.1:5000"
+            kms(&env, "", "eu-west-1"),
+            (
+                "http://127.0.0.1:5000".to_owned(),
+                Origin::Setting("AWS_ENDPOINT_URL")
+            )
         );
         let env = Env::from_pairs([
             ("AWS_ENDPOINT_URL", "http://a"),
             ("AWS_ENDPOINT_URL_KMS", "http://b"),
         ]);
         assert_eq!(
-            endpoint_url(&env, "", "AWS_ENDPOINT_URL_KMS", String::new()),
-            "http://b"
+            kms(&env, "", "eu-west-1"),
+            (
+                "http://b".to_owned(),
+                Origin::Setting("AWS_ENDPOINT_URL_KMS")
+            )
         );
         assert_eq!(
-            endpoint_url(
-                &Env::default(),
-                "",
-                "AWS_ENDPOINT_URL_KMS",
-                regional("kms", "cn-north-1")
-            ),
-            "https://kms.cn-north-1.amazonaws.com.cn"
+            kms(&Env::default(), "", "cn-north-1"),
+            (
+                "https://kms.cn-north-1.amazonaws.com.cn".to_owned(),
+                Origin::Reference
+            )
         );
         assert_eq!(
             host_header("http://127.0.0.1:5000/").unwrap(),
@@ -343,17 +322,6 @@ mod tests {
             parse_public_key("u", "k", &encrypt),
             Err(KmsError::Unsupported { .. })
         ));
-    }
-
-    #[test]
-    fn sts_credentials_are_read_from_the_xml_answer() {
-        let xml = "<AssumeRoleWithWebIdentityResponse><AssumeRoleWithWebIdentityResult>\
-                   <Credentials><AccessKeyId>ASIA1</AccessKeyId>\
-                   <SecretAccessKey>s/e&amp;c</SecretAccessKey><SessionToken>tok</SessionToken>\
-                   </Credentials></AssumeRoleWithWebIdentityResult></AssumeRoleWithWebIdentityResponse>";
-        assert_eq!(xml_text(xml, "AccessKeyId").as_deref(), Some("ASIA1"));
-        assert_eq!(xml_text(xml, "SecretAccessKey").as_deref(), Some("s/e&c"));
-        assert_eq!(xml_text(xml, "Missing"), None);
     }
 
     #[tokio::test]

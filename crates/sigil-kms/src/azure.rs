@@ -15,9 +15,10 @@ use base64::Engine as _;
 use serde_json::Value;
 
 use crate::der::{Curve, ec_spki, public_key_pem, rsa_spki};
-use crate::env::Env;
+use crate::destinations::Origin;
 use crate::http::{GET, Http, field};
 use crate::{FetchedKey, KmsError, Provider};
+use sigil_cloud::Env;
 
 const P: Provider = Provider::Azure;
 /// The Key Vault REST API version asked for.
@@ -59,20 +60,27 @@ pub(crate) async fn public_key(
     env: &Env,
     http: &Http,
 ) -> Result<FetchedKey, KmsError> {
-    let client = http.client(P, None)?;
-    let token = access_token(env, http, &client).await?;
-    let base = match env.get("SIGIL_AZUREKMS_ENDPOINT") {
-        Some(endpoint) => endpoint.trim_end_matches('/').to_owned(),
-        None => format!("https://{vault_host}"),
+    let (base, origin) = match env.get("SIGIL_AZUREKMS_ENDPOINT") {
+        Some(endpoint) => (
+            endpoint.trim_end_matches('/').to_owned(),
+            Origin::Setting("SIGIL_AZUREKMS_ENDPOINT"),
+        ),
+        None => (format!("https://{vault_host}"), Origin::Reference),
     };
     let url = match version {
         Some(v) => format!("{base}/keys/{key}/{v}"),
         None => format!("{base}/keys/{key}"),
     };
+    // The bearer token may sign with the vault's keys: never obtained for
+    // a vault it could not be sent to.
+    http.permit(P, &url, origin)?;
+    let client = http.client(P, None)?;
+    let token = access_token(env, http, &client).await?;
     let answer = http
         .json(
             P,
             &url,
+            origin,
             client
                 .request(GET, &url)
                 .query(&[("api-version", API_VERSION)])
@@ -167,7 +175,7 @@ async fn access_token(
     if let Some(secret) = env.get("AZURE_CLIENT_SECRET") {
         form.push(("client_secret", secret));
     } else if let Some(file) = env.get("AZURE_FEDERATED_TOKEN_FILE") {
-        assertion = env.read_file(P, "AZURE_FEDERATED_TOKEN_FILE", file)?;
+        assertion = crate::read_file(env, P, "AZURE_FEDERATED_TOKEN_FILE", file)?;
         form.push((
             "client_assertion_type",
             "urn:ietf:params:oauth:client-assertion-type:jwt-bearer",
@@ -187,10 +195,11 @@ async fn access_token(
             "AZURE_TENANT_ID `{tenant}` is not a tenant ID or domain"
         )));
     }
-    let authority = env
-        .get("AZURE_AUTHORITY_HOST")
-        .unwrap_or(default_authority)
-        .trim_end_matches('/');
+    let (authority, origin) = match env.get("AZURE_AUTHORITY_HOST") {
+        Some(host) => (host, Origin::Setting("AZURE_AUTHORITY_HOST")),
+        None => (default_authority, Origin::Reference),
+    };
+    let authority = authority.trim_end_matches('/');
     let url = format!("{authority}/{tenant}/oauth2/v2.0/token");
     let body: String = url::form_urlencoded::Serializer::new(String::new())
         .extend_pairs(form)
@@ -199,6 +208,7 @@ async fn access_token(
         .json(
             P,
             &url,
+            origin,
             client
                 .post(&url)
                 .header("content-type", "application/x-www-form-urlencoded")

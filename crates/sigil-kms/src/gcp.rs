@@ -18,16 +18,18 @@ use base64::Engine as _;
 use serde_json::Value;
 
 use crate::der::{crc32c, pem_body};
-use crate::env::Env;
+use crate::destinations::Origin;
 use crate::http::{GET, Http, field};
 use crate::{FetchedKey, KmsError, Provider};
+use sigil_cloud::{Env, GOOGLE_CLOUD_PLATFORM as CLOUD_PLATFORM};
 
 const P: Provider = Provider::Gcp;
 const DEFAULT_ENDPOINT: &str = "https://cloudkms.googleapis.com";
 /// The scope cosign's KMS client asks for.
 const SCOPE: &str = "https://www.googleapis.com/auth/cloudkms";
-const CLOUD_PLATFORM: &str = "https://www.googleapis.com/auth/cloud-platform";
 const DEFAULT_TOKEN_URI: &str = "https://oauth2.googleapis.com/token";
+/// URLs a credentials file names are the admin's choice.
+const CREDENTIALS: Origin = Origin::Setting("GOOGLE_APPLICATION_CREDENTIALS");
 
 fn config(message: impl Into<String>) -> KmsError {
     KmsError::Config {
@@ -44,16 +46,17 @@ pub(crate) async fn public_key(
 ) -> Result<FetchedKey, KmsError> {
     let client = http.client(P, None)?;
     let token = access_token(env, http, &client).await?;
-    let endpoint = env
-        .get("SIGIL_GCPKMS_ENDPOINT")
-        .unwrap_or(DEFAULT_ENDPOINT)
-        .trim_end_matches('/');
+    let (endpoint, origin) = match env.get("SIGIL_GCPKMS_ENDPOINT") {
+        Some(e) => (e, Origin::Setting("SIGIL_GCPKMS_ENDPOINT")),
+        None => (DEFAULT_ENDPOINT, Origin::Reference),
+    };
+    let endpoint = endpoint.trim_end_matches('/');
     let get = |url: &str| client.request(GET, url).bearer_auth(&token);
     let permission = "check the key name and that the credentials' principal has \
                       roles/cloudkms.viewer and roles/cloudkms.publicKeyViewer on it";
 
     let url = format!("{endpoint}/v1/{key}");
-    let crypto_key = http.json(P, &url, get(&url), permission).await?;
+    let crypto_key = http.json(P, &url, origin, get(&url), permission).await?;
     let purpose = crypto_key
         .get("purpose")
         .and_then(Value::as_str)
@@ -74,6 +77,7 @@ pub(crate) async fn public_key(
                 .json(
                     P,
                     &url,
+                    origin,
                     get(&url).query(&[("filter", "state=ENABLED"), ("orderBy", "name desc")]),
                     permission,
                 )
@@ -92,7 +96,7 @@ pub(crate) async fn public_key(
         }
     };
     let url = format!("{endpoint}/v1/{name}/publicKey");
-    let answer = http.json(P, &url, get(&url), permission).await?;
+    let answer = http.json(P, &url, origin, get(&url), permission).await?;
     let pem = field(P, &url, &answer, "pem")?;
     if let Some(crc) = answer.get("pemCrc32c") {
         // int64 fields arrive as JSON strings.
@@ -152,7 +156,7 @@ async fn access_token(
     let text = if setting.starts_with('{') {
         setting.to_owned()
     } else {
-        env.read_file(P, "GOOGLE_APPLICATION_CREDENTIALS", setting)?
+        crate::read_file(env, P, "GOOGLE_APPLICATION_CREDENTIALS", setting)?
     };
     let creds: Value = serde_json::from_str(&text)
         .map_err(|e| config(format!("GOOGLE_APPLICATION_CREDENTIALS is not JSON: {e}")))?;
@@ -165,10 +169,7 @@ async fn access_token(
     };
     match creds.get("type").and_then(Value::as_str) {
         Some("service_account") => {
-            let token_uri = creds
-                .get("token_uri")
-                .and_then(Value::as_str)
-                .unwrap_or(DEFAULT_TOKEN_URI);
+            let (token_uri, origin) = token_uri(&creds);
             let assertion = service_account_jwt(
                 text_field("client_email")?,
                 creds.get("private_key_id").and_then(Value::as_str),
@@ -180,20 +181,17 @@ async fn access_token(
                 ("grant_type", "urn:ietf:params:oauth:grant-type:jwt-bearer"),
                 ("assertion", assertion.as_str()),
             ];
-            oauth_token(http, client, token_uri, &form, "access_token").await
+            oauth_token(http, client, token_uri, origin, &form, "access_token").await
         }
         Some("authorized_user") => {
-            let token_uri = creds
-                .get("token_uri")
-                .and_then(Value::as_str)
-                .unwrap_or(DEFAULT_TOKEN_URI);
+            let (token_uri, origin) = token_uri(&creds);
             let form = [
                 ("grant_type", "refresh_token"),
                 ("client_id", text_field("client_id")?),
                 ("client_secret", text_field("client_secret")?),
                 ("refresh_token", text_field("refresh_token")?),
             ];
-            oauth_token(http, client, token_uri, &form, "access_token").await
+            oauth_token(http, client, token_uri, origin, &form, "access_token").await
         }
         Some("external_account") => {
             let source = creds.get("credential_source").unwrap_or(&Value::Null);
@@ -203,43 +201,19 @@ async fn access_token(
                      credential_source.file is supported (url and executable sources are not)",
                 ));
             };
-            let raw = env.read_file(P, "credential_source.file", file)?;
-            let format = source.get("format");
-            let subject = match format.and_then(|f| f.get("type")).and_then(Value::as_str) {
-                Some("json") => {
-                    let name = format
-                        .and_then(|f| f.get("subject_token_field_name"))
-                        .and_then(Value::as_str)
-                        .unwrap_or("");
-                    serde_json::from_str::<Value>(&raw)
-                        .ok()
-                        .and_then(|v| v.get(name).and_then(Value::as_str).map(str::to_owned))
-                        .ok_or_else(|| {
-                            config(format!(
-                                "credential_source.file {file}: no string field `{name}` in its JSON"
-                            ))
-                        })?
-                }
-                _ => raw,
-            };
-            let form = [
-                (
-                    "grant_type",
-                    "urn:ietf:params:oauth:grant-type:token-exchange",
-                ),
-                ("audience", text_field("audience")?),
-                ("scope", CLOUD_PLATFORM),
-                (
-                    "requested_token_type",
-                    "urn:ietf:params:oauth:token-type:access_token",
-                ),
-                ("subject_token", subject.as_str()),
-                ("subject_token_type", text_field("subject_token_type")?),
-            ];
+            let raw = crate::read_file(env, P, "credential_source.file", file)?;
+            let subject = sigil_cloud::subject_token(&raw, source.get("format"))
+                .map_err(|e| config(format!("credential_source.file {file}: {e}")))?;
+            let form = sigil_cloud::google_sts_form(
+                text_field("audience")?,
+                &subject,
+                text_field("subject_token_type")?,
+            );
             let federated = oauth_token(
                 http,
                 client,
                 text_field("token_url")?,
+                CREDENTIALS,
                 &form,
                 "access_token",
             )
@@ -255,6 +229,7 @@ async fn access_token(
                         .json(
                             P,
                             url,
+                            CREDENTIALS,
                             client.post(url).bearer_auth(&federated).header("content-type", "application/json").body(body.to_string()),
                             "check that the federated principal has roles/iam.workloadIdentityUser on the service account",
                         )
@@ -271,10 +246,20 @@ async fn access_token(
     }
 }
 
+/// Where a credentials file sends its token requests: its own `token_uri`
+/// (the admin's file), else Google's.
+fn token_uri(creds: &Value) -> (&str, Origin) {
+    match creds.get("token_uri").and_then(Value::as_str) {
+        Some(uri) => (uri, CREDENTIALS),
+        None => (DEFAULT_TOKEN_URI, Origin::Reference),
+    }
+}
+
 async fn oauth_token(
     http: &Http,
     client: &reqwest::Client,
     url: &str,
+    origin: Origin,
     form: &[(&str, &str)],
     token_field: &str,
 ) -> Result<String, KmsError> {
@@ -285,6 +270,7 @@ async fn oauth_token(
         .json(
             P,
             url,
+            origin,
             client
                 .post(url)
                 .header("content-type", "application/x-www-form-urlencoded")

@@ -3,24 +3,30 @@
 //! that name the URL but never a credential, and the service's own error
 //! message passed on, shortened.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use reqwest::{Method, RequestBuilder, StatusCode};
 
+use crate::destinations::{AddressGuard, Destinations, GuardResolver, HostRule, Origin};
 use crate::{KmsError, Provider};
 
 /// The largest response body read; public keys and tokens are a few KiB.
 pub(crate) const MAX_BODY_BYTES: usize = 1024 * 1024;
-/// How much of a service's error text is kept in a message.
-const MAX_ERROR_TEXT: usize = 300;
 
-/// Limits of KMS requests.
+/// Limits of KMS requests, and where they may go.
 #[derive(Debug, Clone)]
 pub struct HttpConfig {
     /// Time for one request, connection included.
     pub timeout: Duration,
     /// Time to connect.
     pub connect_timeout: Duration,
+    /// Hosts a key reference may name besides the provider's documented
+    /// endpoints (`--kms-allow-host`): private endpoints, a local emulator.
+    pub allowed_hosts: Vec<HostRule>,
+    /// The addresses connections may reach; `None`: any (the CLI on a
+    /// user's machine).
+    pub guard: Option<Arc<dyn AddressGuard>>,
 }
 
 impl Default for HttpConfig {
@@ -28,14 +34,18 @@ impl Default for HttpConfig {
         Self {
             timeout: Duration::from_secs(10),
             connect_timeout: Duration::from_secs(5),
+            allowed_hosts: Vec::new(),
+            guard: None,
         }
     }
 }
 
-/// Makes KMS requests within [`HttpConfig`]'s limits.
+/// Makes KMS requests within [`HttpConfig`]'s limits, to the destinations
+/// it allows.
 #[derive(Debug, Clone, Default)]
 pub struct Http {
     config: HttpConfig,
+    destinations: Destinations,
 }
 
 /// A response that arrived whole.
@@ -47,7 +57,14 @@ pub(crate) struct Response {
 impl Http {
     /// A client with these limits.
     pub fn new(config: HttpConfig) -> Self {
-        Self { config }
+        let destinations = Destinations {
+            allowed: config.allowed_hosts.clone(),
+            guard: config.guard.clone(),
+        };
+        Self {
+            config,
+            destinations,
+        }
     }
 
     /// A reqwest client for one fetch; `extra_ca` is a PEM bundle trusted in
@@ -68,6 +85,9 @@ impl Http {
             .connect_timeout(self.config.connect_timeout)
             .redirect(reqwest::redirect::Policy::none())
             .user_agent(concat!("sigil-kms/", env!("CARGO_PKG_VERSION")));
+        if let Some(guard) = &self.config.guard {
+            builder = builder.dns_resolver(Arc::new(GuardResolver(guard.clone())));
+        }
         if let Some((variable, pem)) = extra_ca {
             let certs = reqwest::Certificate::from_pem_bundle(pem.as_bytes()).map_err(|e| {
                 KmsError::Config {
@@ -91,14 +111,35 @@ impl Http {
         })
     }
 
-    /// Sends `request` (to `url`, named in errors) and reads the whole
-    /// body. Statuses are returned, not judged: see [`Response::ok`].
+    /// `Ok` when `url`, whose host `origin` chose, may be asked; a provider
+    /// checks a host the key reference names before it obtains a token, so
+    /// that no credential is exchanged for a request that cannot be sent.
+    pub(crate) fn permit(
+        &self,
+        provider: Provider,
+        url: &str,
+        origin: Origin,
+    ) -> Result<(), KmsError> {
+        self.destinations
+            .check(provider, url, origin)
+            .map_err(|reason| KmsError::Forbidden {
+                provider,
+                url: url.to_owned(),
+                reason,
+            })
+    }
+
+    /// Sends `request` (to `url`, whose host `origin` chose; named in
+    /// errors) and reads the whole body, once `url` passed the destination
+    /// checks. Statuses are returned, not judged: see [`Response::ok`].
     pub(crate) async fn send(
         &self,
         provider: Provider,
         url: &str,
+        origin: Origin,
         request: RequestBuilder,
     ) -> Result<Response, KmsError> {
+        self.permit(provider, url, origin)?;
         let unreachable = |reason: String| KmsError::Unreachable {
             provider,
             url: url.to_owned(),
@@ -132,10 +173,11 @@ impl Http {
         &self,
         provider: Provider,
         url: &str,
+        origin: Origin,
         request: RequestBuilder,
         hint: &str,
     ) -> Result<serde_json::Value, KmsError> {
-        self.send(provider, url, request)
+        self.send(provider, url, origin, request)
             .await?
             .ok(provider, url, hint)?
             .json(provider, url)
@@ -159,7 +201,7 @@ impl Response {
                     .into(),
             });
         }
-        let text = service_message(&self.body);
+        let text = sigil_cloud::service_message(&self.body);
         let message = match (text.is_empty(), hint.is_empty()) {
             (true, _) => hint.to_owned(),
             (false, true) => text,
@@ -180,51 +222,6 @@ impl Response {
             url: url.to_owned(),
             reason: format!("not JSON: {e}"),
         })
-    }
-}
-
-/// The error text a service put in its body: the usual JSON error fields
-/// when present, else the text itself; one line, shortened, printable only.
-fn service_message(body: &[u8]) -> String {
-    let text = match serde_json::from_slice::<serde_json::Value>(body) {
-        Ok(v) => json_error(&v).unwrap_or_else(|| v.to_string()),
-        Err(_) => String::from_utf8_lossy(body).into_owned(),
-    };
-    let mut line: String = text
-        .chars()
-        .map(|c| if c.is_control() { ' ' } else { c })
-        .take(MAX_ERROR_TEXT)
-        .collect();
-    if text.chars().count() > MAX_ERROR_TEXT {
-        line.push('…');
-    }
-    line.trim().to_owned()
-}
-
-fn json_error(v: &serde_json::Value) -> Option<String> {
-    // Vault: {"errors": [..]}; AWS: {"__type", "message"}; Google:
-    // {"error": {"message"}}; Azure: {"error": {"code", "message"}};
-    // OAuth: {"error", "error_description"}.
-    if let Some(errors) = v.get("errors").and_then(|e| e.as_array()) {
-        let texts: Vec<String> = errors
-            .iter()
-            .map(|e| e.as_str().map_or_else(|| e.to_string(), str::to_owned))
-            .collect();
-        return Some(texts.join("; "));
-    }
-    let text =
-        |v: &serde_json::Value, k: &str| v.get(k).and_then(|x| x.as_str()).map(str::to_owned);
-    if let Some(error) = v.get("error").filter(|e| e.is_object()) {
-        return text(error, "message").or_else(|| text(error, "code"));
-    }
-    if let Some(description) = text(v, "error_description") {
-        return Some(description);
-    }
-    let kind = text(v, "__type").or_else(|| text(v, "error"));
-    let message = text(v, "message").or_else(|| text(v, "Message"));
-    match (kind, message) {
-        (Some(k), Some(m)) => Some(format!("{k}: {m}")),
-        (k, m) => k.or(m),
     }
 }
 
@@ -267,33 +264,3 @@ pub(crate) fn field<'v>(
 
 /// The method for requests without a body.
 pub(crate) const GET: Method = Method::GET;
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn service_errors_are_reduced_to_their_message() {
-        assert_eq!(
-            service_message(br#"{"errors":["permission denied"]}"#),
-            "permission denied"
-        );
-        assert_eq!(
-            service_message(br#"{"__type":"NotFoundException","message":"Alias x is not found."}"#),
-            "NotFoundException: Alias x is not found."
-        );
-        assert_eq!(
-            service_message(br#"{"error":{"code":403,"message":"Permission denied on resource"}}"#),
-            "Permission denied on resource"
-        );
-        assert_eq!(
-            service_message(
-                br#"{"error":"invalid_client","error_description":"AADSTS7000215: bad secret"}"#
-            ),
-            "AADSTS7000215: bad secret"
-        );
-        let long = service_message(&vec![b'x'; 1000]);
-        assert_eq!(long.chars().count(), MAX_ERROR_TEXT + 1);
-        assert_eq!(service_message(b"line1\nline2\x07"), "line1 line2");
-    }
-}

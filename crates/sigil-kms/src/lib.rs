@@ -8,7 +8,9 @@
 //! HTTP clients written for exactly that call: bounded time and body size, no
 //! redirects (credentials go to the configured host only), AWS Signature V4
 //! and the OAuth token exchanges written here rather than pulled in with a
-//! cloud SDK. Settings and credentials come from an [`Env`]: the process
+//! cloud SDK. A request goes only to the provider's documented endpoints,
+//! the hosts the admin allowed or set, and addresses the embedding program's
+//! guard allows (`destinations`). Settings and credentials come from an [`Env`]: the process
 //! environment, overlaid by whoever embeds this crate (the controller adds a
 //! credentials Secret's entries).
 //!
@@ -34,20 +36,20 @@ mod azure;
 #[cfg(feature = "client")]
 pub mod der;
 #[cfg(feature = "client")]
-mod env;
+mod destinations;
 #[cfg(feature = "client")]
 mod gcp;
 #[cfg(feature = "client")]
 mod http;
 #[cfg(feature = "client")]
-pub mod sigv4;
-#[cfg(feature = "client")]
 mod vault;
 
 #[cfg(feature = "client")]
-pub use env::Env;
+pub use destinations::{AddressGuard, HostRule};
 #[cfg(feature = "client")]
 pub use http::{Http, HttpConfig};
+#[cfg(feature = "client")]
+pub use sigil_cloud::{Env, sigv4};
 pub use uri::{KmsRef, Provider, UriError};
 
 /// Why a public key could not be fetched.
@@ -94,6 +96,18 @@ pub enum KmsError {
         /// What was wrong.
         reason: String,
     },
+    /// The request would go where sigil sends no KMS credentials: a host
+    /// neither documented for the provider nor allowed by the admin, or an
+    /// address sigil's egress policy refuses.
+    #[error("{provider}: refusing to contact {url}: {reason}")]
+    Forbidden {
+        /// The provider.
+        provider: Provider,
+        /// The URL that would have been asked.
+        url: String,
+        /// Why, and how to allow it.
+        reason: String,
+    },
     /// The key exists but cannot verify cosign signatures in sigil.
     #[error("{provider}: {reason}")]
     Unsupported {
@@ -113,9 +127,23 @@ impl KmsError {
             Self::Unreachable { .. } => "unreachable",
             Self::Refused { .. } => "refused",
             Self::Malformed { .. } => "malformed",
+            Self::Forbidden { .. } => "forbidden",
             Self::Unsupported { .. } => "unsupported",
         }
     }
+}
+
+/// Reads the file `variable` points to, for `provider` (within
+/// [`sigil_cloud::env::MAX_FILE_BYTES`]).
+#[cfg(feature = "client")]
+pub(crate) fn read_file(
+    env: &Env,
+    provider: Provider,
+    variable: &str,
+    path: &str,
+) -> Result<String, KmsError> {
+    env.read_file(variable, path)
+        .map_err(|message| KmsError::Config { provider, message })
 }
 
 /// A public key fetched from a KMS.

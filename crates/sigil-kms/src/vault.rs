@@ -14,11 +14,14 @@ use base64::Engine as _;
 use serde_json::Value;
 
 use crate::der::{ed25519_spki, public_key_pem};
-use crate::env::Env;
+use crate::destinations::Origin;
 use crate::http::{GET, Http};
 use crate::{FetchedKey, KmsError, Provider};
+use sigil_cloud::Env;
 
 const P: Provider = Provider::Vault;
+/// Vault's address is always the admin's setting.
+const ADDR: Origin = Origin::Setting("VAULT_ADDR");
 /// Where Kubernetes mounts a pod's service-account token.
 pub(crate) const SERVICE_ACCOUNT_TOKEN: &str =
     "/var/run/secrets/kubernetes.io/serviceaccount/token";
@@ -44,7 +47,7 @@ pub(crate) async fn public_key(key: &str, env: &Env, http: &Http) -> Result<Fetc
         return Err(config(format!("VAULT_ADDR `{addr}` is not an http(s) URL")));
     }
     let ca = match env.first(&["VAULT_CACERT", "BAO_CACERT"]) {
-        Some(path) => Some(env.read_file(P, "VAULT_CACERT", path)?),
+        Some(path) => Some(crate::read_file(env, P, "VAULT_CACERT", path)?),
         None => None,
     };
     let client = http.client(P, ca.as_deref().map(|pem| ("VAULT_CACERT", pem)))?;
@@ -63,13 +66,14 @@ pub(crate) async fn public_key(key: &str, env: &Env, http: &Http) -> Result<Fetc
                     let file = env
                         .get("VAULT_KUBERNETES_TOKEN_FILE")
                         .unwrap_or(SERVICE_ACCOUNT_TOKEN);
-                    let jwt = env.read_file(P, "VAULT_KUBERNETES_TOKEN_FILE", file)?;
+                    let jwt = crate::read_file(env, P, "VAULT_KUBERNETES_TOKEN_FILE", file)?;
                     let url = format!("{addr}/v1/auth/{mount}/login");
                     let body = serde_json::json!({"role": role, "jwt": jwt});
                     let answer = http
                     .json(
                         P,
                         &url,
+                        ADDR,
                         with_namespace(client.post(&url).header("content-type", "application/json").body(body.to_string())),
                         &format!(
                             "check that Vault's Kubernetes auth at `{mount}` knows role `{role}` \
@@ -104,6 +108,7 @@ pub(crate) async fn public_key(key: &str, env: &Env, http: &Http) -> Result<Fetc
         .json(
             P,
             &url,
+            ADDR,
             with_namespace(client.request(GET, &url).header("X-Vault-Token", token)),
             &format!(
                 "check that transit key `{key}` exists at `{transit}` and that the token's policy \

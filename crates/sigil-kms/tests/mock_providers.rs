@@ -711,3 +711,69 @@ async fn aws_signs_get_public_key_with_sigv4_and_the_session_token() {
     );
     assert_eq!(signed.authorization, authorization);
 }
+
+/// A host a key reference names that is neither documented for its provider
+/// nor allowed by the admin never sees a request, and no token is obtained
+/// for it: the Azure reference points its vault at the mock, the AWS one its
+/// endpoint.
+#[tokio::test]
+async fn a_key_reference_naming_an_undocumented_host_gets_no_request_and_no_credential() {
+    let (url, seen) = mock(Arc::new(|_: &Seen| {
+        ok(serde_json::json!({"access_token": "t"}))
+    }))
+    .await;
+    let host = url.trim_start_matches("http://").to_owned();
+    let azure = Env::from_pairs([
+        ("AZURE_TENANT_ID", "tenant"),
+        ("AZURE_CLIENT_ID", "client"),
+        ("AZURE_CLIENT_SECRET", "the-secret"),
+        // The admin's token service: it must not be asked either.
+        ("AZURE_AUTHORITY_HOST", url.as_str()),
+    ]);
+    let err = fetch_public_key(
+        &KmsRef::parse(&format!("azurekms://{host}/signing")).unwrap(),
+        &azure,
+        &Http::default(),
+    )
+    .await
+    .unwrap_err();
+    let text = err.to_string();
+    assert!(matches!(err, KmsError::Forbidden { .. }), "{text}");
+    assert!(
+        text.contains(&format!("refusing to contact https://{host}/keys/signing"))
+            && text.contains("is not an endpoint azurekms documents")
+            && text.contains("--kms-allow-host"),
+        "{text}"
+    );
+    let aws = Env::from_pairs([
+        ("AWS_ACCESS_KEY_ID", "AKIDEXAMPLE"),
+        ("AWS_SECRET_ACCESS_KEY", "secret"),
+        ("AWS_SESSION_TOKEN", "session"),
+        ("AWS_REGION", "us-east-1"),
+    ]);
+    let err = fetch_public_key(
+        &KmsRef::parse(&format!("awskms://{host}/alias/signing")).unwrap(),
+        &aws,
+        &Http::default(),
+    )
+    .await
+    .unwrap_err();
+    assert!(matches!(err, KmsError::Forbidden { .. }), "{err}");
+    assert_eq!(err.reason(), "forbidden");
+    assert!(seen.lock().unwrap().is_empty(), "nothing reached the host");
+
+    // Listed by the admin, the same reference is asked (over https, which
+    // the plain-http mock cannot answer: the failure is the transport's).
+    let allowed = Http::new(sigil_kms::HttpConfig {
+        allowed_hosts: vec![sigil_kms::HostRule::parse(&host).unwrap()],
+        ..sigil_kms::HttpConfig::default()
+    });
+    let err = fetch_public_key(
+        &KmsRef::parse(&format!("awskms://{host}/alias/signing")).unwrap(),
+        &aws,
+        &allowed,
+    )
+    .await
+    .unwrap_err();
+    assert!(matches!(err, KmsError::Unreachable { .. }), "{err}");
+}

@@ -529,10 +529,14 @@ async fn evaluate_authority<V: AuthorityVerifier>(
 }
 
 /// Runs a policy on a document: Rego's verdict, or CUE's pass (a CUE
-/// failure is the error).
+/// failure is the error). Both run on their own bounded pools (Rego in
+/// worker processes, CUE on WebAssembly threads); this only waits.
 async fn run(program: &PolicyProgram, document: &Document) -> Result<RegoVerdict, String> {
     match program {
-        PolicyProgram::Rego(rego) => rego.evaluate(&document.json).map_err(|e| e.to_string()),
+        PolicyProgram::Rego(rego) => rego
+            .evaluate(&document.json)
+            .await
+            .map_err(|e| e.to_string()),
         PolicyProgram::Cue(cue) => cue.evaluate(&document.bytes).await.map(|()| RegoVerdict {
             compliant: true,
             error: None,

@@ -163,37 +163,52 @@ fn host_pattern(glob_host: &str) -> Option<Wildcard> {
     Some(Wildcard::host(glob_host))
 }
 
+/// The host part of a normalized glob as a host glob (`None`: any host),
+/// and whether the glob can also select Docker Hub short names. The host is
+/// the glob's text before its first `/`; a `**` before any `/` lets the
+/// host run on to anything without a `/`; a glob without `/` matches only
+/// short Docker Hub names.
+fn glob_host(normalized: &str) -> (Option<String>, bool) {
+    let slash = normalized.find('/');
+    let stars = normalized.find("**");
+    let (host, open_ended) = match (slash, stars) {
+        (Some(s), Some(d)) if d < s => (normalized.get(..d).unwrap_or_default(), true),
+        (Some(s), _) => (normalized.get(..s).unwrap_or_default(), false),
+        (None, Some(d)) => (normalized.get(..d).unwrap_or_default(), true),
+        (None, None) => return (Some(DOCKER_HUB.to_owned()), true),
+    };
+    let glob_host = if open_ended {
+        format!("{host}*")
+    } else {
+        host.to_owned()
+    };
+    // Only a first segment with `.` or `:` (or `localhost`) is a host; a
+    // glob host without them can also match a short name's first segment,
+    // which puts the image on Docker Hub.
+    let literal = host.replace('*', "");
+    let docker_hub = !(literal.contains(['.', ':']) || host == "localhost");
+    let any = glob_host.chars().all(|c| c == '*');
+    ((!any).then_some(glob_host), docker_hub)
+}
+
+/// A glob as written, normalized as [`Glob::compile`] matches it.
+fn normalize(pattern: &str) -> String {
+    match pattern {
+        "*" => format!("{DOCKER_HUB}/library/*"),
+        "*/*" => format!("{DOCKER_HUB}/*/*"),
+        p => match p.strip_prefix("docker.io/") {
+            Some(rest) => format!("{DOCKER_HUB}/{rest}"),
+            None => p.to_owned(),
+        },
+    }
+}
+
 impl HostPattern {
-    /// The hosts a normalized glob can select. The host is the glob's text
-    /// before its first `/`; a `**` before any `/` lets the host run on to
-    /// anything without a `/`; a glob without `/` matches only short Docker
-    /// Hub names.
+    /// The hosts a normalized glob can select ([`glob_host`]).
     fn of_glob(normalized: &str) -> Self {
-        let slash = normalized.find('/');
-        let stars = normalized.find("**");
-        let (host, open_ended) = match (slash, stars) {
-            (Some(s), Some(d)) if d < s => (normalized.get(..d).unwrap_or_default(), true),
-            (Some(s), _) => (normalized.get(..s).unwrap_or_default(), false),
-            (None, Some(d)) => (normalized.get(..d).unwrap_or_default(), true),
-            (None, None) => {
-                return Self {
-                    pattern: host_pattern(DOCKER_HUB),
-                    docker_hub: true,
-                };
-            }
-        };
-        let glob_host = if open_ended {
-            format!("{host}*")
-        } else {
-            host.to_owned()
-        };
-        // Only a first segment with `.` or `:` (or `localhost`) is a host; a
-        // glob host without them can also match a short name's first
-        // segment, which puts the image on Docker Hub.
-        let literal = host.replace('*', "");
-        let docker_hub = !(literal.contains(['.', ':']) || host == "localhost");
+        let (host, docker_hub) = glob_host(normalized);
         Self {
-            pattern: host_pattern(&glob_host),
+            pattern: host.as_deref().map(Wildcard::host),
             docker_hub,
         }
     }
@@ -295,6 +310,32 @@ impl HostSet {
         let host = canonical_host(host);
         self.exact.contains(&host) || self.patterns.iter().any(|p| p.permits(&host))
     }
+
+    /// Whether every host `glob` can select is in the set. A glob whose
+    /// host has a `*` is covered when some pattern of the set matches its
+    /// host text with each `*` of it standing for itself: a pattern's `*`
+    /// absorbs it, a literal character never does, so whatever the glob's
+    /// `*` stands for, that pattern matches it too (sound; a union of
+    /// patterns covering it only together is not recognised).
+    pub fn covers(&self, glob: &Glob) -> bool {
+        if self.is_any() {
+            return true;
+        }
+        let (host, docker_hub) = glob_host(&normalize(&glob.pattern));
+        if docker_hub && !self.contains(DOCKER_HUB) {
+            return false;
+        }
+        let Some(host) = host else {
+            return false;
+        };
+        let host = canonical_host(&host);
+        if !host.contains('*') {
+            return self.contains(&host);
+        }
+        self.patterns
+            .iter()
+            .any(|p| p.pattern.as_ref().is_none_or(|w| w.is_match(&host)))
+    }
 }
 
 impl Glob {
@@ -311,14 +352,7 @@ impl Glob {
         {
             return Err(invalid());
         }
-        let normalized = match pattern {
-            "*" => format!("{DOCKER_HUB}/library/*"),
-            "*/*" => format!("{DOCKER_HUB}/*/*"),
-            p => match p.strip_prefix("docker.io/") {
-                Some(rest) => format!("{DOCKER_HUB}/{rest}"),
-                None => p.to_owned(),
-            },
-        };
+        let normalized = normalize(pattern);
         Ok(Self {
             pattern: pattern.to_owned(),
             matcher: Wildcard::glob(&normalized),
@@ -438,6 +472,61 @@ mod tests {
         for (glob, image, want) in cases {
             assert_eq!(matches(glob, image), *want, "glob {glob} image {image}");
         }
+    }
+
+    /// A set covers a glob when every host the glob can select is in it;
+    /// checked against the hosts each glob's own set holds.
+    #[test]
+    fn a_set_covers_a_glob_only_when_it_holds_every_host_the_glob_can_select() {
+        let set_of = |globs: &[&str], allowed: &[&str]| {
+            let mut set = HostSet::new();
+            for g in globs {
+                set.add_glob(&Glob::compile(g).unwrap());
+            }
+            for a in allowed {
+                set.add_pattern(HostPattern::allow(a).unwrap());
+            }
+            set
+        };
+        let cluster = set_of(
+            &["registry.example.com/**", "*.corp.example/**", "nginx"],
+            &["mirror.example:5000"],
+        );
+        for covered in [
+            "registry.example.com/team-a/**",
+            "REGISTRY.example.com/x",
+            "a.corp.example/app",
+            "*.corp.example/app",
+            "team-*.corp.example/**",
+            "mirror.example:5000/x",
+            "docker.io/library/nginx",
+            "nginx",
+        ] {
+            assert!(
+                cluster.covers(&Glob::compile(covered).unwrap()),
+                "{covered}"
+            );
+        }
+        for not_covered in [
+            "**",
+            "*/**",
+            "registry.example.com.evil/**",
+            "registry*/x",
+            "*.example/x",
+            "corp.example/x",
+            "mirror.example:5001/x",
+            "10.96.0.1/x",
+            "kubernetes.default.svc/x",
+        ] {
+            assert!(
+                !cluster.covers(&Glob::compile(not_covered).unwrap()),
+                "{not_covered}"
+            );
+        }
+        // Docker Hub short names are covered only where Docker Hub is.
+        let no_hub = set_of(&["ghcr.io/**"], &[]);
+        assert!(!no_hub.covers(&Glob::compile("team/app").unwrap()));
+        assert!(set_of(&["**"], &[]).covers(&Glob::compile("**").unwrap()));
     }
 
     /// Every host an image the glob matches can live on is in the glob's

@@ -8,8 +8,6 @@
 
 use std::collections::HashMap;
 use std::future::Future;
-use std::pin::pin;
-use std::task::{Context, Poll, Waker};
 
 use crate::eval::{
     AuthorityOutcome, AuthorityVerifier, ConfigFiles, ImageReadError, PlatformImage, evaluate_image,
@@ -32,14 +30,13 @@ const SLSA: &str = include_str!("../tests/data/policy/slsa-provenance-v1.stateme
 const VULN: &str = include_str!("../tests/data/policy/vuln.statement.json");
 const GHA_ISSUER: &str = "https://token.actions.githubusercontent.com";
 
-/// Runs a future whose fake verifier never pends.
+/// Runs a future to its end on this thread (the fake verifier never
+/// pends; Rego and CUE evaluations wait for their workers).
 fn block_on<F: Future>(f: F) -> F::Output {
-    let mut f = pin!(f);
-    let mut cx = Context::from_waker(Waker::noop());
-    match f.as_mut().poll(&mut cx) {
-        Poll::Ready(v) => v,
-        Poll::Pending => panic!("the fake verifier never pends"),
-    }
+    tokio::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap_or_else(|e| panic!("{e}"))
+        .block_on(f)
 }
 
 /// Answers by authority name; serves `configs` as the image's config files

@@ -42,11 +42,16 @@ use tokio::time::Instant;
 use url::Url;
 
 use super::auth::{Challenge, Credential, Credentials, normalize_host, parse_challenge};
+use super::cloud::cache::Exchange;
+use super::cloud::{CloudError, CredentialObserver, Keychain, ProviderId};
 use super::egress::{
     AddressPolicy, AddressRefused, GuardedResolver, Lookup, RegistryScope, ResolveError,
     SystemLookup,
 };
+use super::mirrors::{MirrorMap, Place};
+use super::ratelimit::{RequestBudget, retry_after};
 use super::reference::{Digest, Repository};
+use super::slots::RequestSlots;
 
 /// Media types sigil accepts for manifests and indexes.
 pub const MANIFEST_ACCEPT: &str = "application/vnd.oci.image.manifest.v1+json, application/vnd.oci.image.index.v1+json, application/vnd.docker.distribution.manifest.v2+json, application/vnd.docker.distribution.manifest.list.v2+json";
@@ -135,6 +140,35 @@ pub enum RegistryError {
         url: String,
         /// HTTP status.
         status: u16,
+    },
+    /// The registry answered 429 Too Many Requests and the review's
+    /// deadline leaves no room to wait as it asks.
+    #[error(
+        "registry answered 429 Too Many Requests (rate limited) for {url}{}; sigil waits within the review's deadline only ({} ms were left). For Docker Hub's anonymous limit, read through a mirror (registryMirrors) or give credentials",
+        retry_after.map(|s| format!(" (Retry-After {s} s)")).unwrap_or_default(),
+        left.as_millis()
+    )]
+    RateLimited {
+        /// The request URL.
+        url: String,
+        /// What `Retry-After` asked for, in seconds.
+        retry_after: Option<u64>,
+        /// What was left of the deadline.
+        left: Duration,
+    },
+    /// sigil's own request budget for the host is spent for longer than
+    /// the review's deadline.
+    #[error(
+        "sigil's request budget for {host} ({per_minute} a minute) is spent: the next request could go in {} ms, after this review's deadline; raise the budget (--registry-request-budget, chart registryRateLimits) or read through a mirror",
+        wait.as_millis()
+    )]
+    RateBudget {
+        /// The registry host.
+        host: String,
+        /// Its budget, requests a minute.
+        per_minute: u32,
+        /// When the next request could go.
+        wait: Duration,
     },
     /// The process already holds as many registry body bytes as it may.
     #[error(
@@ -250,6 +284,15 @@ pub enum RegistryError {
         /// What is wrong with it.
         reason: String,
     },
+    /// A cloud credential provider serves the registry host and could not
+    /// give a credential: never turned into anonymous access.
+    #[error("registry credentials for {host}: {error}")]
+    Credentials {
+        /// The registry host.
+        host: String,
+        /// The provider, the step that failed and the fix.
+        error: Box<CloudError>,
+    },
     /// The registry host is outside the registries sigil may contact.
     #[error("sigil may not contact registry {host}: {reason}")]
     ForbiddenRegistry {
@@ -290,6 +333,9 @@ impl RegistryError {
             Self::Json { .. } => "bad-json",
             Self::Token { .. } => "token",
             Self::CredentialHelper { .. } => "credential-helper",
+            Self::Credentials { .. } => "cloud-credentials",
+            Self::RateLimited { .. } => "rate-limited",
+            Self::RateBudget { .. } => "rate-budget",
             Self::Url { .. } => "bad-url",
             Self::ForbiddenRegistry { .. } => "forbidden-registry",
             Self::ForbiddenAddress { .. } => "forbidden-address",
@@ -314,6 +360,9 @@ impl RegistryError {
                 | Self::Body { .. }
                 | Self::MemoryBudget { .. }
                 | Self::Token { .. }
+                | Self::Credentials { .. }
+                | Self::RateLimited { .. }
+                | Self::RateBudget { .. }
         )
     }
 }
@@ -424,6 +473,25 @@ pub trait RequestObserver: Send + Sync + fmt::Debug {
     /// `waited` is the time from sending the request to its response's
     /// headers or its failure (zero when sigil refused the address).
     fn observe(&self, host: &str, outcome: RequestOutcome, waited: Duration);
+
+    /// A cloud credential provider issued, refreshed or failed to give a
+    /// registry credential (see [`crate::cloud`]); by default not counted.
+    fn credential_exchange(&self, _provider: ProviderId, _outcome: Exchange) {}
+
+    /// A request to `host` met a rate limit: `retried` (a 429 waited out),
+    /// `gave-up` (a 429 whose wait the deadline has no room for), `waited`
+    /// or `spent` (sigil's own request budget); by default not counted.
+    fn rate_limited(&self, _host: &str, _outcome: &'static str) {}
+}
+
+/// Carries the keychain's exchanges to the client's [`RequestObserver`].
+#[derive(Debug)]
+struct ExchangeObserver(Arc<dyn RequestObserver>);
+
+impl CredentialObserver for ExchangeObserver {
+    fn exchanged(&self, provider: ProviderId, outcome: Exchange) {
+        self.0.credential_exchange(provider, outcome);
+    }
 }
 
 /// How to reach registries.
@@ -452,6 +520,18 @@ pub struct ClientConfig {
     /// Body bytes all sessions of all clients sharing it may hold at once;
     /// `None`: only each session's own bound.
     pub budget: Option<Arc<MemoryBudget>>,
+    /// Request slots per registry host, shared by the clients given the
+    /// same; `None`: no bound besides the callers'.
+    pub slots: Option<Arc<dyn RequestSlots>>,
+    /// Cloud credential providers, asked for hosts `credentials` has nothing
+    /// for (a pull secret keeps precedence); `None`: none.
+    pub keychain: Option<Arc<Keychain>>,
+    /// Mirrors and pull-through caches: where a repository is read, in
+    /// order ([`crate::mirrors`]); `None`: every repository where it is.
+    pub mirrors: Option<Arc<MirrorMap>>,
+    /// Requests per minute per registry host, shared by every client and
+    /// session holding it ([`crate::ratelimit`]); `None`: no bound.
+    pub request_budget: Option<Arc<RequestBudget>>,
 }
 
 /// Registry body bytes that the sessions sharing it may hold at once, in
@@ -527,6 +607,10 @@ pub struct RegistryClient {
     addresses: Arc<AddressPolicy>,
     scope: Option<Arc<dyn RegistryScope>>,
     budget: Option<Arc<MemoryBudget>>,
+    slots: Option<Arc<dyn RequestSlots>>,
+    keychain: Option<Arc<Keychain>>,
+    mirrors: Option<Arc<MirrorMap>>,
+    request_budget: Option<Arc<RequestBudget>>,
 }
 
 /// A fetched response body.
@@ -553,6 +637,9 @@ pub struct Session<'a> {
     /// Bytes taken from the shared [`MemoryBudget`], per host, given back
     /// when the session ends.
     taken: Mutex<HashMap<String, u64>>,
+    /// Where mirrored repositories were looked for, per repository as the
+    /// policies name it: `place: outcome`, for the denial's words.
+    trail: Mutex<Vec<(String, String)>>,
 }
 
 impl Drop for Session<'_> {
@@ -598,6 +685,9 @@ impl RegistryClient {
             url: String::new(),
             reason,
         };
+        if let (Some(keychain), Some(observer)) = (&config.keychain, &config.observer) {
+            keychain.observe(Arc::new(ExchangeObserver(observer.clone())));
+        }
         // reqwest takes rustls's process default and has no fallback of its own.
         crate::tls::default_provider();
         let mut builder = reqwest::Client::builder()
@@ -636,7 +726,17 @@ impl RegistryClient {
             addresses,
             scope: config.scope,
             budget: config.budget,
+            slots: config.slots,
+            keychain: config.keychain,
+            mirrors: config.mirrors,
+            request_budget: config.request_budget,
         })
+    }
+
+    fn rate_limited(&self, url: &Url, outcome: &'static str) {
+        if let Some(observer) = &self.observer {
+            observer.rate_limited(&host_port(url), outcome);
+        }
     }
 
     fn observe(&self, url: &Url, outcome: RequestOutcome, waited: Duration) {
@@ -663,6 +763,7 @@ impl RegistryClient {
             round_trips: AtomicU32::new(0),
             bytes_read: AtomicU64::new(0),
             taken: Mutex::new(HashMap::new()),
+            trail: Mutex::new(Vec::new()),
         }
     }
 
@@ -761,6 +862,25 @@ impl Session<'_> {
             self.client
                 .observe(url, RequestOutcome::Failed("forbidden"), Duration::ZERO);
             return Err(RegistryError::ForbiddenAddress { url: u, refused });
+        }
+        if let Some(budget) = &self.client.request_budget {
+            let host = host_port(url);
+            let left = self.deadline.saturating_duration_since(Instant::now());
+            match budget.reserve(&host, Instant::now(), left) {
+                Ok(wait) if wait.is_zero() => {}
+                Ok(wait) => {
+                    self.client.rate_limited(url, "waited");
+                    tokio::time::sleep(wait).await;
+                }
+                Err(wait) => {
+                    self.client.rate_limited(url, "spent");
+                    return Err(RegistryError::RateBudget {
+                        per_minute: budget.per_minute(&host),
+                        host,
+                        wait,
+                    });
+                }
+            }
         }
         let timeout = self.timeout_for(&u)?;
         let per_request = timeout == self.client.limits.request_timeout;
@@ -907,10 +1027,29 @@ impl Session<'_> {
         max: u64,
         what: &'static str,
     ) -> Result<Fetched, RegistryError> {
+        // One slot of the registry's for the whole exchange, waited for
+        // within the session's deadline.
+        let _slot = match &self.client.slots {
+            Some(slots) => Some(
+                tokio::time::timeout_at(self.deadline, slots.acquire(&repo.host))
+                    .await
+                    .map_err(|_| RegistryError::Deadline {
+                        url: url.to_string(),
+                        deadline: self.client.limits.total_deadline,
+                    })?,
+            ),
+            None => None,
+        };
         let key = (normalize_host(&repo.host), repo.name.clone());
-        let auth = cached_auth(self.client, &key);
+        let mut auth = cached_auth(self.client, &key);
+        if let Some(cached) = &auth
+            && let Some(fresh) = self.fresh_cloud_basic(&repo.host, cached).await
+        {
+            store_auth(self.client, key.clone(), fresh.clone());
+            auth = Some(fresh);
+        }
         let first = self
-            .exchange(method.clone(), url, accept, auth.as_deref(), max, what)
+            .patient_exchange(method.clone(), url, accept, auth.as_deref(), max, what)
             .await?;
         if first.status != StatusCode::UNAUTHORIZED {
             return self.check_status(first, url);
@@ -920,13 +1059,7 @@ impl Session<'_> {
             .get(WWW_AUTHENTICATE)
             .and_then(|v| v.to_str().ok())
             .and_then(parse_challenge);
-        let credential = self.client.credentials.for_host(&repo.host);
-        if let (None, Some(helper)) = (credential, self.client.credentials.helper_for(&repo.host)) {
-            return Err(RegistryError::CredentialHelper {
-                host: repo.host.clone(),
-                helper: helper.to_string(),
-            });
-        }
+        let credential = self.credential_for(&repo.host).await?;
         let header = match challenge {
             Some(Challenge::Bearer { realm, service, .. }) => {
                 self.token(
@@ -934,11 +1067,11 @@ impl Session<'_> {
                     &repo.name,
                     &realm,
                     service.as_deref(),
-                    credential,
+                    credential.as_ref(),
                 )
                 .await?
             }
-            Some(Challenge::Basic) => match credential {
+            Some(Challenge::Basic) => match &credential {
                 Some(c) => credential_header(c),
                 None => return Err(self.denied(url, 401, repo)),
             },
@@ -949,19 +1082,122 @@ impl Session<'_> {
         }
         store_auth(self.client, key, header.clone());
         let second = self
-            .exchange(method, url, accept, Some(&header), max, what)
+            .patient_exchange(method, url, accept, Some(&header), max, what)
             .await?;
         self.check_status(second, url)
     }
 
+    /// [`exchange`](Self::exchange), waiting out a registry's 429 as its
+    /// `Retry-After` asks (one second without it), at most twice, while the
+    /// deadline leaves room; else the 429 is the answer.
+    async fn patient_exchange(
+        &self,
+        method: Method,
+        url: &Url,
+        accept: &str,
+        auth: Option<&str>,
+        max: u64,
+        what: &'static str,
+    ) -> Result<Fetched, RegistryError> {
+        const RETRIES: usize = 2;
+        for attempt in 0..=RETRIES {
+            let f = self
+                .exchange(method.clone(), url, accept, auth, max, what)
+                .await?;
+            if f.status != StatusCode::TOO_MANY_REQUESTS {
+                return Ok(f);
+            }
+            let now_unix = time::OffsetDateTime::now_utc().unix_timestamp();
+            let header = f.headers.get("retry-after").and_then(|v| v.to_str().ok());
+            let asked = retry_after(header, now_unix);
+            let wait = asked.unwrap_or(Duration::from_secs(1));
+            let left = self.deadline.saturating_duration_since(Instant::now());
+            // Room for the wait and for the answer after it.
+            if attempt == RETRIES || wait + Duration::from_millis(200) >= left {
+                self.client.rate_limited(url, "gave-up");
+                return Err(RegistryError::RateLimited {
+                    url: url.to_string(),
+                    retry_after: asked.map(|d| d.as_secs()),
+                    left,
+                });
+            }
+            self.client.rate_limited(url, "retried");
+            tokio::time::sleep(wait).await;
+        }
+        Err(RegistryError::RateLimited {
+            url: url.to_string(),
+            retry_after: None,
+            left: self.deadline.saturating_duration_since(Instant::now()),
+        })
+    }
+
+    /// Keeps a cloud credential fresh while it is in use: asking the
+    /// keychain on each request to a host it serves starts the background
+    /// refresh in time (a cache lookup otherwise). When the registry took
+    /// the credential itself (Basic, as ECR) and the keychain has replaced
+    /// it, the new header, so no request goes out with a token about to
+    /// expire; a bearer token of the registry's own is renewed through its
+    /// realm when the registry refuses it.
+    async fn fresh_cloud_basic(&self, host: &str, cached: &str) -> Option<String> {
+        let keychain = self.client.keychain.as_ref()?;
+        let credentials = &self.client.credentials;
+        if credentials.for_host(host).is_some() {
+            return None;
+        }
+        let wait = self.deadline.saturating_duration_since(Instant::now());
+        let helper = credentials.helper_for(host);
+        let fresh = keychain.credential(host, helper, wait).await?.ok()?;
+        let header = credential_header(&fresh);
+        (cached.starts_with("Basic ") && header.starts_with("Basic ") && header != cached)
+            .then_some(header)
+    }
+
+    /// The credential for `host`: a docker config's or pull secret's entry
+    /// first; else the cloud provider (or, on a laptop, the credential
+    /// helper) serving it, asked within what is left of the deadline; else
+    /// none. A host whose credentials a helper keeps, where helpers do not
+    /// run and no provider serves it, is an error naming the helper.
+    async fn credential_for(&self, host: &str) -> Result<Option<Credential>, RegistryError> {
+        let credentials = &self.client.credentials;
+        if let Some(c) = credentials.for_host(host) {
+            return Ok(Some(c.clone()));
+        }
+        let helper = credentials.helper_for(host);
+        if let Some(keychain) = &self.client.keychain {
+            let wait = self.deadline.saturating_duration_since(Instant::now());
+            if let Some(result) = keychain.credential(host, helper, wait).await {
+                return result
+                    .map(Some)
+                    .map_err(|error| RegistryError::Credentials {
+                        host: host.to_string(),
+                        error: Box::new(error),
+                    });
+            }
+        }
+        match helper {
+            Some(helper) => Err(RegistryError::CredentialHelper {
+                host: host.to_string(),
+                helper: helper.to_string(),
+            }),
+            None => Ok(None),
+        }
+    }
+
     fn denied(&self, url: &Url, status: u16, repo: &Repository) -> RegistryError {
         let have = self.client.credentials.for_host(&repo.host).is_some();
-        let hint = match (status, have) {
-            (401, false) => format!(
+        let cloud = (!have)
+            .then_some(self.client.keychain.as_ref())
+            .flatten()
+            .and_then(|k| Some((k.describe(&repo.host)?, k.refused_fix(&repo.host)?)));
+        let hint = match (status, have, cloud) {
+            (401, false, Some(((provider, source), fix))) => {
+                format!("the {provider} credentials from {source} were refused for {repo}; {fix}")
+            }
+            (401, false, None) => format!(
                 "anonymous access to {repo} was refused; give credentials for {} (docker config or pull secret)",
                 repo.host
             ),
-            (401, true) => format!("the credentials for {} were refused; check them", repo.host),
+            (401, true, _) => format!("the credentials for {} were refused; check them", repo.host),
             _ => format!(
                 "access to {repo} is forbidden for these credentials; check the pull secret's permissions"
             ),
@@ -1059,6 +1295,201 @@ impl Session<'_> {
         Ok(format!("Bearer {token}"))
     }
 
+    /// Where `repo` is read, in order, when a mirror rule covers it.
+    fn places(&self, repo: &Repository) -> Option<Vec<Place>> {
+        self.client.mirrors.as_ref()?.places(repo)
+    }
+
+    /// Notes what `place` answered for `repo` (once per place and outcome).
+    fn note(&self, repo: &Repository, place: &Place, outcome: &str) {
+        if let Ok(mut trail) = self.trail.lock() {
+            let entry = (repo.to_string(), format!("{place}: {outcome}"));
+            if !trail.contains(&entry) && trail.len() < 64 {
+                trail.push(entry);
+            }
+        }
+    }
+
+    /// Where `repo` was looked for through its mirrors and what each place
+    /// answered (`harbor.example.com/proxy/library/nginx (mirror): not
+    /// found`), and the upstream when the setting forbids reading it.
+    pub fn mirror_trail(&self, repo: &Repository) -> Vec<String> {
+        let key = repo.to_string();
+        let mut out: Vec<String> = self
+            .trail
+            .lock()
+            .map(|t| {
+                t.iter()
+                    .filter(|(r, _)| *r == key)
+                    .map(|(_, e)| e.clone())
+                    .collect()
+            })
+            .unwrap_or_default();
+        if let Some(places) = self.places(repo)
+            && !out.is_empty()
+            && !places.iter().any(|p| p.upstream)
+        {
+            out.push(format!(
+                "{repo} (upstream): not contacted, the mirror setting allows no upstream"
+            ));
+        }
+        out
+    }
+
+    /// Reads `repo` at each of its places in turn, until one has it: `get`
+    /// answers `Ok(None)` where it is absent. A place that fails for an
+    /// outage (unreachable, refused, 5xx) is noted and the next one tried;
+    /// content that does not check out (a wrong digest) fails at once,
+    /// whichever place served it. Absent everywhere: `Ok(None)`, unless
+    /// some place failed, then that failure.
+    async fn across<T, F, Fut>(
+        &self,
+        repo: &Repository,
+        places: Vec<Place>,
+        by_digest: bool,
+        get: F,
+    ) -> Result<Option<T>, RegistryError>
+    where
+        F: Fn(Repository) -> Fut,
+        Fut: std::future::Future<Output = Result<Option<T>, RegistryError>>,
+    {
+        if places.is_empty() {
+            return Err(blocked(repo));
+        }
+        let mut failed = None;
+        for place in places.into_iter().filter(|p| p.serves(by_digest)) {
+            match get(place.repository.clone()).await {
+                Ok(Some(found)) => {
+                    self.note(repo, &place, "found");
+                    return Ok(Some(found));
+                }
+                Ok(None) => self.note(repo, &place, "not found"),
+                Err(e) if passes_over(&e) => {
+                    self.note(repo, &place, e.reason());
+                    failed.get_or_insert(e);
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        match failed {
+            Some(e) => Err(e),
+            None => Ok(None),
+        }
+    }
+
+    /// Resolves a tag to a digest (through the repository's mirrors, when
+    /// a rule covers it): HEAD with `Docker-Content-Digest`, or GET and
+    /// SHA-256 of the body when the header is missing. `None` when the tag
+    /// does not exist.
+    pub async fn resolve_tag(
+        &self,
+        repo: &Repository,
+        tag: &str,
+    ) -> Result<Option<Digest>, RegistryError> {
+        match self.places(repo) {
+            None => self.resolve_tag_here(repo, tag).await,
+            Some(places) => {
+                self.across(repo, places, false, |r| async move {
+                    self.resolve_tag_here(&r, tag).await
+                })
+                .await
+            }
+        }
+    }
+
+    /// Fetches a manifest by tag or digest (through the repository's
+    /// mirrors, when a rule covers it). By digest, the body must hash to
+    /// it; by tag, it must hash to `Docker-Content-Digest` when the
+    /// registry sends one. `None` on 404.
+    pub async fn manifest(
+        &self,
+        repo: &Repository,
+        reference: &str,
+        expected: Option<Digest>,
+    ) -> Result<Option<(Vec<u8>, Digest, Manifest)>, RegistryError> {
+        match self.places(repo) {
+            None => self.manifest_here(repo, reference, expected).await,
+            Some(places) => {
+                let by_digest = Digest::parse(reference).is_ok();
+                self.across(repo, places, by_digest, |r| async move {
+                    self.manifest_here(&r, reference, expected).await
+                })
+                .await
+            }
+        }
+    }
+
+    /// Fetches a blob by descriptor (through the repository's mirrors, when
+    /// a rule covers it): size checked against the limit before the
+    /// request, digest checked after. A missing blob is an error.
+    pub async fn blob(
+        &self,
+        repo: &Repository,
+        desc: &Descriptor,
+    ) -> Result<Vec<u8>, RegistryError> {
+        let Some(places) = self.places(repo) else {
+            return self.blob_here(repo, desc).await;
+        };
+        let found = self
+            .across(repo, places, true, |r| async move {
+                match self.blob_here(&r, desc).await {
+                    Err(RegistryError::Status { status: 404, .. }) => Ok(None),
+                    other => other.map(Some),
+                }
+            })
+            .await?;
+        found.ok_or_else(|| RegistryError::Status {
+            url: format!("{repo}/blobs/{}", desc.digest),
+            status: 404,
+        })
+    }
+
+    /// Lists referrers of `digest` through the referrers API (at each of
+    /// the repository's places in turn, when a mirror rule covers it: a
+    /// pull-through cache holds only what was pulled through it, so an
+    /// empty list there sends the question on to the next place), following
+    /// `Link` pagination on the same origin. `None` when the API is absent
+    /// (404), so the caller falls back to the tag schema.
+    pub async fn referrers(
+        &self,
+        repo: &Repository,
+        digest: &Digest,
+    ) -> Result<Option<Vec<Descriptor>>, RegistryError> {
+        let Some(places) = self.places(repo) else {
+            return self.referrers_here(repo, digest).await;
+        };
+        if places.is_empty() {
+            return Err(blocked(repo));
+        }
+        let (mut some_without_api, mut failed) = (false, None);
+        for place in places.into_iter().filter(|p| p.serves(true)) {
+            match self.referrers_here(&place.repository, digest).await {
+                Ok(Some(list)) if !list.is_empty() => {
+                    self.note(repo, &place, "referrers found");
+                    return Ok(Some(list));
+                }
+                Ok(Some(_)) => self.note(repo, &place, "no referrers"),
+                Ok(None) => {
+                    self.note(repo, &place, "no referrers API");
+                    some_without_api = true;
+                }
+                Err(e) if passes_over(&e) => {
+                    self.note(repo, &place, e.reason());
+                    failed.get_or_insert(e);
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        // Nowhere with referrers: where a place has no referrers API, its
+        // signatures may sit under the fallback tag, which the caller reads
+        // next (through the same places).
+        match (some_without_api, failed) {
+            (true, _) => Ok(None),
+            (false, Some(e)) => Err(e),
+            (false, None) => Ok(Some(Vec::new())),
+        }
+    }
+
     fn v2_url(&self, repo: &Repository, tail: &str) -> Result<Url, RegistryError> {
         if let Some(scope) = &self.client.scope {
             scope
@@ -1079,7 +1510,7 @@ impl Session<'_> {
     /// Resolves a tag to a digest: HEAD with `Docker-Content-Digest`, or GET
     /// and SHA-256 of the body when the header is missing. `None` when the
     /// tag does not exist.
-    pub async fn resolve_tag(
+    async fn resolve_tag_here(
         &self,
         repo: &Repository,
         tag: &str,
@@ -1100,13 +1531,16 @@ impl Session<'_> {
             Ok(_) | Err(RegistryError::Status { .. }) => {}
             Err(e) => return Err(e),
         }
-        Ok(self.manifest(repo, tag, None).await?.map(|(_, d, _)| d))
+        Ok(self
+            .manifest_here(repo, tag, None)
+            .await?
+            .map(|(_, d, _)| d))
     }
 
     /// Fetches a manifest by tag or digest. By digest, the body must hash to
     /// it; by tag, it must hash to `Docker-Content-Digest` when the registry
     /// sends one. `None` on 404.
-    pub async fn manifest(
+    async fn manifest_here(
         &self,
         repo: &Repository,
         reference: &str,
@@ -1141,7 +1575,7 @@ impl Session<'_> {
 
     /// Fetches a blob by descriptor: size checked against the limit before
     /// the request, digest checked after. A missing blob is an error.
-    pub async fn blob(
+    async fn blob_here(
         &self,
         repo: &Repository,
         desc: &Descriptor,
@@ -1182,7 +1616,7 @@ impl Session<'_> {
     /// Lists referrers of `digest` through the referrers API, following
     /// `Link` pagination on the same origin. `None` when the API is absent
     /// (404), so the caller falls back to the tag schema.
-    pub async fn referrers(
+    async fn referrers_here(
         &self,
         repo: &Repository,
         digest: &Digest,
@@ -1251,12 +1685,37 @@ impl Session<'_> {
     }
 }
 
-/// The refusal of `url`'s host when it is a literal address `policy` forbids.
+/// `host[:port]` of `url`.
+fn host_port(url: &Url) -> String {
+    match (url.host_str(), url.port()) {
+        (Some(h), Some(p)) => format!("{h}:{p}"),
+        (h, _) => h.unwrap_or_default().to_string(),
+    }
+}
+
+/// Whether a place of a mirrored repository that failed with `e` is passed
+/// over for the next one: an outage (unreachable, refused, 5xx, rate
+/// limited) or a host sigil may not contact; never content that does not
+/// check out.
+fn passes_over(e: &RegistryError) -> bool {
+    e.is_inconclusive() || matches!(e, RegistryError::ForbiddenRegistry { .. })
+}
+
+/// The error for a repository the mirror setting blocks.
+fn blocked(repo: &Repository) -> RegistryError {
+    RegistryError::ForbiddenRegistry {
+        host: repo.host.clone(),
+        reason: "the registry mirror setting blocks this registry (CRI-O `blocked = true`)".into(),
+    }
+}
+
+/// The refusal of `url`'s host when it is a literal address `policy`
+/// forbids, or the name of a metadata server standing for one.
 fn literal_refused(policy: &AddressPolicy, url: &Url) -> Option<AddressRefused> {
     let address = match url.host()? {
         url::Host::Ipv4(a) => std::net::IpAddr::V4(a),
         url::Host::Ipv6(a) => std::net::IpAddr::V6(a),
-        url::Host::Domain(_) => return None,
+        url::Host::Domain(name) => crate::egress::metadata_name(name)?,
     };
     policy.check(address).err().map(|class| AddressRefused {
         host: url.host_str().unwrap_or_default().to_string(),

@@ -151,6 +151,8 @@ pub async fn discover(
     };
     let tag = format!("{}{}.{suffix}", options.tag_prefix, digest.tag_stem());
     discover_legacy(session, repo, &tag, want, &mut out).await;
+    // Through mirrors: each place looked at, for the denial's words.
+    out.looked_in.extend(session.mirror_trail(repo));
     out
 }
 

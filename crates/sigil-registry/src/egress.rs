@@ -34,8 +34,10 @@ pub enum AddressClass {
     Loopback,
     /// 169.254.0.0/16, fe80::/10: where cloud metadata services answer.
     LinkLocal,
-    /// Cloud instance metadata outside link-local (AWS fd00:ec2::254,
-    /// Alibaba Cloud 100.100.100.200).
+    /// Cloud instance metadata and credential endpoints outside link-local
+    /// (AWS fd00:ec2::254 and EKS Pod Identity's fd00:ec2::23, Alibaba Cloud
+    /// 100.100.100.200), and the names of metadata servers
+    /// (`metadata.google.internal`).
     Metadata,
     /// 0.0.0.0/8, `::`: "this host" on Linux.
     Unspecified,
@@ -76,6 +78,7 @@ const STANDARD: &[(&str, AddressClass)] = &[
     ("169.254.0.0/16", AddressClass::LinkLocal),
     ("fe80::/10", AddressClass::LinkLocal),
     ("fd00:ec2::254/128", AddressClass::Metadata),
+    ("fd00:ec2::23/128", AddressClass::Metadata),
     ("100.100.100.200/32", AddressClass::Metadata),
     ("0.0.0.0/8", AddressClass::Unspecified),
     ("::/128", AddressClass::Unspecified),
@@ -88,6 +91,23 @@ const LOOPBACK: &[(&str, AddressClass)] = &[
     ("127.0.0.0/8", AddressClass::Loopback),
     ("::1/128", AddressClass::Loopback),
 ];
+
+/// Names of cloud metadata servers and the address each stands for, judged
+/// as that address whatever they resolve to here: no registry is at them.
+const METADATA_NAMES: &[(&str, IpAddr)] = &[(
+    "metadata.google.internal",
+    IpAddr::V4(Ipv4Addr::new(169, 254, 169, 254)),
+)];
+
+/// The address `host` (a name, any case, a trailing dot allowed) stands
+/// for when it names a cloud metadata server.
+pub fn metadata_name(host: &str) -> Option<IpAddr> {
+    let name = host.strip_suffix('.').unwrap_or(host);
+    METADATA_NAMES
+        .iter()
+        .find(|(n, _)| n.eq_ignore_ascii_case(name))
+        .map(|(_, a)| *a)
+}
 
 fn nets(list: &[(&str, AddressClass)]) -> Vec<(IpNet, AddressClass)> {
     list.iter()
@@ -269,6 +289,18 @@ impl GuardedResolver {
 
     /// The checked addresses of `host`.
     pub async fn resolve_checked(&self, host: &str) -> Result<Vec<IpAddr>, ResolveError> {
+        let check = |address: IpAddr| {
+            self.policy.check(address).map_err(|class| {
+                ResolveError::Refused(AddressRefused {
+                    host: host.to_string(),
+                    address,
+                    class,
+                })
+            })
+        };
+        if let Some(address) = metadata_name(host) {
+            check(address)?;
+        }
         let addrs = self
             .lookup
             .lookup(host)
@@ -279,13 +311,7 @@ impl GuardedResolver {
         }
         let addrs: Vec<IpAddr> = addrs.into_iter().take(MAX_ADDRESSES).collect();
         for &address in &addrs {
-            self.policy.check(address).map_err(|class| {
-                ResolveError::Refused(AddressRefused {
-                    host: host.to_string(),
-                    address,
-                    class,
-                })
-            })?;
+            check(address)?;
         }
         Ok(addrs)
     }
@@ -343,6 +369,7 @@ mod tests {
             ("169.254.0.1", AddressClass::LinkLocal),
             ("fe80::1", AddressClass::LinkLocal),
             ("fd00:ec2::254", AddressClass::Metadata),
+            ("fd00:ec2::23", AddressClass::Metadata),
             ("100.100.100.200", AddressClass::Metadata),
             ("0.0.0.0", AddressClass::Unspecified),
             ("::", AddressClass::Unspecified),
@@ -360,6 +387,21 @@ mod tests {
             "2606:4700::1",
         ] {
             assert_eq!(p.check(ip(ok)), Ok(()), "{ok}");
+        }
+    }
+
+    #[test]
+    fn metadata_server_names_stand_for_their_address_and_look_alikes_do_not() {
+        let gce = Some(ip("169.254.169.254"));
+        assert_eq!(metadata_name("metadata.google.internal"), gce);
+        assert_eq!(metadata_name("Metadata.Google.Internal."), gce);
+        for other in [
+            "metadata.google.internal.attacker.io",
+            "xmetadata.google.internal",
+            "metadata",
+            "gcr.io",
+        ] {
+            assert_eq!(metadata_name(other), None, "{other}");
         }
     }
 

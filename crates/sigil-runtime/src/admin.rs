@@ -1,6 +1,9 @@
 //! The admin endpoints every long-running sigil binary serves on its plain
 //! HTTP port: `/healthz` (the process answers), `/readyz` (the program says
-//! whether it is ready, and why not) and `/metrics` (its OpenMetrics text).
+//! whether it is ready, and why not), `/metrics` (its OpenMetrics text) and
+//! `/registry-credentials?host=H` (which cloud provider serves a registry
+//! host and whether it can get a token now, never the token: what `sigil
+//! doctor` reports).
 //! One router, so the three programs answer probes and scrapes alike; what
 //! "ready" means and which metrics there are stays each program's own,
 //! behind [`Admin`]. [`AdminListener`] binds the port and serves the
@@ -14,10 +17,12 @@ use std::time::Duration;
 
 use axum::Router;
 use axum::extract::State;
-use axum::http::{StatusCode, header};
+use axum::http::{StatusCode, Uri, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use tokio::net::{TcpListener, ToSocketAddrs};
+
+use sigil_registry::Keychain;
 
 use crate::shutdown::{Shutdown, within};
 
@@ -32,6 +37,12 @@ pub trait Admin: Send + Sync + 'static {
 
     /// The OpenMetrics exposition `/metrics` serves, ending in `# EOF`.
     fn metrics(&self) -> String;
+
+    /// The registry credential providers the program judges with, for
+    /// `/registry-credentials`; `None`: it has none.
+    fn registry_keychain(&self) -> Option<Arc<Keychain>> {
+        None
+    }
 }
 
 /// The router of `/healthz`, `/readyz` and `/metrics` over `admin` (also
@@ -41,7 +52,78 @@ pub fn router<A: Admin>(admin: Arc<A>) -> Router {
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz::<A>))
         .route("/metrics", get(metrics::<A>))
+        .route("/registry-credentials", get(registry_credentials::<A>))
         .with_state(admin)
+}
+
+/// The longest registry host `/registry-credentials` takes.
+pub const MAX_HOST_CHARS: usize = 255;
+/// How long `/registry-credentials` waits for a provider's token.
+pub const CREDENTIAL_CHECK_WAIT: Duration = Duration::from_secs(8);
+
+/// The `host` query parameter: a registry host (letters, digits, `.-:[]`,
+/// `%3A` for `:`), at most [`MAX_HOST_CHARS`].
+fn host_parameter(uri: &Uri) -> Result<String, String> {
+    let raw = uri
+        .query()
+        .and_then(|q| q.split('&').find_map(|kv| kv.strip_prefix("host=")))
+        .ok_or("give the registry host: /registry-credentials?host=HOST")?;
+    let host = raw
+        .replace("%3A", ":")
+        .replace("%3a", ":")
+        .replace("%5B", "[")
+        .replace("%5b", "[")
+        .replace("%5D", "]")
+        .replace("%5d", "]");
+    if host.is_empty()
+        || host.len() > MAX_HOST_CHARS
+        || !host
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || ".-:[]".contains(c))
+    {
+        return Err(format!(
+            "`host` must be a registry host of at most {MAX_HOST_CHARS} characters (letters, \
+             digits, `.-:[]`)"
+        ));
+    }
+    Ok(host.to_ascii_lowercase())
+}
+
+/// `/registry-credentials?host=H`: the provider serving `H`, where its
+/// identity comes from, and whether it can give a token now (fetching one
+/// if none is held), as one JSON object; never the token.
+async fn registry_credentials<A: Admin>(State(admin): State<Arc<A>>, uri: Uri) -> Response {
+    let host = match host_parameter(&uri) {
+        Ok(h) => h,
+        Err(e) => return (StatusCode::BAD_REQUEST, e).into_response(),
+    };
+    let json = |body: serde_json::Value| {
+        (
+            [(header::CONTENT_TYPE, "application/json")],
+            body.to_string(),
+        )
+            .into_response()
+    };
+    let Some(keychain) = admin.registry_keychain() else {
+        return json(serde_json::json!({
+            "host": host, "provider": null, "ok": false,
+            "source": "no cloud provider may run (--registry-credential-provider none)",
+            "error": "no credential provider serves this host",
+        }));
+    };
+    let check = keychain.check(&host, CREDENTIAL_CHECK_WAIT).await;
+    let (ok, seconds_left, error) = match check.result {
+        Ok(s) => (true, Some(s), None),
+        Err(e) => (false, None, Some(e)),
+    };
+    json(serde_json::json!({
+        "host": host,
+        "provider": check.provider.map(|p| p.name()),
+        "source": check.source,
+        "ok": ok,
+        "secondsLeft": seconds_left,
+        "error": error,
+    }))
 }
 
 /// `/healthz`: the process runs and answers.
@@ -179,6 +261,23 @@ mod tests {
         }
     }
 
+    #[test]
+    fn the_credential_check_takes_a_registry_host_and_nothing_else() {
+        let host = |q: &str| host_parameter(&q.parse::<Uri>().unwrap());
+        assert_eq!(
+            host("/registry-credentials?host=Reg.AzureCR.io").unwrap(),
+            "reg.azurecr.io"
+        );
+        assert_eq!(
+            host("/registry-credentials?x=1&host=10.0.0.1%3A5000").unwrap(),
+            "10.0.0.1:5000"
+        );
+        assert!(host("/registry-credentials").is_err());
+        assert!(host("/registry-credentials?host=").is_err());
+        assert!(host("/registry-credentials?host=a/b").is_err());
+        assert!(host(&format!("/registry-credentials?host={}", "a".repeat(256))).is_err());
+    }
+
     async fn get(app: Router, path: &str) -> (StatusCode, Option<String>, String) {
         let response = app
             .oneshot(Request::get(path).body(Body::empty()).unwrap())
@@ -214,6 +313,59 @@ mod tests {
         assert_eq!(status, StatusCode::OK);
         assert_eq!(kind.as_deref(), Some(OPENMETRICS));
         assert_eq!(text, "up 1\n# EOF\n");
+    }
+
+    struct Judging(Option<Arc<Keychain>>);
+
+    impl Admin for Judging {
+        fn readiness(&self) -> Result<&'static str, &'static str> {
+            Ok("ready")
+        }
+
+        fn metrics(&self) -> String {
+            "# EOF\n".to_owned()
+        }
+
+        fn registry_keychain(&self) -> Option<Arc<Keychain>> {
+            self.0.clone()
+        }
+    }
+
+    #[tokio::test]
+    async fn registry_credentials_name_the_provider_and_its_failure_never_a_token() {
+        let env = sigil_registry::cloud::Env::from_pairs([("AWS_EC2_METADATA_DISABLED", "true")]);
+        let keychain = Keychain::new(&sigil_registry::KeychainSettings::default(), env).unwrap();
+        let app = router(Arc::new(Judging(Some(Arc::new(keychain)))));
+        let (status, kind, text) = get(
+            app.clone(),
+            "/registry-credentials?host=123456789012.dkr.ecr.us-east-1.amazonaws.com",
+        )
+        .await;
+        assert_eq!(
+            (status, kind.as_deref()),
+            (StatusCode::OK, Some("application/json"))
+        );
+        let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+        assert_eq!(v["provider"], "ecr");
+        assert_eq!(v["ok"], false);
+        assert!(
+            v["error"]
+                .as_str()
+                .unwrap()
+                .contains("no source is configured"),
+            "{text}"
+        );
+        let (_, _, text) = get(app.clone(), "/registry-credentials?host=ghcr.io").await;
+        let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+        assert_eq!(v["provider"], serde_json::Value::Null);
+        let (status, _, _) = get(app, "/registry-credentials?host=a%2Fb").await;
+        assert_eq!(status, StatusCode::BAD_REQUEST);
+        let none = router(Arc::new(Judging(None)));
+        let (_, _, text) = get(none, "/registry-credentials?host=reg.azurecr.io").await;
+        assert!(
+            text.contains("--registry-credential-provider none"),
+            "{text}"
+        );
     }
 
     #[tokio::test]

@@ -46,6 +46,7 @@ pub mod json;
 pub mod keys;
 pub mod metrics;
 pub mod notation;
+pub mod peak;
 pub mod registry;
 pub mod rekor;
 pub mod time;

@@ -69,10 +69,10 @@ fn sha256_hex(bytes: &[u8]) -> String {
     hex::encode(Sha256::digest(bytes))
 }
 
-/// The key ID sigil's TUF client and this repository give `k`: SHA-256 of
-/// its raw public key.
+/// The key ID of `k` as the TUF specification defines it (and sigil's TUF
+/// client checks it): SHA-256 of the canonical JSON of its key object.
 pub fn keyid(k: &SigningKey) -> String {
-    sha256_hex(&k.verifying_key().to_bytes())
+    sha256_hex(canonical(&key_json(k)).as_bytes())
 }
 
 /// Wraps `signed` in a metadata envelope signed by `keys`.

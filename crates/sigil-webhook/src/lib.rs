@@ -25,7 +25,7 @@ pub mod static_judge;
 pub mod tls;
 
 pub use sigil_judge::{
-    cache, judge, metrics, policy_judge, secrets, snapshot_source, workload_kind,
+    cache, judge, metrics, policy_judge, secrets, slots, snapshot_source, workload_kind,
 };
 
 use std::net::SocketAddr;

@@ -4,6 +4,9 @@ use anyhow::Context as _;
 use sigil_runtime::start;
 
 fn main() -> anyhow::Result<()> {
+    // Started again by itself as a Rego worker (the sandbox that evaluates
+    // policies' Rego): serve as one and exit, before anything else.
+    sigil_policy::rego::serve_if_requested();
     let args: sigil_webhook::Args = start::parse_args(env!("CARGO_PKG_VERSION"));
     let module = start::install_provider()?;
     sigil_runtime::init_logging(args.log_format);

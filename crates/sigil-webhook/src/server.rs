@@ -127,6 +127,10 @@ impl<J: ImageJudge, S: PullSecretSource> Admin for AppState<J, S> {
             .set(revision.and_then(|r| i64::try_from(r).ok()).unwrap_or(-1));
         m.encode()
     }
+
+    fn registry_keychain(&self) -> Option<Arc<sigil_registry::Keychain>> {
+        self.admission.cache().judge().registry_keychain()
+    }
 }
 
 async fn validate<J: ImageJudge, S: PullSecretSource>(

@@ -201,6 +201,10 @@ impl StaticJudge {
 }
 
 impl ImageJudge for StaticJudge {
+    fn registry_keychain(&self) -> Option<Arc<sigil_registry::Keychain>> {
+        self.base.keychain.clone()
+    }
+
     async fn judge(
         &self,
         image: &PinnedImage,

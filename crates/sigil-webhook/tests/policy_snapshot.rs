@@ -256,6 +256,117 @@ async fn the_secret_watch_applies_each_valid_version_the_api_server_delivers() {
     assert!(judge.ready());
 }
 
+#[tokio::test]
+async fn a_shard_read_that_fails_once_is_read_again_without_waiting_for_a_new_version() {
+    use base64::Engine as _;
+    use http::{Request, Response, StatusCode};
+    use kube::client::Body;
+    use sigil_api::snapshot::stored::{self, CHUNK_KEY};
+    use sigil_api::snapshot::{PolicySnapshot, SnapshotTrustRoot};
+
+    // A snapshot over two Secrets: a trust root padded with about 1 MiB
+    // that gzip cannot shrink (the parser ignores the unknown field).
+    let mut state = 7u64;
+    let padding: String = (0..1200 * 1024)
+        .map(|_| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            char::from(b'!' + u8::try_from(state % 90).unwrap())
+        })
+        .collect();
+    let mut root: Value = serde_json::from_str(sigil_verifier::trust::PUBLIC_GOOD_JSON).unwrap();
+    root["padding"] = padding.into();
+    let mut snapshot = PolicySnapshot {
+        revision: 7,
+        generated_at: "2026-01-01T00:00:00Z".into(),
+        trust_roots: vec![SnapshotTrustRoot {
+            name: "big".into(),
+            generation: 1,
+            trusted_root_json: root.to_string(),
+            default: false,
+        }],
+        ..PolicySnapshot::empty()
+    };
+    snapshot.api_version = snapshot.needed_api_version().to_owned();
+    let encoded = stored::encode(&snapshot, "sigil-policy-snapshot").unwrap();
+    assert_eq!(encoded.shards.len(), 1, "one shard beside the main Secret");
+    let b64 = |bytes: &[u8]| base64::engine::general_purpose::STANDARD.encode(bytes);
+    let main_data: serde_json::Map<String, Value> = encoded
+        .main
+        .iter()
+        .map(|(k, v)| (k.clone(), b64(v).into()))
+        .collect();
+    let main = json!({
+        "apiVersion": "v1", "kind": "Secret",
+        "metadata": {"name": "sigil-policy-snapshot", "namespace": "sigil-system",
+                     "resourceVersion": "20"},
+        "data": main_data,
+    });
+    let (shard_name, chunk) = encoded.shards[0].clone();
+    let shard = json!({
+        "apiVersion": "v1", "kind": "Secret",
+        "metadata": {"name": shard_name, "namespace": "sigil-system", "resourceVersion": "19"},
+        "data": {CHUNK_KEY: b64(&chunk)},
+    });
+
+    let (service, mut handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
+    let shard_path = format!("/api/v1/namespaces/sigil-system/secrets/{shard_name}");
+    let server = tokio::spawn(async move {
+        // The watch is held open with nothing new: no second version comes.
+        let mut held = Vec::new();
+        let mut shard_gets = 0;
+        while let Some((request, send)) = handle.next_request().await {
+            let query = request.uri().query().unwrap_or_default().to_owned();
+            let path = request.uri().path().to_owned();
+            let (status, body) = if path == shard_path {
+                shard_gets += 1;
+                if shard_gets == 1 {
+                    let failure = json!({"kind": "Status", "apiVersion": "v1", "status": "Failure",
+                        "message": "etcdserver: request timed out", "code": 503});
+                    (StatusCode::SERVICE_UNAVAILABLE, failure.to_string())
+                } else {
+                    (StatusCode::OK, shard.to_string())
+                }
+            } else if !query.contains("watch=") {
+                let list = json!({"apiVersion": "v1", "kind": "SecretList",
+                    "metadata": {"resourceVersion": "20"}, "items": [main]});
+                (StatusCode::OK, list.to_string())
+            } else {
+                held.push(send);
+                continue;
+            };
+            let response = Response::builder()
+                .status(status)
+                .body(Body::from(body.into_bytes()))
+                .unwrap();
+            send.send_response(response);
+        }
+    });
+    let client = kube::Client::new(service, "sigil-system");
+    let judge = judge();
+    let watch = tokio::spawn(sigil_webhook::snapshot_source::secret_source(
+        judge.clone(),
+        kube::Api::namespaced(client, "sigil-system"),
+        "sigil-policy-snapshot".into(),
+    ));
+    let mut seen = None;
+    for _ in 0..100 {
+        seen = judge.revision();
+        if seen.is_some() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    watch.abort();
+    server.abort();
+    assert_eq!(
+        seen,
+        Some(7),
+        "revision 7 loaded once its shard was read again"
+    );
+}
+
 fn object(labels: &[(&str, &str)]) -> sigil_webhook::judge::ObjectInfo {
     let dynamic: kube::core::DynamicObject = serde_json::from_value(json!({
         "apiVersion": "v1", "kind": "Pod",

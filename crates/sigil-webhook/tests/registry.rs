@@ -618,7 +618,7 @@ async fn another_policy_reuses_the_signature_material_until_its_ttl() {
             c
         },
         id: "kube:other".into(),
-        note: None,
+        ..PullSecrets::default()
     };
     let v = judge
         .judge(&pinned(&host), &object, &other, deadline())

@@ -3,8 +3,11 @@
 //! answers are in flight (more of them than its per-host bound) while a
 //! load of reviews for a fast registry runs through the same webhook. Every
 //! fast review is answered — allowed — before the first slow one is; the
-//! slow ones are denied at the deadline, naming the registry. Latencies are
-//! printed, not asserted.
+//! slow ones are denied at the deadline, naming the registry. And one
+//! namespace whose ImagePolicy sends its signature lookups to a hanging host
+//! never holds the slots of the registry its images are on: another
+//! namespace's images there are admitted before any of its own is
+//! answered. Latencies are printed, not asserted.
 #![allow(
     clippy::unwrap_used,
     clippy::expect_used,
@@ -15,6 +18,7 @@
 mod common;
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use axum::Router;
@@ -32,6 +36,7 @@ use sigil_webhook::metrics::Metrics;
 use sigil_webhook::policy_judge::PolicyJudge;
 use sigil_webhook::secrets::NoPullSecrets;
 use sigil_webhook::server::{AppState, router};
+use sigil_webhook::slots::HostSlots;
 use tokio::net::TcpListener;
 
 const SAMPLES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../scripts/samples");
@@ -74,28 +79,40 @@ async fn fast_registry() -> String {
 
 /// Accepts connections and never answers.
 async fn hanging_registry() -> String {
+    hanging_registry_counting().await.0
+}
+
+/// A [`hanging_registry`] that counts the connections it accepted.
+async fn hanging_registry_counting() -> (String, Arc<AtomicUsize>) {
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap().to_string();
+    let accepted = Arc::new(AtomicUsize::new(0));
+    let count = accepted.clone();
     tokio::spawn(async move {
         let mut held = Vec::new();
         while let Ok((socket, _)) = listener.accept().await {
+            count.fetch_add(1, Ordering::SeqCst);
             held.push(socket);
         }
     });
-    addr
+    (addr, accepted)
 }
 
 fn review(uid: String, image: String) -> Vec<u8> {
+    review_in("shop", uid, image)
+}
+
+fn review_in(namespace: &str, uid: String, image: String) -> Vec<u8> {
     serde_json::to_vec(&json!({
         "kind": "AdmissionReview", "apiVersion": "admission.k8s.io/v1",
         "request": {
             "uid": uid,
             "kind": {"group": "", "version": "v1", "kind": "Pod"},
             "resource": {"group": "", "version": "v1", "resource": "pods"},
-            "name": "p", "namespace": "shop", "operation": "CREATE",
+            "name": "p", "namespace": namespace, "operation": "CREATE",
             "userInfo": {"username": "ci"},
             "object": {"apiVersion": "v1", "kind": "Pod",
-                       "metadata": {"name": "p", "namespace": "shop"},
+                       "metadata": {"name": "p", "namespace": namespace},
                        "spec": {"containers": [{"name": "c", "image": image}]}},
         },
     }))
@@ -159,6 +176,7 @@ async fn a_hanging_registry_does_not_delay_admissions_for_other_registries_under
                 total_deadline: Duration::from_secs(10),
                 ..Limits::default()
             },
+            slots: Some(Arc::new(HostSlots::new(CONCURRENCY))),
             ..ClientConfig::default()
         },
         TrustedRoot::public_good().unwrap(),
@@ -251,5 +269,136 @@ async fn a_hanging_registry_does_not_delay_admissions_for_other_registries_under
          {first_slow:?} and {last_slow:?}",
         summary(&alone, alone_total),
         summary(&fast_results, fast_total),
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_namespaces_hanging_signature_source_never_holds_the_slots_of_anothers_registry() {
+    let fast = fast_registry().await;
+    let (slow, accepted) = hanging_registry_counting().await;
+    let judge = PolicyJudge::new(
+        ClientConfig {
+            allow_insecure_all: true,
+            addresses: AddressPolicy::without_loopback().allow(parse_net("127.0.0.0/8").unwrap()),
+            limits: Limits {
+                request_timeout: Duration::from_secs(5),
+                total_deadline: Duration::from_secs(5),
+                ..Limits::default()
+            },
+            slots: Some(Arc::new(HostSlots::new(CONCURRENCY))),
+            ..ClientConfig::default()
+        },
+        TrustedRoot::public_good().unwrap(),
+        "public-good",
+        NoMatchPolicy::Deny,
+    )
+    .unwrap();
+    let key = String::from_utf8(sample("cosign.pub")).unwrap();
+    let authority = |source: Option<String>| {
+        let mut a = json!({"name": "release", "key": {"data": key}, "ctlog": {}});
+        if let Some(oci) = source {
+            a["source"] = json!([{"oci": oci}]);
+        }
+        a
+    };
+    // The cluster requires the signature beside each image; namespace
+    // `noisy` requires one from a repository on a host that never answers.
+    judge
+        .apply_bytes(
+            &serde_json::to_vec(&json!({
+                "apiVersion": "policy.sigil.dev/snapshot/v3", "revision": 1,
+                "generatedAt": "2026-01-01T00:00:00Z", "trustRoots": [],
+                "policies": [
+                    {"name": "all", "uid": "u1", "generation": 1, "resourceVersion": "1",
+                     "spec": {"images": [{"glob": "**"}], "authorities": [authority(None)]}},
+                    {"name": "hanging-source", "namespace": "noisy", "uid": "u2",
+                     "generation": 1, "resourceVersion": "1",
+                     "spec": {"images": [{"glob": format!("{fast}/**")}],
+                              "authorities": [authority(Some(format!("{slow}/sigs")))]}},
+                ],
+            }))
+            .unwrap(),
+        )
+        .unwrap();
+    let admission = Admission::new(
+        Arc::new(judge),
+        NoPullSecrets,
+        AdmissionConfig {
+            timeout: Duration::from_secs(6),
+            ..config()
+        },
+        Arc::new(Metrics::new()),
+    );
+    let router = router(AppState::new(admission));
+    let start = Instant::now();
+
+    // Three times the per-host bound of distinct images on the fast
+    // registry, judged in `noisy`: each one waits on the hanging host.
+    let noisy: Vec<_> = (0..3 * CONCURRENCY)
+        .map(|i| {
+            let router = router.clone();
+            let body = review_in(
+                "noisy",
+                format!("noisy-{i}"),
+                format!("{fast}/noisy/app{i}@{IMAGE}"),
+            );
+            tokio::spawn(async move {
+                let (_, answer) = post(&router, "/validate", body).await;
+                (answer, start.elapsed())
+            })
+        })
+        .collect();
+    // Until they hold every slot the hanging host has (bounded wait).
+    for _ in 0..200 {
+        if accepted.load(Ordering::SeqCst) >= CONCURRENCY {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    assert!(accepted.load(Ordering::SeqCst) >= CONCURRENCY);
+
+    // Another namespace's images on the fast registry, all at once.
+    let quiet: Vec<_> = (0..CONCURRENCY)
+        .map(|i| {
+            let router = router.clone();
+            let body = review_in(
+                "quiet",
+                format!("quiet-{i}"),
+                format!("{fast}/quiet/app{i}@{IMAGE}"),
+            );
+            tokio::spawn(async move {
+                let (_, answer) = post(&router, "/validate", body).await;
+                (answer, start.elapsed())
+            })
+        })
+        .collect();
+    let mut quiet_results = Vec::new();
+    for t in quiet {
+        quiet_results.push(t.await.unwrap());
+    }
+    let mut noisy_results = Vec::new();
+    for t in noisy {
+        noisy_results.push(t.await.unwrap());
+    }
+
+    for (answer, _) in &quiet_results {
+        assert_eq!(response(answer)["allowed"], true, "{answer}");
+    }
+    let last_quiet = quiet_results.iter().map(|(_, at)| *at).max().unwrap();
+    let first_noisy = noisy_results.iter().map(|(_, at)| *at).min().unwrap();
+    assert!(
+        last_quiet < first_noisy,
+        "namespace quiet was answered ({last_quiet:?}) before any review of namespace noisy \
+         ({first_noisy:?}), which waited on the hanging host"
+    );
+    for (answer, _) in &noisy_results {
+        let resp = response(answer);
+        assert_eq!(resp["allowed"], false, "{resp}");
+        assert!(message(resp).contains("deadline"), "{}", message(resp));
+    }
+    println!(
+        "{CONCURRENCY} reviews in namespace quiet all admitted by {last_quiet:?}; the \
+         {} of namespace noisy denied at the deadline from {first_noisy:?}",
+        noisy_results.len()
     );
 }

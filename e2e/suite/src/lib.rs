@@ -227,6 +227,11 @@ impl Cluster {
         })
     }
 
+    /// The client, for what the helpers here do not cover (watches).
+    pub fn client(&self) -> kube::Client {
+        self.client.clone()
+    }
+
     /// One request; `body` is sent as JSON with `content_type`.
     pub async fn raw(
         &self,

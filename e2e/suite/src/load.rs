@@ -68,7 +68,8 @@ pub struct Tally {
 }
 
 impl Tally {
-    fn add(&mut self, other: Tally) {
+    /// Adds `other`'s counts to these.
+    pub fn add(&mut self, other: Tally) {
         self.admissions += other.admissions;
         self.failed += other.failed;
         self.wrong += other.wrong;

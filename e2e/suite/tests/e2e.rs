@@ -194,6 +194,19 @@ impl Scenario {
         .unwrap()
     }
 
+    /// Waits (bounded) until the controller has judged ImagePolicy
+    /// `namespace/name`; returns its Ready condition as (status, reason,
+    /// message).
+    async fn image_policy_ready(&self, namespace: &str, name: &str) -> (String, String, String) {
+        self.ready_when(
+            &image_policy_path(namespace, name),
+            &format!("ImagePolicy {namespace}/{name} to be judged"),
+            SETTLE,
+            |_| true,
+        )
+        .await
+    }
+
     /// The attestation fixtures under a policy that requires main-branch
     /// provenance and a scan without critical or high findings: good
     /// provenance is admitted (once the policy is enforced), provenance from
@@ -2419,6 +2432,117 @@ fn image_policy(namespace: &str, name: &str, glob: &str, authorities: Value) -> 
 
 #[tokio::test]
 #[ignore = "needs a cluster with sigil: e2e/run-local.sh or e2e/kind.sh"]
+async fn a_hostile_tenants_image_policies_cannot_hurt_another_namespaces_admission() {
+    // The victim is the scenario's namespace; the attacker may write
+    // ImagePolicies in its own namespace only, as RBAC would let a tenant.
+    let s = Scenario::start("hostile-tenant").await;
+    let attacker = "e2e-hostile-tenant-attacker";
+    s.cluster.namespace(attacker, true).await.unwrap();
+    // The cluster requires KEY1 on the test registry, for everyone.
+    s.apply(&s.key1_policy("e2e-hostile-tenant-cluster", "OLAREG"))
+        .await;
+    let signed = s.image("OLAREG_NEW");
+    s.expect_eventually(&[&signed], Want::Allowed).await;
+
+    // A KMS key the controller would fetch with the cluster's credentials,
+    // and a registry inside the cluster: both refused on their status.
+    let refused = [
+        (
+            image_policy(
+                attacker,
+                "steal-kms",
+                &s.glob("OLAREG"),
+                json!([{"name": "k", "key": {"kms": "azurekms://attacker.example/keys/k"}}]),
+            ),
+            "Invalid",
+            "key.kms",
+        ),
+        (
+            image_policy(
+                attacker,
+                "reach-internal",
+                "kubernetes.default.svc/**",
+                json!([{"name": "open", "static": {"action": "pass"}}]),
+            ),
+            "RegistryNotAllowed",
+            "kubernetes.default.svc",
+        ),
+    ];
+    for (doc, want_reason, named) in &refused {
+        s.cluster.apply_image_policy(doc).await.unwrap();
+        let name = doc["metadata"]["name"].as_str().unwrap_or_default();
+        let (status, reason, message) = s.image_policy_ready(attacker, name).await;
+        assert_eq!(
+            (status.as_str(), reason.as_str()),
+            ("False", *want_reason),
+            "{message}"
+        );
+        assert!(message.contains(named), "{message}");
+        println!("ImagePolicy {attacker}/{name}: Ready {status} {reason}: {message}");
+    }
+
+    // An accepted policy that denies every test image: enforced in the
+    // attacker's namespace, and nowhere else.
+    let deny_all = image_policy(
+        attacker,
+        "deny-all",
+        &s.glob("OLAREG"),
+        json!([{"name": "closed", "static": {"action": "fail"}}]),
+    );
+    s.cluster.apply_image_policy(&deny_all).await.unwrap();
+    let (status, reason, message) = s.image_policy_ready(attacker, "deny-all").await;
+    assert_eq!(
+        (status.as_str(), reason.as_str()),
+        ("True", "Accepted"),
+        "{message}"
+    );
+    let own = format!("policy {attacker}/deny-all failed");
+    wait_for(
+        &format!("deny-all to be enforced in {attacker}"),
+        SETTLE,
+        async || {
+            let reply = s.cluster.try_pod(attacker, &[&signed]).await?;
+            Ok(if !reply.ok() && reply.message().contains(&own) {
+                Ok(())
+            } else {
+                Err(reply.describe())
+            })
+        },
+    )
+    .await
+    .unwrap();
+    s.cluster.webhook_replicas_agree(SETTLE).await.unwrap();
+    println!("denied in {attacker}: {signed}");
+
+    // The victim: its signed image admitted, its unsigned one denied by the
+    // cluster's policy alone, no word of the attacker's policies.
+    let admitted = s.expect(&[&signed], Want::Allowed).await;
+    assert!(
+        admitted.warnings.iter().all(|w| !w.contains(attacker)),
+        "{:?}",
+        admitted.warnings
+    );
+    let unsigned = s.image("OLAREG_UNSIGNED");
+    let denied = s
+        .expect(&[&unsigned], Want::Denied(&["e2e-hostile-tenant-cluster"]))
+        .await;
+    assert!(!denied.message().contains(attacker), "{}", denied.message());
+    println!(
+        "allowed in {}: {signed}; denied there: {}",
+        s.ns,
+        denied.message()
+    );
+
+    for name in ["steal-kms", "reach-internal", "deny-all"] {
+        s.cluster
+            .delete(&image_policy_path(attacker, name))
+            .await
+            .unwrap();
+    }
+}
+
+#[tokio::test]
+#[ignore = "needs a cluster with sigil: e2e/run-local.sh or e2e/kind.sh"]
 async fn a_namespaces_image_policy_adds_requirements_there_and_nowhere_else() {
     // The chart binds the controller's read of Secrets and ConfigMaps in
     // e2e-image-policy (imagePolicies.referenceNamespaces in e2e/lib.sh,
@@ -2456,15 +2580,7 @@ async fn a_namespaces_image_policy_adds_requirements_there_and_nowhere_else() {
         json!([{"name": "team-key", "key": {"secretRef": {"name": "team-key"}}, "ctlog": {}}]),
     );
     s.cluster.apply_image_policy(&signed_by_team).await.unwrap();
-    let path = image_policy_path(&s.ns, "team-signed");
-    let (status, reason, message) = s
-        .ready_when(
-            &path,
-            "ImagePolicy team-signed to be judged",
-            SETTLE,
-            |_| true,
-        )
-        .await;
+    let (status, reason, message) = s.image_policy_ready(&s.ns, "team-signed").await;
     assert_eq!(
         (status.as_str(), reason.as_str()),
         ("True", "Accepted"),
@@ -2525,14 +2641,7 @@ async fn a_namespaces_image_policy_adds_requirements_there_and_nowhere_else() {
         json!([{"key": {"secretRef": {"name": "team-key", "namespace": s.ns}}, "ctlog": {}}]),
     );
     s.cluster.apply_image_policy(&borrowing).await.unwrap();
-    let (status, reason, message) = s
-        .ready_when(
-            &image_policy_path(other, "borrow"),
-            "ImagePolicy borrow to be judged",
-            SETTLE,
-            |_| true,
-        )
-        .await;
+    let (status, reason, message) = s.image_policy_ready(other, "borrow").await;
     assert_eq!(
         (status.as_str(), reason.as_str()),
         ("False", "Invalid"),

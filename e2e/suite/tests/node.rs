@@ -437,6 +437,95 @@ async fn an_unsigned_workload_never_gets_a_pod() {
     );
 }
 
+// ---- policy code that would take admission down ----------------------------------
+
+/// The threat model's Rego bomb (docs/threat-model.md, D5): a
+/// ClusterImagePolicy whose Rego asks for two billion
+/// numbers at once. Before the Rego sandbox, evaluating it aborted the
+/// webhook process ("memory allocation of 48000000024 bytes failed"), and
+/// every replica crash-looped with `failurePolicy: Fail`. Now the pod it
+/// selects is denied naming the bound, no webhook container restarts, and
+/// admission goes on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+#[ignore = "needs sigil installed on a node: e2e/run-node.sh"]
+async fn a_rego_bomb_policy_denies_naming_its_bound_and_no_webhook_restarts() {
+    const BOUND: &str = "the Rego evaluation exceeded its memory limit of 128 MiB";
+    let n = Node::start("rego-bomb").await;
+    let before = n.ready(WEBHOOK, 2, &[]).await;
+    let olareg = n.fx.get("OLAREG").unwrap();
+    let image = format!("{olareg}/bomb/app@sha256:{}", "b".repeat(64));
+    let mut bomb = policy(
+        "e2e-rego-bomb",
+        &format!("{olareg}/bomb/**"),
+        json!([{"name": "anyone", "static": {"action": "pass"}}]),
+    );
+    bomb["spec"]["policy"] = json!({
+        "type": "rego",
+        "data": "package sigstore\nisCompliant if count(numbers.range(0, 2000000000)) > 0\n",
+    });
+    n.cluster.apply_policy(&bomb).await.unwrap();
+
+    // Both webhook pods enforce it (the Service spreads the dry runs over
+    // them): six denials in a row that name the bound.
+    wait_for(
+        "the bomb to be denied naming its bound six times in a row",
+        SETTLE,
+        async || {
+            for seen in 0..6 {
+                let r = n.cluster.try_pod(&n.ns, &[&image]).await?;
+                if r.status != 403 || !r.message().contains(BOUND) {
+                    return Ok(Err(format!("after {seen} in a row: {}", r.describe())));
+                }
+            }
+            Ok(Ok(()))
+        },
+    )
+    .await
+    .unwrap();
+    // A real create, as a tenant would try it.
+    let reply = n
+        .cluster
+        .create(
+            &n.pods_path(),
+            &sigil_e2e::pod("rego-bomb", &[&image]),
+            false,
+        )
+        .await
+        .unwrap();
+    assert_eq!(reply.status, 403, "{}", reply.describe());
+    let denial = reply.message().to_owned();
+    assert!(denial.contains(BOUND), "{denial}");
+    assert!(denial.contains("policy e2e-rego-bomb failed"), "{denial}");
+    for line in denial.lines() {
+        println!("rego bomb: denial: {line}");
+    }
+
+    // The same webhook pods, none restarted.
+    let after = n.ready(WEBHOOK, 2, &[]).await;
+    let pods = |c: &[ContainerRef]| {
+        let mut p: Vec<(String, i64)> = c.iter().map(|c| (c.pod.clone(), c.restarts)).collect();
+        p.sort();
+        p
+    };
+    println!(
+        "rego bomb: webhook pods and restart counts: {:?}",
+        pods(&after)
+    );
+    assert_eq!(
+        pods(&after).iter().map(|p| &p.0).collect::<Vec<_>>(),
+        pods(&before).iter().map(|p| &p.0).collect::<Vec<_>>(),
+        "the webhook pods changed"
+    );
+    assert!(after.iter().all(|c| c.restarts == 0), "{:?}", pods(&after));
+
+    // Admission still works: the signed image is admitted, the unsigned one
+    // denied.
+    n.eventually(&n.fx.get("OLAREG_NEW").unwrap(), true).await;
+    n.eventually(&n.fx.get("OLAREG_UNSIGNED").unwrap(), false)
+        .await;
+    println!("rego bomb: afterwards a signed image is admitted and an unsigned one denied");
+}
+
 // ---- the README and `sigil doctor`, as a new user meets them -----------------------
 
 /// The fenced blocks of README.md's "Quick start" section, as (info string,
@@ -1120,6 +1209,369 @@ async fn the_serving_certificate_rotates_under_load_without_restarting_the_webho
          served by both webhook pods (same pods, no restart) after {served_after:.1?}"
     );
     n.finish(load, "serving certificate rotation").await;
+}
+
+// ---- a rolling update of the controller while policies change ------------------------
+
+/// Policies the rolling-update scenario writes, and how many times each.
+const ROLL_POLICIES: usize = 30;
+const ROLL_GENERATIONS: usize = 10;
+
+/// One version of the snapshot Secret: the API server's resourceVersion of
+/// the write, the revision, and the scenario's policies it holds with their
+/// generations.
+#[derive(Debug, Clone)]
+struct SnapshotVersion {
+    rv: u64,
+    revision: u64,
+    policies: std::collections::BTreeMap<String, i64>,
+}
+
+/// A scenario policy seen Ready at `generation` by the status write at `rv`.
+#[derive(Debug, Clone)]
+struct ReadyAt {
+    name: String,
+    generation: i64,
+    rv: u64,
+}
+
+fn roll_policy(n: &Node, i: usize, generation: usize) -> serde_json::Value {
+    policy(
+        &format!("node-roll-{i:02}"),
+        &format!("{}/roll-{i:02}/**", n.raw("NODE_REGISTRY")),
+        json!([{"name": "marker", "static": {"action": "pass",
+            "message": format!("write {generation}")}}]),
+    )
+}
+
+/// Decodes the snapshot a version of the main Secret holds (one chunk: the
+/// scenario's snapshot is small), keeping the scenario's policies.
+fn snapshot_version(secret: &serde_json::Value) -> Option<SnapshotVersion> {
+    use std::io::Read as _;
+    let rv = secret["metadata"]["resourceVersion"]
+        .as_str()?
+        .parse()
+        .ok()?;
+    let data = &secret["data"];
+    let json: serde_json::Value = match data["snapshot.json.gz"].as_str() {
+        Some(chunk) => {
+            let manifest: serde_json::Value =
+                serde_json::from_slice(&base64_decode(data["manifest.json"].as_str()?)).ok()?;
+            assert_eq!(
+                manifest["chunks"].as_array().map(Vec::len),
+                Some(1),
+                "the scenario's snapshot fits one Secret"
+            );
+            let mut text = Vec::new();
+            flate2::read::GzDecoder::new(base64_decode(chunk).as_slice())
+                .read_to_end(&mut text)
+                .ok()?;
+            serde_json::from_slice(&text).ok()?
+        }
+        None => serde_json::from_slice(&base64_decode(data["snapshot.json"].as_str()?)).ok()?,
+    };
+    let policies = json["policies"]
+        .as_array()?
+        .iter()
+        .filter_map(|p| {
+            let name = p["name"].as_str()?;
+            name.starts_with("node-roll-")
+                .then(|| (name.to_owned(), p["generation"].as_i64().unwrap_or(0)))
+        })
+        .collect();
+    Some(SnapshotVersion {
+        rv,
+        revision: json["revision"].as_u64()?,
+        policies,
+    })
+}
+
+/// Records, until `stop`, every version of the snapshot Secret and every
+/// Ready status of the scenario's policies, through watches from `from`
+/// (a resourceVersion): one etcd orders all of them by resourceVersion.
+async fn record_versions_and_readiness(
+    cluster: Cluster,
+    from: String,
+    stop: tokio::sync::watch::Receiver<bool>,
+) -> (Vec<SnapshotVersion>, Vec<ReadyAt>) {
+    use futures_util::StreamExt as _;
+    use k8s_openapi::api::core::v1::Secret;
+    use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, WatchEvent, WatchParams};
+    let secrets: Api<Secret> = Api::namespaced(cluster.client(), &cluster.sigil_namespace);
+    let resource = ApiResource::from_gvk(&GroupVersionKind::gvk(
+        "policy.sigil.dev",
+        "v1alpha1",
+        "ClusterImagePolicy",
+    ));
+    let cips: Api<DynamicObject> = Api::all_with(cluster.client(), &resource);
+    let mut versions = Vec::new();
+    let mut ready = Vec::new();
+    let (mut secret_rv, mut cip_rv) = (from.clone(), from);
+    let mut stopped = stop.clone();
+    while !*stop.borrow() {
+        let params = WatchParams::default()
+            .fields("metadata.name=sigil-policy-snapshot")
+            .timeout(60);
+        let mut secret_events = secrets.watch(&params, &secret_rv).await.unwrap().boxed();
+        let params = WatchParams::default().timeout(60);
+        let mut cip_events = cips.watch(&params, &cip_rv).await.unwrap().boxed();
+        loop {
+            tokio::select! {
+                _ = stopped.changed() => break,
+                event = secret_events.next() => match event {
+                    Some(Ok(WatchEvent::Added(s) | WatchEvent::Modified(s))) => {
+                        let value = serde_json::to_value(&s).unwrap();
+                        secret_rv = s.metadata.resource_version.clone().unwrap_or_default();
+                        versions.extend(snapshot_version(&value));
+                    }
+                    Some(Ok(WatchEvent::Bookmark(b))) => secret_rv = b.metadata.resource_version,
+                    Some(Ok(_)) => {}
+                    Some(Err(e)) => panic!("snapshot Secret watch: {e}"),
+                    None => break,
+                },
+                event = cip_events.next() => match event {
+                    Some(Ok(WatchEvent::Added(p) | WatchEvent::Modified(p))) => {
+                        let value = serde_json::to_value(&p).unwrap();
+                        cip_rv = p.metadata.resource_version.clone().unwrap_or_default();
+                        let name = p.metadata.name.clone().unwrap_or_default();
+                        let observed = value["status"]["observedGeneration"].as_i64();
+                        let is_ready = value["status"]["conditions"]
+                            .as_array()
+                            .into_iter()
+                            .flatten()
+                            .any(|c| c["type"] == "Ready" && c["status"] == "True");
+                        if let (true, true, Some(generation)) =
+                            (name.starts_with("node-roll-"), is_ready, observed)
+                        {
+                            let rv = cip_rv.parse().unwrap();
+                            ready.push(ReadyAt { name, generation, rv });
+                        }
+                    }
+                    Some(Ok(WatchEvent::Bookmark(b))) => cip_rv = b.metadata.resource_version,
+                    Some(Ok(_)) => {}
+                    Some(Err(e)) => panic!("ClusterImagePolicy watch: {e}"),
+                    None => break,
+                },
+            }
+        }
+    }
+    (versions, ready)
+}
+
+/// The revisions the webhook pods loaded, from their `policy snapshot in
+/// force` log lines, by pod.
+async fn loaded_revisions(n: &Node) -> Vec<(String, u64)> {
+    let mut loads = Vec::new();
+    for c in n.sigil(WEBHOOK).await {
+        let log = n
+            .cluster
+            .get_text(&format!(
+                "/api/v1/namespaces/{}/pods/{}/log?container={}",
+                n.cluster.sigil_namespace, c.pod, c.name
+            ))
+            .await
+            .unwrap();
+        for line in log
+            .lines()
+            .filter(|l| l.contains("policy snapshot in force"))
+        {
+            let entry: serde_json::Value = serde_json::from_str(line).unwrap_or_default();
+            if let Some(revision) = entry["revision"].as_u64() {
+                loads.push((c.pod.clone(), revision));
+            }
+        }
+    }
+    loads
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+#[ignore = "needs sigil installed on a node: e2e/run-node.sh"]
+async fn a_rolling_update_of_the_controller_while_policies_change_never_loads_a_revision_lacking_a_ready_policy()
+ {
+    let n = Node::start("rolling").await;
+    let before = n.ready(CONTROLLER, 2, &[]).await;
+    let old_pods: Vec<String> = before.iter().map(|c| c.pod.clone()).collect();
+    let ns = n.cluster.sigil_namespace.clone();
+    // Versions and readiness from now on.
+    let now = n
+        .cluster
+        .get(&format!(
+            "/api/v1/namespaces/{ns}/secrets/sigil-policy-snapshot"
+        ))
+        .await
+        .unwrap()
+        .expect_ok("reading the snapshot Secret")
+        .unwrap();
+    let from = now.body["metadata"]["resourceVersion"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let first_revision = snapshot_version(&now.body).unwrap().revision;
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    let recorder = tokio::spawn(record_versions_and_readiness(
+        n.cluster.clone(),
+        from,
+        stop_rx,
+    ));
+    let load = n.start_load().await;
+
+    // Policies change while the controller rolls: created, then each
+    // changed again and again.
+    let writer = {
+        let cluster = n.cluster.clone();
+        let docs: Vec<Vec<serde_json::Value>> = (1..=ROLL_GENERATIONS)
+            .map(|g| (0..ROLL_POLICIES).map(|i| roll_policy(&n, i, g)).collect())
+            .collect();
+        tokio::spawn(async move {
+            let mut writes = 0usize;
+            for round in docs {
+                for doc in round {
+                    cluster.apply_policy(&doc).await.unwrap();
+                    writes += 1;
+                    tokio::time::sleep(Duration::from_millis(40)).await;
+                }
+            }
+            writes
+        })
+    };
+    let start = Instant::now();
+    let restarted = json!({"spec": {"template": {"metadata": {"annotations": {
+        "e2e.sigil.dev/restarted-at": format!("{:?}", std::time::SystemTime::now())}}}}});
+    n.cluster
+        .raw(
+            http::Method::PATCH,
+            &format!("/apis/apps/v1/namespaces/{ns}/deployments/sigil-controller"),
+            "application/merge-patch+json",
+            Some(&restarted),
+        )
+        .await
+        .unwrap()
+        .expect_ok("restarting the controller's Deployment")
+        .unwrap();
+    n.ready(CONTROLLER, 2, &old_pods).await;
+    let rolled = start.elapsed();
+    let writes = writer.await.unwrap();
+
+    // Every policy Ready at its last generation, in a revision both
+    // webhook pods loaded.
+    let last = ROLL_GENERATIONS as i64;
+    wait_for(
+        "every scenario policy Ready at its last generation",
+        Duration::from_secs(120),
+        async || {
+            let mut behind = Vec::new();
+            for i in 0..ROLL_POLICIES {
+                let name = format!("node-roll-{i:02}");
+                let reply = n
+                    .cluster
+                    .get(&format!(
+                        "/apis/policy.sigil.dev/v1alpha1/clusterimagepolicies/{name}"
+                    ))
+                    .await?;
+                let generation = reply.body["metadata"]["generation"].as_i64();
+                match n.cluster.policy_ready(&name).await? {
+                    Some((status, _, _)) if status == "True" && generation == Some(last) => {}
+                    other => behind.push(format!("{name}: {other:?}")),
+                }
+            }
+            Ok(if behind.is_empty() {
+                Ok(())
+            } else {
+                Err(behind.join("; "))
+            })
+        },
+    )
+    .await
+    .unwrap();
+    let final_revision = wait_for(
+        "both webhook pods to load a revision holding every policy's last generation",
+        Duration::from_secs(60),
+        async || {
+            let reply = n
+                .cluster
+                .get(&format!(
+                    "/api/v1/namespaces/{ns}/secrets/sigil-policy-snapshot"
+                ))
+                .await?;
+            let stored = snapshot_version(&reply.body).unwrap();
+            let complete = stored.policies.len() == ROLL_POLICIES
+                && stored.policies.values().all(|g| *g == last);
+            let loads = loaded_revisions(&n).await;
+            let pods: std::collections::BTreeSet<&str> = loads
+                .iter()
+                .filter(|(_, r)| *r >= stored.revision)
+                .map(|(p, _)| p.as_str())
+                .collect();
+            Ok(if complete && pods.len() == 2 {
+                Ok(stored.revision)
+            } else {
+                Err(format!(
+                    "revision {} complete {complete}, loaded by {pods:?}",
+                    stored.revision
+                ))
+            })
+        },
+    )
+    .await
+    .unwrap();
+    let tally = n.finish(load, "controller rolling update").await;
+    stop_tx.send(true).unwrap();
+    let (versions, ready) = recorder.await.unwrap();
+
+    // Each load: the version of the Secret it read must hold every policy
+    // at (at least) the generation that was Ready before that version was
+    // written.
+    let loads: Vec<(String, u64)> = loaded_revisions(&n)
+        .await
+        .into_iter()
+        .filter(|(_, r)| *r > first_revision && *r <= final_revision)
+        .collect();
+    let mut unchecked = Vec::new();
+    let mut lacking = Vec::new();
+    for (pod, revision) in &loads {
+        let Some(version) = versions.iter().rev().find(|v| v.revision == *revision) else {
+            unchecked.push(format!(
+                "{pod} loaded revision {revision}, never seen stored"
+            ));
+            continue;
+        };
+        for r in ready.iter().filter(|r| r.rv < version.rv) {
+            if version
+                .policies
+                .get(&r.name)
+                .is_none_or(|g| *g < r.generation)
+            {
+                lacking.push(format!(
+                    "{pod} loaded revision {revision} (resourceVersion {}) holding {} at {:?}, \
+                     Ready at generation {} since resourceVersion {}",
+                    version.rv,
+                    r.name,
+                    version.policies.get(&r.name),
+                    r.generation,
+                    r.rv
+                ));
+            }
+        }
+    }
+    let revisions: std::collections::BTreeSet<u64> = versions.iter().map(|v| v.revision).collect();
+    println!(
+        "controller rolling update: {} admissions, {} failed, {} wrong verdicts; {writes} policy \
+         writes, {} snapshot revisions stored, {} webhook loads checked against the API server \
+         ({} unchecked), {} lacked a Ready policy; rollout {rolled:.1?}",
+        tally.admissions,
+        tally.failed,
+        tally.wrong,
+        revisions.len(),
+        loads.len() - unchecked.len(),
+        unchecked.len(),
+        lacking.len()
+    );
+    assert!(lacking.is_empty(), "{lacking:#?}");
+    assert!(unchecked.is_empty(), "{unchecked:#?}");
+    assert!(
+        loads.len() >= 2,
+        "the webhook pods loaded the scenario's revisions: {loads:?}"
+    );
 }
 
 // ---- memory --------------------------------------------------------------------------

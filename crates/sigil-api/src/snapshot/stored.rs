@@ -337,7 +337,8 @@ impl Manifest {
 /// Reads the snapshot stored under main Secret `main`, whose data `get`
 /// gives; `fetch(name)` reads shard Secret `name`'s [`CHUNK_KEY`] (`Ok(None)`
 /// when the Secret or key is missing, `Err` with the reason when it could
-/// not be read). Every reader goes through here.
+/// not be read, which fails the load with the transient
+/// [`SnapshotError::Unreadable`]). Every reader goes through here.
 pub async fn load<'a, F, Fut>(
     main: &str,
     get: impl Fn(&str) -> Option<&'a [u8]>,
@@ -355,9 +356,9 @@ where
                 let piece =
                     fetch(name.to_owned())
                         .await
-                        .map_err(|reason| SnapshotError::Chunk {
+                        .map_err(|reason| SnapshotError::Unreadable {
                             secret: name.to_owned(),
-                            problem: format!("unreadable: {reason}"),
+                            reason,
                         })?;
                 shards.push(piece);
             }

@@ -503,6 +503,113 @@ fn webhook_call_failure(message: &str, endpoints_down: bool) -> (&'static str, &
     }
 }
 
+/// What a webhook pod says about one registry host's credentials
+/// (`/registry-credentials` of its admin port).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct CredentialAnswer {
+    /// The provider serving the host, if any.
+    pub provider: Option<String>,
+    /// Where the provider's identity comes from.
+    pub source: String,
+    /// Whether a token could be had.
+    pub ok: bool,
+    /// The token's remaining life, when there is one.
+    #[serde(default)]
+    pub seconds_left: Option<u64>,
+    /// Why not, with the provider's fix.
+    #[serde(default)]
+    pub error: Option<String>,
+}
+
+/// One registry host and the answer about it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct CredentialFacts {
+    /// The registry host a policy names.
+    pub host: String,
+    /// The webhook pod's answer, or why there is none.
+    pub answer: Result<CredentialAnswer, String>,
+}
+
+/// Which cloud provider serves each registry host the policies name and
+/// whether it can get a token now, as the webhook pod `asked` says: a
+/// provider that cannot is a failure (its images are denied), a host no
+/// provider serves is read with pull secrets or anonymously.
+pub(crate) fn registry_credentials(asked: Option<&str>, facts: &[CredentialFacts]) -> Finding {
+    const CHECK: &str = "registry-credentials";
+    let Some(asked) = asked else {
+        return Finding::new(
+            CHECK,
+            Status::Skip,
+            "no running webhook pod in the cluster to ask which cloud credentials it has",
+        );
+    };
+    if facts.is_empty() {
+        return Finding::new(
+            CHECK,
+            Status::Ok,
+            "the policies name no registry host without a pattern",
+        );
+    }
+    let mut details = Vec::new();
+    let mut failed = Vec::new();
+    let mut served = 0;
+    for f in facts {
+        let line = match &f.answer {
+            Err(why) => {
+                failed.push(f.host.clone());
+                format!("{}: cannot ask {asked}: {why}", f.host)
+            }
+            Ok(a) => match (&a.provider, a.ok) {
+                (None, _) => format!(
+                    "{}: no cloud provider serves it (pull secrets, or anonymous)",
+                    f.host
+                ),
+                (Some(p), true) => {
+                    served += 1;
+                    let left = a
+                        .seconds_left
+                        .map(|s| format!(" ({} left)", human(Duration::from_secs(s))))
+                        .unwrap_or_default();
+                    format!("{}: {p} via {}: a token can be had{left}", f.host, a.source)
+                }
+                (Some(p), false) => {
+                    served += 1;
+                    failed.push(f.host.clone());
+                    format!(
+                        "{}: {p} via {}: no token: {}",
+                        f.host,
+                        a.source,
+                        a.error.as_deref().unwrap_or("no reason given")
+                    )
+                }
+            },
+        };
+        details.push(line);
+    }
+    let finding = if failed.is_empty() {
+        Finding::new(
+            CHECK,
+            Status::Ok,
+            format!(
+                "{} registry host(s) named by policies, {served} served by a cloud provider with a token at hand (asked {asked})",
+                facts.len()
+            ),
+        )
+    } else {
+        Finding::new(
+            CHECK,
+            Status::Fail,
+            format!(
+                "no registry credentials for {}: images there are denied",
+                listed(&failed.iter().map(String::as_str).collect::<Vec<_>>())
+            ),
+        )
+        .fix("follow the fix in the line of each host (docs/registries.md has a recipe per cloud)")
+    };
+    finding.details(details)
+}
+
 /// The policy snapshot Secret's content.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct SnapshotFacts {

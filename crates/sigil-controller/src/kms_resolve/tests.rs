@@ -56,9 +56,14 @@ async fn vault() -> (String, Vault) {
 }
 
 fn kms_context(client: kube::Client) -> Arc<Context> {
+    kms_context_with(client, &[])
+}
+
+fn kms_context_with(client: kube::Client, deny_address: &[&str]) -> Arc<Context> {
     let args = crate::Args {
         namespace: NS.into(),
         kms_credentials_secret: vec![(Provider::Vault, "vault-creds".into())],
+        deny_address: deny_address.iter().map(|a| (*a).to_owned()).collect(),
         ..crate::Args::default()
     };
     let (tx, _rx) = tokio::sync::mpsc::unbounded_channel();
@@ -321,5 +326,101 @@ async fn real_openbao_and_aws_kms_keys_are_published_as_the_public_keys_cosign_w
         let published = published_key(&api).data.unwrap();
         let cosign = std::fs::read_to_string(&f[pubkey]).unwrap();
         assert_eq!(pem_text(&published), pem_text(&cosign), "{uri}");
+    }
+}
+
+#[tokio::test]
+async fn an_image_policys_kms_key_is_refused_and_the_kms_never_asked_with_sigils_credentials() {
+    let (addr, _vault) = vault().await;
+    let asked = Arc::new(Mutex::new(0usize));
+    // A host the tenant names: it counts what reaches it.
+    let seen = asked.clone();
+    let app = axum::Router::new().fallback(move || {
+        *seen.lock().unwrap() += 1;
+        async { (StatusCode::OK, "{}") }
+    });
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let tenant_host = listener.local_addr().unwrap().to_string();
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    let (client, api) = FakeApi::start();
+    let ctx = kms_context(client);
+    api.put(
+        &secret_path("vault-creds"),
+        secret(
+            "vault-creds",
+            &[("VAULT_ADDR", &addr), ("VAULT_TOKEN", "s.good")],
+        ),
+    );
+    let path = image_policy_path("team-a", "kms");
+    api.put(
+        &path,
+        image_policy(
+            "team-a",
+            "kms",
+            1,
+            json!({"images": [{"glob": "ghcr.io/acme/**"}],
+            "authorities": [
+                {"name": "vault", "key": {"kms": "hashivault://release"}},
+                {"name": "aws", "key": {"kms": format!("awskms://{tenant_host}/alias/x")}},
+            ]}),
+        ),
+    );
+
+    crate::policy::reconcile(object::<sigil_api::ImagePolicy>(&api, &path), ctx.clone())
+        .await
+        .unwrap();
+
+    let obj = api.get(&path).unwrap();
+    let cond = obj["status"]["conditions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["type"] == "Ready")
+        .unwrap()
+        .clone();
+    assert_eq!(
+        (&cond["status"], &cond["reason"]),
+        (&json!("False"), &json!("Invalid"))
+    );
+    let message = cond["message"].as_str().unwrap();
+    assert!(
+        message.contains("spec.authorities[0].key.kms: an ImagePolicy cannot name a KMS key")
+            && message.contains("spec.authorities[1].key.kms: "),
+        "{message}"
+    );
+    // Neither sigil's credentials Secret nor any KMS was touched.
+    assert!(
+        api.requests_to(http::Method::GET, &secret_path("vault-creds"))
+            .is_empty()
+    );
+    assert_eq!(*asked.lock().unwrap(), 0);
+    assert!(stored_snapshot(&api).is_none_or(|s| s.policies.is_empty()));
+}
+
+#[tokio::test]
+async fn a_kms_at_an_address_the_egress_policy_refuses_is_not_contacted_by_address_or_name() {
+    let (addr, _vault) = vault().await;
+    for vault_addr in [addr.clone(), addr.replace("127.0.0.1", "localhost")] {
+        let (client, api) = FakeApi::start();
+        let ctx = kms_context_with(client, &["127.0.0.0/8", "::1/128"]);
+        api.put(
+            &secret_path("vault-creds"),
+            secret(
+                "vault-creds",
+                &[("VAULT_ADDR", &vault_addr), ("VAULT_TOKEN", "s.good")],
+            ),
+        );
+        api.put(&cip_path("p"), kms_policy());
+
+        reconcile(&api, &ctx).await;
+
+        let cond = ready(&api);
+        assert_eq!(cond["reason"], "UnresolvedReference", "{cond}");
+        let message = cond["message"].as_str().unwrap();
+        assert!(
+            message.contains("spec.authorities[0].key.kms: hashivault: ")
+                && message.contains("in a range the operator denied"),
+            "{message}"
+        );
     }
 }

@@ -117,6 +117,41 @@ async fn a_missing_shard_fails_the_read_naming_it() {
 }
 
 #[tokio::test]
+async fn a_shard_that_cannot_be_read_fails_the_read_as_transient_and_a_missing_one_does_not() {
+    let encoded = encode(&snapshot(5, 5, 768), MAIN).unwrap();
+    let store = store(&encoded);
+    let main = &store[MAIN];
+    let err = load(
+        MAIN,
+        |key| main.get(key).map(Vec::as_slice),
+        |name| {
+            let chunk = store.get(&name).and_then(|d| d.get(CHUNK_KEY)).cloned();
+            async move {
+                if name.ends_with("-a2") {
+                    Err("503 Service Unavailable".to_owned())
+                } else {
+                    Ok(chunk)
+                }
+            }
+        },
+    )
+    .await
+    .unwrap_err();
+    assert_eq!(
+        err,
+        SnapshotError::Unreadable {
+            secret: format!("{MAIN}-a2"),
+            reason: "503 Service Unavailable".into(),
+        }
+    );
+    assert!(err.is_transient());
+
+    let mut missing = store.clone();
+    missing.remove(&format!("{MAIN}-a2"));
+    assert!(!read(&missing).await.unwrap_err().is_transient());
+}
+
+#[tokio::test]
 async fn a_shard_of_another_revision_fails_the_read() {
     // Revisions 5 and 7 both write set `a`: a reader holding 5's manifest
     // that finds 7's shards must not decode a mix.

@@ -668,3 +668,63 @@ fn a_served_object_sigil_does_not_enforce_fails_naming_it() {
     assert_eq!(f.status, Status::Warn, "{f:?}");
     assert!(f.fix.unwrap().contains("uninstall policy-controller"));
 }
+
+fn credential_answer(provider: Option<&str>, ok: bool, error: Option<&str>) -> CredentialAnswer {
+    CredentialAnswer {
+        provider: provider.map(str::to_owned),
+        source: "IRSA: role arn:aws:iam::123456789012:role/sigil".into(),
+        ok,
+        seconds_left: ok.then_some(43_000),
+        error: error.map(str::to_owned),
+    }
+}
+
+#[test]
+fn registry_credentials_fail_when_a_provider_serving_a_host_cannot_get_a_token() {
+    let ok = CredentialFacts {
+        host: "123456789012.dkr.ecr.us-east-1.amazonaws.com".into(),
+        answer: Ok(credential_answer(Some("ecr"), true, None)),
+    };
+    let anonymous = CredentialFacts {
+        host: "ghcr.io".into(),
+        answer: Ok(credential_answer(
+            None,
+            false,
+            Some("no credential provider serves this host"),
+        )),
+    };
+    let f = registry_credentials(
+        Some("pod sigil-webhook-0"),
+        &[ok.clone(), anonymous.clone()],
+    );
+    assert_eq!(f.status, Status::Ok, "{f:?}");
+    assert!(
+        f.details[0].contains("a token can be had (11h left)"),
+        "{:?}",
+        f.details
+    );
+    assert!(
+        f.details[1].contains("pull secrets, or anonymous"),
+        "{:?}",
+        f.details
+    );
+    let failing = CredentialFacts {
+        host: "reg.azurecr.io".into(),
+        answer: Ok(credential_answer(
+            Some("acr"),
+            false,
+            Some("acr credentials: Entra ID token failed: no source is configured; annotate it"),
+        )),
+    };
+    let f = registry_credentials(Some("pod sigil-webhook-0"), &[ok, failing]);
+    assert_eq!(f.status, Status::Fail);
+    assert!(f.summary.contains("reg.azurecr.io"), "{}", f.summary);
+    assert!(
+        f.details[1].contains("no source is configured; annotate it"),
+        "{:?}",
+        f.details
+    );
+    // Nothing in the report is a token: the answer has none to show.
+    assert_eq!(registry_credentials(None, &[]).status, Status::Skip);
+    assert_eq!(registry_credentials(Some("pod x"), &[]).status, Status::Ok);
+}

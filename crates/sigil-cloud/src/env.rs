@@ -1,4 +1,4 @@
-//! Where providers read their settings and credentials: environment
+//! Where cloud clients read their settings and credentials: environment
 //! variables by their usual names (VAULT_ADDR, AWS_REGION, …), from the
 //! process or from entries the embedding program adds, and files those
 //! variables point to (token files of workload identities).
@@ -7,10 +7,8 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::io::Read as _;
 
-use crate::{KmsError, Provider};
-
 /// The largest credentials or token file read.
-pub(crate) const MAX_FILE_BYTES: u64 = 64 * 1024;
+pub const MAX_FILE_BYTES: u64 = 64 * 1024;
 
 /// Settings by environment-variable name. Its `Debug` shows names only:
 /// values are credentials.
@@ -70,17 +68,11 @@ impl Env {
         self.vars.keys().map(String::as_str)
     }
 
-    /// Reads the file `variable` points to (at most [`MAX_FILE_BYTES`]).
-    pub(crate) fn read_file(
-        &self,
-        provider: Provider,
-        variable: &str,
-        path: &str,
-    ) -> Result<String, KmsError> {
-        let fail = |reason: String| KmsError::Config {
-            provider,
-            message: format!("{variable}={path}: {reason}"),
-        };
+    /// Reads the file `variable` points to (at most [`MAX_FILE_BYTES`]),
+    /// trimmed. The error says `variable=path: what failed`, for the
+    /// caller's own error type.
+    pub fn read_file(&self, variable: &str, path: &str) -> Result<String, String> {
+        let fail = |reason: String| format!("{variable}={path}: {reason}");
         let file = std::fs::File::open(path).map_err(|e| fail(format!("cannot open: {e}")))?;
         let mut text = String::new();
         file.take(MAX_FILE_BYTES + 1)
@@ -114,20 +106,16 @@ mod tests {
 
     #[test]
     fn an_oversized_token_file_is_refused() {
-        let dir = std::env::temp_dir().join(format!("sigil-kms-env-{}", std::process::id()));
+        let dir = std::env::temp_dir().join(format!("sigil-cloud-env-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let path = dir.join("big");
         std::fs::write(&path, vec![b'a'; MAX_FILE_BYTES as usize + 1]).unwrap();
         let env = Env::default();
         let err = env
-            .read_file(
-                Provider::Aws,
-                "AWS_WEB_IDENTITY_TOKEN_FILE",
-                path.to_str().unwrap(),
-            )
-            .unwrap_err()
-            .to_string();
+            .read_file("AWS_WEB_IDENTITY_TOKEN_FILE", path.to_str().unwrap())
+            .unwrap_err();
         assert!(err.contains("larger than 65536 bytes"), "{err}");
+        assert!(err.starts_with("AWS_WEB_IDENTITY_TOKEN_FILE="), "{err}");
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

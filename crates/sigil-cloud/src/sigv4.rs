@@ -130,6 +130,48 @@ pub fn sign(
     }
 }
 
+/// The headers of a signed request of AWS's JSON 1.1 protocol (KMS, ECR):
+/// `POST /` to `host` with `body`, operation `target` (`TrentService.GetPublicKey`,
+/// `AmazonEC2ContainerRegistry_V20150921.GetAuthorizationToken`), signed for
+/// `service` in `region` at `amz_date`. Every header to send but `host`
+/// (which the HTTP client sets from the URL), `authorization` among them.
+pub fn json_request_headers(
+    credentials: &Credentials,
+    region: &str,
+    service: &str,
+    target: &str,
+    host: &str,
+    body: &[u8],
+    amz_date: &str,
+) -> Vec<(&'static str, String)> {
+    let mut headers: Vec<(&'static str, String)> = vec![
+        ("content-type", "application/x-amz-json-1.1".into()),
+        ("host", host.to_owned()),
+        ("x-amz-date", amz_date.to_owned()),
+        ("x-amz-target", target.to_owned()),
+    ];
+    if let Some(token) = &credentials.session_token {
+        headers.push(("x-amz-security-token", token.clone()));
+    }
+    let signed_headers: Vec<(&str, &str)> = headers.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let signed = sign(
+        credentials,
+        region,
+        service,
+        amz_date,
+        &Request {
+            method: "POST",
+            path: "/",
+            query: &[],
+            headers: &signed_headers,
+            payload: body,
+        },
+    );
+    headers.retain(|(k, _)| *k != "host");
+    headers.push(("authorization", signed.authorization));
+    headers
+}
+
 fn hmac_sha256(key: &[u8], data: &[u8]) -> Vec<u8> {
     hmac::sign(&hmac::Key::new(hmac::HMAC_SHA256, key), data)
         .as_ref()
@@ -287,6 +329,67 @@ mod tests {
         assert_eq!(collapse_spaces("  a   b  c "), "a b c");
         assert_eq!(uri_encode("a b/c~", false), "a%20b/c~");
         assert_eq!(uri_encode("a=b/c", true), "a%3Db%2Fc");
+    }
+
+    #[test]
+    fn a_json_request_signs_its_headers_and_the_session_token_and_sends_all_but_host() {
+        let credentials = Credentials {
+            session_token: Some("session".into()),
+            ..suite_credentials()
+        };
+        let host = "kms.us-east-1.amazonaws.com";
+        let body = br#"{"KeyId":"k"}"#;
+        let headers = json_request_headers(
+            &credentials,
+            "us-east-1",
+            "kms",
+            "TrentService.GetPublicKey",
+            host,
+            body,
+            SUITE_DATE,
+        );
+        let names: Vec<&str> = headers.iter().map(|(n, _)| *n).collect();
+        assert_eq!(
+            names,
+            [
+                "content-type",
+                "x-amz-date",
+                "x-amz-target",
+                "x-amz-security-token",
+                "authorization"
+            ]
+        );
+        // The signature is that of the same request signed by hand, host included.
+        let expected = sign(
+            &credentials,
+            "us-east-1",
+            "kms",
+            SUITE_DATE,
+            &Request {
+                method: "POST",
+                path: "/",
+                query: &[],
+                headers: &[
+                    ("content-type", "application/x-amz-json-1.1"),
+                    ("host", host),
+                    ("x-amz-date", SUITE_DATE),
+                    ("x-amz-target", "TrentService.GetPublicKey"),
+                    ("x-amz-security-token", "session"),
+                ],
+                payload: body,
+            },
+        );
+        assert_eq!(
+            headers.last().map(|(_, v)| v.as_str()),
+            Some(expected.authorization.as_str())
+        );
+        assert!(
+            expected.authorization.contains(
+                "SignedHeaders=content-type;host;x-amz-date;x-amz-security-token;x-amz-target"
+            ),
+            "{}",
+            expected.authorization
+        );
     }
 
     #[test]
