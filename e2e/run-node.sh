@@ -20,6 +20,12 @@
 #    Then `helm upgrade --set audit.enabled=true` and the audit's scenarios
 #    (e2e/suite/tests/node_audit.rs): reports of running pods, a key rotated
 #    out of a TrustRoot, a pod deleted, a workload registry frozen.
+#    Then the cloud registries (e2e/suite/tests/node_cloud.rs): the cloud
+#    endpoints faked on 127.0.0.1 (sigil-fakecloud, checking the API
+#    server's own ServiceAccount tokens), `helm upgrade` with the chart's
+#    values for each cloud (tokens mounted as each cloud's webhook mounts
+#    them) and a mirror setting, then a scenario per cloud, refresh under
+#    load, a provider down, and the mirror.
 # 6. `down`, and the footprint again: anything left on the machine fails.
 #
 # Needs root. Arguments go to both test binaries (a test name filters).
@@ -132,6 +138,10 @@ inner_cleanup() {
         2>&1 | tail -n 15 | sed 's/^/event /' >>"$SIGIL_E2E_NODE_OUTCOME" || true
     fi
     kubectl -n "$SIGIL_NS" logs -l app.kubernetes.io/name=sigil --all-containers --prefix --tail=40 >&2 || true
+  fi
+  if [ -n "${FAKECLOUD_PID:-}" ]; then
+    kill "$FAKECLOUD_PID" 2>/dev/null || true
+    wait "$FAKECLOUD_PID" 2>/dev/null || true
   fi
   if [ -n "${AUDITREG_PID:-}" ]; then
     # A frozen registry (the outage scenario) takes no TERM until continued.
@@ -307,6 +317,106 @@ if upgrade_as_documented >"$WORK/helm-audit.log" 2>&1; then
 else
   cat "$WORK/helm-audit.log" >&2
   e2e_log "e2e-node: the documented upgrade (CRDs, then helm upgrade --set audit.enabled=true, every Pod ready within 5 min) failed (above)"
+  status=1
+fi
+# Cloud registries: the fakes of STS, ECR, the Pod Identity agent, the GKE
+# metadata server, Entra ID and ACR's exchange, with registry fronts before
+# olareg that accept only the tokens the fakes issued, and a counting proxy
+# standing for the internet. Short token lifetimes, so that refreshes happen
+# while the scenarios run. The fakes check the API server's real projected
+# ServiceAccount tokens against its key (pki/sa.pub).
+cloud_phase() {
+  local state=$WORK/fakecloud.env port ip=$SIGIL_E2E_NODE_IP
+  target/debug/sigil-fakecloud --sa-key "$SIGIL_E2E_STATE/pki/sa.pub" \
+    --issuer https://kubernetes.default.svc.cluster.local \
+    --subject "system:serviceaccount:$SIGIL_NS:sigil-webhook" \
+    --subject "system:serviceaccount:$SIGIL_NS:sigil-audit" \
+    --upstream "http://$OLAREG" --tls-name "$ip" --tls-name 127.0.0.1 \
+    --lifetime aws_credentials=120 --lifetime ecr_token=60 --lifetime google_token=60 \
+    --lifetime entra_token=60 --lifetime acr_refresh=60 --lifetime registry_token=30 \
+    --state "$state" >"$WORK/fakecloud.log" 2>&1 &
+  FAKECLOUD_PID=$!
+  for _ in $(seq 50); do [ -s "$state" ] && break; sleep 0.2; done
+  [ -s "$state" ] || { cat "$WORK/fakecloud.log" >&2; e2e_log "e2e-node: sigil-fakecloud did not start"; return 1; }
+  # shellcheck disable=SC1090
+  . "$state"
+  # shellcheck disable=SC2153 # FAKECLOUD_* come from the state file.
+  for port in "${FAKECLOUD_API##*:}" "${FAKECLOUD_METADATA##*:}" "${FAKECLOUD_ECR##*:}" \
+    "${FAKECLOUD_GCP##*:}" "${FAKECLOUD_ACR##*:}" "${FAKECLOUD_PROXY##*:}"; do
+    e2e/local-cluster.sh expose "$port"
+  done
+  local api=$ip:${FAKECLOUD_API##*:} mirror=$POD_OLAREG
+  # The mirror scenario: images and signatures only in the mirror
+  # (Harbor's proxy-cache form, project dockerhub-proxy), named by pods and
+  # policies as docker.io/sigil-e2e/...; one repository whose rule lets sigil
+  # read the upstream, where the counting proxy answers.
+  local signed=${OLAREG_NEW#*@} unsigned=${OLAREG_UNSIGNED#*@} repo
+  for repo in mirrored fallback; do
+    if ! crane copy --insecure "$OLAREG/test/app@$signed" "$OLAREG/dockerhub-proxy/sigil-e2e/$repo/app:signed" >/dev/null 2>&1 ||
+      ! crane copy --insecure "$OLAREG/test/app@$unsigned" "$OLAREG/dockerhub-proxy/sigil-e2e/$repo/app:unsigned" >/dev/null 2>&1; then
+      e2e_log "e2e-node: crane copy into the mirror failed"
+      return 1
+    fi
+  done
+  (cd "$WORK" && HOME=$WORK TUF_ROOT=$WORK/tuf COSIGN_PASSWORD='' cosign sign --key "$KEY1_PRIVATE" \
+    --use-signing-config=false --tlog-upload=false --allow-insecure-registry --yes \
+    "$OLAREG/dockerhub-proxy/sigil-e2e/mirrored/app@$signed" >/dev/null 2>&1) ||
+    { e2e_log "e2e-node: cosign sign in the mirror failed"; return 1; }
+  {
+    echo "FAKECLOUD_ADMIN=$FAKECLOUD_ADMIN"
+    echo "CLOUD_ECR=$ip:${FAKECLOUD_ECR##*:}"
+    echo "CLOUD_GCP=$ip:${FAKECLOUD_GCP##*:}"
+    echo "CLOUD_ACR=$ip:${FAKECLOUD_ACR##*:}"
+    echo "CLOUD_API=$api"
+    echo "CLOUD_SIGNED_DIGEST=$signed"
+    echo "CLOUD_UNSIGNED_DIGEST=$unsigned"
+  } >>"$SIGIL_REGISTRY_FIXTURES"
+  cat >"$WORK/cloud-values.yaml" <<EOF
+registryCABundle:
+  pem: |
+$(sed 's/^/    /' "$FAKECLOUD_CA")
+registryCredentials:
+  providers: [ecr, gcp, acr]
+  extraHosts:
+    ecr: ["$ip:${FAKECLOUD_ECR##*:}"]
+    gcp: ["$ip:${FAKECLOUD_GCP##*:}"]
+    acr: ["$ip:${FAKECLOUD_ACR##*:}"]
+  aws:
+    roleArn: arn:aws:iam::123456789012:role/sigil
+    region: us-east-1
+  azure:
+    clientId: 00000000-0000-0000-0000-0000000c11e7
+    tenantId: 00000000-0000-0000-0000-00000000a1a1
+    authorityHost: https://$api/
+  env:
+    - {name: AWS_ENDPOINT_URL_STS, value: "https://$api"}
+    - {name: AWS_ENDPOINT_URL_ECR, value: "https://$api"}
+    - {name: AWS_EC2_METADATA_DISABLED, value: "true"}
+    - {name: GCE_METADATA_HOST, value: "$ip:${FAKECLOUD_METADATA##*:}"}
+    - {name: HTTPS_PROXY, value: "http://$ip:${FAKECLOUD_PROXY##*:}"}
+    - {name: NO_PROXY, value: "10.0.0.0/8,127.0.0.0/8,localhost"}
+registryMirrors:
+  rules:
+    - "docker.io=http://$mirror/dockerhub-proxy"
+    - "docker.io/sigil-e2e/fallback=http://$mirror/dockerhub-proxy/sigil-e2e/fallback,docker.io/sigil-e2e/fallback"
+webhook:
+  cache:
+    verdictTTLSeconds: 2
+    negativeTTLSeconds: 2
+  extraArgs: ["--signature-ttl-seconds=0"]
+EOF
+  helm upgrade sigil charts/sigil --namespace "$SIGIL_NS" --reuse-values -f "$WORK/cloud-values.yaml" \
+    --wait --timeout 5m >"$WORK/helm-cloud.log" 2>&1 ||
+    { cat "$WORK/helm-cloud.log" >&2; e2e_log "e2e-node: helm upgrade with the cloud values failed"; return 1; }
+}
+t=$SECONDS
+if cloud_phase; then
+  e2e_log "e2e-node: the cloud fakes and helm upgrade with each cloud's values took $((SECONDS - t)) s"
+  t=$SECONDS
+  export SIGIL_E2E_CLOUD_VALUES=$WORK/cloud-values.yaml
+  run_suite node_cloud "$@" || status=$?
+  e2e_log "e2e-node: the cloud registry scenarios took $((SECONDS - t)) s"
+else
   status=1
 fi
 # sigil ran as its ServiceAccounts: an RBAC refusal in its logs means the
