@@ -387,6 +387,12 @@ async fn serve_tls(listener: TcpListener, router: Router, config: Arc<rustls::Se
 
 /// Starts every fake on `config.listen` (ports chosen by the system).
 pub async fn start(config: Config) -> Result<Running> {
+    // The registry fronts' HTTP client (reqwest without a provider of its
+    // own, as in the whole workspace) needs a process-wide rustls provider,
+    // or it panics on every request it proxies. Tests that start the fakes
+    // in process had one installed by sigil's registry client; the
+    // `sigil-fakecloud` binary has only this.
+    let _ = rustls::crypto::aws_lc_rs::default_provider().install_default();
     let keys = jwt::keys_from_pem(&config.service_account_keys)
         .map_err(|e| anyhow::anyhow!("the ServiceAccount keys: {e}"))?;
     let (ca_pem, tls_config) = tls(&config.tls_names).context("making the TLS certificate")?;
