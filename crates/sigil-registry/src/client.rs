@@ -77,6 +77,11 @@ pub struct Limits {
     /// Bytes all the bodies of one session may add up to: what one
     /// verification can hold in memory, whatever a registry serves.
     pub max_session_bytes: u64,
+    /// Requests one session (one verification) may have in flight to one
+    /// registry host at once. Discovery starts every request that waits on
+    /// no earlier answer together; this bounds how many of them one image
+    /// puts on a registry (the process-wide bound is the client's slots).
+    pub max_session_requests_per_host: usize,
 }
 
 impl Default for Limits {
@@ -90,6 +95,7 @@ impl Default for Limits {
             request_timeout: Duration::from_secs(10),
             total_deadline: Duration::from_secs(30),
             max_session_bytes: 32 << 20,
+            max_session_requests_per_host: 8,
         }
     }
 }
@@ -482,6 +488,12 @@ pub trait RequestObserver: Send + Sync + fmt::Debug {
     /// `gave-up` (a 429 whose wait the deadline has no room for), `waited`
     /// or `spent` (sigil's own request budget); by default not counted.
     fn rate_limited(&self, _host: &str, _outcome: &'static str) {}
+
+    /// Discovery of one image's signatures or attestations (one
+    /// [`Want`](crate::Want)) fetched from the registries, `round_trips`
+    /// long on its critical path ([`Discovery::round_trips`](crate::Discovery::round_trips));
+    /// answers from the material cache are not heard. By default not counted.
+    fn discovered(&self, _round_trips: u32) {}
 }
 
 /// Carries the keychain's exchanges to the client's [`RequestObserver`].
@@ -603,6 +615,12 @@ pub struct RegistryClient {
     limits: Limits,
     // Authorization header per (host, repository), learnt from challenges.
     auth_cache: Mutex<HashMap<(String, String), String>>,
+    // One token exchange at a time per (host, repository): requests that
+    // meet the same challenge together wait for the first one's token
+    // instead of each fetching their own.
+    token_gates: Mutex<HashMap<(String, String), TokenGate>>,
+    // (host, repository) pairs that answered a request without a challenge.
+    open: Mutex<HashSet<(String, String)>>,
     observer: Option<Arc<dyn RequestObserver>>,
     addresses: Arc<AddressPolicy>,
     scope: Option<Arc<dyn RegistryScope>>,
@@ -637,6 +655,9 @@ pub struct Session<'a> {
     /// Bytes taken from the shared [`MemoryBudget`], per host, given back
     /// when the session ends.
     taken: Mutex<HashMap<String, u64>>,
+    /// Requests in flight per registry host, against
+    /// [`Limits::max_session_requests_per_host`].
+    in_flight: Mutex<HashMap<String, Arc<tokio::sync::Semaphore>>>,
     /// Where mirrored repositories were looked for, per repository as the
     /// policies name it: `place: outcome`, for the denial's words.
     trail: Mutex<Vec<(String, String)>>,
@@ -722,6 +743,8 @@ impl RegistryClient {
                 .collect(),
             limits: config.limits,
             auth_cache: Mutex::new(HashMap::new()),
+            token_gates: Mutex::new(HashMap::new()),
+            open: Mutex::new(HashSet::new()),
             observer: config.observer,
             addresses,
             scope: config.scope,
@@ -750,6 +773,14 @@ impl RegistryClient {
         }
     }
 
+    /// Tells the observer, if any, that a discovery took `round_trips`
+    /// round trips on its critical path.
+    pub(crate) fn observe_discovery(&self, round_trips: u32) {
+        if let Some(observer) = &self.observer {
+            observer.discovered(round_trips);
+        }
+    }
+
     /// The client's limits.
     pub fn limits(&self) -> &Limits {
         &self.limits
@@ -763,6 +794,7 @@ impl RegistryClient {
             round_trips: AtomicU32::new(0),
             bytes_read: AtomicU64::new(0),
             taken: Mutex::new(HashMap::new()),
+            in_flight: Mutex::new(HashMap::new()),
             trail: Mutex::new(Vec::new()),
         }
     }
@@ -788,6 +820,31 @@ fn cached_auth(client: &RegistryClient, key: &(String, String)) -> Option<String
         .lock()
         .ok()
         .and_then(|m| m.get(key).cloned())
+}
+
+/// Held while one request chooses the Authorization header of a (host,
+/// repository) after a challenge.
+type TokenGate = Arc<tokio::sync::Mutex<()>>;
+
+/// The gate of `key`'s token exchanges (see `RegistryClient::token_gates`).
+fn token_gate(client: &RegistryClient, key: &(String, String)) -> TokenGate {
+    // Nothing panics while holding the map, so a poisoned lock still holds a sound map.
+    let mut gates = client
+        .token_gates
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    gates.entry(key.clone()).or_default().clone()
+}
+
+/// Whether `key` answered without a challenge before.
+fn is_open(client: &RegistryClient, key: &(String, String)) -> bool {
+    client.open.lock().is_ok_and(|open| open.contains(key))
+}
+
+fn mark_open(client: &RegistryClient, key: &(String, String)) {
+    if let Ok(mut open) = client.open.lock() {
+        open.insert(key.clone());
+    }
 }
 
 fn store_auth(client: &RegistryClient, key: (String, String), value: String) {
@@ -834,6 +891,26 @@ impl Session<'_> {
     /// The client.
     pub fn client(&self) -> &RegistryClient {
         self.client
+    }
+
+    /// This session's semaphore for `host`.
+    fn host_permits(&self, host: &str) -> Arc<tokio::sync::Semaphore> {
+        let bound = self.client.limits.max_session_requests_per_host.max(1);
+        // Nothing panics while holding the map, so a poisoned lock still holds a sound map.
+        let mut hosts = self
+            .in_flight
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        hosts
+            .entry(normalize_host(host))
+            .or_insert_with(|| Arc::new(tokio::sync::Semaphore::new(bound)))
+            .clone()
+    }
+
+    /// Whether a mirror rule covers `repo` (its reads go place by place
+    /// and leave a trail, in the order they were made).
+    pub fn mirrored(&self, repo: &Repository) -> bool {
+        self.places(repo).is_some()
     }
 
     fn timeout_for(&self, url: &str) -> Result<Duration, RegistryError> {
@@ -1027,8 +1104,18 @@ impl Session<'_> {
         max: u64,
         what: &'static str,
     ) -> Result<Fetched, RegistryError> {
-        // One slot of the registry's for the whole exchange, waited for
-        // within the session's deadline.
+        // One of this session's places at the host, then one slot of the
+        // registry's, for the whole exchange, both waited for within the
+        // session's deadline.
+        let permits = self.host_permits(&repo.host);
+        let _permit = tokio::time::timeout_at(self.deadline, permits.acquire_owned())
+            .await
+            .map_err(|_| RegistryError::Deadline {
+                url: url.to_string(),
+                deadline: self.client.limits.total_deadline,
+            })?
+            // The semaphore is never closed; a closed one would mean no bound.
+            .ok();
         let _slot = match &self.client.slots {
             Some(slots) => Some(
                 tokio::time::timeout_at(self.deadline, slots.acquire(&repo.host))
@@ -1041,6 +1128,23 @@ impl Session<'_> {
             None => None,
         };
         let key = (normalize_host(&repo.host), repo.name.clone());
+        let gate = token_gate(self.client, &key);
+        let wait_gate = || async {
+            tokio::time::timeout_at(self.deadline, gate.clone().lock_owned())
+                .await
+                .map_err(|_| RegistryError::Deadline {
+                    url: url.to_string(),
+                    deadline: self.client.limits.total_deadline,
+                })
+        };
+        // The first requests to a repository go through the gate one at a
+        // time until the client has learnt whether it asks for a token, so
+        // requests started together share one challenge and one token
+        // exchange instead of each meeting its own.
+        let mut held = None;
+        if cached_auth(self.client, &key).is_none() && !is_open(self.client, &key) {
+            held = Some(wait_gate().await?);
+        }
         let mut auth = cached_auth(self.client, &key);
         if let Some(cached) = &auth
             && let Some(fresh) = self.fresh_cloud_basic(&repo.host, cached).await
@@ -1048,10 +1152,16 @@ impl Session<'_> {
             store_auth(self.client, key.clone(), fresh.clone());
             auth = Some(fresh);
         }
+        if auth.is_some() || is_open(self.client, &key) {
+            held = None;
+        }
         let first = self
             .patient_exchange(method.clone(), url, accept, auth.as_deref(), max, what)
             .await?;
         if first.status != StatusCode::UNAUTHORIZED {
+            if auth.is_none() {
+                mark_open(self.client, &key);
+            }
             return self.check_status(first, url);
         }
         let challenge = first
@@ -1059,8 +1169,42 @@ impl Session<'_> {
             .get(WWW_AUTHENTICATE)
             .and_then(|v| v.to_str().ok())
             .and_then(parse_challenge);
+        // Requests that met this challenge together share one token: the
+        // first through the gate fetches it, the others find it cached. The
+        // gate is held only while the header is chosen, not for the retry.
+        let header = {
+            let _gate = match held.take() {
+                Some(guard) => guard,
+                None => wait_gate().await?,
+            };
+            match cached_auth(self.client, &key) {
+                Some(learnt) if auth.as_deref() != Some(learnt.as_str()) => learnt,
+                _ => {
+                    let header = self.answer_challenge(url, repo, challenge).await?;
+                    if auth.as_deref() == Some(header.as_str()) {
+                        return Err(self.denied(url, 401, repo));
+                    }
+                    store_auth(self.client, key, header.clone());
+                    header
+                }
+            }
+        };
+        let second = self
+            .patient_exchange(method, url, accept, Some(&header), max, what)
+            .await?;
+        self.check_status(second, url)
+    }
+
+    /// The Authorization header that answers `challenge` (a token fetched
+    /// for `repo`, or the credential for Basic).
+    async fn answer_challenge(
+        &self,
+        url: &Url,
+        repo: &Repository,
+        challenge: Option<Challenge>,
+    ) -> Result<String, RegistryError> {
         let credential = self.credential_for(&repo.host).await?;
-        let header = match challenge {
+        match challenge {
             Some(Challenge::Bearer { realm, service, .. }) => {
                 self.token(
                     &repo.host,
@@ -1069,22 +1213,14 @@ impl Session<'_> {
                     service.as_deref(),
                     credential.as_ref(),
                 )
-                .await?
+                .await
             }
             Some(Challenge::Basic) => match &credential {
-                Some(c) => credential_header(c),
-                None => return Err(self.denied(url, 401, repo)),
+                Some(c) => Ok(credential_header(c)),
+                None => Err(self.denied(url, 401, repo)),
             },
-            None => return Err(self.denied(url, 401, repo)),
-        };
-        if auth.as_deref() == Some(header.as_str()) {
-            return Err(self.denied(url, 401, repo));
+            None => Err(self.denied(url, 401, repo)),
         }
-        store_auth(self.client, key, header.clone());
-        let second = self
-            .patient_exchange(method, url, accept, Some(&header), max, what)
-            .await?;
-        self.check_status(second, url)
     }
 
     /// [`exchange`](Self::exchange), waiting out a registry's 429 as its

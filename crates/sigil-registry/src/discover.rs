@@ -15,6 +15,7 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
+use futures_util::future::{join, join_all};
 use moka::future::Cache;
 
 use super::client::{Descriptor, Manifest, RegistryError, Session};
@@ -128,10 +129,67 @@ pub struct Discovery {
     pub skipped: Vec<String>,
     /// Places that could not be read (the rest of discovery went on).
     pub errors: Vec<(String, RegistryError)>,
+    /// Round trips on the critical path: the longest chain of registry
+    /// requests of which each waited on the one before (a referrer's
+    /// manifest on the referrers list, its blob on the manifest). An
+    /// unsigned image costs 1 (2 where the registry has no referrers API
+    /// and the fallback tag is asked after its 404), a legacy signature 2
+    /// (tag, layer), a bundle referrer 3 (list, manifest, blob). A request
+    /// counts once however
+    /// many exchanges it took (auth challenge and token, 429 waits, the
+    /// pages of one referrers list).
+    pub round_trips: u32,
+}
+
+impl Discovery {
+    /// Appends `part`'s findings after this one's (its round trips are the
+    /// caller's to combine).
+    fn append(&mut self, part: Discovery) {
+        self.candidates.extend(part.candidates);
+        self.looked_in.extend(part.looked_in);
+        self.skipped.extend(part.skipped);
+        self.errors.extend(part.errors);
+    }
 }
 
 fn is_bundle_type(t: &str) -> bool {
     BUNDLE_MEDIA_TYPES.contains(&t)
+}
+
+/// How discovery's independent requests run. Through a mirror rule each
+/// read goes place by place and leaves a trail in the order reads were
+/// made, which the denial quotes; there requests run one after another so
+/// the words stay the same from one admission to the next. Elsewhere they
+/// run together, bounded per host by
+/// [`Limits::max_session_requests_per_host`](crate::Limits::max_session_requests_per_host).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Pace {
+    Together,
+    InTurn,
+}
+
+impl Pace {
+    /// Runs `parts`, answering in their order whatever order they finish in.
+    async fn all<F: Future>(self, parts: Vec<F>) -> Vec<F::Output> {
+        match self {
+            Self::Together => join_all(parts).await,
+            Self::InTurn => {
+                let mut out = Vec::with_capacity(parts.len());
+                for part in parts {
+                    out.push(part.await);
+                }
+                out
+            }
+        }
+    }
+
+    /// The critical path of parts run in this pace, given each one's.
+    fn chain(self, parts: impl IntoIterator<Item = u32>) -> u32 {
+        match self {
+            Self::Together => parts.into_iter().max().unwrap_or(0),
+            Self::InTurn => parts.into_iter().sum(),
+        }
+    }
 }
 
 /// Discovers candidates for `digest` of `image_repo`.
@@ -143,17 +201,77 @@ pub async fn discover(
     options: &DiscoveryOptions,
 ) -> Discovery {
     let repo = options.signature_repository.as_ref().unwrap_or(image_repo);
-    let mut out = Discovery::default();
-    discover_referrers(session, repo, digest, want, &mut out).await;
+    let pace = if session.mirrored(repo) {
+        Pace::InTurn
+    } else {
+        Pace::Together
+    };
     let suffix = match want {
         Want::Signatures => "sig",
         Want::Attestations(_) => "att",
     };
     let tag = format!("{}{}.{suffix}", options.tag_prefix, digest.tag_stem());
-    discover_legacy(session, repo, &tag, want, &mut out).await;
+    // The referrers and the legacy tag wait on nothing: both start at once.
+    let referrers = discover_referrers(session, repo, digest, want, pace);
+    let legacy = discover_legacy(session, repo, &tag, want, pace);
+    let (referrers, legacy) = match pace {
+        Pace::Together => join(referrers, legacy).await,
+        Pace::InTurn => (referrers.await, legacy.await),
+    };
+    let mut out = Discovery {
+        round_trips: pace.chain([referrers.round_trips, legacy.round_trips]),
+        ..Discovery::default()
+    };
+    out.append(referrers);
+    out.append(legacy);
     // Through mirrors: each place looked at, for the denial's words.
     out.looked_in.extend(session.mirror_trail(repo));
+    session.client().observe_discovery(out.round_trips);
     out
+}
+
+/// The referrers list, or the `sha256-<hex>` fallback tag's index where
+/// the registry has no referrers API, with the round trips it took.
+///
+/// The fallback tag is asked only after the API's 404, not beside it: most
+/// registries have the API, and a manifest GET the answer does not need
+/// would cost every discovery a request (Docker Hub counts manifest GETs
+/// as pulls against its rate limit).
+async fn referrer_list(
+    session: &Session<'_>,
+    repo: &Repository,
+    digest: &Digest,
+    out: &mut Discovery,
+) -> Option<(Vec<Descriptor>, CandidateFormat)> {
+    out.round_trips = 1;
+    match session.referrers(repo, digest).await {
+        Ok(Some(entries)) => {
+            out.looked_in
+                .push(format!("referrers API of {repo}@{digest}"));
+            Some((entries, CandidateFormat::BundleReferrer))
+        }
+        Ok(None) => {
+            let tag = digest.tag_stem();
+            out.looked_in
+                .push(format!("referrers fallback tag {repo}:{tag}"));
+            out.round_trips = 2;
+            match session.manifest(repo, &tag, None).await {
+                Ok(Some((_, _, index))) => {
+                    Some((index.manifests, CandidateFormat::BundleFallbackTag))
+                }
+                Ok(None) => None,
+                Err(e) => {
+                    out.errors.push((format!("{repo}:{tag}"), e));
+                    None
+                }
+            }
+        }
+        Err(e) => {
+            out.errors
+                .push((format!("referrers API of {repo}@{digest}"), e));
+            None
+        }
+    }
 }
 
 async fn discover_referrers(
@@ -161,33 +279,12 @@ async fn discover_referrers(
     repo: &Repository,
     digest: &Digest,
     want: &Want,
-    out: &mut Discovery,
-) {
+    pace: Pace,
+) -> Discovery {
     let limits = session.client().limits().clone();
-    let (entries, format) = match session.referrers(repo, digest).await {
-        Ok(Some(entries)) => {
-            out.looked_in
-                .push(format!("referrers API of {repo}@{digest}"));
-            (entries, CandidateFormat::BundleReferrer)
-        }
-        Ok(None) => {
-            let tag = digest.tag_stem();
-            out.looked_in
-                .push(format!("referrers fallback tag {repo}:{tag}"));
-            match session.manifest(repo, &tag, None).await {
-                Ok(Some((_, _, index))) => (index.manifests, CandidateFormat::BundleFallbackTag),
-                Ok(None) => return,
-                Err(e) => {
-                    out.errors.push((format!("{repo}:{tag}"), e));
-                    return;
-                }
-            }
-        }
-        Err(e) => {
-            out.errors
-                .push((format!("referrers API of {repo}@{digest}"), e));
-            return;
-        }
+    let mut out = Discovery::default();
+    let Some((entries, format)) = referrer_list(session, repo, digest, &mut out).await else {
+        return out;
     };
     if entries.len() > limits.max_referrers {
         out.errors.push((
@@ -198,25 +295,50 @@ async fn discover_referrers(
                 limit: limits.max_referrers,
             },
         ));
-        return;
+        return out;
     }
-    for entry in entries {
-        // Filter here rather than with `?artifactType=`: the API takes one
-        // value per request and sigil accepts several spellings; some
-        // registries also report an empty artifactType, so those are fetched.
-        let at = entry.artifact_type.as_deref().unwrap_or("");
-        if !(at.is_empty() || is_bundle_type(at) || at == COSIGN_SIG_ARTIFACT_TYPE) {
-            continue;
-        }
-        if let Some(p) = entry.annotations.get(PREDICATE_TYPE_ANNOTATION)
-            && p != want.predicate()
-        {
-            out.skipped.push(format!("{repo}@{} ({p})", entry.digest));
-            continue;
-        }
-        let location = format!("{repo}@{}", entry.digest);
-        fetch_referrer(session, repo, digest, &entry, want, format, location, out).await;
+    let parts = entries
+        .iter()
+        .map(|entry| referrer_part(session, repo, digest, entry, want, format))
+        .collect();
+    let parts = pace.all(parts).await;
+    let listed = out.round_trips;
+    out.round_trips = listed + pace.chain(parts.iter().map(|p| p.round_trips));
+    for part in parts {
+        out.append(part);
     }
+    out
+}
+
+/// What one listed referrer holds, if it is one discovery wants.
+async fn referrer_part(
+    session: &Session<'_>,
+    repo: &Repository,
+    digest: &Digest,
+    entry: &Descriptor,
+    want: &Want,
+    format: CandidateFormat,
+) -> Discovery {
+    let mut out = Discovery::default();
+    // Filter here rather than with `?artifactType=`: the API takes one
+    // value per request and sigil accepts several spellings; some
+    // registries also report an empty artifactType, so those are fetched.
+    let at = entry.artifact_type.as_deref().unwrap_or("");
+    if !(at.is_empty() || is_bundle_type(at) || at == COSIGN_SIG_ARTIFACT_TYPE) {
+        return out;
+    }
+    if let Some(p) = entry.annotations.get(PREDICATE_TYPE_ANNOTATION)
+        && p != want.predicate()
+    {
+        out.skipped.push(format!("{repo}@{} ({p})", entry.digest));
+        return out;
+    }
+    let location = format!("{repo}@{}", entry.digest);
+    fetch_referrer(
+        session, repo, digest, entry, want, format, location, &mut out,
+    )
+    .await;
+    out
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -243,6 +365,7 @@ async fn fetch_referrer(
             return;
         }
     };
+    out.round_trips = 1;
     let manifest = match session.manifest(repo, &entry.digest, Some(expected)).await {
         Ok(Some((_, _, m))) => m,
         Ok(None) => {
@@ -285,16 +408,23 @@ async fn fetch_referrer(
         if *want != Want::Signatures {
             return;
         }
-        layer_candidates(
+        let pace = if session.mirrored(repo) {
+            Pace::InTurn
+        } else {
+            Pace::Together
+        };
+        let layers = layer_candidates(
             session,
             repo,
             &manifest,
             want,
             CandidateFormat::LegacySignature,
             &location,
-            out,
+            pace,
         )
         .await;
+        out.round_trips += layers.round_trips;
+        out.append(layers);
         return;
     }
     if !is_bundle_manifest(&manifest) {
@@ -313,6 +443,7 @@ async fn fetch_referrer(
         ));
         return;
     };
+    out.round_trips += 1;
     let material = match session.blob(repo, layer).await {
         Ok(b) => Material::Bundle(b),
         Err(e) => Material::Unusable(format!("bundle layer {}: {e}", layer.digest)),
@@ -344,33 +475,41 @@ async fn discover_legacy(
     repo: &Repository,
     tag: &str,
     want: &Want,
-    out: &mut Discovery,
-) {
+    pace: Pace,
+) -> Discovery {
+    let mut out = Discovery {
+        round_trips: 1,
+        ..Discovery::default()
+    };
     out.looked_in.push(format!("{repo}:{tag}"));
     let manifest = match session.manifest(repo, tag, None).await {
         Ok(Some((_, _, m))) => m,
-        Ok(None) => return,
+        Ok(None) => return out,
         Err(e) => {
             out.errors.push((format!("{repo}:{tag}"), e));
-            return;
+            return out;
         }
     };
     let format = match want {
         Want::Signatures => CandidateFormat::LegacySignature,
         Want::Attestations(_) => CandidateFormat::LegacyAttestation,
     };
-    layer_candidates(
+    let layers = layer_candidates(
         session,
         repo,
         &manifest,
         want,
         format,
         &format!("{repo}:{tag}"),
-        out,
+        pace,
     )
     .await;
+    out.round_trips += layers.round_trips;
+    out.append(layers);
+    out
 }
 
+/// The candidates among `manifest`'s layers, their blobs fetched in `pace`.
 async fn layer_candidates(
     session: &Session<'_>,
     repo: &Repository,
@@ -378,8 +517,9 @@ async fn layer_candidates(
     want: &Want,
     format: CandidateFormat,
     location: &str,
-    out: &mut Discovery,
-) {
+    pace: Pace,
+) -> Discovery {
+    let mut out = Discovery::default();
     let limit = session.client().limits().max_referrers;
     if manifest.layers.len() > limit {
         out.errors.push((
@@ -390,42 +530,67 @@ async fn layer_candidates(
                 limit,
             },
         ));
-        return;
+        return out;
     }
+    let parts = manifest
+        .layers
+        .iter()
+        .enumerate()
+        .map(|(i, layer)| layer_part(session, repo, i, layer, want, format, location))
+        .collect();
+    let parts = pace.all(parts).await;
+    out.round_trips = pace.chain(parts.iter().map(|p| p.round_trips));
+    for part in parts {
+        out.append(part);
+    }
+    out
+}
+
+/// Layer `i` of a signature manifest at `location`, if it is a candidate.
+async fn layer_part(
+    session: &Session<'_>,
+    repo: &Repository,
+    i: usize,
+    layer: &Descriptor,
+    want: &Want,
+    format: CandidateFormat,
+    location: &str,
+) -> Discovery {
+    let mut out = Discovery::default();
     let media = match want {
         Want::Signatures => SIMPLE_SIGNING_MEDIA_TYPE,
         Want::Attestations(_) => DSSE_MEDIA_TYPE,
     };
-    for (i, layer) in manifest.layers.iter().enumerate() {
-        if layer.media_type != media {
-            continue;
-        }
-        if let (Want::Attestations(p), Some(lp)) = (want, layer.annotations.get("predicateType"))
-            && lp != p
-        {
-            out.skipped.push(format!("{location} layer {i} ({lp})"));
-            continue;
-        }
-        let loc = format!("{location} layer {i} ({})", layer.digest);
-        let material = match session.blob(repo, layer).await {
-            Ok(bytes) => match want {
-                Want::Signatures => Material::SimpleSigning {
-                    payload: bytes,
-                    annotations: layer.annotations.clone(),
-                },
-                Want::Attestations(_) => Material::Dsse {
-                    envelope: bytes,
-                    annotations: layer.annotations.clone(),
-                },
-            },
-            Err(e) => Material::Unusable(e.to_string()),
-        };
-        out.candidates.push(Candidate {
-            format,
-            location: loc,
-            material,
-        });
+    if layer.media_type != media {
+        return out;
     }
+    if let (Want::Attestations(p), Some(lp)) = (want, layer.annotations.get("predicateType"))
+        && lp != p
+    {
+        out.skipped.push(format!("{location} layer {i} ({lp})"));
+        return out;
+    }
+    let loc = format!("{location} layer {i} ({})", layer.digest);
+    out.round_trips = 1;
+    let material = match session.blob(repo, layer).await {
+        Ok(bytes) => match want {
+            Want::Signatures => Material::SimpleSigning {
+                payload: bytes,
+                annotations: layer.annotations.clone(),
+            },
+            Want::Attestations(_) => Material::Dsse {
+                envelope: bytes,
+                annotations: layer.annotations.clone(),
+            },
+        },
+        Err(e) => Material::Unusable(e.to_string()),
+    };
+    out.candidates.push(Candidate {
+        format,
+        location: loc,
+        material,
+    });
+    out
 }
 
 /// What a cached discovery costs beyond its material (keys, strings, maps).
