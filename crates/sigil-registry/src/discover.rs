@@ -200,19 +200,76 @@ pub async fn discover(
     want: &Want,
     options: &DiscoveryOptions,
 ) -> Discovery {
+    discover_sharing(session, image_repo, digest, want, options, None).await
+}
+
+/// The referrers API's answer about one image.
+type ListAnswer = Result<Option<Vec<Descriptor>>, RegistryError>;
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+struct ListKey {
+    credentials: String,
+    repository: String,
+    digest: Digest,
+}
+
+/// Referrers lists being fetched, shared by the discoveries of one image
+/// (for several wants, several policies) that ask at the same time.
+#[derive(Clone, Copy)]
+struct SharedLists<'a> {
+    flights: &'a Cache<ListKey, ()>,
+    credentials: &'a str,
+}
+
+impl SharedLists<'_> {
+    /// The referrers of `digest`: fetched through `session`, or the answer
+    /// of a fetch for the same image already under way. The answer travels
+    /// as moka's error so that it reaches the waiting callers and is never
+    /// kept: a list asked later is asked again.
+    async fn referrers(
+        self,
+        session: &Session<'_>,
+        repo: &Repository,
+        digest: &Digest,
+    ) -> ListAnswer {
+        let key = ListKey {
+            credentials: self.credentials.to_string(),
+            repository: repo.to_string(),
+            digest: *digest,
+        };
+        let fetch = async { Err::<(), ListAnswer>(session.referrers(repo, digest).await) };
+        match self.flights.try_get_with(key, fetch).await {
+            Err(answer) => (*answer).clone(),
+            // Never reached: the fetch never answers Ok, so nothing is kept.
+            Ok(()) => session.referrers(repo, digest).await,
+        }
+    }
+}
+
+async fn discover_sharing(
+    session: &Session<'_>,
+    image_repo: &Repository,
+    digest: &Digest,
+    want: &Want,
+    options: &DiscoveryOptions,
+    shared: Option<SharedLists<'_>>,
+) -> Discovery {
     let repo = options.signature_repository.as_ref().unwrap_or(image_repo);
     let pace = if session.mirrored(repo) {
         Pace::InTurn
     } else {
         Pace::Together
     };
+    // Through mirrors the list's reads leave a trail in the session that
+    // asked; another session waiting for its answer would lose it.
+    let shared = shared.filter(|_| pace == Pace::Together);
     let suffix = match want {
         Want::Signatures => "sig",
         Want::Attestations(_) => "att",
     };
     let tag = format!("{}{}.{suffix}", options.tag_prefix, digest.tag_stem());
     // The referrers and the legacy tag wait on nothing: both start at once.
-    let referrers = discover_referrers(session, repo, digest, want, pace);
+    let referrers = discover_referrers(session, repo, digest, want, pace, shared);
     let legacy = discover_legacy(session, repo, &tag, want, pace);
     let (referrers, legacy) = match pace {
         Pace::Together => join(referrers, legacy).await,
@@ -241,10 +298,15 @@ async fn referrer_list(
     session: &Session<'_>,
     repo: &Repository,
     digest: &Digest,
+    shared: Option<SharedLists<'_>>,
     out: &mut Discovery,
 ) -> Option<(Vec<Descriptor>, CandidateFormat)> {
     out.round_trips = 1;
-    match session.referrers(repo, digest).await {
+    let answer = match shared {
+        Some(lists) => lists.referrers(session, repo, digest).await,
+        None => session.referrers(repo, digest).await,
+    };
+    match answer {
         Ok(Some(entries)) => {
             out.looked_in
                 .push(format!("referrers API of {repo}@{digest}"));
@@ -280,10 +342,12 @@ async fn discover_referrers(
     digest: &Digest,
     want: &Want,
     pace: Pace,
+    shared: Option<SharedLists<'_>>,
 ) -> Discovery {
     let limits = session.client().limits().clone();
     let mut out = Discovery::default();
-    let Some((entries, format)) = referrer_list(session, repo, digest, &mut out).await else {
+    let Some((entries, format)) = referrer_list(session, repo, digest, shared, &mut out).await
+    else {
         return out;
     };
     if entries.len() > limits.max_referrers {
@@ -645,10 +709,17 @@ struct MaterialKey {
 /// with the callers waiting for it but not kept, and so is one that found
 /// nothing: a signature pushed after a denial counts as soon as the
 /// verdict cache forgets the denial (its negative TTL), not a material TTL
-/// later. Bounded by `capacity`.
+/// later. Bounded by `capacity`. Discoveries of one image for several
+/// wanted kinds that run at the same time share one referrers-list request.
 pub struct MaterialCache {
     entries: Cache<MaterialKey, Discovery>,
+    /// Referrers lists in flight (nothing kept), see `SharedLists`.
+    lists: Cache<ListKey, ()>,
 }
+
+/// Referrers lists one process may be fetching for different images at
+/// once and still share; nothing stays in it after the answer.
+const LIST_FLIGHTS: u64 = 1024;
 
 impl fmt::Debug for MaterialCache {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -677,6 +748,7 @@ impl MaterialCache {
                 .max_capacity(capacity)
                 .time_to_live(ttl)
                 .build(),
+            lists: Cache::new(LIST_FLIGHTS),
         }
     }
 
@@ -692,6 +764,7 @@ impl MaterialCache {
                 })
                 .time_to_live(ttl)
                 .build(),
+            lists: Cache::new(LIST_FLIGHTS),
         }
     }
 
@@ -717,7 +790,12 @@ impl MaterialCache {
         // A transient result travels as the error: moka hands it to the
         // callers already waiting and does not keep it.
         let fetch = async {
-            let found = discover(session, image_repo, digest, want, options).await;
+            let shared = SharedLists {
+                flights: &self.lists,
+                credentials: credentials_id,
+            };
+            let found =
+                discover_sharing(session, image_repo, digest, want, options, Some(shared)).await;
             let transient = !found.errors.is_empty()
                 || found.candidates.is_empty()
                 || found

@@ -526,3 +526,97 @@ async fn requests_started_together_share_one_token_exchange() {
     let challenged = traffic.paths.lock().unwrap().len() - 1 - 4 - 4 - 2;
     assert_eq!(challenged, 1, "{:?}", traffic.paths.lock().unwrap());
 }
+
+#[tokio::test]
+async fn discoveries_of_one_image_for_several_wants_share_one_referrers_list() {
+    const PROVENANCE: &str = "https://slsa.dev/provenance/v0.2";
+    const ATT_MANIFEST: &str =
+        "sha256:954e9edfb7705838febf15ea1022512d75acd5992963a69cde5aa7059b2613a0";
+    const ATT_BUNDLE: &str =
+        "sha256:34f8a0f00327d2b6a2c6e97f92c24f348d001cf15962b5f75aa36b1a925a485e";
+    let (host, traffic) = registry(|uri, _| {
+        let path = uri.path();
+        if path.contains("/referrers/") {
+            // Slow enough that both discoveries ask while it is in flight.
+            return Answer {
+                delay: Duration::from_millis(200),
+                ..ok(sample("olareg/referrers.json"))
+            };
+        }
+        for (suffix, file) in [
+            (
+                format!("/manifests/{SIG_MANIFEST}"),
+                "new-sig.manifest.json",
+            ),
+            (format!("/blobs/{SIG_BUNDLE}"), "new-sig.bundle.json"),
+            (
+                format!("/manifests/{ATT_MANIFEST}"),
+                "new-att.manifest.json",
+            ),
+            (format!("/blobs/{ATT_BUNDLE}"), "new-att.bundle.json"),
+        ] {
+            if path.ends_with(&suffix) {
+                return ok(sample(&format!("olareg/{file}")));
+            }
+        }
+        not_found()
+    })
+    .await;
+    let cache = sigil_registry::MaterialCache::new(Duration::from_secs(60), 16);
+    let client = client(limits(), None);
+    let repo = Repository::parse(&format!("{host}/test/app")).unwrap();
+    let digest = Digest::parse(IMAGE).unwrap();
+    let options = DiscoveryOptions::default();
+    let (sig_session, att_session) = (client.session(), client.session());
+    let attestations = Want::Attestations(PROVENANCE.into());
+    let (signatures, provenance) = tokio::join!(
+        cache.discover(
+            "anonymous",
+            &sig_session,
+            &repo,
+            &digest,
+            &Want::Signatures,
+            &options
+        ),
+        cache.discover(
+            "anonymous",
+            &att_session,
+            &repo,
+            &digest,
+            &attestations,
+            &options
+        ),
+    );
+    assert_eq!(traffic.count("/referrers/"), 1);
+    for (found, manifest) in [(&signatures, SIG_MANIFEST), (&provenance, ATT_MANIFEST)] {
+        assert_eq!(found.candidates.len(), 1, "{found:?}");
+        assert_eq!(
+            found.candidates[0].location,
+            format!("{host}/test/app@{manifest}")
+        );
+        assert!(matches!(found.candidates[0].material, Material::Bundle(_)));
+        assert_eq!(found.round_trips, 3);
+    }
+    // Each skipped the other's referrer by its listed predicate type.
+    assert_eq!(signatures.skipped.len(), 1);
+    assert_eq!(provenance.skipped.len(), 1);
+    // Nothing is kept: a list asked later is asked again (another tag
+    // prefix, so the material cache holds nothing for it either).
+    let third = client.session();
+    let prefixed = DiscoveryOptions {
+        tag_prefix: "x-".into(),
+        ..DiscoveryOptions::default()
+    };
+    let again = cache
+        .discover(
+            "anonymous",
+            &third,
+            &repo,
+            &digest,
+            &Want::Signatures,
+            &prefixed,
+        )
+        .await;
+    assert_eq!(again.candidates.len(), 1);
+    assert_eq!(traffic.count("/referrers/"), 2);
+}
