@@ -9,6 +9,7 @@ use crate::model::{
     AuthorityKind, CaTrust, CompiledAuthority, KeyMaterial, TlogPolicy, VerifiedAttestation,
     VerifiedSignature,
 };
+use futures_util::future::join_all;
 use sigil_registry::config::{ConfigFiles, config_files};
 use sigil_registry::image::{ImagePolicy, VerifyImageOptions, verify_image};
 use sigil_registry::platforms::{PlatformImage, platform_images};
@@ -165,46 +166,60 @@ impl RegistryVerifier {
                 wants.push(want);
             }
         }
+        // Each (source, want) pair reads the registry on its own: they run
+        // together (each verification bounded per host by the client's
+        // limits and slots) and are read back in order, so the outcome and
+        // its words do not depend on which answered first.
+        let pairs: Vec<(&Want, ImagePolicy, VerifyImageOptions)> = discoveries
+            .iter()
+            .flat_map(|discovery| {
+                wants.iter().map(|want| {
+                    let policy = ImagePolicy {
+                        verification: verification.clone(),
+                        want: want.clone(),
+                    };
+                    let options = VerifyImageOptions {
+                        discovery: discovery.clone(),
+                        now: None,
+                        material: self.material.clone(),
+                    };
+                    (want, policy, options)
+                })
+            })
+            .collect();
+        let verdicts = join_all(pairs.iter().map(|(_, policy, options)| {
+            verify_image(&reference, policy, &root, &self.client, options)
+        }))
+        .await;
         let mut signatures = Vec::new();
         let mut attestations = Vec::new();
         let mut rejected = Vec::new();
         let mut inconclusive = false;
-        for discovery in &discoveries {
-            for want in &wants {
-                let policy = ImagePolicy {
-                    verification: verification.clone(),
-                    want: want.clone(),
-                };
-                let options = VerifyImageOptions {
-                    discovery: discovery.clone(),
-                    now: None,
-                    material: self.material.clone(),
-                };
-                match verify_image(&reference, &policy, &root, &self.client, &options).await {
-                    Ok(verdict) => {
-                        rejected.extend(verdict.rejected.iter().map(ToString::to_string));
-                        for c in verdict.verified {
-                            let id = c.location.clone();
-                            let identity = c.verified.identity.clone();
-                            match (want, c.verified.content) {
-                                (Want::Signatures, _) => {
-                                    signatures.push(VerifiedSignature { id, identity });
-                                }
-                                (Want::Attestations(_), SignedContent::Dsse { statement, .. }) => {
-                                    attestations.push(VerifiedAttestation {
-                                        id,
-                                        identity,
-                                        statement: *statement,
-                                    });
-                                }
-                                (Want::Attestations(_), SignedContent::MessageSignature) => {}
+        for ((want, _, _), verdict) in pairs.iter().zip(verdicts) {
+            match verdict {
+                Ok(verdict) => {
+                    rejected.extend(verdict.rejected.iter().map(ToString::to_string));
+                    for c in verdict.verified {
+                        let id = c.location.clone();
+                        let identity = c.verified.identity.clone();
+                        match (*want, c.verified.content) {
+                            (Want::Signatures, _) => {
+                                signatures.push(VerifiedSignature { id, identity });
                             }
+                            (Want::Attestations(_), SignedContent::Dsse { statement, .. }) => {
+                                attestations.push(VerifiedAttestation {
+                                    id,
+                                    identity,
+                                    statement: *statement,
+                                });
+                            }
+                            (Want::Attestations(_), SignedContent::MessageSignature) => {}
                         }
                     }
-                    Err(e) => {
-                        inconclusive |= e.is_inconclusive();
-                        rejected.push(e.to_string());
-                    }
+                }
+                Err(e) => {
+                    inconclusive |= e.is_inconclusive();
+                    rejected.push(e.to_string());
                 }
             }
         }
