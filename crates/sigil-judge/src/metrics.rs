@@ -2,7 +2,8 @@
 //! (prometheus-client): admission requests by endpoint, operation, kind and
 //! decision (the webhook's); verification latency; cache hits and misses;
 //! reviews in flight; policy snapshot age and revision; registry requests by
-//! host and status, and their wait for an answer; the admission server's TLS
+//! host and status, and their wait for an answer; the round trips on a
+//! signature discovery's critical path; the admission server's TLS
 //! connections opened and closed, by reason (the webhook's); registry
 //! credentials from cloud providers issued, refreshed or failed, by provider;
 //! the verdicts of
@@ -131,6 +132,9 @@ pub struct Metrics {
     /// Time from sending a registry request to its response's headers (or
     /// its failure), in seconds.
     pub registry_wait: Histogram,
+    /// Round trips on the critical path of each discovery of an image's
+    /// signatures or attestations fetched from its registry.
+    pub discovery_round_trips: Histogram,
     /// Registry credentials from cloud providers, by provider and outcome.
     pub credential_exchanges: Family<CredentialLabels, Counter>,
     /// Registry requests that met a rate limit, by host and outcome.
@@ -221,6 +225,15 @@ impl Metrics {
             "Time from sending a registry HTTP request to its response headers or its failure",
             registry_wait.clone(),
         );
+        // 1, 2, 3 .. 8 and beyond: an unsigned image costs 1, a bundle
+        // referrer 3; more means requests waiting on one another (mirrors
+        // read in turn, a referrer of a legacy signature).
+        let discovery_round_trips = Histogram::new([1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 8.0]);
+        registry.register(
+            "registry_discovery_round_trips",
+            "Registry round trips on the critical path of one discovery of an image's signatures or attestations (the longest chain of requests each waiting on the one before), for discoveries fetched from the registry",
+            discovery_round_trips.clone(),
+        );
         let credential_exchanges = Family::<CredentialLabels, Counter>::default();
         registry.register(
             "registry_credential_exchanges",
@@ -272,6 +285,7 @@ impl Metrics {
             snapshot_revision,
             registry_requests,
             registry_wait,
+            discovery_round_trips,
             credential_exchanges,
             rate_limited,
             connections,
@@ -389,6 +403,10 @@ impl RequestObserver for Metrics {
             .inc();
     }
 
+    fn discovered(&self, round_trips: u32) {
+        self.discovery_round_trips.observe(f64::from(round_trips));
+    }
+
     fn credential_exchange(&self, provider: ProviderId, outcome: Exchange) {
         let outcome = match outcome {
             Exchange::Issued => "issued",
@@ -501,11 +519,31 @@ mod tests {
             .inc();
         m.audit_mode_verdict("p", "fail");
         m.audit_mode_skipped.inc();
+        m.discovered(1);
         let exposition = m.encode();
         let missing = sigil_testkit::metrics::unexported(&exposition, |name| {
             !name.starts_with("sigil_controller_") && !name.starts_with("sigil_audit_")
         });
         assert!(missing.is_empty(), "{missing:#?}\nexported:\n{exposition}");
+    }
+
+    #[test]
+    fn discoveries_are_counted_by_their_round_trips_on_the_critical_path() {
+        let m = Metrics::new();
+        // An unsigned image, then two bundle referrers.
+        for round_trips in [1, 3, 3] {
+            m.discovered(round_trips);
+        }
+        let text = m.encode();
+        for line in [
+            "sigil_registry_discovery_round_trips_count 3\n",
+            "sigil_registry_discovery_round_trips_sum 7.0\n",
+            "sigil_registry_discovery_round_trips_bucket{le=\"1.0\"} 1\n",
+            "sigil_registry_discovery_round_trips_bucket{le=\"2.0\"} 1\n",
+            "sigil_registry_discovery_round_trips_bucket{le=\"3.0\"} 3\n",
+        ] {
+            assert!(text.contains(line), "{line} in {text}");
+        }
     }
 
     #[test]
