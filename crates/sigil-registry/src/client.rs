@@ -615,10 +615,6 @@ pub struct RegistryClient {
     limits: Limits,
     // Authorization header per (host, repository), learnt from challenges.
     auth_cache: Mutex<HashMap<(String, String), String>>,
-    // One token exchange at a time per (host, repository): requests that
-    // meet the same challenge together wait for the first one's token
-    // instead of each fetching their own.
-    token_gates: Mutex<HashMap<(String, String), TokenGate>>,
     // (host, repository) pairs that answered a request without a challenge.
     open: Mutex<HashSet<(String, String)>>,
     observer: Option<Arc<dyn RequestObserver>>,
@@ -658,6 +654,10 @@ pub struct Session<'a> {
     /// Requests in flight per registry host, against
     /// [`Limits::max_session_requests_per_host`].
     in_flight: Mutex<HashMap<String, Arc<tokio::sync::Semaphore>>>,
+    /// One token exchange at a time per (host, repository) among this
+    /// session's requests: those that meet the same challenge together
+    /// wait for the first one's token instead of each fetching their own.
+    token_gates: Mutex<HashMap<(String, String), TokenGate>>,
     /// Where mirrored repositories were looked for, per repository as the
     /// policies name it: `place: outcome`, for the denial's words.
     trail: Mutex<Vec<(String, String)>>,
@@ -743,7 +743,6 @@ impl RegistryClient {
                 .collect(),
             limits: config.limits,
             auth_cache: Mutex::new(HashMap::new()),
-            token_gates: Mutex::new(HashMap::new()),
             open: Mutex::new(HashSet::new()),
             observer: config.observer,
             addresses,
@@ -795,6 +794,7 @@ impl RegistryClient {
             bytes_read: AtomicU64::new(0),
             taken: Mutex::new(HashMap::new()),
             in_flight: Mutex::new(HashMap::new()),
+            token_gates: Mutex::new(HashMap::new()),
             trail: Mutex::new(Vec::new()),
         }
     }
@@ -826,15 +826,10 @@ fn cached_auth(client: &RegistryClient, key: &(String, String)) -> Option<String
 /// repository) after a challenge.
 type TokenGate = Arc<tokio::sync::Mutex<()>>;
 
-/// The gate of `key`'s token exchanges (see `RegistryClient::token_gates`).
-fn token_gate(client: &RegistryClient, key: &(String, String)) -> TokenGate {
-    // Nothing panics while holding the map, so a poisoned lock still holds a sound map.
-    let mut gates = client
-        .token_gates
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner);
-    gates.entry(key.clone()).or_default().clone()
-}
+/// Repositories a client remembers answering without a challenge. Images
+/// name any repository; past this the record starts over, which costs only
+/// the sharing (a session's first request to a repository goes alone).
+const MAX_LEARNT_REPOSITORIES: usize = 4096;
 
 /// Whether `key` answered without a challenge before.
 fn is_open(client: &RegistryClient, key: &(String, String)) -> bool {
@@ -843,6 +838,9 @@ fn is_open(client: &RegistryClient, key: &(String, String)) -> bool {
 
 fn mark_open(client: &RegistryClient, key: &(String, String)) {
     if let Ok(mut open) = client.open.lock() {
+        if open.len() >= MAX_LEARNT_REPOSITORIES && !open.contains(key) {
+            open.clear();
+        }
         open.insert(key.clone());
     }
 }
@@ -891,6 +889,16 @@ impl Session<'_> {
     /// The client.
     pub fn client(&self) -> &RegistryClient {
         self.client
+    }
+
+    /// This session's gate of `key`'s token exchanges.
+    fn token_gate(&self, key: &(String, String)) -> TokenGate {
+        // Nothing panics while holding the map, so a poisoned lock still holds a sound map.
+        let mut gates = self
+            .token_gates
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        gates.entry(key.clone()).or_default().clone()
     }
 
     /// This session's semaphore for `host`.
@@ -1104,6 +1112,28 @@ impl Session<'_> {
         max: u64,
         what: &'static str,
     ) -> Result<Fetched, RegistryError> {
+        let key = (normalize_host(&repo.host), repo.name.clone());
+        let wait_gate = || async {
+            let gate = self.token_gate(&key);
+            tokio::time::timeout_at(self.deadline, gate.lock_owned())
+                .await
+                .map_err(|_| RegistryError::Deadline {
+                    url: url.to_string(),
+                    deadline: self.client.limits.total_deadline,
+                })
+        };
+        // This session's first requests to a repository go through its
+        // gate one at a time until the client has learnt whether the
+        // repository asks for a token, so requests started together share
+        // one challenge and one token exchange instead of each meeting its
+        // own. The gate is the session's, not the client's: a registry
+        // that hangs on one verification's first request holds up no other
+        // verification; and it is taken before the slots, so waiting for
+        // it holds none.
+        let mut held = None;
+        if cached_auth(self.client, &key).is_none() && !is_open(self.client, &key) {
+            held = Some(wait_gate().await?);
+        }
         // One of this session's places at the host, then one slot of the
         // registry's, for the whole exchange, both waited for within the
         // session's deadline.
@@ -1127,24 +1157,6 @@ impl Session<'_> {
             ),
             None => None,
         };
-        let key = (normalize_host(&repo.host), repo.name.clone());
-        let gate = token_gate(self.client, &key);
-        let wait_gate = || async {
-            tokio::time::timeout_at(self.deadline, gate.clone().lock_owned())
-                .await
-                .map_err(|_| RegistryError::Deadline {
-                    url: url.to_string(),
-                    deadline: self.client.limits.total_deadline,
-                })
-        };
-        // The first requests to a repository go through the gate one at a
-        // time until the client has learnt whether it asks for a token, so
-        // requests started together share one challenge and one token
-        // exchange instead of each meeting its own.
-        let mut held = None;
-        if cached_auth(self.client, &key).is_none() && !is_open(self.client, &key) {
-            held = Some(wait_gate().await?);
-        }
         let mut auth = cached_auth(self.client, &key);
         if let Some(cached) = &auth
             && let Some(fresh) = self.fresh_cloud_basic(&repo.host, cached).await

@@ -135,9 +135,8 @@ pub struct Discovery {
     /// unsigned image costs 1 (2 where the registry has no referrers API
     /// and the fallback tag is asked after its 404), a legacy signature 2
     /// (tag, layer), a bundle referrer 3 (list, manifest, blob). A request
-    /// counts once however
-    /// many exchanges it took (auth challenge and token, 429 waits, the
-    /// pages of one referrers list).
+    /// counts once however many exchanges it took (auth challenge and
+    /// token, 429 waits, the pages of one referrers list).
     pub round_trips: u32,
 }
 
