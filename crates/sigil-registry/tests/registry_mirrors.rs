@@ -285,3 +285,44 @@ async fn source_oci_signature_repositories_go_through_the_same_mapping() {
         .collect();
     assert!(!asked.iter().any(|p| p.contains("signatures")), "{asked:?}");
 }
+
+#[tokio::test]
+async fn through_a_mirror_discovery_asks_in_turn_so_its_trail_reads_the_same_each_time() {
+    let (upstream, _) = serve(registry("test/app", true)).await;
+    let (mirror, mirror_seen) = serve(registry("dockerhub-proxy/test/app", true)).await;
+    let client = client(&[format!("{upstream}=http://{mirror}/dockerhub-proxy")]);
+    let repo = Repository::parse(&format!("{upstream}/test/app")).unwrap();
+    let digest = sigil_registry::Digest::parse(IMAGE).unwrap();
+    let session = client.session();
+    let found = sigil_registry::discover::discover(
+        &session,
+        &repo,
+        &digest,
+        &Want::Signatures,
+        &DiscoveryOptions::default(),
+    )
+    .await;
+    assert_eq!(found.candidates.len(), 1, "{found:?}");
+    // One after another: the list, its manifest, the blob, then the .sig tag.
+    assert_eq!(found.round_trips, 4);
+    let paths: Vec<String> = mirror_seen
+        .lock()
+        .unwrap()
+        .iter()
+        .map(|(p, _)| p.clone())
+        .collect();
+    let tag = format!("{}.sig", digest.tag_stem());
+    let expected = [
+        format!("referrers/{IMAGE}"),
+        format!("manifests/{SIG_MANIFEST}"),
+        format!("blobs/{SIG_BUNDLE}"),
+        format!("manifests/{tag}"),
+    ];
+    assert_eq!(paths.len(), expected.len(), "{paths:?}");
+    for (path, want) in paths.iter().zip(&expected) {
+        assert!(
+            path.ends_with(want.as_str()),
+            "{path} is not {want}: {paths:?}"
+        );
+    }
+}
