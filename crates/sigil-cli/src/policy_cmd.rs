@@ -6,6 +6,7 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{Context as _, Result, bail};
@@ -17,6 +18,7 @@ use sigil_policy::glob::ImageName;
 use sigil_policy::model::{CompiledPolicy, Mode, NoMatchPolicy, ResourceInfo};
 use sigil_policy::registry::RegistryVerifier;
 use sigil_policy::{ImageResult, evaluate_image, render};
+use sigil_registry::revocation_fetch::{FetchConfig, RevocationFetcher};
 use sigil_registry::{ClientConfig, RegistryClient, Repository};
 use sigil_verifier::trust::TrustedRoot;
 
@@ -503,7 +505,13 @@ pub(crate) fn evaluate(
     // One client pins tags, the verifier owns another: both share nothing
     // but their configuration.
     let pinning = RegistryClient::new(client.clone())?;
-    let verifier = RegistryVerifier::new(RegistryClient::new(client.clone())?, default_root, roots);
+    let revocation = RevocationFetcher::new(FetchConfig {
+        addresses: client.addresses.clone(),
+        lookup: client.lookup.clone(),
+        ..FetchConfig::default()
+    })?;
+    let verifier = RegistryVerifier::new(RegistryClient::new(client.clone())?, default_root, roots)
+        .with_revocation(Arc::new(revocation));
     let no_match = match set.no_match {
         NoMatch::Deny => NoMatchPolicy::Deny,
         NoMatch::Warn => NoMatchPolicy::Warn,

@@ -13,7 +13,7 @@ use base64::Engine as _;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1 as meta;
 use sigil_api::cip::{
     Attestation, Authority, ClusterImagePolicySpec, ConfigMapRef, Identity, KeyRef, KeylessRef,
-    MatchResource, Policy, RemotePolicy, Source, TLog,
+    MatchResource, NotationRef, Policy, RemotePolicy, Source, TLog,
 };
 use sigil_api::trustroot::{CertificateAuthority, TransparencyLogInstance, TrustRootSpec};
 use sigil_policy::cue::{CIP_LEVEL_NAME, CueFailure, CuePolicy};
@@ -22,8 +22,8 @@ use sigil_policy::model::PolicyProgram;
 use sigil_policy::model::{
     AuthorityKind, CaTrust, CipPolicy, CompiledAttestation, CompiledAuthority, CompiledPolicy,
     KeyAuthority, KeyMaterial, KeylessAuthority, LabelOperator, LabelRequirement, LabelSelector,
-    Mode, PREDICATE_SHORT_NAMES, Platforms, ResourceMatch, SecretRef, SignatureSource,
-    StaticAction, TlogPolicy, predicate_type_uri,
+    Mode, NotationAuthority, PREDICATE_SHORT_NAMES, Platforms, ResourceMatch, SecretRef,
+    SignatureSource, StaticAction, TlogPolicy, predicate_type_uri,
 };
 use sigil_policy::rego::RegoPolicy;
 use sigil_verifier::crypto::{HashAlgorithm, PublicKey, pem_decode_all};
@@ -401,12 +401,20 @@ fn compile_authority(
     secrets: &dyn SecretResolver,
     errs: &mut Errors,
 ) -> Option<CompiledAuthority> {
-    let set = [a.key.is_some(), a.keyless.is_some(), a.static_.is_some()]
-        .iter()
-        .filter(|x| **x)
-        .count();
+    let set = [
+        a.key.is_some(),
+        a.keyless.is_some(),
+        a.static_.is_some(),
+        a.notation.is_some(),
+    ]
+    .iter()
+    .filter(|x| **x)
+    .count();
     if set != 1 {
-        errs.add(path, "exactly one of key, keyless or static must be set");
+        errs.add(
+            path,
+            "exactly one of key, keyless, notation or static must be set",
+        );
         // What else is wrong with the parts that are there, all at once.
         if let Some(key) = &a.key {
             compile_key(&format!("{path}.key"), key, secrets, errs);
@@ -431,6 +439,19 @@ fn compile_authority(
         compile_key(&format!("{path}.key"), key, secrets, errs).map(AuthorityKind::Key)
     } else if let Some(keyless) = &a.keyless {
         compile_keyless(&format!("{path}.keyless"), keyless, errs).map(AuthorityKind::Keyless)
+    } else if let Some(notation) = &a.notation {
+        if !a.attestations.is_empty()
+            || !a.sources.is_empty()
+            || a.ctlog.is_some()
+            || a.rfc3161_timestamp.is_some()
+        {
+            errs.add(
+                path,
+                "a notation authority takes no attestations, source, ctlog or rfc3161timestamp; \
+                 its trust policy says what is verified",
+            );
+        }
+        compile_notation(&format!("{path}.notation"), notation, errs).map(AuthorityKind::Notation)
     } else if let Some(s) = &a.static_ {
         if !a.attestations.is_empty() || !a.sources.is_empty() || a.ctlog.is_some() {
             errs.add(
@@ -499,6 +520,92 @@ fn compile_authority(
         tlog,
         timestamp_trust_root,
         attestations,
+    })
+}
+
+/// Parses a Notation authority's trust policy and trust stores, and checks
+/// that every store a statement names is given.
+fn compile_notation(path: &str, n: &NotationRef, errs: &mut Errors) -> Option<NotationAuthority> {
+    use sigil_notation::policy::{StoreKind, TrustPolicy};
+    use sigil_notation::store::TrustStore;
+
+    let policy = match TrustPolicy::parse(n.trust_policy.as_bytes()) {
+        Ok(policy) => Some(policy),
+        Err(e) => {
+            errs.add(format!("{path}.trustPolicy"), e.to_string());
+            None
+        }
+    };
+    let mut trust_store = TrustStore::new();
+    let mut names = BTreeSet::new();
+    for (i, store) in n.trust_stores.iter().enumerate() {
+        let at = format!("{path}.trustStores[{i}]");
+        let parsed = store
+            .name
+            .split_once('/')
+            .and_then(|(kind, name)| Some((StoreKind::parse(kind)?, name)))
+            .filter(|(_, name)| {
+                !name.is_empty()
+                    && name
+                        .bytes()
+                        .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.' | b'-'))
+            });
+        let Some((kind, name)) = parsed else {
+            errs.add(
+                format!("{at}.name"),
+                format!(
+                    "`{}` is not TYPE/NAME; use ca/NAME, signingAuthority/NAME or tsa/NAME (the \
+                     directory under the Notation trust store's x509/), NAME of letters, digits, \
+                     `_`, `.` and `-`",
+                    store.name
+                ),
+            );
+            continue;
+        };
+        if !names.insert((kind, name.to_owned())) {
+            errs.add(
+                format!("{at}.name"),
+                format!(
+                    "`{}` is given twice; put all of a store's certificates in one entry",
+                    store.name
+                ),
+            );
+            continue;
+        }
+        if !store.certificates.trim_start().starts_with("-----BEGIN") {
+            errs.add(
+                format!("{at}.certificates"),
+                "is not PEM; give the store's certificates as `-----BEGIN CERTIFICATE-----` \
+                 blocks",
+            );
+            continue;
+        }
+        if let Err(e) =
+            trust_store.add_file(kind, name, "certificates", store.certificates.as_bytes())
+        {
+            errs.add(format!("{at}.certificates"), e.to_string());
+        }
+    }
+    let policy = policy?;
+    for (i, statement) in policy.statements.iter().enumerate() {
+        for (j, store) in statement.trust_stores.iter().enumerate() {
+            if !names.contains(&(store.kind, store.name.clone())) {
+                errs.add(
+                    format!("{path}.trustPolicy"),
+                    format!(
+                        "trust policy field `trustPolicies[{i}].trustStores[{j}]` names \
+                         `{kind}:{name}`, which trustStores does not give; add an entry with name \
+                         `{kind}/{name}` and its certificates",
+                        kind = store.kind.as_str(),
+                        name = store.name
+                    ),
+                );
+            }
+        }
+    }
+    Some(NotationAuthority {
+        policy,
+        trust_store,
     })
 }
 
