@@ -12,6 +12,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use axum::Router;
@@ -44,6 +45,8 @@ struct Signed {
     host: String,
     digest: Digest,
     root_pem: String,
+    /// Requests for the CRL so far.
+    crl_fetches: Arc<AtomicUsize>,
 }
 
 /// Serves the signed image; the CRL revokes the signing certificate when
@@ -98,9 +101,15 @@ async fn signed_image(revoked: bool) -> Signed {
     paths.insert("/crl/leaf.crl".into(), crl);
     paths.insert("/v2/".into(), Vec::new());
     let paths = Arc::new(paths);
+    let crl_fetches = Arc::new(AtomicUsize::new(0));
+    let counter = crl_fetches.clone();
     let app = Router::new().fallback(move |uri: Uri| {
         let paths = paths.clone();
+        let counter = counter.clone();
         async move {
+            if uri.path().starts_with("/crl/") {
+                counter.fetch_add(1, Ordering::SeqCst);
+            }
             match paths.get(uri.path()) {
                 Some(body) => Response::builder()
                     .status(200)
@@ -115,6 +124,7 @@ async fn signed_image(revoked: bool) -> Signed {
         host,
         digest,
         root_pem: pki.root.cert_pem(),
+        crl_fetches,
     }
 }
 
@@ -167,8 +177,13 @@ fn object() -> ObjectInfo {
     }
 }
 
-async fn judged(revoked: bool) -> (Verdict, Signed) {
-    let signed = signed_image(revoked).await;
+/// Judges the signed image; with `trusted_root`, the trust store holds
+/// that root instead of the signer's.
+async fn judged(revoked: bool, trusted_root: Option<String>) -> (Verdict, Signed) {
+    let mut signed = signed_image(revoked).await;
+    if let Some(root) = trusted_root {
+        signed.root_pem = root;
+    }
     let config = ClientConfig {
         allow_insecure_all: true,
         ..ClientConfig::default()
@@ -198,13 +213,34 @@ async fn judged(revoked: bool) -> (Verdict, Signed) {
 
 #[tokio::test]
 async fn a_notation_signed_image_whose_certificate_its_crl_does_not_revoke_is_admitted() {
-    let (verdict, _) = judged(false).await;
+    let (verdict, signed) = judged(false, None).await;
     assert!(verdict.allowed, "{verdict:?}");
+    assert_eq!(signed.crl_fetches.load(Ordering::SeqCst), 1);
+}
+
+#[tokio::test]
+async fn the_crl_of_a_chain_outside_the_trust_store_is_never_fetched() {
+    let t = now();
+    let stranger = NotaryPki::new(
+        22,
+        "stranger",
+        t - 100 * DAY,
+        t + 3650 * DAY,
+        &LeafSpec::new("Acme", "signer", t - DAY, t + 30 * DAY),
+    );
+    let (verdict, signed) = judged(false, Some(stranger.root.cert_pem())).await;
+    assert!(!verdict.allowed, "{verdict:?}");
+    let reasons = verdict.reasons.join("\n");
+    assert!(
+        reasons.contains("does not lead to trust stores ca:acme"),
+        "{reasons}"
+    );
+    assert_eq!(signed.crl_fetches.load(Ordering::SeqCst), 0);
 }
 
 #[tokio::test]
 async fn a_notation_signature_whose_certificate_its_crl_revokes_is_denied_naming_the_crl() {
-    let (verdict, signed) = judged(true).await;
+    let (verdict, signed) = judged(true, None).await;
     assert!(!verdict.allowed, "{verdict:?}");
     let reasons = verdict.reasons.join("\n");
     let expected = format!(

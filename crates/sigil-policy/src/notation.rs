@@ -6,7 +6,7 @@
 //! the image's repository. One signature that verifies passes the authority.
 
 use sigil_notation::payload::Descriptor;
-use sigil_notation::policy::Level;
+use sigil_notation::policy::{Check, Level};
 use sigil_notation::revocation::{Evidence, Request};
 use sigil_notation::verify::{Context, revocation_requests, verify};
 use sigil_registry::notation_discover::discover_notation;
@@ -97,14 +97,24 @@ pub(crate) async fn verify_notation(
                 continue;
             }
         };
-        let evidence = gather(revocation_requests(&envelope), revocation).await;
-        let ctx = Context {
-            statement,
-            trust_store: &authority.trust_store,
-            revocation: &evidence,
-            now,
+        // The revocation URLs come from the envelope's own certificates: they
+        // are fetched only for a signature that passed every check before
+        // revocation, so an untrusted chain makes sigil contact nothing.
+        let judge = |evidence: &Evidence| {
+            let ctx = Context {
+                statement,
+                trust_store: &authority.trust_store,
+                revocation: evidence,
+                now,
+            };
+            verify(&envelope, &image, &ctx)
         };
-        match verify(&envelope, &image, &ctx) {
+        let mut outcome = judge(&Evidence::new());
+        if matches!(&outcome, Err(f) if f.check == Check::Revocation) {
+            let evidence = gather(revocation_requests(&envelope), revocation).await;
+            outcome = judge(&evidence);
+        }
+        match outcome {
             // Failures of checks the statement only logs do not fail the
             // signature; admission has no log of them to write to.
             Ok(_) => signatures.push(VerifiedSignature {
