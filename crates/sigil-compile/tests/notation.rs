@@ -474,3 +474,24 @@ fn a_notation_authority_takes_no_sigstore_fields() {
         )
     );
 }
+
+#[tokio::test]
+async fn a_skip_statement_admits_an_unsigned_image_as_notation_does() {
+    let image = image();
+    let host = serve(&image, &[]).await;
+    let skip = json!({
+        "version": "1.0",
+        "trustPolicies": [{
+            "name": "unchecked",
+            "registryScopes": [format!("{host}/acme/app")],
+            "signatureVerification": {"level": "skip"},
+        }]
+    })
+    .to_string();
+    let spec: ClusterImagePolicySpec = serde_json::from_value(json!({
+        "images": [{"glob": "**"}],
+        "authorities": [{"name": "acme", "notation": {"trustPolicy": skip}}],
+    }))
+    .unwrap();
+    assert_eq!(judge(&compile(&spec), &host, &image).await, Ok(()));
+}
