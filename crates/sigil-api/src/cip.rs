@@ -187,11 +187,20 @@ pub struct Authority {
 /// repository (else the `*` statement).
 #[derive(KubeSchema, Serialize, Deserialize, Debug, Clone, Default, PartialEq)]
 #[serde(rename_all = "camelCase")]
+#[x_kube(
+    validation = Rule::new("has(self.trustPolicy) != has(self.trustPolicyRef)").message("set exactly one of trustPolicy and trustPolicyRef")
+)]
 pub struct NotationRef {
     /// The trust policy document as JSON text: the content of
     /// `trustpolicy.oci.json` (or `trustpolicy.json`), `version: "1.0"`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(min = 1, max = 65536))]
-    pub trust_policy: String,
+    pub trust_policy: Option<String>,
+    /// A ConfigMap entry holding the trust policy document instead (`key`
+    /// may be omitted when the ConfigMap has one entry). Read from sigil's
+    /// namespace, or from an ImagePolicy's own.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trust_policy_ref: Option<ConfigMapRef>,
     /// The trust stores the trust policy's `trustStores` name, one entry per
     /// named store.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -200,9 +209,13 @@ pub struct NotationRef {
 }
 
 /// One named trust store: the files of a Notation trust store directory
-/// `truststore/x509/TYPE/NAME/`.
+/// `truststore/x509/TYPE/NAME/`, inline or as the entries of a ConfigMap or
+/// Secret.
 #[derive(KubeSchema, Serialize, Deserialize, Debug, Clone, Default, PartialEq)]
 #[serde(rename_all = "camelCase")]
+#[x_kube(
+    validation = Rule::new("[has(self.certificates), has(self.configMapRef), has(self.secretRef)].filter(x, x).size() == 1").message("set exactly one of certificates, configMapRef and secretRef")
+)]
 pub struct NotationTrustStore {
     /// `TYPE/NAME` as the directory under `truststore/x509/` is laid out:
     /// `ca/NAME`, `signingAuthority/NAME` or `tsa/NAME`; the trust policy
@@ -215,8 +228,31 @@ pub struct NotationTrustStore {
     /// The store's certificates in PEM (one or more `CERTIFICATE` blocks):
     /// root or intermediate CA certificates, or self-signed signing
     /// certificates; roots only for a `tsa` store.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(min = 1, max = 262144))]
-    pub certificates: String,
+    pub certificates: Option<String>,
+    /// A ConfigMap whose every data entry is one PEM certificate file of the
+    /// store (as `kubectl create configmap NAME --from-file=DIR` makes it
+    /// from the store's directory).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub config_map_ref: Option<ObjectReference>,
+    /// A Secret whose every data entry is one PEM certificate file of the
+    /// store.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub secret_ref: Option<ObjectReference>,
+}
+
+/// A ConfigMap or Secret by name, in sigil's namespace (an ImagePolicy's own
+/// for an ImagePolicy).
+#[derive(KubeSchema, Serialize, Deserialize, Debug, Clone, Default, PartialEq)]
+pub struct ObjectReference {
+    /// The object's name.
+    #[schemars(length(min = 1))]
+    pub name: String,
+    /// The object's namespace; it must be the one references are read
+    /// from, which is also the default when unset.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub namespace: String,
 }
 
 /// A public key: inline PEM or a Secret holding it.

@@ -121,6 +121,10 @@ pub const KMS_OFFLINE: &str = "fetched by sigil-controller from the KMS";
 /// from a real error.
 pub const CONFIG_MAP_OFFLINE: &str = "resolved by sigil-controller from ConfigMap";
 
+/// How the message of a notation trust store's unresolved `configMapRef` or
+/// `secretRef` begins (see [`CONFIG_MAP_OFFLINE`]).
+pub const NOTATION_STORE_OFFLINE: &str = "read by sigil-controller from";
+
 /// How the message of a CUE policy begins when this process has no CUE
 /// module (`sigil policy lint` from a `cargo install`ed CLI): the policy
 /// could not be checked, which is not an error in the policy.
@@ -139,6 +143,10 @@ pub const MAX_REMOTE_POLICY_BYTES: usize = 256 * 1024;
 /// CUE module.
 pub fn is_offline_only(error: &FieldError) -> bool {
     (error.path.ends_with(".configMapRef") && error.message.starts_with(CONFIG_MAP_OFFLINE))
+        || (error.path.ends_with(".trustPolicyRef")
+            && error.message.starts_with(CONFIG_MAP_OFFLINE))
+        || ((error.path.ends_with(".configMapRef") || error.path.ends_with(".secretRef"))
+            && error.message.starts_with(NOTATION_STORE_OFFLINE))
         || (error.path.ends_with(".kms") && error.message.starts_with(KMS_OFFLINE))
         || (error.path.ends_with(".remote") && error.message.starts_with(REMOTE_OFFLINE))
         || error.message.starts_with(CUE_MODULE_MISSING)
@@ -220,6 +228,28 @@ pub fn namespaced_problems(spec: &ClusterImagePolicySpec, namespace: &str) -> Ve
                 &att.policy,
                 &mut references,
             );
+        }
+    }
+    for (i, a) in spec.authorities.iter().enumerate() {
+        let Some(n) = &a.notation else { continue };
+        if let Some(r) = &n.trust_policy_ref {
+            let ns = r.namespace.as_deref().unwrap_or_default();
+            let path = format!("spec.authorities[{i}].notation.trustPolicyRef");
+            references.push((path, "ConfigMap", &r.name, ns));
+        }
+        for (j, store) in n.trust_stores.iter().enumerate() {
+            let at = format!("spec.authorities[{i}].notation.trustStores[{j}]");
+            if let Some(r) = &store.config_map_ref {
+                references.push((
+                    format!("{at}.configMapRef"),
+                    "ConfigMap",
+                    &r.name,
+                    &r.namespace,
+                ));
+            }
+            if let Some(r) = &store.secret_ref {
+                references.push((format!("{at}.secretRef"), "Secret", &r.name, &r.namespace));
+            }
         }
     }
     let mut problems = Vec::new();
@@ -451,7 +481,8 @@ fn compile_authority(
                  its trust policy says what is verified",
             );
         }
-        compile_notation(&format!("{path}.notation"), notation, errs).map(AuthorityKind::Notation)
+        compile_notation(&format!("{path}.notation"), notation, secrets, errs)
+            .map(AuthorityKind::Notation)
     } else if let Some(s) = &a.static_ {
         if !a.attestations.is_empty() || !a.sources.is_empty() || a.ctlog.is_some() {
             errs.add(
@@ -525,17 +556,50 @@ fn compile_authority(
 
 /// Parses a Notation authority's trust policy and trust stores, and checks
 /// that every store a statement names is given.
-fn compile_notation(path: &str, n: &NotationRef, errs: &mut Errors) -> Option<NotationAuthority> {
+fn compile_notation(
+    path: &str,
+    n: &NotationRef,
+    secrets: &dyn SecretResolver,
+    errs: &mut Errors,
+) -> Option<NotationAuthority> {
     use sigil_notation::policy::{StoreKind, TrustPolicy};
     use sigil_notation::store::TrustStore;
 
-    let policy = match TrustPolicy::parse(n.trust_policy.as_bytes()) {
-        Ok(policy) => Some(policy),
-        Err(e) => {
-            errs.add(format!("{path}.trustPolicy"), e.to_string());
+    let text = match (&n.trust_policy, &n.trust_policy_ref) {
+        (Some(text), None) => Some((format!("{path}.trustPolicy"), text.clone())),
+        (None, Some(r)) => {
+            let at = format!("{path}.trustPolicyRef");
+            match secrets.config_map(r) {
+                Some(Ok(text)) => Some((at, text)),
+                Some(Err(reason)) => {
+                    errs.add(at, reason);
+                    None
+                }
+                None => {
+                    errs.add(
+                        at,
+                        format!(
+                            "{CONFIG_MAP_OFFLINE} {}/{} (the trust policy cannot be checked offline)",
+                            r.namespace.as_deref().unwrap_or("(sigil's namespace)"),
+                            r.name
+                        ),
+                    );
+                    None
+                }
+            }
+        }
+        _ => {
+            errs.add(path, "set exactly one of trustPolicy and trustPolicyRef");
             None
         }
     };
+    let policy = text.and_then(|(at, text)| match TrustPolicy::parse(text.as_bytes()) {
+        Ok(policy) => Some(policy),
+        Err(e) => {
+            errs.add(at, e.to_string());
+            None
+        }
+    });
     let mut trust_store = TrustStore::new();
     let mut names = BTreeSet::new();
     for (i, store) in n.trust_stores.iter().enumerate() {
@@ -572,7 +636,42 @@ fn compile_notation(path: &str, n: &NotationRef, errs: &mut Errors) -> Option<No
             );
             continue;
         }
-        if !store.certificates.trim_start().starts_with("-----BEGIN") {
+        let certificates = match (
+            &store.certificates,
+            &store.config_map_ref,
+            &store.secret_ref,
+        ) {
+            (Some(pem), None, None) => pem,
+            (None, Some(r), None) | (None, None, Some(r)) => {
+                let (field, kind) = if store.config_map_ref.is_some() {
+                    ("configMapRef", "ConfigMap")
+                } else {
+                    ("secretRef", "Secret")
+                };
+                let ns = if r.namespace.is_empty() {
+                    "(sigil's namespace)"
+                } else {
+                    &r.namespace
+                };
+                errs.add(
+                    format!("{at}.{field}"),
+                    format!(
+                        "{NOTATION_STORE_OFFLINE} {kind} {ns}/{} (the certificates cannot be \
+                         checked offline)",
+                        r.name
+                    ),
+                );
+                continue;
+            }
+            _ => {
+                errs.add(
+                    at,
+                    "set exactly one of certificates, configMapRef and secretRef",
+                );
+                continue;
+            }
+        };
+        if !certificates.trim_start().starts_with("-----BEGIN") {
             errs.add(
                 format!("{at}.certificates"),
                 "is not PEM; give the store's certificates as `-----BEGIN CERTIFICATE-----` \
@@ -580,9 +679,7 @@ fn compile_notation(path: &str, n: &NotationRef, errs: &mut Errors) -> Option<No
             );
             continue;
         }
-        if let Err(e) =
-            trust_store.add_file(kind, name, "certificates", store.certificates.as_bytes())
-        {
+        if let Err(e) = trust_store.add_file(kind, name, "certificates", certificates.as_bytes()) {
             errs.add(format!("{at}.certificates"), e.to_string());
         }
     }

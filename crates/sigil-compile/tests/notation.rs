@@ -18,7 +18,7 @@ use axum::body::Body;
 use axum::http::{Response, Uri};
 use serde_json::json;
 use sigil_api::ClusterImagePolicySpec;
-use sigil_compile::compile::{Offline, compile_policy};
+use sigil_compile::compile::{Offline, compile_policy, is_offline_only, namespaced_problems};
 use sigil_policy::model::{AuthorityKind, CompiledPolicy, NoMatchPolicy, ResourceInfo};
 use sigil_policy::registry::RegistryVerifier;
 use sigil_policy::{ImageName, evaluate_image, render};
@@ -451,7 +451,7 @@ fn trust_store_entries_are_checked_by_name_and_content() {
         ) && errs[0].ends_with("is neither a CA certificate nor self-signed"),
         "{errs:?}"
     );
-    s.authorities[0].notation.as_mut().unwrap().trust_stores[0].certificates = "MIIB".into();
+    s.authorities[0].notation.as_mut().unwrap().trust_stores[0].certificates = Some("MIIB".into());
     assert!(
         errors(&s)[0]
             .starts_with("spec.authorities[0].notation.trustStores[0].certificates: is not PEM")
@@ -494,4 +494,78 @@ async fn a_skip_statement_admits_an_unsigned_image_as_notation_does() {
     }))
     .unwrap();
     assert_eq!(judge(&compile(&spec), &host, &image).await, Ok(()));
+}
+
+#[test]
+fn configmap_and_secret_references_are_left_to_the_controller_and_lint_says_so() {
+    let spec: ClusterImagePolicySpec = serde_json::from_value(json!({
+        "images": [{"glob": "**"}],
+        "authorities": [{"name": "acme", "notation": {
+            "trustPolicyRef": {"name": "notation-policy", "key": "trustpolicy.oci.json"},
+            "trustStores": [
+                {"name": "ca/acme", "configMapRef": {"name": "acme-ca"}},
+                {"name": "tsa/stamps", "secretRef": {"name": "stamps", "namespace": "sigil-system"}},
+            ],
+        }}],
+    }))
+    .unwrap();
+    let Err(e) = compile_policy("notation", &spec, &Offline) else {
+        panic!("compiled offline without the referenced objects");
+    };
+    let fields: Vec<String> = e.fields().iter().map(ToString::to_string).collect();
+    assert!(e.fields().iter().all(is_offline_only), "{fields:#?}");
+    assert_eq!(
+        fields,
+        [
+            "spec.authorities[0].notation.trustPolicyRef: resolved by sigil-controller from \
+             ConfigMap (sigil's namespace)/notation-policy (the trust policy cannot be checked \
+             offline)",
+            "spec.authorities[0].notation.trustStores[0].configMapRef: read by sigil-controller \
+             from ConfigMap (sigil's namespace)/acme-ca (the certificates cannot be checked \
+             offline)",
+            "spec.authorities[0].notation.trustStores[1].secretRef: read by sigil-controller from \
+             Secret sigil-system/stamps (the certificates cannot be checked offline)",
+        ]
+    );
+}
+
+#[test]
+fn a_trust_store_with_two_sources_is_refused() {
+    let acme = pki(1, "Acme");
+    let mut s = spec(
+        &trust_policy("registry.example/acme/app", ACME),
+        &acme.root.cert_pem(),
+    );
+    s.authorities[0].notation.as_mut().unwrap().trust_stores[0].secret_ref =
+        Some(sigil_api::cip::ObjectReference {
+            name: "acme".into(),
+            namespace: String::new(),
+        });
+    assert_eq!(
+        errors(&s),
+        [
+            "spec.authorities[0].notation.trustStores[0]: set exactly one of certificates, \
+          configMapRef and secretRef"
+        ]
+    );
+}
+
+#[test]
+fn an_image_policy_reads_notation_objects_only_from_its_namespace() {
+    let spec: ClusterImagePolicySpec = serde_json::from_value(json!({
+        "images": [{"glob": "**"}],
+        "authorities": [{"name": "acme", "notation": {
+            "trustPolicyRef": {"name": "notation-policy"},
+            "trustStores": [{"name": "ca/acme", "secretRef": {"name": "acme", "namespace": "sigil-system"}}],
+        }}],
+    }))
+    .unwrap();
+    assert_eq!(
+        namespaced_problems(&spec, "team-a"),
+        [
+            "spec.authorities[0].notation.trustStores[0].secretRef: Secret sigil-system/acme is \
+          outside the ImagePolicy's namespace `team-a`; an ImagePolicy reads Secrets only from \
+          its own namespace: create it there and leave the namespace out"
+        ]
+    );
 }
