@@ -126,12 +126,13 @@ pub struct ImagePattern {
 }
 
 /// One way to establish that an image is trusted: a key, a keyless
-/// (Fulcio) identity, or a static verdict.
+/// (Fulcio) identity, a Notary Project trust policy, or a static verdict.
 #[derive(KubeSchema, Serialize, Deserialize, Debug, Clone, Default, PartialEq)]
 #[serde(rename_all = "camelCase")]
 #[x_kube(
-    validation = Rule::new("[has(self.key), has(self.keyless), has(self.static)].filter(x, x).size() == 1").message("exactly one of key, keyless or static must be set"),
-    validation = Rule::new("!has(self.static) || (!has(self.attestations) && !has(self.source) && !has(self.ctlog))").message("a static authority takes no attestations, source or ctlog")
+    validation = Rule::new("[has(self.key), has(self.keyless), has(self.static), has(self.notation)].filter(x, x).size() == 1").message("exactly one of key, keyless, notation or static must be set"),
+    validation = Rule::new("!has(self.static) || (!has(self.attestations) && !has(self.source) && !has(self.ctlog))").message("a static authority takes no attestations, source or ctlog"),
+    validation = Rule::new("!has(self.notation) || (!has(self.attestations) && !has(self.source) && !has(self.ctlog) && !has(self.rfc3161timestamp))").message("a notation authority takes no attestations, source, ctlog or rfc3161timestamp; its trust policy says what is verified")
 )]
 pub struct Authority {
     /// Name used by the CIP-level policy (`authorityMatches.<name>`);
@@ -147,6 +148,10 @@ pub struct Authority {
     /// Pass or fail without looking at signatures.
     #[serde(default, rename = "static", skip_serializing_if = "Option::is_none")]
     pub static_: Option<StaticRef>,
+    /// Verify Notary Project (Notation) signatures with a Notation trust
+    /// policy and trust store, as the Notation CLI and Ratify keep them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub notation: Option<NotationRef>,
     /// Where signatures are stored, when not next to the image.
     #[serde(default, rename = "source", skip_serializing_if = "Vec::is_empty")]
     #[schemars(length(max = 8))]
@@ -172,6 +177,82 @@ pub struct Authority {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(extend("enum" = ["legacy", "bundle"]))]
     pub signature_format: Option<String>,
+}
+
+/// A Notary Project authority: the Notation CLI's (or Ratify's) trust policy
+/// document and the certificates of its trust stores, unchanged. An image
+/// passes when one of its Notary Project signatures (OCI referrers with
+/// artifactType `application/vnd.cncf.notary.signature`) verifies under the
+/// trust policy statement whose `registryScopes` name the image's
+/// repository (else the `*` statement).
+#[derive(KubeSchema, Serialize, Deserialize, Debug, Clone, Default, PartialEq)]
+#[serde(rename_all = "camelCase")]
+#[x_kube(
+    validation = Rule::new("has(self.trustPolicy) != has(self.trustPolicyRef)").message("set exactly one of trustPolicy and trustPolicyRef")
+)]
+pub struct NotationRef {
+    /// The trust policy document as JSON text: the content of
+    /// `trustpolicy.oci.json` (or `trustpolicy.json`), `version: "1.0"`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 65536))]
+    pub trust_policy: Option<String>,
+    /// A ConfigMap entry holding the trust policy document instead (`key`
+    /// may be omitted when the ConfigMap has one entry). Read from sigil's
+    /// namespace, or from an ImagePolicy's own.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trust_policy_ref: Option<ConfigMapRef>,
+    /// The trust stores the trust policy's `trustStores` name, one entry per
+    /// named store.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 32))]
+    pub trust_stores: Vec<NotationTrustStore>,
+}
+
+/// One named trust store: the files of a Notation trust store directory
+/// `truststore/x509/TYPE/NAME/`, inline or as the entries of a ConfigMap or
+/// Secret.
+#[derive(KubeSchema, Serialize, Deserialize, Debug, Clone, Default, PartialEq)]
+#[serde(rename_all = "camelCase")]
+#[x_kube(
+    validation = Rule::new("[has(self.certificates), has(self.configMapRef), has(self.secretRef)].filter(x, x).size() == 1").message("set exactly one of certificates, configMapRef and secretRef")
+)]
+pub struct NotationTrustStore {
+    /// `TYPE/NAME` as the directory under `truststore/x509/` is laid out:
+    /// `ca/NAME`, `signingAuthority/NAME` or `tsa/NAME`; the trust policy
+    /// names it `TYPE:NAME`.
+    #[schemars(
+        length(min = 1, max = 256),
+        regex(pattern = r"^(ca|signingAuthority|tsa)/[a-zA-Z0-9_.\-]+$")
+    )]
+    pub name: String,
+    /// The store's certificates in PEM (one or more `CERTIFICATE` blocks):
+    /// root or intermediate CA certificates, or self-signed signing
+    /// certificates; roots only for a `tsa` store.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 262144))]
+    pub certificates: Option<String>,
+    /// A ConfigMap whose every data entry is one PEM certificate file of the
+    /// store (as `kubectl create configmap NAME --from-file=DIR` makes it
+    /// from the store's directory).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub config_map_ref: Option<ObjectReference>,
+    /// A Secret whose every data entry is one PEM certificate file of the
+    /// store.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub secret_ref: Option<ObjectReference>,
+}
+
+/// A ConfigMap or Secret by name, in sigil's namespace (an ImagePolicy's own
+/// for an ImagePolicy).
+#[derive(KubeSchema, Serialize, Deserialize, Debug, Clone, Default, PartialEq)]
+pub struct ObjectReference {
+    /// The object's name.
+    #[schemars(length(min = 1))]
+    pub name: String,
+    /// The object's namespace; it must be the one references are read
+    /// from, which is also the default when unset.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub namespace: String,
 }
 
 /// A public key: inline PEM or a Secret holding it.

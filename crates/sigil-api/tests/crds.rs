@@ -53,6 +53,6 @@ fn cluster_image_policies_have_the_cip_short_name_and_a_mode_column() {
         .unwrap();
     let crd: serde_json::Value = serde_saphyr::from_str(yaml).unwrap();
     assert_eq!(crd["spec"]["names"]["shortNames"][0], "cip");
-    assert!(yaml.contains("exactly one of key, keyless or static must be set"));
+    assert!(yaml.contains("exactly one of key, keyless, notation or static must be set"));
     assert!(yaml.contains("jsonPath: .spec.mode"));
 }

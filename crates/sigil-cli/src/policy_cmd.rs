@@ -6,6 +6,7 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{Context as _, Result, bail};
@@ -17,6 +18,7 @@ use sigil_policy::glob::ImageName;
 use sigil_policy::model::{CompiledPolicy, Mode, NoMatchPolicy, ResourceInfo};
 use sigil_policy::registry::RegistryVerifier;
 use sigil_policy::{ImageResult, evaluate_image, render};
+use sigil_registry::revocation_fetch::{FetchConfig, RevocationFetcher};
 use sigil_registry::{ClientConfig, RegistryClient, Repository};
 use sigil_verifier::trust::TrustedRoot;
 
@@ -36,9 +38,13 @@ enum PolicyCommand {
     /// Validate ClusterImagePolicy, ImagePolicy, TrustRoot and WorkloadKind YAML files offline, with the cluster's rules.
     ///
     /// policy-controller objects are checked as `convert` would convert them,
-    /// with a warning wherever the two would judge them differently.
+    /// with a warning wherever the two would judge them differently. A
+    /// Notation trust policy document (`trustpolicy.oci.json`,
+    /// `trustpolicy.json`, or JSON with `trustPolicies`) is validated as the
+    /// `notation` authority validates it, its errors naming the field.
     Lint {
-        /// YAML files (several documents per file allowed).
+        /// YAML files (several documents per file allowed), or Notation
+        /// trust policy JSON files.
         #[arg(required = true, value_name = "FILE")]
         files: Vec<PathBuf>,
     },
@@ -164,12 +170,35 @@ pub(crate) fn run(args: &PolicyArgs) -> Result<Verdict> {
     }
 }
 
+/// Whether `text` (read from `path`) is a Notation trust policy document:
+/// a file named as Notation names them, or JSON with `trustPolicies`.
+fn is_trust_policy(path: &Path, text: &str) -> bool {
+    let named = path
+        .file_name()
+        .and_then(|n| n.to_str())
+        .is_some_and(|n| sigil_notation::config::POLICY_FILES.contains(&n));
+    named
+        || serde_json::from_str::<serde_json::Value>(text)
+            .is_ok_and(|v| v.get("trustPolicies").is_some())
+}
+
 fn lint(files: &[PathBuf]) -> Result<()> {
     let mut problems = 0;
     for path in files {
-        let reports =
-            sigil_compile::lint::lint_yaml_with(&read(path)?, sigil_compile::lint::Probe::Rego)
-                .with_context(|| format!("{}", path.display()))?;
+        let text = read(path)?;
+        if is_trust_policy(path, &text) {
+            let what = format!("{}: Notation trust policy", path.display());
+            match sigil_notation::policy::TrustPolicy::parse(text.as_bytes()) {
+                Ok(policy) => println!("{what}: ok ({} statement(s))", policy.statements.len()),
+                Err(e) => {
+                    println!("{what}: error: {e}");
+                    problems += 1;
+                }
+            }
+            continue;
+        }
+        let reports = sigil_compile::lint::lint_yaml_with(&text, sigil_compile::lint::Probe::Rego)
+            .with_context(|| format!("{}", path.display()))?;
         for r in reports {
             let what = format!("{}: {} {}", path.display(), r.kind, r.name);
             for note in &r.notes {
@@ -503,7 +532,13 @@ pub(crate) fn evaluate(
     // One client pins tags, the verifier owns another: both share nothing
     // but their configuration.
     let pinning = RegistryClient::new(client.clone())?;
-    let verifier = RegistryVerifier::new(RegistryClient::new(client.clone())?, default_root, roots);
+    let revocation = RevocationFetcher::new(FetchConfig {
+        addresses: client.addresses.clone(),
+        lookup: client.lookup.clone(),
+        ..FetchConfig::default()
+    })?;
+    let verifier = RegistryVerifier::new(RegistryClient::new(client.clone())?, default_root, roots)
+        .with_revocation(Arc::new(revocation));
     let no_match = match set.no_match {
         NoMatch::Deny => NoMatchPolicy::Deny,
         NoMatch::Warn => NoMatchPolicy::Warn,

@@ -236,3 +236,95 @@ fn a_revoked_signing_certificate_is_denied_through_its_crl_and_offline_the_statu
         "{text}"
     );
 }
+
+#[test]
+fn a_repository_no_statement_covers_is_an_error_naming_it_and_the_fix() {
+    let f = fixture("scope", None, ACME, "enforce");
+    let file = f.dir.join("trustpolicy.oci.json");
+    let policy = std::fs::read_to_string(&file)
+        .unwrap()
+        .replace("registry.example/acme/app", "registry.example/other/app");
+    std::fs::write(&file, policy).unwrap();
+    let envelope = sign(&f, Format::Jws);
+    let (code, text) = run(&f, &envelope, &[]);
+    assert_eq!(code, 1, "{text}");
+    let expected = format!(
+        "error: no statement of {} applies to repository `registry.example/acme/app`; name the \
+         repository with --repository or add a `*` scope",
+        f.dir.join("trustpolicy.oci.json").display()
+    );
+    assert!(text.contains(&expected), "{text}");
+}
+
+#[test]
+fn a_chain_to_a_root_outside_the_trust_store_is_denied_as_untrusted() {
+    let f = fixture("untrusted", None, ACME, "enforce");
+    let t = now();
+    let stranger = NotaryPki::new(
+        12,
+        "stranger",
+        t - 100 * DAY,
+        t + 3650 * DAY,
+        &LeafSpec::new("Acme", "release signer", t - DAY, t + 30 * DAY),
+    );
+    std::fs::write(
+        f.dir.join("truststore/x509/ca/acme/root.crt"),
+        stranger.root.cert_pem(),
+    )
+    .unwrap();
+    let envelope = sign(&f, Format::Jws);
+    let (code, text) = run(&f, &envelope, &[]);
+    assert_eq!(code, 1, "{text}");
+    let expected = format!(
+        "Denied: {}: Notary Project authenticity check failed: the certificate chain (signing \
+         certificate `C=US, ST=WA, O=Acme, CN=release signer`) does not lead to trust stores ca:acme",
+        envelope.display()
+    );
+    assert!(text.contains(&expected), "{text}");
+}
+
+fn lint(path: &Path) -> (i32, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_sigil"))
+        .args(["policy", "lint"])
+        .arg(path)
+        .output()
+        .unwrap();
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (out.status.code().unwrap_or(-1), text)
+}
+
+#[test]
+fn policy_lint_validates_a_notation_trust_policy_naming_the_field() {
+    let f = fixture("lint", None, ACME, "enforce");
+    let file = f.dir.join("trustpolicy.oci.json");
+    let (code, text) = lint(&file);
+    assert_eq!(code, 0, "{text}");
+    assert!(
+        text.contains(&format!(
+            "{}: Notation trust policy: ok (1 statement(s))",
+            file.display()
+        )),
+        "{text}"
+    );
+
+    let bad = std::fs::read_to_string(&file)
+        .unwrap()
+        .replace("\"revocation\":\"enforce\"", "\"integrity\":\"log\"");
+    let other = f.dir.join("policy.json");
+    std::fs::write(&other, bad).unwrap();
+    let (code, text) = lint(&other);
+    assert_eq!(code, 1, "{text}");
+    assert!(
+        text.contains(&format!(
+            "{}: Notation trust policy: error: trust policy field \
+             `trustPolicies[0].signatureVerification.override.integrity`: integrity cannot be \
+             overridden",
+            other.display()
+        )),
+        "{text}"
+    );
+}

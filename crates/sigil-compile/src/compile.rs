@@ -13,7 +13,7 @@ use base64::Engine as _;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1 as meta;
 use sigil_api::cip::{
     Attestation, Authority, ClusterImagePolicySpec, ConfigMapRef, Identity, KeyRef, KeylessRef,
-    MatchResource, Policy, RemotePolicy, Source, TLog,
+    MatchResource, NotationRef, Policy, RemotePolicy, Source, TLog,
 };
 use sigil_api::trustroot::{CertificateAuthority, TransparencyLogInstance, TrustRootSpec};
 use sigil_policy::cue::{CIP_LEVEL_NAME, CueFailure, CuePolicy};
@@ -22,8 +22,8 @@ use sigil_policy::model::PolicyProgram;
 use sigil_policy::model::{
     AuthorityKind, CaTrust, CipPolicy, CompiledAttestation, CompiledAuthority, CompiledPolicy,
     KeyAuthority, KeyMaterial, KeylessAuthority, LabelOperator, LabelRequirement, LabelSelector,
-    Mode, PREDICATE_SHORT_NAMES, Platforms, ResourceMatch, SecretRef, SignatureSource,
-    StaticAction, TlogPolicy, predicate_type_uri,
+    Mode, NotationAuthority, PREDICATE_SHORT_NAMES, Platforms, ResourceMatch, SecretRef,
+    SignatureSource, StaticAction, TlogPolicy, predicate_type_uri,
 };
 use sigil_policy::rego::RegoPolicy;
 use sigil_verifier::crypto::{HashAlgorithm, PublicKey, pem_decode_all};
@@ -121,6 +121,10 @@ pub const KMS_OFFLINE: &str = "fetched by sigil-controller from the KMS";
 /// from a real error.
 pub const CONFIG_MAP_OFFLINE: &str = "resolved by sigil-controller from ConfigMap";
 
+/// How the message of a notation trust store's unresolved `configMapRef` or
+/// `secretRef` begins (see [`CONFIG_MAP_OFFLINE`]).
+pub const NOTATION_STORE_OFFLINE: &str = "read by sigil-controller from";
+
 /// How the message of a CUE policy begins when this process has no CUE
 /// module (`sigil policy lint` from a `cargo install`ed CLI): the policy
 /// could not be checked, which is not an error in the policy.
@@ -139,6 +143,10 @@ pub const MAX_REMOTE_POLICY_BYTES: usize = 256 * 1024;
 /// CUE module.
 pub fn is_offline_only(error: &FieldError) -> bool {
     (error.path.ends_with(".configMapRef") && error.message.starts_with(CONFIG_MAP_OFFLINE))
+        || (error.path.ends_with(".trustPolicyRef")
+            && error.message.starts_with(CONFIG_MAP_OFFLINE))
+        || ((error.path.ends_with(".configMapRef") || error.path.ends_with(".secretRef"))
+            && error.message.starts_with(NOTATION_STORE_OFFLINE))
         || (error.path.ends_with(".kms") && error.message.starts_with(KMS_OFFLINE))
         || (error.path.ends_with(".remote") && error.message.starts_with(REMOTE_OFFLINE))
         || error.message.starts_with(CUE_MODULE_MISSING)
@@ -220,6 +228,28 @@ pub fn namespaced_problems(spec: &ClusterImagePolicySpec, namespace: &str) -> Ve
                 &att.policy,
                 &mut references,
             );
+        }
+    }
+    for (i, a) in spec.authorities.iter().enumerate() {
+        let Some(n) = &a.notation else { continue };
+        if let Some(r) = &n.trust_policy_ref {
+            let ns = r.namespace.as_deref().unwrap_or_default();
+            let path = format!("spec.authorities[{i}].notation.trustPolicyRef");
+            references.push((path, "ConfigMap", &r.name, ns));
+        }
+        for (j, store) in n.trust_stores.iter().enumerate() {
+            let at = format!("spec.authorities[{i}].notation.trustStores[{j}]");
+            if let Some(r) = &store.config_map_ref {
+                references.push((
+                    format!("{at}.configMapRef"),
+                    "ConfigMap",
+                    &r.name,
+                    &r.namespace,
+                ));
+            }
+            if let Some(r) = &store.secret_ref {
+                references.push((format!("{at}.secretRef"), "Secret", &r.name, &r.namespace));
+            }
         }
     }
     let mut problems = Vec::new();
@@ -401,12 +431,20 @@ fn compile_authority(
     secrets: &dyn SecretResolver,
     errs: &mut Errors,
 ) -> Option<CompiledAuthority> {
-    let set = [a.key.is_some(), a.keyless.is_some(), a.static_.is_some()]
-        .iter()
-        .filter(|x| **x)
-        .count();
+    let set = [
+        a.key.is_some(),
+        a.keyless.is_some(),
+        a.static_.is_some(),
+        a.notation.is_some(),
+    ]
+    .iter()
+    .filter(|x| **x)
+    .count();
     if set != 1 {
-        errs.add(path, "exactly one of key, keyless or static must be set");
+        errs.add(
+            path,
+            "exactly one of key, keyless, notation or static must be set",
+        );
         // What else is wrong with the parts that are there, all at once.
         if let Some(key) = &a.key {
             compile_key(&format!("{path}.key"), key, secrets, errs);
@@ -431,6 +469,20 @@ fn compile_authority(
         compile_key(&format!("{path}.key"), key, secrets, errs).map(AuthorityKind::Key)
     } else if let Some(keyless) = &a.keyless {
         compile_keyless(&format!("{path}.keyless"), keyless, errs).map(AuthorityKind::Keyless)
+    } else if let Some(notation) = &a.notation {
+        if !a.attestations.is_empty()
+            || !a.sources.is_empty()
+            || a.ctlog.is_some()
+            || a.rfc3161_timestamp.is_some()
+        {
+            errs.add(
+                path,
+                "a notation authority takes no attestations, source, ctlog or rfc3161timestamp; \
+                 its trust policy says what is verified",
+            );
+        }
+        compile_notation(&format!("{path}.notation"), notation, secrets, errs)
+            .map(AuthorityKind::Notation)
     } else if let Some(s) = &a.static_ {
         if !a.attestations.is_empty() || !a.sources.is_empty() || a.ctlog.is_some() {
             errs.add(
@@ -499,6 +551,158 @@ fn compile_authority(
         tlog,
         timestamp_trust_root,
         attestations,
+    })
+}
+
+/// Parses a Notation authority's trust policy and trust stores, and checks
+/// that every store a statement names is given.
+fn compile_notation(
+    path: &str,
+    n: &NotationRef,
+    secrets: &dyn SecretResolver,
+    errs: &mut Errors,
+) -> Option<NotationAuthority> {
+    use sigil_notation::policy::{StoreKind, TrustPolicy};
+    use sigil_notation::store::TrustStore;
+
+    let text = match (&n.trust_policy, &n.trust_policy_ref) {
+        (Some(text), None) => Some((format!("{path}.trustPolicy"), text.clone())),
+        (None, Some(r)) => {
+            let at = format!("{path}.trustPolicyRef");
+            match secrets.config_map(r) {
+                Some(Ok(text)) => Some((at, text)),
+                Some(Err(reason)) => {
+                    errs.add(at, reason);
+                    None
+                }
+                None => {
+                    errs.add(
+                        at,
+                        format!(
+                            "{CONFIG_MAP_OFFLINE} {}/{} (the trust policy cannot be checked offline)",
+                            r.namespace.as_deref().unwrap_or("(sigil's namespace)"),
+                            r.name
+                        ),
+                    );
+                    None
+                }
+            }
+        }
+        _ => {
+            errs.add(path, "set exactly one of trustPolicy and trustPolicyRef");
+            None
+        }
+    };
+    let policy = text.and_then(|(at, text)| match TrustPolicy::parse(text.as_bytes()) {
+        Ok(policy) => Some(policy),
+        Err(e) => {
+            errs.add(at, e.to_string());
+            None
+        }
+    });
+    let mut trust_store = TrustStore::new();
+    let mut names = BTreeSet::new();
+    for (i, store) in n.trust_stores.iter().enumerate() {
+        let at = format!("{path}.trustStores[{i}]");
+        let parsed = store
+            .name
+            .split_once('/')
+            .and_then(|(kind, name)| Some((StoreKind::parse(kind)?, name)))
+            .filter(|(_, name)| {
+                !name.is_empty()
+                    && name
+                        .bytes()
+                        .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.' | b'-'))
+            });
+        let Some((kind, name)) = parsed else {
+            errs.add(
+                format!("{at}.name"),
+                format!(
+                    "`{}` is not TYPE/NAME; use ca/NAME, signingAuthority/NAME or tsa/NAME (the \
+                     directory under the Notation trust store's x509/), NAME of letters, digits, \
+                     `_`, `.` and `-`",
+                    store.name
+                ),
+            );
+            continue;
+        };
+        if !names.insert((kind, name.to_owned())) {
+            errs.add(
+                format!("{at}.name"),
+                format!(
+                    "`{}` is given twice; put all of a store's certificates in one entry",
+                    store.name
+                ),
+            );
+            continue;
+        }
+        let certificates = match (
+            &store.certificates,
+            &store.config_map_ref,
+            &store.secret_ref,
+        ) {
+            (Some(pem), None, None) => pem,
+            (None, Some(r), None) | (None, None, Some(r)) => {
+                let (field, kind) = if store.config_map_ref.is_some() {
+                    ("configMapRef", "ConfigMap")
+                } else {
+                    ("secretRef", "Secret")
+                };
+                let ns = if r.namespace.is_empty() {
+                    "(sigil's namespace)"
+                } else {
+                    &r.namespace
+                };
+                errs.add(
+                    format!("{at}.{field}"),
+                    format!(
+                        "{NOTATION_STORE_OFFLINE} {kind} {ns}/{} (the certificates cannot be \
+                         checked offline)",
+                        r.name
+                    ),
+                );
+                continue;
+            }
+            _ => {
+                errs.add(
+                    at,
+                    "set exactly one of certificates, configMapRef and secretRef",
+                );
+                continue;
+            }
+        };
+        if !certificates.trim_start().starts_with("-----BEGIN") {
+            errs.add(
+                format!("{at}.certificates"),
+                "is not PEM; give the store's certificates as `-----BEGIN CERTIFICATE-----` \
+                 blocks",
+            );
+            continue;
+        }
+        if let Err(e) = trust_store.add_file(kind, name, "certificates", certificates.as_bytes()) {
+            errs.add(format!("{at}.certificates"), e.to_string());
+        }
+    }
+    let policy = policy?;
+    for (i, statement) in policy.statements.iter().enumerate() {
+        for (j, store) in statement.trust_stores.iter().enumerate() {
+            if !names.contains(&(store.kind, store.name.clone())) {
+                errs.add(
+                    format!("{path}.trustPolicy"),
+                    format!(
+                        "trust policy field `trustPolicies[{i}].trustStores[{j}]` names \
+                         `{kind}:{name}`, which trustStores does not give; add an entry with name \
+                         `{kind}/{name}` and its certificates",
+                        kind = store.kind.as_str(),
+                        name = store.name
+                    ),
+                );
+            }
+        }
+    }
+    Some(NotationAuthority {
+        policy,
+        trust_store,
     })
 }
 

@@ -112,13 +112,13 @@ fn authorities_are_required_and_need_exactly_one_kind() {
     );
     assert_error(
         "images: [{glob: \"**\"}]\nauthorities: [{name: a}]",
-        "spec.authorities[0]: exactly one of key, keyless or static",
+        "spec.authorities[0]: exactly one of key, keyless, notation or static",
     );
     assert_error(
         &format!(
             "images: [{{glob: \"**\"}}]\nauthorities:\n- static: {{action: pass}}\n  keyless: {{identities: [{GHA}]}}"
         ),
-        "spec.authorities[0]: exactly one of key, keyless or static",
+        "spec.authorities[0]: exactly one of key, keyless, notation or static",
     );
 }
 

@@ -32,7 +32,8 @@ use kube::runtime::{Controller, watcher};
 use kube::{Client, ResourceExt};
 use serde::Serialize;
 use sigil_api::cip::{
-    ClusterImagePolicy, ClusterImagePolicySpec, ClusterImagePolicyStatus, KeyRef, Policy,
+    ClusterImagePolicy, ClusterImagePolicySpec, ClusterImagePolicyStatus, KeyRef, NotationRef,
+    Policy,
 };
 use sigil_api::image_policy::{ImagePolicy, qualified_name};
 use sigil_api::snapshot::SnapshotPolicy;
@@ -167,6 +168,19 @@ pub fn references(spec: &ClusterImagePolicySpec) -> References {
         for att in &a.attestations {
             policy(&att.policy, &mut refs);
         }
+        if let Some(n) = &a.notation {
+            if let Some(r) = &n.trust_policy_ref {
+                refs.config_maps.insert(r.name.clone());
+            }
+            for store in &n.trust_stores {
+                if let Some(r) = &store.config_map_ref {
+                    refs.config_maps.insert(r.name.clone());
+                }
+                if let Some(r) = &store.secret_ref {
+                    refs.secrets.insert(r.name.clone());
+                }
+            }
+        }
     }
     refs
 }
@@ -199,6 +213,10 @@ pub async fn resolve(
                 &mut problems,
             )
             .await?;
+        }
+        if let Some(n) = &mut a.notation {
+            r.notation(&format!("spec.authorities[{i}].notation"), n, &mut problems)
+                .await?;
         }
         for (j, att) in a.attestations.iter_mut().enumerate() {
             if let Some(p) = &mut att.policy {
@@ -323,6 +341,152 @@ impl Resolver<'_> {
                 data.len(),
                 data.keys().cloned().collect::<Vec<_>>().join(", ")
             )),
+        }
+        Ok(())
+    }
+
+    /// Inlines a notation authority's trust policy (a ConfigMap entry) and
+    /// the certificates of its trust stores (every data entry of a
+    /// ConfigMap or Secret, in key order, as the files of the store's
+    /// directory).
+    async fn notation(
+        &self,
+        path: &str,
+        n: &mut NotationRef,
+        problems: &mut Vec<String>,
+    ) -> Result<()> {
+        if let (None, Some(reference)) = (&n.trust_policy, n.trust_policy_ref.clone()) {
+            let at = format!("{path}.trustPolicyRef");
+            let namespace = reference.namespace.clone().unwrap_or_default();
+            if !reference.name.is_empty() && self.namespace_ok(&at, &namespace, problems) {
+                let ns = self.namespace;
+                let name = &reference.name;
+                let before = problems.len();
+                match self.read::<ConfigMap>(&at, name, problems).await? {
+                    None if problems.len() == before => problems.push(format!(
+                        "{at}: ConfigMap {ns}/{name} not found; create it with the trust policy \
+                         document (trustpolicy.oci.json) as an entry"
+                    )),
+                    None => {}
+                    Some(cm) => {
+                        let data = cm.data.unwrap_or_default();
+                        let key = reference.key.clone().unwrap_or_default();
+                        let text = if key.is_empty() {
+                            let mut values = data.values();
+                            match (values.next(), values.next()) {
+                                (Some(v), None) => Some(v.clone()),
+                                _ => {
+                                    problems.push(format!(
+                                        "{at}: ConfigMap {ns}/{name} has {} entries; set \
+                                         trustPolicyRef.key to the one holding the trust policy",
+                                        data.len()
+                                    ));
+                                    None
+                                }
+                            }
+                        } else {
+                            let v = data.get(&key).cloned();
+                            if v.is_none() {
+                                problems.push(format!(
+                                    "{at}.key: ConfigMap {ns}/{name} has no entry `{key}`"
+                                ));
+                            }
+                            v
+                        };
+                        if let Some(text) = text {
+                            n.trust_policy = Some(text);
+                            n.trust_policy_ref = None;
+                        }
+                    }
+                }
+            }
+        }
+        for (j, store) in n.trust_stores.iter_mut().enumerate() {
+            if store.certificates.is_some() {
+                continue;
+            }
+            let at = format!("{path}.trustStores[{j}]");
+            let files: Option<Vec<(String, Vec<u8>)>> =
+                match (store.config_map_ref.clone(), store.secret_ref.clone()) {
+                    (Some(r), None) => {
+                        let at = format!("{at}.configMapRef");
+                        if !self.namespace_ok(&at, &r.namespace, problems) {
+                            continue;
+                        }
+                        let before = problems.len();
+                        let found = self.read::<ConfigMap>(&at, &r.name, problems).await?;
+                        if found.is_none() && problems.len() == before {
+                            problems.push(format!(
+                                "{at}: ConfigMap {}/{} not found; create it from the store's \
+                                 directory (kubectl create configmap {} --from-file=DIR)",
+                                self.namespace, r.name, r.name
+                            ));
+                        }
+                        found.map(|cm| {
+                            cm.data
+                                .unwrap_or_default()
+                                .into_iter()
+                                .map(|(k, v)| (k, v.into_bytes()))
+                                .collect()
+                        })
+                    }
+                    (None, Some(r)) => {
+                        let at = format!("{at}.secretRef");
+                        if !self.namespace_ok(&at, &r.namespace, problems) {
+                            continue;
+                        }
+                        let before = problems.len();
+                        let found = self.read::<Secret>(&at, &r.name, problems).await?;
+                        if found.is_none() && problems.len() == before {
+                            problems.push(format!(
+                                "{at}: Secret {}/{} not found; create it with the store's \
+                                 certificate files as its entries",
+                                self.namespace, r.name
+                            ));
+                        }
+                        found.map(|secret| {
+                            secret
+                                .data
+                                .unwrap_or_default()
+                                .into_iter()
+                                .map(|(k, v)| (k, v.0))
+                                .collect()
+                        })
+                    }
+                    // Several or none set: the compiler reports it.
+                    _ => continue,
+                };
+            let Some(files) = files else { continue };
+            let object = if store.config_map_ref.is_some() {
+                "ConfigMap"
+            } else {
+                "Secret"
+            };
+            if files.is_empty() {
+                problems.push(format!(
+                    "{at}: the {object} has no data entries; put the store's PEM certificate \
+                     files in it"
+                ));
+                continue;
+            }
+            let mut pem = String::new();
+            for (key, bytes) in files {
+                match String::from_utf8(bytes) {
+                    Ok(text) => {
+                        pem.push_str(&text);
+                        if !pem.ends_with('\n') {
+                            pem.push('\n');
+                        }
+                    }
+                    Err(_) => problems.push(format!(
+                        "{at}: entry `{key}` of the {object} is not text; store the certificates \
+                         as PEM"
+                    )),
+                }
+            }
+            store.certificates = Some(pem);
+            store.config_map_ref = None;
+            store.secret_ref = None;
         }
         Ok(())
     }
@@ -1213,6 +1377,88 @@ mod tests {
         let policy = snapshot.policies[0].spec.policy.as_ref().unwrap();
         assert_eq!(policy.data.as_deref(), Some(rego));
         assert!(policy.config_map_ref.is_none());
+    }
+
+    #[tokio::test]
+    async fn a_notation_trust_policy_and_stores_in_configmaps_and_secrets_are_resolved_inline() {
+        use base64::Engine as _;
+        use sigil_testkit::notation::{LeafSpec, NotaryPki};
+        let (client, api) = FakeApi::start();
+        let (ctx, _rx, _l) = context(client, true);
+        let t = 1_750_000_000;
+        let pki = NotaryPki::new(
+            3,
+            "ctl",
+            t,
+            t + 3650 * 86_400,
+            &LeafSpec::new("Acme", "signer", t, t + 86_400),
+        );
+        let root = pki.root.cert_pem();
+        let trust_policy = json!({"version": "1.0", "trustPolicies": [{
+            "name": "acme", "registryScopes": ["*"],
+            "signatureVerification": {"level": "strict"},
+            "trustStores": ["ca:acme", "signingAuthority:acme"],
+            "trustedIdentities": ["x509.subject: C=US, ST=WA, O=Acme"]}]})
+        .to_string();
+        api.put(
+            &configmap_path("notation-policy"),
+            json!({"apiVersion": "v1", "kind": "ConfigMap",
+                "metadata": {"name": "notation-policy", "namespace": NS},
+                "data": {"trustpolicy.oci.json": trust_policy}}),
+        );
+        api.put(
+            &configmap_path("acme-ca"),
+            json!({"apiVersion": "v1", "kind": "ConfigMap",
+                "metadata": {"name": "acme-ca", "namespace": NS}, "data": {"root.crt": root}}),
+        );
+        api.put(
+            &secret_path("acme-sa"),
+            json!({"apiVersion": "v1", "kind": "Secret",
+                "metadata": {"name": "acme-sa", "namespace": NS},
+                "data": {"root.crt": base64::engine::general_purpose::STANDARD.encode(&root)}}),
+        );
+        let spec = json!({"images": [{"glob": "ghcr.io/acme/**"}], "authorities": [{"notation": {
+        "trustPolicyRef": {"name": "notation-policy"},
+        "trustStores": [
+            {"name": "ca/acme", "configMapRef": {"name": "acme-ca"}},
+            {"name": "signingAuthority/acme", "secretRef": {"name": "acme-sa"}},
+        ]}}]});
+        api.put(&cip_path("n"), cip("n", 1, spec));
+        api.put(
+            &cip_path("missing"),
+            cip(
+                "missing",
+                1,
+                json!({"images": [{"glob": "ghcr.io/acme/**"}], "authorities": [{"notation": {
+                    "trustPolicy": trust_policy,
+                    "trustStores": [{"name": "ca/acme", "configMapRef": {"name": "nope"}}]}}]}),
+            ),
+        );
+
+        reconcile_path(&api, &ctx, "n").await.unwrap();
+        reconcile_path(&api, &ctx, "missing").await.unwrap();
+
+        assert_eq!(ready(&api, "n")["status"], "True", "{}", ready(&api, "n"));
+        let snapshot = stored_snapshot(&api).unwrap();
+        let n = snapshot.policies[0].spec.authorities[0]
+            .notation
+            .as_ref()
+            .unwrap();
+        assert_eq!(n.trust_policy.as_deref(), Some(trust_policy.as_str()));
+        assert!(n.trust_policy_ref.is_none());
+        for store in &n.trust_stores {
+            assert_eq!(store.certificates.as_deref(), Some(root.as_str()));
+            assert!(store.config_map_ref.is_none() && store.secret_ref.is_none());
+        }
+        let missing = ready(&api, "missing");
+        assert_eq!(missing["reason"], "UnresolvedReference");
+        assert!(
+            missing["message"].as_str().unwrap().contains(
+                "spec.authorities[0].notation.trustStores[0].configMapRef: ConfigMap \
+                 sigil-system/nope not found; create it from the store's directory"
+            ),
+            "{missing}"
+        );
     }
 
     #[tokio::test]

@@ -34,6 +34,7 @@ use sigil_policy::registry::RegistryVerifier;
 use sigil_policy::render;
 use sigil_registry::config::ConfigFiles;
 use sigil_registry::platforms::PlatformImage;
+use sigil_registry::revocation_fetch::{FetchConfig, RevocationFetcher};
 use sigil_registry::{
     ClientConfig, ImageRef, MaterialCache, MaterialScope, RegistryClient, RegistryScope, Repository,
 };
@@ -428,6 +429,9 @@ pub struct PolicyJudge {
     resolvers: Mutex<HashMap<String, Arc<RegistryClient>>>,
     /// Signature material shared across snapshots and policies.
     material: Option<Arc<MaterialCache>>,
+    /// Fetches (and caches) the CRLs and OCSP answers of Notary Project
+    /// signatures, under the registry clients' address rules.
+    revocation: Arc<RevocationFetcher>,
     /// The revision in force, for whoever must act on a change (the audit).
     revision: watch::Sender<u64>,
 }
@@ -471,6 +475,12 @@ impl PolicyJudge {
             .map_err(|e| PolicyJudgeError::Client(e.to_string()))?;
         let mut resolvers = HashMap::new();
         resolvers.insert(String::new(), Arc::new(anonymous));
+        let revocation = RevocationFetcher::new(FetchConfig {
+            addresses: base.addresses.clone(),
+            lookup: base.lookup.clone(),
+            ..FetchConfig::default()
+        })
+        .map_err(|e| PolicyJudgeError::Client(e.to_string()))?;
         Ok(Self {
             current,
             allowed_registries: Vec::new(),
@@ -480,6 +490,7 @@ impl PolicyJudge {
             no_match,
             resolvers: Mutex::new(resolvers),
             material: None,
+            revocation: Arc::new(revocation),
             revision: watch::Sender::new(0),
         })
     }
@@ -694,7 +705,8 @@ impl PolicyJudge {
             client,
             loaded.default_root.clone(),
             loaded.trust_roots.clone(),
-        );
+        )
+        .with_revocation(self.revocation.clone());
         if let Some(cache) = &self.material {
             verifier = verifier.with_material(MaterialScope {
                 cache: cache.clone(),

@@ -492,11 +492,11 @@ async fn evaluate_authority<V: AuthorityVerifier>(
                 .unwrap_or_else(|| "disallowed by a static fail authority".into())),
             Vec::new(),
         ),
-        AuthorityKind::Key(_) | AuthorityKind::Keyless(_) => {
-            let kind = if matches!(authority.kind, AuthorityKind::Key(_)) {
-                "key"
-            } else {
-                "keyless"
+        AuthorityKind::Key(_) | AuthorityKind::Keyless(_) | AuthorityKind::Notation(_) => {
+            let kind = match authority.kind {
+                AuthorityKind::Key(_) => "key",
+                AuthorityKind::Notation(_) => "notation",
+                _ => "keyless",
             };
             if image.digest.is_none() {
                 (kind, Err(unpinned(image)), Vec::new())

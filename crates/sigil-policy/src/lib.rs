@@ -10,7 +10,8 @@
 //!
 //! It must not depend on Kubernetes: `sigil-compile` compiles CRDs into these
 //! types, and the webhook, the CLI and the audit feed images in. Signature
-//! verification is `sigil-verifier`'s and registry access `sigil-registry`'s.
+//! verification is `sigil-verifier`'s (Sigstore) and `sigil-notation`'s
+//! (Notary Project), and registry access `sigil-registry`'s.
 #![forbid(unsafe_code)]
 
 pub mod cue;
@@ -18,6 +19,7 @@ pub mod document;
 pub mod eval;
 pub mod glob;
 pub mod model;
+mod notation;
 pub mod registry;
 pub mod rego;
 pub mod render;

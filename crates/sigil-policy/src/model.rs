@@ -148,6 +148,17 @@ pub enum AuthorityKind {
     Keyless(KeylessAuthority),
     /// No verification: a fixed verdict.
     Static(StaticAction),
+    /// Notary Project signatures under a Notation trust policy.
+    Notation(NotationAuthority),
+}
+
+/// A Notary Project authority: the parsed trust policy and its trust stores.
+#[derive(Debug, Clone)]
+pub struct NotationAuthority {
+    /// The trust policy document, validated.
+    pub policy: sigil_notation::policy::TrustPolicy,
+    /// Every store the trust policy names, with its certificates.
+    pub trust_store: sigil_notation::store::TrustStore,
 }
 
 /// A managed-key authority.

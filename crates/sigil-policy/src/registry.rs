@@ -13,6 +13,7 @@ use futures_util::future::join_all;
 use sigil_registry::config::{ConfigFiles, config_files};
 use sigil_registry::image::{ImagePolicy, VerifyImageOptions, verify_image};
 use sigil_registry::platforms::{PlatformImage, platform_images};
+use sigil_registry::revocation_fetch::RevocationFetcher;
 use sigil_registry::{
     Digest, DiscoveryOptions, ImageRef, MaterialScope, RegistryClient, Repository, Want,
 };
@@ -20,6 +21,7 @@ use sigil_verifier::trust::{CertificateAuthority, TrustedRoot, ValidFor};
 use sigil_verifier::verify::{SignedContent, SignerPolicy, VerificationPolicy};
 use sigil_verifier::x509::Certificate;
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 /// Verifies authorities against registries with the trust roots it holds.
 pub struct RegistryVerifier {
@@ -27,6 +29,7 @@ pub struct RegistryVerifier {
     default_root: TrustedRoot,
     trust_roots: BTreeMap<String, TrustedRoot>,
     material: Option<MaterialScope>,
+    revocation: Option<Arc<RevocationFetcher>>,
 }
 
 impl RegistryVerifier {
@@ -43,7 +46,16 @@ impl RegistryVerifier {
             default_root,
             trust_roots,
             material: None,
+            revocation: None,
         }
+    }
+
+    /// Fetches the CRLs and OCSP answers Notary Project signatures' revocation
+    /// checks read through `fetcher`; without one, a certificate that names
+    /// a CRL or OCSP responder has an unknown revocation status.
+    pub fn with_revocation(mut self, fetcher: Arc<RevocationFetcher>) -> Self {
+        self.revocation = Some(fetcher);
+        self
     }
 
     /// Shares discovered signature material through `scope` (whose
@@ -124,6 +136,19 @@ impl RegistryVerifier {
                 None,
             ),
             AuthorityKind::Static(_) => return Err("static authorities verify nothing".into()),
+            AuthorityKind::Notation(n) => {
+                let (repo, digest) = pinned_reference(image).map_err(|e| e.reason)?;
+                let session = self.client.session();
+                return crate::notation::verify_notation(
+                    &session,
+                    &repo,
+                    &digest,
+                    n,
+                    self.revocation.as_deref(),
+                    time::OffsetDateTime::now_utc(),
+                )
+                .await;
+            }
         };
         let root = self.root_for(a)?;
         // A keyless authority whose trust root lists no transparency log (a
