@@ -26,6 +26,9 @@
 #    values for each cloud (tokens mounted as each cloud's webhook mounts
 #    them) and a mirror setting, then a scenario per cloud, refresh under
 #    load, a provider down, and the mirror.
+#    Last, sigil's namespace enforces the Pod Security Standard `restricted`
+#    and `helm upgrade` drops the chart's fixed user and group IDs for ones
+#    assigned from outside, as on OpenShift (e2e/suite/tests/node_restricted.rs).
 # 6. `down`, and the footprint again: anything left on the machine fails.
 #
 # Needs root. Arguments go to both test binaries (a test name filters).
@@ -417,6 +420,41 @@ if cloud_phase; then
   run_suite node_cloud "$@" || status=$?
   e2e_log "e2e-node: the cloud registry scenarios took $((SECONDS - t)) s"
 else
+  status=1
+fi
+# Restricted clusters: sigil's namespace enforces the Pod Security Standard
+# `restricted`, and the chart fixes no user or group ID
+# (securityContext.fixedIds=false). The pods get theirs from outside the
+# chart, as OpenShift's restricted-v2 SCC assigns one from the namespace's
+# range; here the pod-level context carries it, as the SCC would write it.
+# Labelling the namespace warns of running pods that would violate it.
+RESTRICTED_UID=1000680000
+restricted_phase() {
+  kubectl label namespace "$SIGIL_NS" --overwrite \
+    pod-security.kubernetes.io/enforce=restricted pod-security.kubernetes.io/enforce-version=latest \
+    >"$WORK/label.log" 2>&1 || { cat "$WORK/label.log" >&2; return 1; }
+  if grep -i "violate" "$WORK/label.log" >&2; then
+    e2e_log "e2e-node: sigil's running pods violate the restricted standard (above)"
+    return 1
+  fi
+  helm upgrade sigil charts/sigil --namespace "$SIGIL_NS" --reuse-values \
+    --set securityContext.fixedIds=false \
+    --set "securityContext.pod.runAsUser=$RESTRICTED_UID" \
+    --set "securityContext.pod.runAsGroup=$RESTRICTED_UID" \
+    --set "securityContext.pod.fsGroup=$RESTRICTED_UID" \
+    --wait --timeout 5m >"$WORK/helm-restricted.log" 2>&1 ||
+    { cat "$WORK/helm-restricted.log" >&2; e2e_log "e2e-node: helm upgrade into the restricted namespace failed"; return 1; }
+}
+t=$SECONDS
+if restricted_phase; then
+  e2e_log "e2e-node: restricted namespace and helm upgrade without fixed IDs (pods ready) took $((SECONDS - t)) s"
+  t=$SECONDS
+  export SIGIL_E2E_RESTRICTED_UID=$RESTRICTED_UID
+  run_suite node_restricted "$@" || status=$?
+  e2e_log "e2e-node: the restricted namespace scenario took $((SECONDS - t)) s"
+else
+  kubectl -n "$SIGIL_NS" get pods,replicasets -o wide >&2 || true
+  kubectl -n "$SIGIL_NS" get events --sort-by=.lastTimestamp 2>/dev/null | tail -n 20 >&2 || true
   status=1
 fi
 # sigil ran as its ServiceAccounts: an RBAC refusal in its logs means the

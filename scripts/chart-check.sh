@@ -103,6 +103,22 @@ for values in "${cases[@]}"; do
     fi
 done
 
+# The audit's alerts tell enforcing policies from `mode: audit` and `warn`
+# ones: promtool's unit tests against the rules the audit case renders.
+if [[ -n $PROMTOOL && -s $WORK/audit.rules.yaml ]]; then
+    cp "$REPO/scripts/alert-tests/audit-alerts.yaml" "$WORK/audit-alerts.yaml"
+    if "$PROMTOOL" test rules "$WORK/audit-alerts.yaml" >"$WORK/promtool-test.log" 2>&1; then
+        log "ok   audit alerts: promtool test rules ($(grep -c '^  - name:' "$WORK/audit-alerts.yaml") cases)"
+    else
+        cat "$WORK/promtool-test.log" >&2
+        log "FAIL audit alerts: promtool test rules"
+        failed=1
+    fi
+elif [[ -n $PROMTOOL ]]; then
+    log "FAIL audit alerts: the audit case rendered no rules"
+    failed=1
+fi
+
 # The assertions themselves must be able to fail.
 if python3 "$REPO/scripts/chart_check.py" self-test "$WORK/defaults.yaml" \
         "$CHART/ci/defaults-values.yaml" "$NS" "${help_args[@]}"; then

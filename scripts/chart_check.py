@@ -111,6 +111,33 @@ def args_of(workload):
     return out
 
 
+ID_FIELDS = ("runAsUser", "runAsGroup", "fsGroup")
+
+
+def check_ids(docs, values, errors):
+    """securityContext.fixedIds: 65532 on every pod and container (`true`, or
+    `auto` where the API serves no security.openshift.io, as in `helm
+    template`), or no ID the chart chose (`false`: the platform assigns
+    them, as OpenShift's restricted-v2 does); `pod` and `container` are
+    merged over either."""
+    sc = values["securityContext"]
+    fixed = sc["fixedIds"] in (True, "auto")
+    for w in (d for d in docs if d["kind"] in WORKLOADS):
+        where = f"{w['kind']} {w['metadata']['name']}"
+        contexts = [("pod", pod_spec(w).get("securityContext", {}), sc["pod"], ID_FIELDS)]
+        contexts += [(f"container {c['name']}", c.get("securityContext", {}), sc["container"],
+                      ID_FIELDS[:2]) for c in containers(w)]
+        for what, got, extra, fields in contexts:
+            for field in fields:
+                want = extra.get(field, 65532 if fixed else None)
+                if got.get(field) != want:
+                    errors.append(f"{where} {what}: {field} is {got.get(field)}, want {want} "
+                                  f"(securityContext.fixedIds={sc['fixedIds']})")
+            for field, value in extra.items():
+                if got.get(field) != value:
+                    errors.append(f"{where} {what}: securityContext.{field} {value!r} was not merged")
+
+
 def check_hardening(docs, errors):
     for w in (d for d in docs if d["kind"] in WORKLOADS):
         where = f"{w['kind']} {w['metadata']['name']}"
@@ -1040,6 +1067,7 @@ def check(docs, values, ns, help_dir=None):
     check_component_extras(docs, values, errors)
     check_memory_limits(docs, errors)
     check_hardening(docs, errors)
+    check_ids(docs, values, errors)
     check_namespaces(docs, ns, errors)
     check_services(docs, errors)
     check_webhook_configs(docs, values, ns, errors)
@@ -1067,6 +1095,9 @@ def breakages():
 
     def allow_escalation(docs):
         container(docs, "sigil-webhook")["securityContext"]["allowPrivilegeEscalation"] = True
+
+    def unfixed_pod_user(docs):
+        del pod_spec(find(docs, "Deployment", "sigil-webhook")[0])["securityContext"]["runAsUser"]
 
     def include_kube_system(docs):
         for e in webhooks(docs)["namespaceSelector"]["matchExpressions"]:
@@ -1211,7 +1242,7 @@ def breakages():
                      "subjects": [{"kind": "ServiceAccount", "name": "sigil-controller",
                                    "namespace": "sigil-system"}]})
 
-    return [audit_without_cloud_providers, drop_cloud_providers, stray_cloud_token, image_policy_references_cluster_wide, pc_entry_judges_twice, pc_crd_pruned, pc_controller_writes_sources, connections_unbounded, stray_autoscaler, github_root_tampered, stray_github_trust_root, webhook_limit_too_low, drop_webhook_env, drop_ro_root, allow_escalation, include_kube_system, timeout_mismatch,
+    return [audit_without_cloud_providers, drop_cloud_providers, stray_cloud_token, image_policy_references_cluster_wide, pc_entry_judges_twice, pc_crd_pruned, pc_controller_writes_sources, connections_unbounded, stray_autoscaler, github_root_tampered, stray_github_trust_root, webhook_limit_too_low, drop_webhook_env, drop_ro_root, allow_escalation, unfixed_pod_user, include_kube_system, timeout_mismatch,
             ignore_failures, forget_cronjobs, wider_webhook_role, no_probe,
             wrong_namespace, unknown_flag, path_swap, allow_loopback_registries,
             tenants_name_any_registry, allow_unpinned_by_default, list_pull_secrets, forget_ephemeral_containers,

@@ -88,27 +88,37 @@ app.kubernetes.io/component: {{ .component }}
 {{- toJson (uniq $ns) -}}
 {{- end -}}
 
+{{/*
+Whether the pods fix their user and group IDs to 65532 (securityContext.fixedIds):
+"true" or "". `auto` leaves them to OpenShift, whose restricted-v2 SCC assigns
+them from the namespace's range and refuses any other.
+*/}}
+{{- define "sigil.fixedIds" -}}
+{{- $f := .Values.securityContext.fixedIds -}}
+{{- if eq (toString $f) "auto" -}}
+{{- if not (.Capabilities.APIVersions.Has "security.openshift.io/v1") -}}true{{- end -}}
+{{- else if $f -}}true
+{{- end -}}
+{{- end -}}
+
 {{/* The hardening every sigil container runs with. */}}
 {{- define "sigil.containerSecurityContext" -}}
-runAsNonRoot: true
-runAsUser: 65532
-runAsGroup: 65532
-readOnlyRootFilesystem: true
-allowPrivilegeEscalation: false
-privileged: false
-capabilities:
-  drop: ["ALL"]
-seccompProfile:
-  type: RuntimeDefault
+{{- $base := dict "runAsNonRoot" true "readOnlyRootFilesystem" true "allowPrivilegeEscalation" false "privileged" false "capabilities" (dict "drop" (list "ALL")) "seccompProfile" (dict "type" "RuntimeDefault") -}}
+{{- if include "sigil.fixedIds" . -}}
+{{- $_ := set $base "runAsUser" 65532 -}}
+{{- $_ := set $base "runAsGroup" 65532 -}}
+{{- end -}}
+{{- toYaml (mergeOverwrite $base (deepCopy .Values.securityContext.container)) -}}
 {{- end -}}
 
 {{- define "sigil.podSecurityContext" -}}
-runAsNonRoot: true
-runAsUser: 65532
-runAsGroup: 65532
-fsGroup: 65532
-seccompProfile:
-  type: RuntimeDefault
+{{- $base := dict "runAsNonRoot" true "seccompProfile" (dict "type" "RuntimeDefault") -}}
+{{- if include "sigil.fixedIds" . -}}
+{{- $_ := set $base "runAsUser" 65532 -}}
+{{- $_ := set $base "runAsGroup" 65532 -}}
+{{- $_ := set $base "fsGroup" 65532 -}}
+{{- end -}}
+{{- toYaml (mergeOverwrite $base (deepCopy .Values.securityContext.pod)) -}}
 {{- end -}}
 
 {{/* The default anti-affinity: spread one component's replicas over nodes. */}}

@@ -1,4 +1,4 @@
-//! The audit's Prometheus metrics: results by namespace, policy and
+//! The audit's Prometheus metrics: results by namespace, policy, mode and
 //! outcome (violations are `outcome="fail"`), how long an audit pass took,
 //! when one last succeeded, and the API writes it cost.
 
@@ -22,6 +22,10 @@ pub struct ResultLabels {
     pub namespace: String,
     /// The policy (or pseudo-policy).
     pub policy: String,
+    /// The policy's mode: `enforce`, `warn`, `audit` (a `fail` under `audit`
+    /// or `warn` denies nothing at admission), or `allow` for the
+    /// pseudo-policies.
+    pub mode: String,
     /// `pass`, `fail`, `warn`, `error`, `skip`.
     pub outcome: String,
 }
@@ -58,7 +62,7 @@ impl AuditMetrics {
         let sub = registry.sub_registry_with_prefix("sigil_audit");
         sub.register(
             "results",
-            "Audit results by namespace, policy and outcome (fail: a violation)",
+            "Audit results by namespace, policy, the policy's mode and outcome (fail: a violation)",
             m.results.clone(),
         );
         sub.register(
@@ -93,6 +97,7 @@ impl AuditMetrics {
                 .entry(ResultLabels {
                     namespace: namespace.to_string(),
                     policy: f.policy.clone(),
+                    mode: f.mode.clone(),
                     outcome: f.outcome.as_str().to_string(),
                 })
                 .or_default() += i64::try_from(f.pods).unwrap_or(i64::MAX);

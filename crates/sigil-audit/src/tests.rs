@@ -377,6 +377,47 @@ async fn an_image_only_audit_mode_policies_select_has_both_no_match_and_audit_re
     assert_eq!(f.judge.calls(), 1, "only the audit-mode judgement ran");
 }
 
+#[tokio::test]
+async fn an_audit_mode_failure_is_counted_under_its_mode_apart_from_enforced_ones() {
+    use crate::metrics::AuditMetrics;
+    use crate::report::{Flavor, Writer};
+    use crate::runtime::{RuntimeSettings, pass};
+
+    let mut f = fixture(&[("signed", "r.example/**"), ("preview", "r.example/**")]);
+    f.judge.set_audit_mode("preview");
+    f.judge.set_outcome("r.example/evil", PolicyOutcome::Fail);
+    f.auditor
+        .pod_applied(&pod("shop", "a", "r.example/evil:1", 1));
+    let mut writer = Writer::new(
+        writes(Arc::new(Mutex::new(Vec::new())), ""),
+        Flavor::OpenReports,
+    );
+    let mut registry = prometheus_client::registry::Registry::default();
+    let metrics = AuditMetrics::new(&mut registry);
+    pass(
+        &mut f.auditor,
+        &mut writer,
+        &metrics,
+        &RuntimeSettings::default(),
+    )
+    .await
+    .unwrap();
+    let mut text = String::new();
+    prometheus_client::encoding::text::encode(&mut text, &registry).unwrap();
+    assert!(
+        text.contains(
+            r#"sigil_audit_results{namespace="shop",policy="signed",mode="enforce",outcome="fail"} 1"#
+        ),
+        "{text}"
+    );
+    assert!(
+        text.contains(
+            r#"sigil_audit_results{namespace="shop",policy="preview",mode="audit",outcome="fail"} 1"#
+        ),
+        "{text}"
+    );
+}
+
 /// Pull secrets that can never be read (RBAC refuses them).
 struct Refusing;
 
@@ -910,7 +951,7 @@ async fn a_pass_writes_the_reports_of_changed_namespaces_and_the_metrics() {
     let mut text = String::new();
     prometheus_client::encoding::text::encode(&mut text, &registry).unwrap();
     assert!(
-        text.contains(r#"sigil_audit_results{namespace="web",policy="signed",outcome="fail"} 1"#),
+        text.contains(r#"sigil_audit_results{namespace="web",policy="signed",mode="enforce",outcome="fail"} 1"#),
         "{text}"
     );
     assert!(

@@ -233,7 +233,7 @@ fn the_audit_mode_reports_what_runs_through_admissions_judge_and_serves_its_metr
     assert_eq!(code, 200);
     assert!(
         text.contains(
-            r#"sigil_audit_results{namespace="shop",policy="shop-signed",outcome="error"} 1"#
+            r#"sigil_audit_results{namespace="shop",policy="shop-signed",mode="enforce",outcome="error"} 1"#
         ),
         "{text}"
     );

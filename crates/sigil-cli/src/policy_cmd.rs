@@ -48,15 +48,19 @@ enum PolicyCommand {
         #[arg(required = true, value_name = "FILE")]
         files: Vec<PathBuf>,
     },
-    /// Convert policy.sigstore.dev (v1alpha1, v1beta1) objects to policy.sigil.dev/v1alpha1.
+    /// Convert policy.sigstore.dev (v1alpha1, v1beta1) objects, and Kyverno's image verification, to policy.sigil.dev/v1alpha1.
     ///
     /// The converted YAML goes to standard output. Where the two judge a
     /// policy differently, conversion writes sigil's explicit form of
     /// policy-controller's behaviour (`changed:` lines on standard error), or
     /// says that it cannot (`warning:` lines, exit status 3). Anything sigil
     /// does not support is an `error:` line, and then the exit status is 1.
+    /// Kyverno's ClusterPolicy and Policy `verifyImages` rules and
+    /// ImageValidatingPolicies become ClusterImagePolicies (ImagePolicies for
+    /// a namespaced Policy); a requirement that does not map is an `error:`
+    /// and is left out, never weakened (docs/migration-kyverno.md).
     Convert {
-        /// YAML files with policy-controller objects.
+        /// YAML files with policy-controller or Kyverno objects.
         #[arg(required = true, value_name = "FILE")]
         files: Vec<PathBuf>,
         /// Add `trustRootRef: NAME` to every authority whose keyless.url or

@@ -584,6 +584,114 @@ fn a_converted_policy_controller_key_policy_keeps_its_verdict_on_signatures_with
     }
 }
 
+/// `sigil policy convert`'s output without its change and warning lines,
+/// written where `sigil policy test` reads it.
+fn converted(dir: &Path, name: &str, out: &str) -> String {
+    let yaml = out
+        .lines()
+        .filter(|l| !l.contains(": changed: ") && !l.contains(": warning: "))
+        .collect::<Vec<_>>()
+        .join("\n");
+    let path = dir.join(name);
+    std::fs::write(&path, yaml).unwrap();
+    path.display().to_string()
+}
+
+#[test]
+#[ignore = "needs e2e/registry-fixtures.sh"]
+fn converted_kyverno_policies_judge_signatures_and_provenance_conditions_as_kyverno_would() {
+    // Kyverno ClusterPolicies as their users write them, on the harness key
+    // (cosign signed offline: `rekor.ignoreTlog`), Kyverno's `*` spanning
+    // the repository path: a signature rule, and an attestation rule with
+    // conditions on the provenance. Each image's expected verdict is the
+    // one Kyverno's documented semantics give.
+    let f = fixtures();
+    let dir = scratch("kyverno");
+    let pem = |indent: usize| -> String {
+        key(&f, "KEY1")
+            .lines()
+            .map(|l| format!("{}{l}\n", " ".repeat(indent)))
+            .collect()
+    };
+    for r in REGS {
+        let reg = &f[r];
+        let head = |name: &str| {
+            format!(
+                "apiVersion: kyverno.io/v1\nkind: ClusterPolicy\nmetadata:\n  name: {name}\nspec:\n  \
+                 rules:\n  - name: check\n    match:\n      any:\n      - resources:\n          \
+                 kinds: [Pod]\n    verifyImages:\n    - imageReferences: [\"{reg}/*\"]\n      \
+                 failureAction: Enforce\n"
+            )
+        };
+        let signed = format!(
+            "{}      attestors:\n      - entries:\n        - keys:\n            publicKeys: |-\n{}            \
+             rekor: {{ignoreTlog: true}}\n",
+            head("kyv-signed"),
+            pem(14)
+        );
+        let provenance = format!(
+            "{}      attestations:\n      - type: https://slsa.dev/provenance/v1\n        attestors:\n        \
+             - entries:\n          - keys:\n              publicKeys: |-\n{}              \
+             rekor: {{ignoreTlog: true}}\n        conditions:\n        - all:\n          \
+             - key: \"{{{{ buildDefinition.externalParameters.workflow.ref }}}}\"\n            \
+             operator: Equals\n            value: refs/heads/main\n          \
+             - key: \"{{{{ runDetails.builder.id }}}}\"\n            operator: In\n            \
+             value: [\"https://github.com/actions/runner/github-hosted\"]\n",
+            head("kyv-provenance"),
+            pem(16)
+        );
+        for (name, kyverno, verdicts) in [
+            (
+                "signed",
+                signed,
+                vec![
+                    ("NEW", 0, vec!["allow:", "kyv-signed-check passed"]),
+                    ("LEGACY", 0, vec!["allow:", "kyv-signed-check passed"]),
+                    ("UNSIGNED", 1, vec!["policy kyv-signed-check failed"]),
+                    ("OTHER", 1, vec!["policy kyv-signed-check failed"]),
+                ],
+            ),
+            (
+                "provenance",
+                provenance,
+                vec![
+                    (
+                        "PROV_GOOD",
+                        0,
+                        vec!["allow:", "kyv-provenance-check passed"],
+                    ),
+                    (
+                        "PROV_BAD",
+                        1,
+                        vec![
+                            "policy kyv-provenance-check failed",
+                            "no https://slsa.dev/provenance/v1 attestation satisfies its policy",
+                        ],
+                    ),
+                    ("NEW", 1, vec!["policy kyv-provenance-check failed"]),
+                ],
+            ),
+        ] {
+            let source = dir.join(format!("{r}-{name}-kyverno.yaml"));
+            std::fs::write(&source, &kyverno).unwrap();
+            let (status, out) = sigil(&["policy", "convert", source.to_str().unwrap()]);
+            assert_eq!(status, 0, "{out}");
+            assert!(
+                out.contains(&format!("written as the glob `{reg}/**`")),
+                "{out}"
+            );
+            let policy = converted(&dir, &format!("{r}-{name}-converted.yaml"), &out);
+            for (image, status, needles) in verdicts {
+                expect(
+                    &policy_test(reg, &policy, &[], &f[&format!("{r}_{image}")]),
+                    status,
+                    &needles,
+                );
+            }
+        }
+    }
+}
+
 /// One of policy-controller's own example policies (its e2e test data, read
 /// at run time), with only `apiVersion` and the globs changed.
 fn policy_controller_example(file: &str, glob: &str) -> Value {

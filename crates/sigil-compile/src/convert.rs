@@ -1,6 +1,7 @@
 //! Conversion of sigstore policy-controller objects (`policy.sigstore.dev`
 //! v1alpha1 and v1beta1 ClusterImagePolicy and TrustRoot) into sigil's
-//! `policy.sigil.dev/v1alpha1`, keeping policy-controller's verdicts.
+//! `policy.sigil.dev/v1alpha1`, keeping policy-controller's verdicts; and of
+//! Kyverno's image verification ([`crate::kyverno`]).
 //!
 //! The specs share field names, so conversion rewrites `apiVersion`, keeps
 //! only the user-owned metadata and drops status. Where the two judge the
@@ -104,11 +105,34 @@ pub fn convert_yaml_with(text: &str, options: &ConvertOptions) -> Result<Convers
             ));
             continue;
         }
+        if crate::kyverno::is_kyverno(doc) {
+            let k = crate::kyverno::convert_kyverno(doc);
+            c.changes
+                .extend(k.changes.iter().map(|l| format!("{label}: {l}")));
+            c.warnings
+                .extend(k.warnings.iter().map(|l| format!("{label}: {l}")));
+            c.report
+                .extend(k.unmapped.iter().map(|l| format!("{label}: {l}")));
+            for converted in k.objects {
+                let lint = lint_document(index, &converted);
+                let made = format!(
+                    "{} {}",
+                    text_at(&converted, "/kind"),
+                    text_at(&converted, "/metadata/name")
+                );
+                c.report.extend(lint.errors.iter().map(|e| {
+                    format!("{label}: the converted {made} is unsupported or invalid: {e}")
+                }));
+                out.push(converted);
+            }
+            continue;
+        }
         if !SOURCE_VERSIONS.contains(&api_version)
             || !matches!(kind, "ClusterImagePolicy" | "TrustRoot")
         {
             c.report.push(format!(
-                "{label}: skipped; only {} ClusterImagePolicy and TrustRoot objects convert",
+                "{label}: skipped; only {} ClusterImagePolicy and TrustRoot objects, and \
+                 Kyverno's ClusterPolicy, Policy and ImageValidatingPolicy, convert",
                 SOURCE_VERSIONS.join(" and ")
             ));
             continue;
@@ -145,6 +169,12 @@ pub fn convert_yaml_with(text: &str, options: &ConvertOptions) -> Result<Convers
         serde_saphyr::to_string_multiple(&out).map_err(|e| ConvertError::Output(e.to_string()))?;
     c.converted = out.len();
     Ok(c)
+}
+
+fn text_at<'a>(doc: &'a Value, pointer: &str) -> &'a str {
+    doc.pointer(pointer)
+        .and_then(Value::as_str)
+        .unwrap_or_default()
 }
 
 /// Converts one document (already known to be a policy-controller object)

@@ -4,7 +4,7 @@
 //! enforced ([`snapshot`]), knows the cluster's default trust root
 //! ([`default_root`]), lints YAML files offline ([`lint`]) and converts
 //! policy-controller's API ([`convert`]), keeping its verdicts where sigil can
-//! ([`verdicts`]). It compiles WorkloadKinds (kinds besides Kubernetes'
+//! ([`verdicts`]), and Kyverno's image verification ([`kyverno`]). It compiles WorkloadKinds (kinds besides Kubernetes'
 //! own workloads whose images sigil admits, and where those images are) in
 //! [`workload_kind`]. It says which registries a namespace's ImagePolicy
 //! may name ([`registries`]).
@@ -19,6 +19,7 @@
 pub mod compile;
 pub mod convert;
 pub mod default_root;
+pub mod kyverno;
 pub mod lint;
 pub mod registries;
 pub mod snapshot;

@@ -34,9 +34,23 @@ pub enum SctError {
     /// The certificate has no embedded SCT list extension.
     #[error(
         "certificate {cert} has no embedded SCT (extension {OID_SCT_LIST}); it was not logged to \
-         certificate transparency, so it cannot be trusted unless the policy sets insecureIgnoreSCT"
+         certificate transparency, so it is trusted only with the SCT check turned off: \
+         `insecureIgnoreSCT: true` in the policy's keyless authority, or `--insecure-ignore-sct` \
+         on the command line"
     )]
     Missing {
+        /// Description of the certificate.
+        cert: String,
+    },
+    /// The trust root lists no CT log, so no SCT can verify against it.
+    #[error(
+        "the trust root lists no certificate transparency log, so no SCT of certificate {cert} can \
+         verify against it (a private Sigstore instance such as GitHub's logs no certificates); \
+         trust its certificates without an SCT by turning the SCT check off: \
+         `insecureIgnoreSCT: true` in the policy's keyless authority, or `--insecure-ignore-sct` \
+         on the command line"
+    )]
+    NoCtLogs {
         /// Description of the certificate.
         cert: String,
     },
@@ -98,7 +112,7 @@ impl SctError {
     /// got furthest (a trusted log whose signature did not verify) is reported.
     fn rank(&self) -> u8 {
         match self {
-            Self::Missing { .. } | Self::Malformed { .. } => 0,
+            Self::Missing { .. } | Self::NoCtLogs { .. } | Self::Malformed { .. } => 0,
             Self::UnknownLog { .. } => 1,
             Self::Unsupported { .. } => 2,
             Self::LogKeyNotValid { .. } => 3,
@@ -120,6 +134,9 @@ pub fn verify_embedded_scts(
         cert: cert.clone(),
         reason,
     };
+    if root.ctlogs.is_empty() {
+        return Err(SctError::NoCtLogs { cert });
+    }
     let ext = leaf
         .extension(OID_SCT_LIST)
         .ok_or_else(|| SctError::Missing { cert: cert.clone() })?;
@@ -672,6 +689,31 @@ mod tests {
         let ca = &root.certificate_authorities[1].chain;
         let err = verify_embedded_scts(&ca[0], &ca[1], &root).unwrap_err();
         assert!(matches!(err, SctError::Missing { .. }), "{err}");
+    }
+
+    #[test]
+    fn a_missing_sct_names_the_policy_field_and_the_command_line_flag() {
+        let root = TrustedRoot::public_good().unwrap();
+        let ca = &root.certificate_authorities[1].chain;
+        let err = verify_embedded_scts(&ca[0], &ca[1], &root).unwrap_err();
+        let text = err.to_string();
+        assert!(text.contains("`insecureIgnoreSCT: true`"), "{text}");
+        assert!(text.contains("`--insecure-ignore-sct`"), "{text}");
+    }
+
+    #[test]
+    fn a_trust_root_without_ct_logs_says_no_sct_can_verify_even_for_a_logged_certificate() {
+        let (certs, mut root) = case_leaf_and_root("happy-path-v0.3");
+        let issuer = root.certificate_authorities[1].chain[0].clone();
+        root.ctlogs.clear();
+        let err = verify_embedded_scts(&certs[0], &issuer, &root).unwrap_err();
+        assert!(matches!(err, SctError::NoCtLogs { .. }), "{err}");
+        let text = err.to_string();
+        assert!(
+            text.contains("the trust root lists no certificate transparency log"),
+            "{text}"
+        );
+        assert!(text.contains("`--insecure-ignore-sct`"), "{text}");
     }
 
     #[test]

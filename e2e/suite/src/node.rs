@@ -133,6 +133,8 @@ pub fn parse_task_pid(tasks: &str, id: &str) -> Option<u32> {
 pub struct Confinement {
     /// Real, effective, saved and filesystem user IDs.
     pub uids: Vec<u32>,
+    /// Real, effective, saved and filesystem group IDs.
+    pub gids: Vec<u32>,
     /// The effective capability set (hex), `0000000000000000` when empty.
     pub cap_eff: String,
     /// `NoNewPrivs` (allowPrivilegeEscalation: false).
@@ -160,10 +162,14 @@ pub fn parse_confinement(status: &str, mountinfo: &str) -> Option<Confinement> {
             .find_map(|l| l.strip_prefix(name))
             .map(str::trim)
     };
-    let uids = field("Uid:")?
-        .split_whitespace()
-        .map(|u| u.parse().ok())
-        .collect::<Option<Vec<u32>>>()?;
+    let ids = |name: &str| {
+        field(name)?
+            .split_whitespace()
+            .map(|u| u.parse().ok())
+            .collect::<Option<Vec<u32>>>()
+    };
+    let uids = ids("Uid:")?;
+    let gids = ids("Gid:")?;
     // mountinfo: id parent major:minor root mount-point options ...
     let root_read_only = mountinfo.lines().any(|l| {
         let f: Vec<&str> = l.split_whitespace().collect();
@@ -171,6 +177,7 @@ pub fn parse_confinement(status: &str, mountinfo: &str) -> Option<Confinement> {
     });
     Some(Confinement {
         uids,
+        gids,
         cap_eff: field("CapEff:")?.to_string(),
         no_new_privs: field("NoNewPrivs:")? == "1",
         seccomp: field("Seccomp:")?.parse().ok()?,
@@ -259,11 +266,12 @@ mod tests {
     }
 
     #[test]
-    fn confinement_reads_uids_capabilities_and_the_root_mount() {
-        let status = "Name:\tsigil\nUid:\t65532\t65532\t65532\t65532\nCapEff:\t0000000000000000\nNoNewPrivs:\t1\nSeccomp:\t2\n";
+    fn confinement_reads_ids_capabilities_and_the_root_mount() {
+        let status = "Name:\tsigil\nUid:\t65532\t65532\t65532\t65532\nGid:\t7\t7\t7\t7\nCapEff:\t0000000000000000\nNoNewPrivs:\t1\nSeccomp:\t2\n";
         let mounts = "600 500 0:50 / / ro,relatime - overlay overlay rw,lowerdir=x\n601 600 0:51 / /proc rw - proc proc rw\n";
         let c = parse_confinement(status, mounts).unwrap();
         assert_eq!(c.uids, vec![65532; 4]);
+        assert_eq!(c.gids, vec![7; 4]);
         assert_eq!(c.cap_eff, "0000000000000000");
         assert!(c.no_new_privs);
         assert_eq!(c.seccomp, 2);
