@@ -26,7 +26,7 @@ RUN --mount=type=cache,target=/usr/local/cargo/registry,sharing=locked \
     --mount=type=cache,target=/src/target,sharing=locked \
     cargo build --release --locked \
         -p sigil-webhook -p sigil-audit -p sigil-controller -p sigil-cli \
- && install -D -m 0755 -t /out \
+ && install -D -s -m 0755 -t /out \
         target/release/sigil-webhook target/release/sigil-audit \
         target/release/sigil-controller target/release/sigil
 

@@ -17,6 +17,8 @@
 # 5. The CLI's release archives (scripts/test-release-cli.sh): packed as the
 #    release workflow packs them, with their checksums and krew manifest,
 #    and installed by README's own lines.
+# 6. The binaries in the image are stripped, each linking to its symbol
+#    file beside the image (target/oci/sigil.debug/BINARY.debug).
 # Prints the image's size. Needs root (chroot) and the release binaries,
 # which it builds.
 set -euo pipefail
@@ -150,6 +152,29 @@ assert image["checksums"][0]["checksumValue"] == sys.argv[2].split(":")[1], "the
 assert not any("/work/" in json.dumps(p) or "/root/" in json.dumps(p) for p in doc["packages"]), "a host path"
 print(f"image-check: SBOM: {len(doc['packages'])} packages (Debian, crates, the CUE module's Go modules), deterministic", file=sys.stderr)
 PY
+
+# Stripped binaries (the Dockerfile's `install -s` too), each naming its
+# symbol file beside the image by name and CRC-32 (.gnu_debuglink), and
+# that file holding the symbol table the binary lost.
+grep -Eq '^[^#]*install -D -s ' Dockerfile || die "the Dockerfile's build stage does not strip the binaries (install -D -s)"
+for b in sigil-webhook sigil-audit sigil-controller sigil; do
+    bin=$WORK/rootfs/usr/local/bin/$b debug=$TARGET/oci/sigil.debug/$b.debug
+    if readelf -S --wide "$bin" 2>/dev/null | grep -Eq ' \.symtab | \.debug_'; then
+        die "/usr/local/bin/$b in the image is not stripped"
+    fi
+    readelf -S --wide "$debug" 2>/dev/null | grep -q ' \.symtab ' || die "$debug holds no symbol table"
+    objcopy --dump-section .gnu_debuglink="$WORK/$b.link" "$bin" ||
+        die "/usr/local/bin/$b has no .gnu_debuglink"
+    python3 - "$WORK/$b.link" "$debug" <<'PY' || die "/usr/local/bin/$b does not link to $debug"
+import sys, zlib
+link, debug = open(sys.argv[1], "rb").read(), open(sys.argv[2], "rb").read()
+name, _, rest = link.partition(b"\0")
+crc = int.from_bytes(link[-4:], "little")
+assert name.decode() == sys.argv[2].rsplit("/", 1)[1], f"it names {name!r}"
+assert crc == zlib.crc32(debug), f"CRC {crc:08x}, the file's is {zlib.crc32(debug):08x}"
+PY
+    log "in the image: $b stripped ($(stat -c %s "$bin") bytes), symbols in $(basename -- "$debug") ($(stat -c %s "$debug") bytes)"
+done
 
 for b in sigil-webhook sigil-audit sigil-controller sigil; do
     out=$(chroot --userspec=65532:65532 "$WORK/rootfs" "/usr/local/bin/$b" --version 2>&1) ||

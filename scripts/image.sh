@@ -20,7 +20,9 @@
 #   --out        layout directory (default target/oci/sigil)
 #   --no-build   use the release binaries already built
 # Prints REPOSITORY@DIGEST when pushing, else the manifest digest; writes
-# the digest to DIR.digest too, and the size to DIR.size (scripts/oci-size.py).
+# the digest to DIR.digest too, the size to DIR.size (scripts/oci-size.py),
+# and the binaries' symbols to DIR.debug/BINARY.debug (the image's binaries
+# are stripped; OBJCOPY names binutils' objcopy).
 # Environment: SOURCE_DATE_EPOCH (default: the last commit's time, else 0);
 # CARGO_TARGET_DIR; FIPS_TARGET_DIR (default $CARGO_TARGET_DIR/fips);
 # SIGIL_CUE_MODULE (a built cue.wasm; default: scripts/build-cue-wasm.sh's).
@@ -83,10 +85,25 @@ if ((build)); then
         cargo build --release --locked -p sigil-webhook -p sigil-audit -p sigil-controller -p sigil-cli >&2
     fi
 fi
+# The image carries the binaries stripped of their symbol tables; the
+# symbols go to $out.debug/BINARY.debug, which the release publishes beside
+# the image, and each stripped binary names its file and checksum
+# (.gnu_debuglink), so gdb or a symbolizer finds them for a backtrace.
+OBJCOPY=${OBJCOPY:-objcopy}
+command -v "$OBJCOPY" >/dev/null || die "no $OBJCOPY (binutils) to strip the binaries with"
+debug_dir=$out.debug
+rm -rf -- "$debug_dir"
+mkdir -p -- "$debug_dir/stripped"
 files=()
 for b in "${BINARIES[@]}"; do
     [[ -x $bin_dir/$b ]] || die "$bin_dir/$b is missing; run without --no-build"
-    files+=(--file "$bin_dir/$b:$BIN_DIR/$b:0755")
+    "$OBJCOPY" --only-keep-debug "$bin_dir/$b" "$debug_dir/$b.debug" ||
+        die "$OBJCOPY --only-keep-debug $bin_dir/$b failed"
+    # --add-gnu-debuglink reads the file by the path given and records only
+    # its name, so the link is the same wherever the image is built.
+    (cd -- "$debug_dir" && "$OBJCOPY" --strip-all --add-gnu-debuglink="$b.debug" \
+        "$bin_dir/$b" "stripped/$b") || die "$OBJCOPY --strip-all $bin_dir/$b failed"
+    files+=(--file "$debug_dir/stripped/$b:$BIN_DIR/$b:0755")
 done
 if ((fips)); then
     # A FIPS image whose binaries are not FIPS builds would be a lie on the label.
