@@ -268,8 +268,13 @@ async fn discover_sharing(
     };
     let tag = format!("{}{}.{suffix}", options.tag_prefix, digest.tag_stem());
     // The referrers and the legacy tag wait on nothing: both start at once.
-    let referrers = discover_referrers(session, repo, digest, want, pace, shared);
-    let legacy = discover_legacy(session, repo, &tag, want, pace);
+    // Each on the heap: joined inline, the two state machines made one
+    // future large enough to overflow a runtime worker's stack in debug
+    // builds (a webhook judging six images at once aborted).
+    let referrers = Box::pin(discover_referrers(
+        session, repo, digest, want, pace, shared,
+    ));
+    let legacy = Box::pin(discover_legacy(session, repo, &tag, want, pace));
     let (referrers, legacy) = match pace {
         Pace::Together => join(referrers, legacy).await,
         Pace::InTurn => (referrers.await, legacy.await),
