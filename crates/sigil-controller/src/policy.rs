@@ -19,7 +19,7 @@
 //! policy, a change of the registries ClusterImagePolicies name every
 //! ImagePolicy.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -369,30 +369,14 @@ impl Resolver<'_> {
                     )),
                     None => {}
                     Some(cm) => {
-                        let data = cm.data.unwrap_or_default();
-                        let key = reference.key.clone().unwrap_or_default();
-                        let text = if key.is_empty() {
-                            let mut values = data.values();
-                            match (values.next(), values.next()) {
-                                (Some(v), None) => Some(v.clone()),
-                                _ => {
-                                    problems.push(format!(
-                                        "{at}: ConfigMap {ns}/{name} has {} entries; set \
-                                         trustPolicyRef.key to the one holding the trust policy",
-                                        data.len()
-                                    ));
-                                    None
-                                }
-                            }
-                        } else {
-                            let v = data.get(&key).cloned();
-                            if v.is_none() {
-                                problems.push(format!(
-                                    "{at}.key: ConfigMap {ns}/{name} has no entry `{key}`"
-                                ));
-                            }
-                            v
-                        };
+                        let text = config_map_entry(
+                            &cm.data.unwrap_or_default(),
+                            reference.key.as_deref().unwrap_or_default(),
+                            &at,
+                            (ns, name),
+                            ("trustPolicyRef", "the trust policy"),
+                            problems,
+                        );
                         if let Some(text) = text {
                             n.trust_policy = Some(text);
                             n.trust_policy_ref = None;
@@ -532,28 +516,14 @@ impl Resolver<'_> {
             }
             return Ok(());
         };
-        let data = cm.data.unwrap_or_default();
-        let module = if key.is_empty() {
-            let mut values = data.values();
-            match (values.next(), values.next()) {
-                (Some(v), None) => Some(v.clone()),
-                _ => {
-                    problems.push(format!(
-                        "{path}: ConfigMap {ns}/{name} has {} entries; set configMapRef.key to the one holding the Rego module",
-                        data.len()
-                    ));
-                    None
-                }
-            }
-        } else {
-            let v = data.get(&key).cloned();
-            if v.is_none() {
-                problems.push(format!(
-                    "{path}.key: ConfigMap {ns}/{name} has no entry `{key}`"
-                ));
-            }
-            v
-        };
+        let module = config_map_entry(
+            &cm.data.unwrap_or_default(),
+            &key,
+            &path,
+            (ns, &name),
+            ("configMapRef", "the Rego module"),
+            problems,
+        );
         if let Some(module) = module {
             p.data = Some(module);
             p.config_map_ref = None;
@@ -1003,6 +973,42 @@ impl Published for ImagePolicy {
 
     async fn retain(ctx: &Context, live: &BTreeSet<String>) -> Result<u64> {
         ctx.publisher.retain_policies(true, live).await
+    }
+}
+
+/// The entry of ConfigMap `ns/name` (its `data`) that the reference at `at`
+/// names: `key`, or the only entry when no key is given. `field` is the
+/// reference's name (`configMapRef`) and `holding` what the entry holds,
+/// for the problem's words when there is no such entry.
+fn config_map_entry(
+    data: &BTreeMap<String, String>,
+    key: &str,
+    at: &str,
+    (ns, name): (&str, &str),
+    (field, holding): (&str, &str),
+    problems: &mut Vec<String>,
+) -> Option<String> {
+    if key.is_empty() {
+        let mut values = data.values();
+        match (values.next(), values.next()) {
+            (Some(v), None) => Some(v.clone()),
+            _ => {
+                problems.push(format!(
+                    "{at}: ConfigMap {ns}/{name} has {} entries; set {field}.key to the one \
+                     holding {holding}",
+                    data.len()
+                ));
+                None
+            }
+        }
+    } else {
+        let v = data.get(key).cloned();
+        if v.is_none() {
+            problems.push(format!(
+                "{at}.key: ConfigMap {ns}/{name} has no entry `{key}`"
+            ));
+        }
+        v
     }
 }
 
