@@ -117,8 +117,8 @@ pub fn convert_yaml_with(text: &str, options: &ConvertOptions) -> Result<Convers
                 let lint = lint_document(index, &converted);
                 let made = format!(
                     "{} {}",
-                    text_at(&converted, "/kind"),
-                    text_at(&converted, "/metadata/name")
+                    crate::kyverno::text(&converted, "/kind"),
+                    crate::kyverno::text(&converted, "/metadata/name")
                 );
                 c.report.extend(lint.errors.iter().map(|e| {
                     format!("{label}: the converted {made} is unsupported or invalid: {e}")
@@ -169,12 +169,6 @@ pub fn convert_yaml_with(text: &str, options: &ConvertOptions) -> Result<Convers
         serde_saphyr::to_string_multiple(&out).map_err(|e| ConvertError::Output(e.to_string()))?;
     c.converted = out.len();
     Ok(c)
-}
-
-fn text_at<'a>(doc: &'a Value, pointer: &str) -> &'a str {
-    doc.pointer(pointer)
-        .and_then(Value::as_str)
-        .unwrap_or_default()
 }
 
 /// Converts one document (already known to be a policy-controller object)

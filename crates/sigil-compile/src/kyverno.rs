@@ -71,7 +71,8 @@ pub fn convert_kyverno(doc: &Value) -> KyvernoConversion {
     c
 }
 
-fn text<'a>(v: &'a Value, pointer: &str) -> &'a str {
+/// The string at JSON `pointer` in `v`, empty when absent or not a string.
+pub(crate) fn text<'a>(v: &'a Value, pointer: &str) -> &'a str {
     v.pointer(pointer)
         .and_then(Value::as_str)
         .unwrap_or_default()
@@ -247,19 +248,7 @@ fn authority_of_entry(entry: &Value, name: &str, at: &str, c: &mut KyvernoConver
         return Ok(Value::Object(a));
     }
     if let Some(keyless) = entry.get("keyless") {
-        let mut identity = Map::new();
-        for (kyverno, sigil) in [
-            ("issuer", "issuer"),
-            ("issuerRegExp", "issuerRegExp"),
-            ("subject", "subject"),
-            ("subjectRegExp", "subjectRegExp"),
-        ] {
-            if let Some(v) = keyless.get(kyverno).and_then(Value::as_str)
-                && !v.is_empty()
-            {
-                identity.insert(sigil.into(), Value::from(v));
-            }
-        }
+        let mut identity = identity_of(keyless);
         for (field, regexp) in [("issuer", "issuerRegExp"), ("subject", "subjectRegExp")] {
             if !identity.contains_key(field) && !identity.contains_key(regexp) {
                 identity.insert(regexp.into(), Value::from(".*"));
@@ -322,32 +311,73 @@ fn authority_of_entry(entry: &Value, name: &str, at: &str, c: &mut KyvernoConver
     ))
 }
 
+/// A sigil identity's issuer and subject fields, from the Kyverno object
+/// that holds them under the same names (a keyless attestor, or one of an
+/// ImageValidatingPolicy's identities); empty values are left out.
+fn identity_of(src: &Value) -> Map<String, Value> {
+    let mut identity = Map::new();
+    for field in ["issuer", "issuerRegExp", "subject", "subjectRegExp"] {
+        if let Some(v) = src.get(field).and_then(Value::as_str)
+            && !v.is_empty()
+        {
+            identity.insert(field.into(), Value::from(v));
+        }
+    }
+    identity
+}
+
 /// The authority's `ctlog` for Kyverno's `rekor`/`ctlog` settings.
 fn tlog(entry: &Value, at: &str, field: &str, is_key: bool) -> Result<Option<Value>, String> {
-    if entry
-        .pointer("/rekor/pubkey")
-        .is_some_and(|p| p.as_str() != Some(""))
-        || entry
-            .pointer("/ctlog/pubkey")
-            .is_some_and(|p| p.as_str() != Some(""))
-    {
+    let given = |p: &str| entry.pointer(p).is_some_and(|k| k.as_str() != Some(""));
+    log_setting(
+        LogSetting {
+            keys_at: &format!("{at}.{field}"),
+            keys_given: given("/rekor/pubkey") || given("/ctlog/pubkey"),
+            ignore_at: &format!("{at}.{field}.rekor.ignoreTlog"),
+            ignore: entry.pointer("/rekor/ignoreTlog") == Some(&Value::Bool(true)),
+            url: text(entry, "/rekor/url"),
+        },
+        is_key,
+    )
+}
+
+/// A Kyverno transparency log setting, wherever the policy kind keeps it.
+struct LogSetting<'a> {
+    /// Where the log keys would be, for the problem's words.
+    keys_at: &'a str,
+    /// Whether the policy gives Rekor or CT log keys.
+    keys_given: bool,
+    /// Where the switch that skips the log is.
+    ignore_at: &'a str,
+    /// Whether it skips the transparency log.
+    ignore: bool,
+    /// The Rekor named, empty for Kyverno's default.
+    url: &'a str,
+}
+
+/// The `ctlog` of a key (`is_key`) or keyless authority for `log`: none for
+/// the public-good Rekor, `{}` to skip the log (keys only: a keyless
+/// signature's time comes from verified evidence), `{url}` for another.
+fn log_setting(log: LogSetting<'_>, is_key: bool) -> Result<Option<Value>, String> {
+    if log.keys_given {
         return Err(format!(
-            "{at}.{field}: a Rekor or CT log key given in the policy; put the instance's keys in \
-             a TrustRoot and name it with `ctlog.trustRootRef` (and `keyless.trustRootRef`)"
+            "{}: a Rekor or CT log key given in the policy; put the instance's keys in a \
+             TrustRoot and name it with `ctlog.trustRootRef` (and `keyless.trustRootRef`)",
+            log.keys_at
         ));
     }
-    let ignore = entry.pointer("/rekor/ignoreTlog") == Some(&Value::Bool(true));
-    let url = text(entry, "/rekor/url").trim_end_matches('/');
-    if ignore {
+    if log.ignore {
         if !is_key {
             return Err(format!(
-                "{at}.{field}.rekor.ignoreTlog: sigil takes a keyless signature's time only from \
-                 a transparency log or an RFC 3161 timestamp, never the wall clock; drop \
-                 ignoreTlog, or name a TrustRoot with a timestamp authority"
+                "{}: sigil takes a keyless signature's time only from a transparency log or an \
+                 RFC 3161 timestamp, never the wall clock; drop it, or name a TrustRoot with a \
+                 timestamp authority",
+                log.ignore_at
             ));
         }
         return Ok(Some(json!({})));
     }
+    let url = log.url.trim_end_matches('/');
     if url.is_empty() || url == PUBLIC_REKOR {
         return Ok(None);
     }
@@ -911,17 +941,7 @@ fn ivp_authority(a: &Value, at: &str) -> Converted {
     } else if let Some(keyless) = cosign.get("keyless") {
         let identities: Vec<Value> = list(keyless, "/identities")
             .iter()
-            .map(|i| {
-                let mut out = Map::new();
-                for f in ["issuer", "subject", "issuerRegExp", "subjectRegExp"] {
-                    if let Some(v) = i.get(f).and_then(Value::as_str)
-                        && !v.is_empty()
-                    {
-                        out.insert(f.into(), Value::from(v));
-                    }
-                }
-                Value::Object(out)
-            })
+            .map(|i| Value::Object(identity_of(i)))
             .collect();
         if identities.is_empty() {
             return Err(format!("{at}.cosign.keyless.identities: none"));
@@ -939,27 +959,19 @@ fn ivp_authority(a: &Value, at: &str) -> Converted {
     } else {
         return Err(format!("{at}.cosign: only key and keyless map"));
     }
-    let is_key = authority.contains_key("key");
-    let ignore = cosign.pointer("/ctlog/insecureIgnoreTlog") == Some(&Value::Bool(true));
-    let url = text(cosign, "/ctlog/url").trim_end_matches('/');
-    if cosign.pointer("/ctlog/rekorPubKey").is_some()
-        || cosign.pointer("/ctlog/ctLogPubKey").is_some()
-    {
-        return Err(format!(
-            "{at}.cosign.ctlog: log keys given in the policy; put them in a TrustRoot and name it \
-             with `ctlog.trustRootRef`"
-        ));
-    }
-    if ignore && !is_key {
-        return Err(format!(
-            "{at}.cosign.ctlog.insecureIgnoreTlog: sigil takes a keyless signature's time only \
-             from a transparency log or an RFC 3161 timestamp"
-        ));
-    }
-    if ignore {
-        authority.insert("ctlog".into(), json!({}));
-    } else if !url.is_empty() && url != PUBLIC_REKOR {
-        authority.insert("ctlog".into(), json!({ "url": url }));
+    let ctlog = log_setting(
+        LogSetting {
+            keys_at: &format!("{at}.cosign.ctlog"),
+            keys_given: cosign.pointer("/ctlog/rekorPubKey").is_some()
+                || cosign.pointer("/ctlog/ctLogPubKey").is_some(),
+            ignore_at: &format!("{at}.cosign.ctlog.insecureIgnoreTlog"),
+            ignore: cosign.pointer("/ctlog/insecureIgnoreTlog") == Some(&Value::Bool(true)),
+            url: text(cosign, "/ctlog/url"),
+        },
+        authority.contains_key("key"),
+    )?;
+    if let Some(ctlog) = ctlog {
+        authority.insert("ctlog".into(), ctlog);
     }
     let repository = text(cosign, "/source/repository");
     if !repository.is_empty() {
