@@ -145,6 +145,28 @@ pub struct Confinement {
     pub root_read_only: bool,
 }
 
+impl Confinement {
+    /// Where the process falls short of the hardening sigil's chart asks
+    /// for (a read-only root, no capabilities, no privilege escalation, the
+    /// RuntimeDefault seccomp filter); empty when it does not.
+    pub fn unhardened(&self) -> Vec<&'static str> {
+        let mut out = Vec::new();
+        if !self.root_read_only {
+            out.push("/ is writable");
+        }
+        if self.cap_eff != "0000000000000000" {
+            out.push("it holds capabilities");
+        }
+        if !self.no_new_privs {
+            out.push("it may gain privileges (NoNewPrivs is 0)");
+        }
+        if self.seccomp != 2 {
+            out.push("no seccomp filter");
+        }
+        out
+    }
+}
+
 /// Reads the confinement of process `pid`.
 pub fn confinement(pid: u32) -> anyhow::Result<Confinement> {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status"))
@@ -276,8 +298,23 @@ mod tests {
         assert!(c.no_new_privs);
         assert_eq!(c.seccomp, 2);
         assert!(c.root_read_only);
+        assert!(c.unhardened().is_empty(), "{c:?}");
         let writable = "600 500 0:50 / / rw,relatime - overlay overlay rw\n";
-        assert!(!parse_confinement(status, writable).unwrap().root_read_only);
+        let open = parse_confinement(status, writable).unwrap();
+        assert!(!open.root_read_only);
+        assert_eq!(open.unhardened(), ["/ is writable"]);
+        let loose = status
+            .replace("CapEff:\t0000000000000000", "CapEff:\t00000000a80425fb")
+            .replace("NoNewPrivs:\t1", "NoNewPrivs:\t0")
+            .replace("Seccomp:\t2", "Seccomp:\t0");
+        assert_eq!(
+            parse_confinement(&loose, mounts).unwrap().unhardened(),
+            [
+                "it holds capabilities",
+                "it may gain privileges (NoNewPrivs is 0)",
+                "no seccomp filter"
+            ]
+        );
     }
 
     #[test]

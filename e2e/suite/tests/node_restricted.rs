@@ -103,14 +103,12 @@ async fn a_namespace_enforcing_restricted_runs_sigil_under_an_assigned_uid_and_a
             let confined = node::confinement(pid).unwrap();
             assert_eq!(confined.uids, vec![uid; 4], "{}: {confined:?}", c.pod);
             assert_eq!(confined.gids, vec![uid; 4], "{}: {confined:?}", c.pod);
-            assert!(confined.root_read_only, "{}: / is writable", c.pod);
-            assert_eq!(
-                confined.cap_eff, "0000000000000000",
-                "{}: {confined:?}",
-                c.pod
+            assert!(
+                confined.unhardened().is_empty(),
+                "{}: {:?}: {confined:?}",
+                c.pod,
+                confined.unhardened()
             );
-            assert!(confined.no_new_privs, "{}: {confined:?}", c.pod);
-            assert_eq!(confined.seccomp, 2, "{}: no seccomp filter", c.pod);
             seen.push(c.pod);
         }
     }
