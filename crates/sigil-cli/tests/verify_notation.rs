@@ -12,11 +12,13 @@
 use std::io::{Read as _, Write as _};
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use common::sigil;
 use sigil_testkit::notation::{self, Format, LeafSpec, NotaryPki, SignSpec};
 use sigil_testkit::tsa::Tsa;
+
+mod common;
 
 const DAY: i64 = 86_400;
 const MANIFEST: &[u8] = br#"{"schemaVersion":2,"mediaType":"application/vnd.oci.image.manifest.v1+json","config":{"mediaType":"application/vnd.oci.empty.v1+json","digest":"sha256:44136fa355b3678a1146ad16f7e8649e94fb4fc21fe77e8310c060f61caaff8a","size":2},"layers":[]}"#;
@@ -112,16 +114,9 @@ fn run(f: &Fixture, envelope: &Path, extra: &[&str]) -> (i32, String) {
     ];
     args.extend(extra.iter().map(|s| (*s).to_owned()));
     args.push(f.dir.join("manifest.json").display().to_string());
-    let out = Command::new(env!("CARGO_BIN_EXE_sigil"))
-        .args(&args)
-        .output()
-        .unwrap();
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    (out.status.code().unwrap_or(-1), text)
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let (code, text) = sigil(&f.dir, &args);
+    (code.unwrap_or(-1), text)
 }
 
 const ACME: &str = "x509.subject:C=US, ST=WA, O=Acme";
@@ -284,17 +279,9 @@ fn a_chain_to_a_root_outside_the_trust_store_is_denied_as_untrusted() {
 }
 
 fn lint(path: &Path) -> (i32, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_sigil"))
-        .args(["policy", "lint"])
-        .arg(path)
-        .output()
-        .unwrap();
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    (out.status.code().unwrap_or(-1), text)
+    let dir = path.parent().unwrap();
+    let (code, text) = sigil(dir, &["policy", "lint", path.to_str().unwrap()]);
+    (code.unwrap_or(-1), text)
 }
 
 #[test]
