@@ -7,6 +7,7 @@ mod claims;
 mod completion;
 mod doctor;
 mod notation_cmd;
+mod notation_config;
 mod policy_cmd;
 mod policy_files;
 mod preview_cmd;
@@ -65,7 +66,8 @@ enum Command {
 
 /// `sigil verify`: with `--key`/`--certificate-identity` like `cosign
 /// verify`; with `--policy` the image is judged by ClusterImagePolicies as
-/// the webhook judges it (exit 0 allow, 3 allow with warnings, 1 deny).
+/// the webhook judges it, with `--notation-config` by a Notation trust policy
+/// (exit 0 allow, 3 allow with warnings, 1 deny).
 #[derive(Args)]
 struct VerifyArgs {
     #[command(flatten)]
@@ -139,7 +141,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::VerifyBundle(args) => verify_bundle_cmd(&args).map(|()| Verdict::Allow),
         Command::VerifyNotation(args) => notation_cmd::run(&args),
-        Command::Verify(args) if !args.policy.policies.is_empty() => verify_policy(&args),
+        Command::Verify(args) if args.policy.given() => verify_policy(&args),
         Command::Verify(args) => load_root(args.trusted_root_file.as_deref(), args.staging)
             .and_then(|root| verify_image::run(&args.image, &root))
             .map(|verified| {
@@ -169,10 +171,15 @@ fn main() -> ExitCode {
 /// through the same evaluation as `sigil policy test`.
 fn verify_policy(args: &VerifyArgs) -> Result<Verdict> {
     if args.image.names_a_signer() {
+        let (flag, from) = if args.policy.policies.is_empty() {
+            ("--notation-config", "the Notation trust policy")
+        } else {
+            ("--policy", "the ClusterImagePolicies")
+        };
         bail!(
-            "--policy takes the signers from the ClusterImagePolicies: drop --key, \
-             --certificate-*, --type, --insecure-ignore-*, --signature-repository, --tag-prefix \
-             and --output, or drop --policy"
+            "{flag} takes the signers from {from}: drop --key, --certificate-*, --type, \
+             --insecure-ignore-*, --signature-repository, --tag-prefix and --output, or drop \
+             {flag}"
         );
     }
     let root = load_root(args.trusted_root_file.as_deref(), args.staging)?;

@@ -22,6 +22,7 @@ use sigil_registry::revocation_fetch::{FetchConfig, RevocationFetcher};
 use sigil_registry::{ClientConfig, RegistryClient, Repository};
 use sigil_verifier::trust::TrustedRoot;
 
+use crate::notation_config;
 use crate::policy_files::{PolicyDocument, policy_documents, read};
 use crate::verdict::Verdict;
 use crate::verify_image::credentials;
@@ -128,6 +129,22 @@ pub(crate) struct PolicySetArgs {
     /// What happens to an image no policy matches (the webhook's noMatchPolicy).
     #[arg(long, value_enum, default_value = "deny")]
     no_match: NoMatch,
+    /// The Notation CLI's configuration directory (`trustpolicy.oci.json`
+    /// and `truststore/`, e.g. ~/.config/notation). Alone, it is the policy:
+    /// every image needs a Notary Project signature its trust policy
+    /// accepts. With --policy, it stands in for the ConfigMaps and Secrets
+    /// that `notation` authorities name (trustPolicyRef, and trust stores by
+    /// configMapRef or secretRef).
+    #[arg(long, value_name = "DIR")]
+    pub(crate) notation_config: Option<PathBuf>,
+}
+
+impl PolicySetArgs {
+    /// Whether these flags say what to judge by (policy files, or a
+    /// Notation configuration directory standing alone).
+    pub(crate) fn given(&self) -> bool {
+        !self.policies.is_empty() || self.notation_config.is_some()
+    }
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -272,10 +289,15 @@ fn convert(files: &[PathBuf], options: &sigil_compile::convert::ConvertOptions) 
 /// against the `default` trust root.
 fn load_policies(
     files: &[PathBuf],
+    notation_dir: Option<&Path>,
     rt: &tokio::runtime::Runtime,
     default: &DefaultRoot<'_>,
 ) -> Result<Vec<CompiledPolicy>> {
+    let notation = notation_dir
+        .map(|dir| notation_config::load(dir).map(|config| (dir, config)))
+        .transpose()?;
     let mut specs = Vec::new();
+    let mut resolved = 0;
     for path in files {
         for PolicyDocument {
             kind,
@@ -323,8 +345,28 @@ fn load_policies(
                     lines.join("; ")
                 ),
             }
-            specs.push((path, kind, name, namespace, spec));
+            let mut spec = spec;
+            if let Some((dir, config)) = &notation {
+                resolved += notation_config::resolve(&mut spec, config, dir)
+                    .with_context(|| format!("{}: {kind} {name}", path.display()))?;
+            }
+            specs.push((path.clone(), kind, name, namespace, spec));
         }
+    }
+    match &notation {
+        Some((dir, config)) if files.is_empty() => specs.push((
+            dir.join(config.policy_file.file_name().unwrap_or_default()),
+            "ClusterImagePolicy",
+            notation_config::POLICY_NAME.to_owned(),
+            None,
+            notation_config::policy(config),
+        )),
+        Some((dir, _)) if resolved == 0 => eprintln!(
+            "note: no notation authority in the --policy files reads a trustPolicyRef, \
+             configMapRef or secretRef, so --notation-config {} is not used",
+            dir.display()
+        ),
+        _ => {}
     }
     let resolver = CliResolver {
         rt,
@@ -337,6 +379,16 @@ fn load_policies(
     let mut out = Vec::new();
     for (path, kind, name, namespace, spec) in &specs {
         let mut compiled = sigil_compile::compile::compile_policy(name, spec, &resolver)
+            .map_err(|e| {
+                if notation.is_none() && notation_config::references(spec) {
+                    anyhow::anyhow!(
+                        "{e} (here: --notation-config DIR gives them from the Notation CLI's \
+                         configuration directory)"
+                    )
+                } else {
+                    anyhow::Error::new(e)
+                }
+            })
             .with_context(|| format!("{}: {kind} {name}", path.display()))?;
         compiled.namespace.clone_from(namespace);
         out.push(compiled);
@@ -507,8 +559,11 @@ pub(crate) fn evaluate(
     credential_source: &str,
     images: &[String],
 ) -> Result<Verdict> {
-    if set.policies.is_empty() {
-        bail!("give at least one --policy FILE with a ClusterImagePolicy or ImagePolicy");
+    if !set.given() {
+        bail!(
+            "give at least one --policy FILE with a ClusterImagePolicy or ImagePolicy, or \
+             --notation-config DIR"
+        );
     }
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -526,6 +581,7 @@ pub(crate) fn evaluate(
     };
     let policies = load_policies(
         &set.policies,
+        set.notation_config.as_deref(),
         &rt,
         &DefaultRoot {
             source,

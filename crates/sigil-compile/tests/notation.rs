@@ -10,12 +10,8 @@
     clippy::indexing_slicing
 )]
 
-use std::collections::{BTreeMap, HashMap};
-use std::sync::Arc;
+use std::collections::BTreeMap;
 
-use axum::Router;
-use axum::body::Body;
-use axum::http::{Response, Uri};
 use serde_json::json;
 use sigil_api::ClusterImagePolicySpec;
 use sigil_compile::compile::{Offline, compile_policy, is_offline_only, namespaced_problems};
@@ -23,11 +19,11 @@ use sigil_policy::model::{AuthorityKind, CompiledPolicy, NoMatchPolicy, Resource
 use sigil_policy::registry::RegistryVerifier;
 use sigil_policy::{ImageName, evaluate_image, render};
 use sigil_registry::{ClientConfig, Digest, RegistryClient};
-use sigil_testkit::notation::{self, Format, LeafSpec, NotaryPki, SignSpec};
+use sigil_testkit::notation::{self, Format, LeafSpec, NotaryPki, RegistryImage};
+use sigil_testkit::tuf::Mirror;
 use sigil_verifier::trust::TrustedRoot;
 
 const MANIFEST: &str = "application/vnd.oci.image.manifest.v1+json";
-const ARTIFACT_TYPE: &str = "application/vnd.cncf.notary.signature";
 const DAY: i64 = 86_400;
 const ACME: &str = "x509.subject: C=US, ST=WA, O=Acme";
 
@@ -85,100 +81,24 @@ fn errors(spec: &ClusterImagePolicySpec) -> Vec<String> {
     }
 }
 
-/// An image manifest and what a registry holds for it.
-struct Image {
-    manifest: Vec<u8>,
-    digest: Digest,
-}
-
-fn image() -> Image {
-    let manifest = json!({
-        "schemaVersion": 2, "mediaType": MANIFEST,
-        "config": {"mediaType": "application/vnd.oci.image.config.v1+json",
-                   "digest": Digest::of(b"{}").to_string(), "size": 2},
-        "layers": [],
-    })
-    .to_string()
-    .into_bytes();
-    let digest = Digest::of(&manifest);
-    Image { manifest, digest }
-}
-
-fn desc(media_type: &str, bytes: &[u8]) -> serde_json::Value {
-    json!({"mediaType": media_type, "digest": Digest::of(bytes).to_string(), "size": bytes.len()})
-}
-
-/// Serves `image` and `envelopes` (each a Notary Project signature manifest
-/// referring to it) under `acme/app` on 127.0.0.1 with the referrers API;
-/// returns `host:port`.
-async fn serve(image: &Image, envelopes: &[(Format, Vec<u8>)]) -> String {
-    let mut by_path: HashMap<String, Vec<u8>> = HashMap::new();
-    let empty = b"{}".to_vec();
-    by_path.insert(format!("blobs/{}", Digest::of(&empty)), empty.clone());
-    by_path.insert(
-        format!("manifests/{}", image.digest),
-        image.manifest.clone(),
-    );
-    let mut listed = Vec::new();
+/// Serves `image` with `envelopes` pushed as its Notary Project signature
+/// referrers on 127.0.0.1 (the referrers API); the server stops when the
+/// returned mirror is dropped.
+fn serve(image: &RegistryImage, envelopes: Vec<(Format, Vec<u8>)>) -> Mirror {
+    let mut image = image.clone();
     for (format, envelope) in envelopes {
-        by_path.insert(format!("blobs/{}", Digest::of(envelope)), envelope.clone());
-        let m = serde_json::to_vec(&json!({
-            "schemaVersion": 2, "mediaType": MANIFEST, "artifactType": ARTIFACT_TYPE,
-            "config": desc("application/vnd.oci.empty.v1+json", &empty),
-            "layers": [desc(format.media_type(), envelope)],
-            "subject": desc(MANIFEST, &image.manifest),
-        }))
-        .unwrap();
-        let mut entry = desc(MANIFEST, &m);
-        entry["artifactType"] = ARTIFACT_TYPE.into();
-        listed.push(entry);
-        by_path.insert(format!("manifests/{}", Digest::of(&m)), m);
+        image.push_signature(format, envelope);
     }
-    by_path.insert(
-        format!("referrers/{}", image.digest),
-        serde_json::to_vec(&json!({"schemaVersion": 2,
-            "mediaType": "application/vnd.oci.image.index.v1+json", "manifests": listed}))
-        .unwrap(),
-    );
-    let state = Arc::new(by_path);
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    let app = Router::new().fallback(move |uri: Uri| {
-        let s = state.clone();
-        async move {
-            let path = uri.path();
-            let found = if path == "/v2/" {
-                Some(Vec::new())
-            } else {
-                path.strip_prefix("/v2/acme/app/")
-                    .and_then(|rest| s.get(rest).cloned())
-            };
-            match found {
-                Some(body) => Response::builder()
-                    .status(200)
-                    .body(Body::from(body))
-                    .unwrap(),
-                None => Response::builder().status(404).body(Body::empty()).unwrap(),
-            }
-        }
-    });
-    tokio::spawn(async move { axum::serve(listener, app).await });
-    addr.to_string()
+    Mirror::serve("127.0.0.1:0", image.files()).unwrap()
 }
 
-fn sign(pki: &NotaryPki, format: Format, image: &Image) -> Vec<u8> {
-    let spec = SignSpec::new(
-        format,
-        &image.digest.to_string(),
-        image.manifest.len() as u64,
-        now() - 60,
-    );
-    notation::sign(pki, &spec)
+fn sign(pki: &NotaryPki, format: Format, image: &RegistryImage) -> Vec<u8> {
+    notation::sign(pki, &image.spec(format, now() - 60))
 }
 
 /// Judges `host/acme/app@digest` by `policy` as the webhook does: `Ok` when
 /// admitted, else the denial message.
-async fn judge(policy: &CompiledPolicy, host: &str, image: &Image) -> Result<(), String> {
+async fn judge(policy: &CompiledPolicy, host: &str, image: &RegistryImage) -> Result<(), String> {
     let client = RegistryClient::new(ClientConfig {
         allow_insecure_all: true,
         ..Default::default()
@@ -208,13 +128,14 @@ async fn judge(policy: &CompiledPolicy, host: &str, image: &Image) -> Result<(),
 /// trusting `trusted`'s root with `identity` for repository scope `scope`
 /// (`{host}` is replaced by the registry's address).
 async fn judged(
-    envelopes: impl FnOnce(&Image) -> Vec<(Format, Vec<u8>)>,
+    envelopes: impl FnOnce(&RegistryImage) -> Vec<(Format, Vec<u8>)>,
     trusted: &NotaryPki,
     scope: &str,
     identity: &str,
 ) -> Result<(), String> {
-    let image = image();
-    let host = serve(&image, &envelopes(&image)).await;
+    let image = RegistryImage::new("acme/app", "judged");
+    let registry = serve(&image, envelopes(&image));
+    let host = registry.addr().to_string();
     let policy = compile(&spec(
         &trust_policy(&scope.replace("{host}", &host), identity),
         &trusted.root.cert_pem(),
@@ -257,11 +178,9 @@ async fn a_signature_of_another_image_is_denied_as_an_integrity_failure() {
     let acme = pki(1, "Acme");
     let denial = judged(
         |image| {
-            let other = Image {
-                manifest: image.manifest.clone(),
-                digest: Digest::of(b"another image"),
-            };
-            vec![(Format::Jws, sign(&acme, Format::Jws, &other))]
+            let mut other = image.spec(Format::Jws, now() - 60);
+            other.digest = Digest::of(b"another image").to_string();
+            vec![(Format::Jws, notation::sign(&acme, &other))]
         },
         &acme,
         "{host}/acme/app",
@@ -290,7 +209,7 @@ async fn a_tampered_envelope_is_denied_as_an_integrity_failure() {
             let mut envelope: serde_json::Value =
                 serde_json::from_slice(&sign(&acme, Format::Jws, image)).unwrap();
             // Another payload under the original signature.
-            let forged = notation::payload(MANIFEST, &image.digest.to_string(), 1);
+            let forged = notation::payload(MANIFEST, &image.digest, 1);
             envelope["payload"] = base64_url(&forged).into();
             vec![(Format::Jws, serde_json::to_vec(&envelope).unwrap())]
         },
@@ -477,8 +396,9 @@ fn a_notation_authority_takes_no_sigstore_fields() {
 
 #[tokio::test]
 async fn a_skip_statement_admits_an_unsigned_image_as_notation_does() {
-    let image = image();
-    let host = serve(&image, &[]).await;
+    let image = RegistryImage::new("acme/app", "unsigned");
+    let registry = serve(&image, Vec::new());
+    let host = registry.addr().to_string();
     let skip = json!({
         "version": "1.0",
         "trustPolicies": [{

@@ -10,50 +10,52 @@
     clippy::indexing_slicing
 )]
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use axum::Router;
-use axum::body::Body;
-use axum::http::{Response, Uri};
-use serde_json::{Value, json};
+use serde_json::json;
 use sigil_judge::judge::{ImageJudge as _, ObjectInfo, PinnedImage, PullSecrets, Verdict};
 use sigil_judge::policy_judge::PolicyJudge;
 use sigil_policy::model::NoMatchPolicy;
-use sigil_registry::{ClientConfig, Digest};
-use sigil_testkit::notation::{self, Format, LeafSpec, NotaryPki, SignSpec};
+use sigil_registry::ClientConfig;
+use sigil_testkit::notation::{self, Format, LeafSpec, NotaryPki, RegistryImage};
+use sigil_testkit::tuf::Mirror;
 use sigil_verifier::trust::TrustedRoot;
 use tokio::time::Instant;
 
-const MANIFEST: &str = "application/vnd.oci.image.manifest.v1+json";
-const ARTIFACT_TYPE: &str = "application/vnd.cncf.notary.signature";
 const DAY: i64 = 86_400;
 
 fn now() -> i64 {
     time::OffsetDateTime::now_utc().unix_timestamp()
 }
 
-fn desc(media_type: &str, bytes: &[u8]) -> Value {
-    json!({"mediaType": media_type, "digest": Digest::of(bytes).to_string(), "size": bytes.len()})
-}
-
 /// A registry on 127.0.0.1 holding one image signed (JWS) by a PKI whose
 /// signing certificate names a CRL served by the same server.
 struct Signed {
     host: String,
-    digest: Digest,
+    digest: String,
     root_pem: String,
+    registry: Mirror,
+}
+
+impl Signed {
     /// Requests for the CRL so far.
-    crl_fetches: Arc<AtomicUsize>,
+    fn crl_fetches(&self) -> usize {
+        self.registry
+            .requests()
+            .iter()
+            .filter(|path| path.starts_with("crl/"))
+            .count()
+    }
 }
 
 /// Serves the signed image; the CRL revokes the signing certificate when
 /// `revoked`.
-async fn signed_image(revoked: bool) -> Signed {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let host = listener.local_addr().unwrap().to_string();
+fn signed_image(revoked: bool) -> Signed {
+    // Bound first: the certificate names the CRL's address.
+    let registry = Mirror::serve("127.0.0.1:0", BTreeMap::new()).unwrap();
+    let host = registry.addr().to_string();
     let t = now();
     let mut leaf = LeafSpec::new("Acme", "signer", t - DAY, t + 30 * DAY);
     leaf.crl_url = Some(format!("http://{host}/crl/leaf.crl"));
@@ -65,66 +67,17 @@ async fn signed_image(revoked: bool) -> Signed {
     };
     let crl = notation::crl(&pki.intermediate, &revocations, t - 7200, t + DAY);
 
-    let image = json!({"schemaVersion": 2, "mediaType": MANIFEST,
-        "config": desc("application/vnd.oci.image.config.v1+json", b"{}"), "layers": []})
-    .to_string()
-    .into_bytes();
-    let digest = Digest::of(&image);
-    let spec = SignSpec::new(Format::Jws, &digest.to_string(), image.len() as u64, t - 60);
-    let envelope = notation::sign(&pki, &spec);
-    let empty = b"{}".to_vec();
-    let signature = serde_json::to_vec(&json!({
-        "schemaVersion": 2, "mediaType": MANIFEST, "artifactType": ARTIFACT_TYPE,
-        "config": desc("application/vnd.oci.empty.v1+json", &empty),
-        "layers": [desc(Format::Jws.media_type(), &envelope)],
-        "subject": desc(MANIFEST, &image),
-    }))
-    .unwrap();
-    let mut entry = desc(MANIFEST, &signature);
-    entry["artifactType"] = ARTIFACT_TYPE.into();
-    let referrers = serde_json::to_vec(&json!({"schemaVersion": 2,
-        "mediaType": "application/vnd.oci.image.index.v1+json", "manifests": [entry]}))
-    .unwrap();
-
-    let mut paths: HashMap<String, Vec<u8>> = HashMap::new();
-    paths.insert(format!("/v2/acme/app/manifests/{digest}"), image);
-    paths.insert(format!("/v2/acme/app/referrers/{digest}"), referrers);
-    paths.insert(
-        format!("/v2/acme/app/manifests/{}", Digest::of(&signature)),
-        signature,
-    );
-    paths.insert(
-        format!("/v2/acme/app/blobs/{}", Digest::of(&envelope)),
-        envelope,
-    );
-    paths.insert(format!("/v2/acme/app/blobs/{}", Digest::of(&empty)), empty);
-    paths.insert("/crl/leaf.crl".into(), crl);
-    paths.insert("/v2/".into(), Vec::new());
-    let paths = Arc::new(paths);
-    let crl_fetches = Arc::new(AtomicUsize::new(0));
-    let counter = crl_fetches.clone();
-    let app = Router::new().fallback(move |uri: Uri| {
-        let paths = paths.clone();
-        let counter = counter.clone();
-        async move {
-            if uri.path().starts_with("/crl/") {
-                counter.fetch_add(1, Ordering::SeqCst);
-            }
-            match paths.get(uri.path()) {
-                Some(body) => Response::builder()
-                    .status(200)
-                    .body(Body::from(body.clone()))
-                    .unwrap(),
-                None => Response::builder().status(404).body(Body::empty()).unwrap(),
-            }
-        }
-    });
-    tokio::spawn(async move { axum::serve(listener, app).await });
+    let mut image = RegistryImage::new("acme/app", "judged");
+    let envelope = notation::sign(&pki, &image.spec(Format::Jws, t - 60));
+    image.push_signature(Format::Jws, envelope);
+    let mut files = image.files();
+    files.insert("crl/leaf.crl".into(), crl);
+    registry.replace(files);
     Signed {
         host,
-        digest,
+        digest: image.digest,
         root_pem: pki.root.cert_pem(),
-        crl_fetches,
+        registry,
     }
 }
 
@@ -180,7 +133,7 @@ fn object() -> ObjectInfo {
 /// Judges the signed image; with `trusted_root`, the trust store holds
 /// that root instead of the signer's.
 async fn judged(revoked: bool, trusted_root: Option<String>) -> (Verdict, Signed) {
-    let mut signed = signed_image(revoked).await;
+    let mut signed = signed_image(revoked);
     if let Some(root) = trusted_root {
         signed.root_pem = root;
     }
@@ -198,7 +151,7 @@ async fn judged(revoked: bool, trusted_root: Option<String>) -> (Verdict, Signed
     judge.apply_bytes(&snapshot(&signed)).unwrap();
     let image = PinnedImage {
         image: format!("{}/acme/app@{}", signed.host, signed.digest),
-        digest: signed.digest.to_string(),
+        digest: signed.digest.clone(),
     };
     let verdict = judge
         .judge(
@@ -215,7 +168,7 @@ async fn judged(revoked: bool, trusted_root: Option<String>) -> (Verdict, Signed
 async fn a_notation_signed_image_whose_certificate_its_crl_does_not_revoke_is_admitted() {
     let (verdict, signed) = judged(false, None).await;
     assert!(verdict.allowed, "{verdict:?}");
-    assert_eq!(signed.crl_fetches.load(Ordering::SeqCst), 1);
+    assert_eq!(signed.crl_fetches(), 1);
 }
 
 #[tokio::test]
@@ -235,7 +188,7 @@ async fn the_crl_of_a_chain_outside_the_trust_store_is_never_fetched() {
         reasons.contains("does not lead to trust stores ca:acme"),
         "{reasons}"
     );
-    assert_eq!(signed.crl_fetches.load(Ordering::SeqCst), 0);
+    assert_eq!(signed.crl_fetches(), 0);
 }
 
 #[tokio::test]

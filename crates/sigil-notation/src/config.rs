@@ -15,6 +15,8 @@ pub const POLICY_FILES: [&str; 2] = ["trustpolicy.oci.json", "trustpolicy.json"]
 pub struct NotationConfig {
     /// The trust policy file read.
     pub policy_file: PathBuf,
+    /// That file's text, as read (UTF-8 checked by the parser).
+    pub policy_text: String,
     /// Its statements.
     pub policy: TrustPolicy,
     /// The trust store (empty when `truststore/` is absent).
@@ -73,6 +75,7 @@ pub fn load(dir: &Path) -> Result<NotationConfig, ConfigError> {
         let trust_store = TrustStore::load_dir(&dir.join("truststore"))?;
         return Ok(NotationConfig {
             policy_file: file,
+            policy_text: String::from_utf8_lossy(&bytes).into_owned(),
             policy,
             trust_store,
         });

@@ -69,6 +69,13 @@ impl TrustStore {
             .collect()
     }
 
+    /// Every named store with its certificates, by type then name.
+    pub fn stores(&self) -> impl Iterator<Item = (StoreKind, &str, &[Certificate])> {
+        self.stores
+            .iter()
+            .map(|((kind, name), certs)| (*kind, name.as_str(), certs.as_slice()))
+    }
+
     /// Adds one file's certificates (PEM or DER) to store `kind:name`.
     pub fn add_file(
         &mut self,

@@ -244,6 +244,127 @@ fn time_key(scheme: &str) -> &'static str {
     }
 }
 
+/// The media type of OCI image manifests.
+const OCI_MANIFEST: &str = "application/vnd.oci.image.manifest.v1+json";
+/// The artifact type of Notary Project signature manifests.
+pub const SIGNATURE_ARTIFACT_TYPE: &str = "application/vnd.cncf.notary.signature";
+
+/// `sha256:<hex>` of `bytes`.
+fn sha256_digest(bytes: &[u8]) -> String {
+    use sha2::Digest as _;
+    format!("sha256:{}", hex::encode(sha2::Sha256::digest(bytes)))
+}
+
+fn descriptor(media_type: &str, bytes: &[u8]) -> serde_json::Value {
+    serde_json::json!({"mediaType": media_type, "digest": sha256_digest(bytes), "size": bytes.len()})
+}
+
+/// An image in a repository as a registry serves it, with the Notary
+/// Project signatures pushed for it as OCI referrers: each file by its
+/// path under the registry root, without the leading `/`
+/// (`v2/REPO/manifests/DIGEST`, `v2/REPO/referrers/DIGEST`,
+/// `v2/REPO/blobs/DIGEST`), ready for [`crate::tuf::Mirror::serve`].
+#[derive(Clone, Debug)]
+pub struct RegistryImage {
+    /// The repository path (`acme/app`).
+    pub repository: String,
+    /// The image manifest's bytes.
+    pub manifest: Vec<u8>,
+    /// Its digest, `sha256:<hex>`.
+    pub digest: String,
+    /// The signature manifests pushed for it, in order.
+    pub signatures: Vec<Vec<u8>>,
+    /// Every envelope pushed, by its signature manifest's position.
+    pub envelopes: Vec<Vec<u8>>,
+}
+
+impl RegistryImage {
+    /// An image manifest (an empty config, no layers) unique to `label`,
+    /// unsigned so far.
+    pub fn new(repository: &str, label: &str) -> Self {
+        let config = serde_json::json!({"label": label}).to_string().into_bytes();
+        let manifest = serde_json::json!({
+            "schemaVersion": 2, "mediaType": OCI_MANIFEST,
+            "config": descriptor("application/vnd.oci.image.config.v1+json", &config),
+            "layers": [],
+        })
+        .to_string()
+        .into_bytes();
+        Self {
+            repository: repository.to_owned(),
+            digest: sha256_digest(&manifest),
+            manifest,
+            signatures: Vec::new(),
+            envelopes: Vec::new(),
+        }
+    }
+
+    /// A [`SignSpec`] of this image signed at `signing_time`.
+    pub fn spec(&self, format: Format, signing_time: i64) -> SignSpec {
+        SignSpec::new(
+            format,
+            &self.digest,
+            self.manifest.len() as u64,
+            signing_time,
+        )
+    }
+
+    /// Pushes `envelope` (of `format`) as a signature referrer of the image.
+    pub fn push_signature(&mut self, format: Format, envelope: Vec<u8>) {
+        let empty = b"{}";
+        let signature = serde_json::json!({
+            "schemaVersion": 2, "mediaType": OCI_MANIFEST,
+            "artifactType": SIGNATURE_ARTIFACT_TYPE,
+            "config": descriptor("application/vnd.oci.empty.v1+json", empty),
+            "layers": [descriptor(format.media_type(), &envelope)],
+            "subject": descriptor(OCI_MANIFEST, &self.manifest),
+        })
+        .to_string()
+        .into_bytes();
+        self.signatures.push(signature);
+        self.envelopes.push(envelope);
+    }
+
+    /// The files a registry serves for the image and its signatures.
+    pub fn files(&self) -> std::collections::BTreeMap<String, Vec<u8>> {
+        let repo = &self.repository;
+        let mut files = std::collections::BTreeMap::new();
+        files.insert("v2/".to_owned(), Vec::new());
+        files.insert(
+            format!("v2/{repo}/manifests/{}", self.digest),
+            self.manifest.clone(),
+        );
+        let mut entries = Vec::new();
+        for (signature, envelope) in self.signatures.iter().zip(&self.envelopes) {
+            let mut entry = descriptor(OCI_MANIFEST, signature);
+            if let Some(fields) = entry.as_object_mut() {
+                fields.insert("artifactType".into(), SIGNATURE_ARTIFACT_TYPE.into());
+            }
+            entries.push(entry);
+            files.insert(
+                format!("v2/{repo}/manifests/{}", sha256_digest(signature)),
+                signature.clone(),
+            );
+            files.insert(
+                format!("v2/{repo}/blobs/{}", sha256_digest(envelope)),
+                envelope.clone(),
+            );
+        }
+        files.insert(
+            format!("v2/{repo}/blobs/{}", sha256_digest(b"{}")),
+            b"{}".to_vec(),
+        );
+        let referrers = serde_json::json!({
+            "schemaVersion": 2, "mediaType": "application/vnd.oci.image.index.v1+json",
+            "manifests": entries,
+        })
+        .to_string()
+        .into_bytes();
+        files.insert(format!("v2/{repo}/referrers/{}", self.digest), referrers);
+        files
+    }
+}
+
 /// An ECDSA DER signature as the fixed-width `r || s` JOSE and COSE use.
 pub fn fixed_signature(der_sig: &[u8], width: usize) -> Vec<u8> {
     let body = der::content_of(der_sig);
