@@ -49,7 +49,7 @@ enum Command {
     VerifyNotation(Box<notation_cmd::VerifyNotationArgs>),
     /// Verify an image's signatures or attestations in its registry (like `cosign verify`).
     Verify(Box<VerifyArgs>),
-    /// Lint ClusterImagePolicy/TrustRoot/WorkloadKind files, convert from policy-controller and Kyverno.
+    /// Lint ClusterImagePolicy/TrustRoot/WorkloadKind files, convert from policy-controller, Kyverno and Ratify.
     Policy(policy_cmd::PolicyArgs),
     /// Judge what runs in a cluster by its policies or local policy files,
     /// as admission would (reads only; exit 1 if something enforced would be denied).

@@ -49,7 +49,7 @@ enum PolicyCommand {
         #[arg(required = true, value_name = "FILE")]
         files: Vec<PathBuf>,
     },
-    /// Convert policy.sigstore.dev (v1alpha1, v1beta1) objects, and Kyverno's image verification, to policy.sigil.dev/v1alpha1.
+    /// Convert policy.sigstore.dev (v1alpha1, v1beta1) objects, Kyverno's image verification and Ratify's Notation verifiers to policy.sigil.dev/v1alpha1.
     ///
     /// The converted YAML goes to standard output. Where the two judge a
     /// policy differently, conversion writes sigil's explicit form of
@@ -59,9 +59,12 @@ enum PolicyCommand {
     /// Kyverno's ClusterPolicy and Policy `verifyImages` rules and
     /// ImageValidatingPolicies become ClusterImagePolicies (ImagePolicies for
     /// a namespaced Policy); a requirement that does not map is an `error:`
-    /// and is left out, never weakened (docs/migration-kyverno.md).
+    /// and is left out, never weakened (docs/migration-kyverno.md). Ratify's
+    /// `notation` Verifiers become policies with a notation authority, their
+    /// trust stores filled from the KeyManagementProviders (and
+    /// CertificateStores) found in any of the files (docs/notation.md).
     Convert {
-        /// YAML files with policy-controller or Kyverno objects.
+        /// YAML files with policy-controller, Kyverno or Ratify objects.
         #[arg(required = true, value_name = "FILE")]
         files: Vec<PathBuf>,
         /// Add `trustRootRef: NAME` to every authority whose keyless.url or
@@ -163,6 +166,7 @@ pub(crate) fn run(args: &PolicyArgs) -> Result<Verdict> {
         PolicyCommand::Convert { files, trust_root } => {
             let options = sigil_compile::convert::ConvertOptions {
                 trust_root: trust_root.clone(),
+                ..Default::default()
             };
             convert(files, &options)
         }
@@ -247,8 +251,19 @@ fn convert(files: &[PathBuf], options: &sigil_compile::convert::ConvertOptions) 
     let mut problems = 0;
     let mut warnings = 0;
     let mut first = true;
-    for path in files {
-        let c = sigil_compile::convert::convert_yaml_with(&read(path)?, options)
+    let texts = files.iter().map(|p| read(p)).collect::<Result<Vec<_>>>()?;
+    for (i, (path, text)) in files.iter().zip(&texts).enumerate() {
+        // Ratify's Verifiers name providers that may live in the other files.
+        let options = sigil_compile::convert::ConvertOptions {
+            companions: texts
+                .iter()
+                .enumerate()
+                .filter(|(j, _)| *j != i)
+                .map(|(_, t)| t.clone())
+                .collect(),
+            ..options.clone()
+        };
+        let c = sigil_compile::convert::convert_yaml_with(text, &options)
             .with_context(|| format!("{}", path.display()))?;
         if c.converted > 0 {
             if !first {
@@ -274,8 +289,8 @@ fn convert(files: &[PathBuf], options: &sigil_compile::convert::ConvertOptions) 
     }
     if warnings > 0 {
         eprintln!(
-            "{warnings} place(s) where sigil will judge differently from policy-controller; \
-             review the warnings above"
+            "{warnings} place(s) where sigil will judge differently from the converted \
+             policies' tool; review the warnings above"
         );
         return Ok(Verdict::Warn);
     }

@@ -270,3 +270,59 @@ fn a_referenced_store_the_notation_config_lacks_is_named_with_its_field() {
     );
     assert!(out.contains("truststore/x509/ca/other"), "{out}");
 }
+
+#[test]
+fn a_ratify_verifier_converted_from_two_files_judges_as_the_notation_config_does() {
+    let s = setup("ratify", ACME);
+    let trust_policy = std::fs::read_to_string(s.dir.join("config/trustpolicy.oci.json")).unwrap();
+    let document: serde_json::Value = serde_json::from_str(&trust_policy).unwrap();
+    let document = document.to_string().replace("ca:acme", "ca:ca-certs");
+    let verifier = s.dir.join("verifier.yaml");
+    std::fs::write(
+        &verifier,
+        format!(
+            "apiVersion: config.ratify.deislabs.io/v1beta1\nkind: Verifier\nmetadata:\n  name: \
+             verifier-notation\nspec:\n  name: notation\n  artifactTypes: \
+             application/vnd.cncf.notary.signature\n  parameters:\n    verificationCertStores:\n      \
+             ca:\n        ca-certs: [acme-root]\n    trustPolicyDoc: {document}\n---\n\
+             apiVersion: config.ratify.deislabs.io/v1beta1\nkind: Policy\nmetadata:\n  name: \
+             ratify-policy\nspec:\n  type: config-policy\n  parameters:\n    \
+             artifactVerificationPolicies:\n      application/vnd.cncf.notary.signature: any\n"
+        ),
+    )
+    .unwrap();
+    let root =
+        std::fs::read_to_string(s.dir.join("config/truststore/x509/ca/acme/root.crt")).unwrap();
+    let provider = s.dir.join("providers.yaml");
+    let value: String = root.lines().map(|l| format!("      {l}\n")).collect();
+    std::fs::write(
+        &provider,
+        format!(
+            "apiVersion: config.ratify.deislabs.io/v1beta1\nkind: KeyManagementProvider\n\
+             metadata:\n  name: acme-root\nspec:\n  type: inline\n  parameters:\n    \
+             contentType: certificate\n    value: |\n{value}"
+        ),
+    )
+    .unwrap();
+
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_sigil"))
+        .args(["policy", "convert"])
+        .arg(&verifier)
+        .arg(&provider)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    let converted = s.dir.join("converted.yaml");
+    std::fs::write(&converted, &out.stdout).unwrap();
+
+    let (code, text) = policy_test(&s, &converted, false, &s.jws);
+    assert_eq!(code, Some(0), "{text}");
+    assert!(
+        text.contains("allow:") && text.contains("ratify-verifier-notation"),
+        "{text}"
+    );
+    let (code, text) = policy_test(&s, &converted, false, &s.unsigned);
+    assert_eq!(code, Some(1), "{text}");
+    assert!(text.contains("no Notary Project signature found"), "{text}");
+}

@@ -1,7 +1,8 @@
 //! Conversion of sigstore policy-controller objects (`policy.sigstore.dev`
 //! v1alpha1 and v1beta1 ClusterImagePolicy and TrustRoot) into sigil's
-//! `policy.sigil.dev/v1alpha1`, keeping policy-controller's verdicts; and of
-//! Kyverno's image verification ([`crate::kyverno`]).
+//! `policy.sigil.dev/v1alpha1`, keeping policy-controller's verdicts; of
+//! Kyverno's image verification ([`crate::kyverno`]); and of Ratify's
+//! Notation verifiers with the resources they name ([`crate::ratify`]).
 //!
 //! The specs share field names, so conversion rewrites `apiVersion`, keeps
 //! only the user-owned metadata and drops status. Where the two judge the
@@ -48,12 +49,29 @@ pub struct Conversion {
     pub converted: usize,
 }
 
+/// One document of another tool (Kyverno, Ratify), converted.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ForeignConversion {
+    /// ClusterImagePolicies, or ImagePolicies for a namespaced object.
+    pub objects: Vec<Value>,
+    /// How the tool's fields were written in sigil's terms.
+    pub changes: Vec<String>,
+    /// Where sigil judges more strictly or otherwise differently.
+    pub warnings: Vec<String>,
+    /// Requirements that do not map, each left out with the reason.
+    pub unmapped: Vec<String>,
+}
+
 /// What a conversion may add.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct ConvertOptions {
     /// A TrustRoot to name in `trustRootRef` wherever an authority names a
     /// Fulcio or Rekor URL that the public-good root does not list.
     pub trust_root: Option<String>,
+    /// Other YAML streams converted in the same run (the other files): the
+    /// Ratify KeyManagementProviders, CertificateStores and Policies in them
+    /// count for this stream's Verifiers, as they would in one cluster.
+    pub companions: Vec<String>,
 }
 
 /// Why a conversion failed as a whole.
@@ -78,6 +96,14 @@ pub fn convert_yaml_with(text: &str, options: &ConvertOptions) -> Result<Convers
         .map_err(|e| ConvertError::Input(LintError::Yaml(e.to_string())))?;
     let mut out = Vec::new();
     let mut c = Conversion::default();
+    // A companion that is not YAML is reported when it is converted itself.
+    let companions = options
+        .companions
+        .iter()
+        .filter_map(|text| serde_saphyr::from_multiple::<Value>(text).ok())
+        .flatten();
+    let all: Vec<Value> = documents.iter().cloned().chain(companions).collect();
+    let ratify = crate::ratify::Inventory::of(&all);
     for (index, doc) in documents.iter().enumerate() {
         let api_version = doc
             .get("apiVersion")
@@ -105,8 +131,14 @@ pub fn convert_yaml_with(text: &str, options: &ConvertOptions) -> Result<Convers
             ));
             continue;
         }
-        if crate::kyverno::is_kyverno(doc) {
-            let k = crate::kyverno::convert_kyverno(doc);
+        let foreign = if crate::kyverno::is_kyverno(doc) {
+            Some(crate::kyverno::convert_kyverno(doc))
+        } else if crate::ratify::is_ratify(doc) {
+            Some(crate::ratify::convert_ratify(doc, &ratify))
+        } else {
+            None
+        };
+        if let Some(k) = foreign {
             c.changes
                 .extend(k.changes.iter().map(|l| format!("{label}: {l}")));
             c.warnings
@@ -131,8 +163,9 @@ pub fn convert_yaml_with(text: &str, options: &ConvertOptions) -> Result<Convers
             || !matches!(kind, "ClusterImagePolicy" | "TrustRoot")
         {
             c.report.push(format!(
-                "{label}: skipped; only {} ClusterImagePolicy and TrustRoot objects, and \
-                 Kyverno's ClusterPolicy, Policy and ImageValidatingPolicy, convert",
+                "{label}: skipped; only {} ClusterImagePolicy and TrustRoot objects, \
+                 Kyverno's ClusterPolicy, Policy and ImageValidatingPolicy, and Ratify's \
+                 Verifiers with their Stores, Policies and KeyManagementProviders, convert",
                 SOURCE_VERSIONS.join(" and ")
             ));
             continue;

@@ -9,18 +9,26 @@
 //! (Kyverno's default `count`) becomes one policy per entry, a set with
 //! `count: 1` one policy with an authority per entry, and each set, and each
 //! attestation, policies of their own. A requirement sigil cannot express
-//! (another `count`, certificates, Notary signatures, CEL checks of
-//! payloads, conditions with operators or keys beyond the simple ones) is
+//! (another `count`, signing certificates, Notary-signed attestations, CEL
+//! checks of payloads, conditions with operators or keys beyond the simple
+//! ones) is
 //! never converted into something weaker: its verifyImages entry, or the
 //! whole ImageValidatingPolicy, is reported and left out. Where sigil is
 //! stricter than Kyverno (it judges every workload, not only the matched
 //! ones; it never skips an image Kyverno was told to skip), the conversion
 //! warns.
+//!
+//! Kyverno's Notary verification (`type: Notary` rules, `notary` attestors)
+//! builds one Notation trust policy: every repository, level `strict`, the
+//! rule's certificates as trust store `ca:kyverno` (and its TSA roots as
+//! `tsa:kyverno`), any identity they certify. That document and those
+//! stores become a `notation` authority, so sigil runs the same checks.
 
 use std::fmt::Write as _;
 
 use serde_json::{Map, Value, json};
 
+use crate::convert::ForeignConversion;
 use crate::lint::API_VERSION;
 
 /// Kyverno's API versions of ClusterPolicy and Policy.
@@ -33,19 +41,6 @@ const IVP_VERSIONS: &[&str] = &[
 ];
 /// The Rekor that Kyverno uses when a rule names none.
 const PUBLIC_REKOR: &str = "https://rekor.sigstore.dev";
-
-/// One Kyverno document, converted.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct KyvernoConversion {
-    /// ClusterImagePolicies, or ImagePolicies for a namespaced Policy.
-    pub objects: Vec<Value>,
-    /// How Kyverno's fields were written in sigil's terms.
-    pub changes: Vec<String>,
-    /// Where sigil judges more strictly or otherwise differently.
-    pub warnings: Vec<String>,
-    /// Requirements that do not map, each left out with the reason.
-    pub unmapped: Vec<String>,
-}
 
 /// Whether `doc` is a Kyverno object this module converts.
 pub fn is_kyverno(doc: &Value) -> bool {
@@ -60,8 +55,8 @@ pub fn is_kyverno(doc: &Value) -> bool {
 }
 
 /// Converts one Kyverno document ([`is_kyverno`]).
-pub fn convert_kyverno(doc: &Value) -> KyvernoConversion {
-    let mut c = KyvernoConversion::default();
+pub fn convert_kyverno(doc: &Value) -> ForeignConversion {
+    let mut c = ForeignConversion::default();
     let target = Target::of(doc);
     if text(doc, "/kind").ends_with("ImageValidatingPolicy") {
         convert_ivp(doc, &target, &mut c);
@@ -105,7 +100,7 @@ impl Target {
 }
 
 /// A Kubernetes name from parts: lowercase, `[a-z0-9-.]`, at most 253.
-fn object_name(parts: &[&str]) -> String {
+pub(crate) fn object_name(parts: &[&str]) -> String {
     let joined = parts
         .iter()
         .filter(|p| !p.is_empty())
@@ -128,13 +123,14 @@ fn object_name(parts: &[&str]) -> String {
     }
 }
 
-/// A sigil policy document.
-fn policy_object(
+/// A sigil policy document, annotated with the tool it was converted from.
+pub(crate) fn policy_object(
     name: &str,
     namespace: Option<&str>,
     globs: &[String],
     mode: &str,
     authorities: Vec<Value>,
+    from: &str,
 ) -> Value {
     let mut metadata = Map::new();
     metadata.insert("name".into(), Value::from(name));
@@ -143,7 +139,7 @@ fn policy_object(
     }
     metadata.insert(
         "annotations".into(),
-        json!({"policy.sigil.dev/converted-from": "kyverno"}),
+        json!({ "policy.sigil.dev/converted-from": from }),
     );
     let images: Vec<Value> = globs.iter().map(|g| json!({ "glob": g })).collect();
     let mut spec = Map::new();
@@ -196,7 +192,7 @@ type Converted = Result<Value, String>;
 
 /// One Kyverno `kyverno.io` attestor entry (`keys`, `keyless`, ...) as a
 /// sigil authority.
-fn authority_of_entry(entry: &Value, name: &str, at: &str, c: &mut KyvernoConversion) -> Converted {
+fn authority_of_entry(entry: &Value, name: &str, at: &str, c: &mut ForeignConversion) -> Converted {
     if let Some(keys) = entry.get("keys") {
         let mut key = Map::new();
         let public = text(keys, "/publicKeys").trim();
@@ -390,7 +386,8 @@ fn log_setting(log: LogSetting<'_>, is_key: bool) -> Result<Option<Value>, Strin
 fn attestor_set(
     set: &Value,
     at: &str,
-    c: &mut KyvernoConversion,
+    notary: bool,
+    c: &mut ForeignConversion,
 ) -> Result<Vec<Vec<Value>>, String> {
     let entries = list(set, "/entries");
     if entries.is_empty() {
@@ -399,12 +396,12 @@ fn attestor_set(
     let mut authorities = Vec::new();
     for (i, e) in entries.iter().enumerate() {
         let name = format!("attestor-{i}");
-        authorities.push(authority_of_entry(
-            e,
-            &name,
-            &format!("{at}.entries[{i}]"),
-            c,
-        )?);
+        let entry_at = format!("{at}.entries[{i}]");
+        authorities.push(if notary {
+            notary_certificates(e, &name, &entry_at)?
+        } else {
+            authority_of_entry(e, &name, &entry_at, c)?
+        });
     }
     let count = set.get("count").and_then(Value::as_u64);
     match count {
@@ -519,7 +516,7 @@ fn mode_of(action: &str) -> &'static str {
 }
 
 /// A ClusterPolicy's or Policy's `verifyImages` rules.
-fn convert_policy(doc: &Value, target: &Target, c: &mut KyvernoConversion) {
+fn convert_policy(doc: &Value, target: &Target, c: &mut ForeignConversion) {
     let legacy_action = text(doc, "/spec/validationFailureAction");
     for (r, rule) in list(doc, "/spec/rules").iter().enumerate() {
         let rule_name = text(rule, "/name");
@@ -573,7 +570,7 @@ fn match_namespaces(
     rule: &Value,
     at: &str,
     target: &Target,
-    c: &mut KyvernoConversion,
+    c: &mut ForeignConversion,
 ) -> Vec<Option<String>> {
     if let Some(ns) = &target.namespace {
         return vec![Some(ns.clone())];
@@ -629,17 +626,13 @@ fn match_namespaces(
 fn verify_images_entry(
     vi: &Value,
     at: &str,
-    c: &mut KyvernoConversion,
+    c: &mut ForeignConversion,
 ) -> Result<(Vec<String>, Vec<Vec<Value>>), String> {
-    match text(vi, "/type") {
-        "" | "Cosign" | "SigstoreBundle" => {}
-        "Notary" => {
-            return Err(format!(
-                "{at}.type: Notary signatures are not among what sigil's policies verify"
-            ));
-        }
+    let notary = match text(vi, "/type") {
+        "" | "Cosign" | "SigstoreBundle" => false,
+        "Notary" => true,
         other => return Err(format!("{at}.type: `{other}` is not a type sigil knows")),
-    }
+    };
     let mut patterns: Vec<&str> = list(vi, "/imageReferences")
         .iter()
         .filter_map(Value::as_str)
@@ -680,10 +673,18 @@ fn verify_images_entry(
              the reference says; a tag is resolved first"
         ));
     }
+    if notary {
+        return notary_entry(vi, at, c).map(|policies| (globs, policies));
+    }
     let source = source_of(vi, at, c);
     let mut policies = Vec::new();
     for (s, set) in list(vi, "/attestors").iter().enumerate() {
-        policies.extend(attestor_set(set, &format!("{at}.attestors[{s}]"), c)?);
+        policies.extend(attestor_set(
+            set,
+            &format!("{at}.attestors[{s}]"),
+            false,
+            c,
+        )?);
     }
     for (a, att) in list(vi, "/attestations").iter().enumerate() {
         let at = format!("{at}.attestations[{a}]");
@@ -704,7 +705,7 @@ fn verify_images_entry(
             ));
         }
         for (s, set) in sets.iter().enumerate() {
-            for mut group in attestor_set(set, &format!("{at}.attestors[{s}]"), c)? {
+            for mut group in attestor_set(set, &format!("{at}.attestors[{s}]"), false, c)? {
                 for authority in &mut group {
                     if let Some(obj) = authority.as_object_mut() {
                         obj.insert("attestations".into(), json!([attestation.clone()]));
@@ -729,6 +730,103 @@ fn verify_images_entry(
     Ok((globs, policies))
 }
 
+/// The policies of a `type: Notary` verifyImages entry: its attestor sets
+/// with certificate entries; everything a `notation` authority does not
+/// take is refused or, where sigil judges the same, noted.
+fn notary_entry(
+    vi: &Value,
+    at: &str,
+    c: &mut ForeignConversion,
+) -> Result<Vec<Vec<Value>>, String> {
+    if !text(vi, "/repository").is_empty() {
+        return Err(format!(
+            "{at}.repository: a notation authority finds the signatures among the image's own \
+             referrers, not in another repository"
+        ));
+    }
+    if !list(vi, "/attestations").is_empty() {
+        return Err(format!(
+            "{at}.attestations: Notary-signed attestations (referrers of other artifact types) \
+             are not among what sigil's notation authority verifies"
+        ));
+    }
+    if !list(vi, "/imageRegistryCredentials/secrets").is_empty() {
+        c.warnings.push(format!(
+            "{at}.imageRegistryCredentials.secrets: a notation authority reads the image's \
+             referrers with the workload's pull secrets and sigil's registry credentials; these \
+             Secrets are not used"
+        ));
+    }
+    let mut policies = Vec::new();
+    for (s, set) in list(vi, "/attestors").iter().enumerate() {
+        policies.extend(attestor_set(set, &format!("{at}.attestors[{s}]"), true, c)?);
+    }
+    if policies.is_empty() {
+        return Err(format!(
+            "{at}.attestors: none; name the certificates that must have signed"
+        ));
+    }
+    c.changes.push(format!(
+        "{at}: Notary verification written as a notation authority with the trust policy \
+         Kyverno builds (every repository, level strict, the certificates as trust store \
+         ca:kyverno, any identity they certify)"
+    ));
+    Ok(policies)
+}
+
+/// A `type: Notary` attestor entry (`certificates.cert` and `certChain`)
+/// as a notation authority. Its `rekor` and `ctlog` settings mean nothing
+/// to Kyverno's Notary verifier, nor to sigil's.
+fn notary_certificates(entry: &Value, name: &str, at: &str) -> Converted {
+    if entry.get("certificates").is_none() {
+        return Err(format!(
+            "{at}: a Notary rule's entries give `certificates`; keys and keyless identities \
+             verify Sigstore signatures"
+        ));
+    }
+    let certs: Vec<&str> = ["/certificates/cert", "/certificates/certChain"]
+        .iter()
+        .map(|p| text(entry, p).trim())
+        .filter(|pem| !pem.is_empty())
+        .collect();
+    if certs.is_empty() {
+        return Err(format!(
+            "{at}.certificates: neither cert nor certChain is given"
+        ));
+    }
+    Ok(notation_authority(name, &certs.join("\n"), ""))
+}
+
+/// A `notation` authority with the trust policy Kyverno's Notary verifier
+/// builds, over `certs` (and `tsa` roots, when any).
+fn notation_authority(name: &str, certs: &str, tsa: &str) -> Value {
+    let mut stores = vec!["ca:kyverno"];
+    let mut trust_stores =
+        vec![json!({ "name": "ca/kyverno", "certificates": format!("{}\n", certs.trim()) })];
+    if !tsa.trim().is_empty() {
+        stores.push("tsa:kyverno");
+        trust_stores
+            .push(json!({ "name": "tsa/kyverno", "certificates": format!("{}\n", tsa.trim()) }));
+    }
+    let policy = json!({
+        "version": "1.0",
+        "trustPolicies": [{
+            "name": "kyverno",
+            "registryScopes": ["*"],
+            "signatureVerification": { "level": "strict" },
+            "trustStores": stores,
+            "trustedIdentities": ["*"],
+        }],
+    });
+    json!({
+        "name": name,
+        "notation": {
+            "trustPolicy": serde_json::to_string_pretty(&policy).unwrap_or_default(),
+            "trustStores": trust_stores,
+        },
+    })
+}
+
 fn vi_text_or<'a>(v: &'a Value, first: &str, second: &str) -> &'a str {
     let t = text(v, first);
     if t.is_empty() { text(v, second) } else { t }
@@ -736,7 +834,7 @@ fn vi_text_or<'a>(v: &'a Value, first: &str, second: &str) -> &'a str {
 
 /// The authorities' `source` for Kyverno's `repository` and registry
 /// credentials.
-fn source_of(vi: &Value, at: &str, c: &mut KyvernoConversion) -> Option<Value> {
+fn source_of(vi: &Value, at: &str, c: &mut ForeignConversion) -> Option<Value> {
     let mut source = Map::new();
     let repository = text(vi, "/repository");
     if !repository.is_empty() {
@@ -764,7 +862,7 @@ fn emit(
     globs: &[String],
     mode: &str,
     policies: Vec<Vec<Value>>,
-    c: &mut KyvernoConversion,
+    c: &mut ForeignConversion,
 ) {
     let several = policies.len() > 1;
     for (p, authorities) in policies.into_iter().enumerate() {
@@ -780,6 +878,7 @@ fn emit(
                 globs,
                 mode,
                 authorities.clone(),
+                "kyverno",
             ));
         }
     }
@@ -787,7 +886,7 @@ fn emit(
 
 /// An ImageValidatingPolicy: its attestors, attestations and the
 /// validations that use them.
-fn convert_ivp(doc: &Value, target: &Target, c: &mut KyvernoConversion) {
+fn convert_ivp(doc: &Value, target: &Target, c: &mut ForeignConversion) {
     let actions: Vec<&str> = list(doc, "/spec/validationActions")
         .iter()
         .filter_map(Value::as_str)
@@ -832,7 +931,7 @@ fn convert_ivp(doc: &Value, target: &Target, c: &mut KyvernoConversion) {
 
 fn ivp_policies(
     doc: &Value,
-    c: &mut KyvernoConversion,
+    c: &mut ForeignConversion,
 ) -> Result<(Vec<String>, Vec<Vec<Value>>), String> {
     let mut globs = Vec::new();
     for (i, m) in list(doc, "/spec/matchImageReferences").iter().enumerate() {
@@ -862,6 +961,12 @@ fn ivp_policies(
                 .find(|a| text(a, "/name") == name)
                 .ok_or_else(|| format!("{at}: attestor `{name}` is not in spec.attestors"))?;
             let mut authority = ivp_authority(a, &format!("spec.attestors ({name})"))?;
+            if attestation.is_some() && authority.get("notation").is_some() {
+                return Err(format!(
+                    "{at}: attestations signed with Notary (attestor `{name}`) are not among \
+                     what sigil's notation authority verifies"
+                ));
+            }
             if let Some(att) = &attestation {
                 let x = attestations
                     .iter()
@@ -917,11 +1022,27 @@ fn parse_validation(expr: &str) -> Option<(Vec<String>, Option<String>)> {
 /// An ImageValidatingPolicy's cosign attestor as a sigil authority.
 fn ivp_authority(a: &Value, at: &str) -> Converted {
     let name = object_name(&[text(a, "/name")]);
-    let Some(cosign) = a.get("cosign") else {
-        return Err(format!(
-            "{at}: only cosign attestors map (Notary signatures are not among what sigil's \
-             policies verify)"
+    if let Some(notary) = a.get("notary") {
+        for field in ["certs", "tsaCerts"] {
+            if notary.pointer(&format!("/{field}/expression")).is_some() {
+                return Err(format!(
+                    "{at}.notary.{field}.expression: a CEL expression is evaluated by Kyverno; \
+                     give the certificates as `value`"
+                ));
+            }
+        }
+        let certs = text(notary, "/certs/value");
+        if certs.trim().is_empty() {
+            return Err(format!("{at}.notary.certs.value: none"));
+        }
+        return Ok(notation_authority(
+            &name,
+            certs,
+            text(notary, "/tsaCerts/value"),
         ));
+    }
+    let Some(cosign) = a.get("cosign") else {
+        return Err(format!("{at}: only cosign and notary attestors map"));
     };
     let mut authority = Map::new();
     authority.insert("name".into(), Value::from(name));
@@ -1212,17 +1333,10 @@ mod tests {
     }
 
     #[test]
-    fn notary_certificates_and_other_rules_are_reported_not_converted() {
-        let notary = "- type: Notary\n  imageReferences: [\"ghcr.io/acme/*\"]\n  attestors:\n  - entries:\n    - certificates:\n        cert: x\n";
-        let c = convert_yaml(&cluster_policy("", notary)).unwrap();
+    fn signing_certificates_and_other_rules_are_reported_not_converted() {
+        let certs = "- imageReferences: [\"ghcr.io/acme/*\"]\n  attestors:\n  - entries:\n    - certificates:\n        cert: x\n";
+        let c = convert_yaml(&cluster_policy("", certs)).unwrap();
         assert_eq!(c.converted, 0);
-        assert!(
-            c.report[0].contains(".type: Notary signatures"),
-            "{:?}",
-            c.report
-        );
-        let certs = notary.replace("- type: Notary\n  ", "- ");
-        let c = convert_yaml(&cluster_policy("", &certs)).unwrap();
         assert!(
             c.report[0].contains(".certificates: a signing certificate"),
             "{:?}",
@@ -1236,6 +1350,154 @@ mod tests {
             c.warnings[0].contains("not an image verification rule"),
             "{:?}",
             c.warnings
+        );
+    }
+
+    /// A CA certificate as the trust store of a Notary rule holds it.
+    fn ca_pem(org: &str) -> String {
+        let leaf = sigil_testkit::notation::LeafSpec::new(org, "signer", 0, 4_000_000_000);
+        sigil_testkit::notation::NotaryPki::new(5, org, 0, 4_000_000_000, &leaf)
+            .root
+            .cert_pem()
+    }
+
+    fn notary_rule(entries: &str, extra: &str) -> String {
+        format!(
+            "- type: Notary\n  imageReferences: [\"ghcr.io/acme/*\"]\n{extra}  attestors:\n  - entries:\n{}",
+            indent(entries, 4)
+        )
+    }
+
+    fn cert_entry(pem: &str) -> String {
+        format!("- certificates:\n    cert: |-\n{}", indent(pem.trim(), 6))
+    }
+
+    fn trust_policy_of(authority: &Value) -> Value {
+        serde_json::from_str(authority["notation"]["trustPolicy"].as_str().unwrap()).unwrap()
+    }
+
+    #[test]
+    fn a_notary_rule_becomes_a_notation_authority_with_the_trust_policy_kyverno_builds() {
+        let pem = ca_pem("Acme");
+        let c = convert_yaml(&cluster_policy(
+            "  validationFailureAction: Enforce\n",
+            &notary_rule(&cert_entry(&pem), ""),
+        ))
+        .unwrap();
+        assert!(c.report.is_empty(), "{:?}", c.report);
+        let out = objects(&c);
+        assert_eq!(out.len(), 1);
+        assert_eq!(
+            out[0]["spec"]["images"],
+            json!([{ "glob": "ghcr.io/acme/**" }])
+        );
+        let authority = &out[0]["spec"]["authorities"][0];
+        assert_eq!(
+            trust_policy_of(authority),
+            json!({"version": "1.0", "trustPolicies": [{
+                "name": "kyverno", "registryScopes": ["*"],
+                "signatureVerification": {"level": "strict"},
+                "trustStores": ["ca:kyverno"], "trustedIdentities": ["*"],
+            }]})
+        );
+        assert_eq!(
+            authority["notation"]["trustStores"],
+            json!([{ "name": "ca/kyverno", "certificates": format!("{}\n", pem.trim()) }])
+        );
+        assert!(
+            c.changes
+                .iter()
+                .any(|l| l.contains("Notary verification written as a notation authority")),
+            "{:?}",
+            c.changes
+        );
+    }
+
+    #[test]
+    fn a_notary_set_of_one_in_two_certificates_is_one_policy_with_two_authorities() {
+        let entries = format!(
+            "{}\n{}",
+            cert_entry(&ca_pem("Acme")),
+            cert_entry(&ca_pem("Beta"))
+        );
+        let rule = notary_rule(&entries, "").replace("  - entries:", "  - count: 1\n    entries:");
+        let c = convert_yaml(&cluster_policy("", &rule)).unwrap();
+        assert!(c.report.is_empty(), "{:?}", c.report);
+        let out = objects(&c);
+        assert_eq!(out.len(), 1);
+        assert_eq!(out[0]["spec"]["authorities"].as_array().unwrap().len(), 2);
+        // Without count, both must verify: a policy each.
+        let c = convert_yaml(&cluster_policy("", &notary_rule(&entries, ""))).unwrap();
+        assert_eq!(objects(&c).len(), 2);
+    }
+
+    #[test]
+    fn what_a_notation_authority_does_not_take_leaves_a_notary_rule_out() {
+        let pem = ca_pem("Acme");
+        for (extra, entries, expected) in [
+            (
+                "  repository: ghcr.io/acme/signatures\n",
+                cert_entry(&pem),
+                ".repository: a notation authority finds the signatures among the image's own",
+            ),
+            (
+                "  attestations:\n  - type: sbom/cyclone-dx\n    attestors: []\n",
+                cert_entry(&pem),
+                ".attestations: Notary-signed attestations",
+            ),
+            (
+                "",
+                keys_entry(),
+                "a Notary rule's entries give `certificates`",
+            ),
+            (
+                "",
+                "- certificates: {}\n".to_string(),
+                "neither cert nor certChain",
+            ),
+        ] {
+            let c = convert_yaml(&cluster_policy("", &notary_rule(&entries, extra))).unwrap();
+            assert_eq!(c.converted, 0, "{extra}");
+            assert!(
+                c.report.iter().any(|l| l.contains(expected)),
+                "{expected}: {:?}",
+                c.report
+            );
+        }
+    }
+
+    #[test]
+    fn an_image_validating_policys_notary_attestor_keeps_its_tsa_roots() {
+        let (ca, tsa) = (ca_pem("Acme"), ca_pem("Stamps"));
+        let ivp = format!(
+            "apiVersion: policies.kyverno.io/v1beta1\nkind: ImageValidatingPolicy\nmetadata:\n  name: notary\nspec:\n  matchImageReferences:\n  - glob: \"ghcr.io/acme/*\"\n  attestors:\n  - name: notary\n    notary:\n      certs:\n        value: |-\n{}      tsaCerts:\n        value: |-\n{}  validations:\n  - expression: images.containers.map(image, verifyImageSignatures(image, [attestors.notary])).all(e, e > 0)\n",
+            indent(ca.trim(), 10),
+            indent(tsa.trim(), 10)
+        );
+        let c = convert_yaml(&ivp).unwrap();
+        assert!(c.report.is_empty(), "{:?}", c.report);
+        let out = objects(&c);
+        let authority = &out[0]["spec"]["authorities"][0];
+        assert_eq!(
+            trust_policy_of(authority)["trustPolicies"][0]["trustStores"],
+            json!(["ca:kyverno", "tsa:kyverno"])
+        );
+        assert_eq!(
+            authority["notation"]["trustStores"][1]["name"],
+            "tsa/kyverno"
+        );
+
+        let expression = ivp.replace(
+            "      certs:\n        value: |-\n",
+            "      certs:\n        expression: data.certs\n        value: |-\n",
+        );
+        let c = convert_yaml(&expression).unwrap();
+        assert!(
+            c.report
+                .iter()
+                .any(|l| l.contains("notary.certs.expression")),
+            "{:?}",
+            c.report
         );
     }
 

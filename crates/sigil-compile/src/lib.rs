@@ -4,7 +4,8 @@
 //! enforced ([`snapshot`]), knows the cluster's default trust root
 //! ([`default_root`]), lints YAML files offline ([`lint`]) and converts
 //! policy-controller's API ([`convert`]), keeping its verdicts where sigil can
-//! ([`verdicts`]), and Kyverno's image verification ([`kyverno`]). It compiles WorkloadKinds (kinds besides Kubernetes'
+//! ([`verdicts`]), Kyverno's image verification ([`kyverno`]) and Ratify's Notation verifiers
+//! ([`ratify`]). It compiles WorkloadKinds (kinds besides Kubernetes'
 //! own workloads whose images sigil admits, and where those images are) in
 //! [`workload_kind`]. It says which registries a namespace's ImagePolicy
 //! may name ([`registries`]).
@@ -21,6 +22,7 @@ pub mod convert;
 pub mod default_root;
 pub mod kyverno;
 pub mod lint;
+pub mod ratify;
 pub mod registries;
 pub mod snapshot;
 pub mod verdicts;

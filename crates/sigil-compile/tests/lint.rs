@@ -455,6 +455,7 @@ fn a_private_instance_named_by_url_lints_clean_with_a_note_about_the_default_tru
 fn convert_with_a_trust_root_adds_references_only_where_a_url_is_not_public_good() {
     let options = sigil_compile::convert::ConvertOptions {
         trust_root: Some("corp-sigstore".into()),
+        ..Default::default()
     };
     let c = sigil_compile::convert::convert_yaml_with(PRIVATE_SIGSTORE, &options).unwrap();
     assert!(c.report.is_empty(), "{:?}", c.report);

@@ -489,3 +489,71 @@ fn an_image_policy_reads_notation_objects_only_from_its_namespace() {
         ]
     );
 }
+
+/// The one policy `yaml` converts to, compiled.
+fn converted(yaml: &str) -> CompiledPolicy {
+    let c = sigil_compile::convert::convert_yaml(yaml).unwrap();
+    assert!(c.report.is_empty(), "{:?}", c.report);
+    let objects: Vec<serde_json::Value> = serde_saphyr::from_multiple(&c.yaml).unwrap();
+    assert_eq!(objects.len(), 1, "{}", c.yaml);
+    compile(&serde_json::from_value(objects[0]["spec"].clone()).unwrap())
+}
+
+fn pem_block(pem: &str, spaces: usize) -> String {
+    let pad = " ".repeat(spaces);
+    pem.trim().lines().map(|l| format!("{pad}{l}\n")).collect()
+}
+
+/// A converted policy admits the image its certificates' signer signed and
+/// denies one signed under another root, as the tool it came from would.
+async fn admits_acme_denies_mallory(policy: &CompiledPolicy) {
+    let acme = pki(1, "Acme");
+    let mallory = pki(2, "Mallory");
+    let image = RegistryImage::new("acme/app", "converted");
+    for (signer, admitted) in [(&acme, true), (&mallory, false)] {
+        let registry = serve(
+            &image,
+            vec![(Format::Cose, sign(signer, Format::Cose, &image))],
+        );
+        let host = registry.addr().to_string();
+        let verdict = judge(policy, &host, &image).await;
+        assert_eq!(verdict.is_ok(), admitted, "{verdict:?}");
+        if !admitted {
+            assert!(
+                verdict
+                    .unwrap_err()
+                    .contains("Notary Project authenticity check failed"),
+            );
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_converted_kyverno_notary_rule_judges_as_kyvernos_trust_policy_does() {
+    let rule = format!(
+        "apiVersion: kyverno.io/v1\nkind: ClusterPolicy\nmetadata:\n  name: notary\nspec:\n  \
+         validationFailureAction: Enforce\n  rules:\n  - name: signed\n    match:\n      any:\n      \
+         - resources:\n          kinds: [Pod]\n    verifyImages:\n    - type: Notary\n      \
+         imageReferences: [\"*\"]\n      attestors:\n      - entries:\n        - certificates:\n            \
+         cert: |-\n{}",
+        pem_block(&pki(1, "Acme").root.cert_pem(), 14)
+    );
+    admits_acme_denies_mallory(&converted(&rule)).await;
+}
+
+#[tokio::test]
+async fn a_converted_ratify_verifier_judges_with_its_trust_policy_and_providers() {
+    let stream = format!(
+        "apiVersion: config.ratify.deislabs.io/v1beta1\nkind: Verifier\nmetadata:\n  name: \
+         verifier-notation\nspec:\n  name: notation\n  artifactTypes: \
+         application/vnd.cncf.notary.signature\n  parameters:\n    verificationCertStores:\n      \
+         ca:\n        ca-certs: [acme-root]\n    trustPolicyDoc:\n      version: \"1.0\"\n      \
+         trustPolicies:\n      - name: default\n        registryScopes: [\"*\"]\n        \
+         signatureVerification: {{level: strict}}\n        trustStores: [\"ca:ca-certs\"]\n        \
+         trustedIdentities: [\"{ACME}\"]\n---\napiVersion: config.ratify.deislabs.io/v1beta1\nkind: \
+         KeyManagementProvider\nmetadata:\n  name: acme-root\nspec:\n  type: inline\n  parameters:\n    \
+         contentType: certificate\n    value: |\n{}",
+        pem_block(&pki(1, "Acme").root.cert_pem(), 6)
+    );
+    admits_acme_denies_mallory(&converted(&stream)).await;
+}
