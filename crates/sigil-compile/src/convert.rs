@@ -49,19 +49,6 @@ pub struct Conversion {
     pub converted: usize,
 }
 
-/// One document of another tool (Kyverno, Ratify), converted.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct ForeignConversion {
-    /// ClusterImagePolicies, or ImagePolicies for a namespaced object.
-    pub objects: Vec<Value>,
-    /// How the tool's fields were written in sigil's terms.
-    pub changes: Vec<String>,
-    /// Where sigil judges more strictly or otherwise differently.
-    pub warnings: Vec<String>,
-    /// Requirements that do not map, each left out with the reason.
-    pub unmapped: Vec<String>,
-}
-
 /// What a conversion may add.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct ConvertOptions {
@@ -149,8 +136,8 @@ pub fn convert_yaml_with(text: &str, options: &ConvertOptions) -> Result<Convers
                 let lint = lint_document(index, &converted);
                 let made = format!(
                     "{} {}",
-                    crate::kyverno::text(&converted, "/kind"),
-                    crate::kyverno::text(&converted, "/metadata/name")
+                    crate::foreign::text(&converted, "/kind"),
+                    crate::foreign::text(&converted, "/metadata/name")
                 );
                 c.report.extend(lint.errors.iter().map(|e| {
                     format!("{label}: the converted {made} is unsupported or invalid: {e}")

@@ -28,8 +28,7 @@ use std::fmt::Write as _;
 
 use serde_json::{Map, Value, json};
 
-use crate::convert::ForeignConversion;
-use crate::lint::API_VERSION;
+use crate::foreign::{ForeignConversion, object_name, policy_object, text};
 
 /// Kyverno's API versions of ClusterPolicy and Policy.
 const POLICY_VERSIONS: &[&str] = &["kyverno.io/v1", "kyverno.io/v2beta1"];
@@ -66,13 +65,6 @@ pub fn convert_kyverno(doc: &Value) -> ForeignConversion {
     c
 }
 
-/// The string at JSON `pointer` in `v`, empty when absent or not a string.
-pub(crate) fn text<'a>(v: &'a Value, pointer: &str) -> &'a str {
-    v.pointer(pointer)
-        .and_then(Value::as_str)
-        .unwrap_or_default()
-}
-
 fn list<'a>(v: &'a Value, pointer: &str) -> &'a [Value] {
     v.pointer(pointer)
         .and_then(Value::as_array)
@@ -97,63 +89,6 @@ impl Target {
             namespace: namespaced.then(|| text(doc, "/metadata/namespace").to_string()),
         }
     }
-}
-
-/// A Kubernetes name from parts: lowercase, `[a-z0-9-.]`, at most 253.
-pub(crate) fn object_name(parts: &[&str]) -> String {
-    let joined = parts
-        .iter()
-        .filter(|p| !p.is_empty())
-        .copied()
-        .collect::<Vec<_>>()
-        .join("-");
-    let mut out: String = joined
-        .chars()
-        .map(|c| match c.to_ascii_lowercase() {
-            c @ ('a'..='z' | '0'..='9' | '-' | '.') => c,
-            _ => '-',
-        })
-        .collect();
-    out.truncate(253);
-    let trimmed = out.trim_matches(|c| c == '-' || c == '.');
-    if trimmed.is_empty() {
-        "kyverno".into()
-    } else {
-        trimmed.to_string()
-    }
-}
-
-/// A sigil policy document, annotated with the tool it was converted from.
-pub(crate) fn policy_object(
-    name: &str,
-    namespace: Option<&str>,
-    globs: &[String],
-    mode: &str,
-    authorities: Vec<Value>,
-    from: &str,
-) -> Value {
-    let mut metadata = Map::new();
-    metadata.insert("name".into(), Value::from(name));
-    if let Some(ns) = namespace {
-        metadata.insert("namespace".into(), Value::from(ns));
-    }
-    metadata.insert(
-        "annotations".into(),
-        json!({ "policy.sigil.dev/converted-from": from }),
-    );
-    let images: Vec<Value> = globs.iter().map(|g| json!({ "glob": g })).collect();
-    let mut spec = Map::new();
-    spec.insert("images".into(), Value::Array(images));
-    spec.insert("authorities".into(), Value::Array(authorities));
-    if mode != "enforce" {
-        spec.insert("mode".into(), Value::from(mode));
-    }
-    json!({
-        "apiVersion": API_VERSION,
-        "kind": if namespace.is_some() { "ImagePolicy" } else { "ClusterImagePolicy" },
-        "metadata": metadata,
-        "spec": spec,
-    })
 }
 
 /// A Kyverno image pattern as a sigil glob: Kyverno's `*` matches any run

@@ -20,6 +20,7 @@
 pub mod compile;
 pub mod convert;
 pub mod default_root;
+pub mod foreign;
 pub mod kyverno;
 pub mod lint;
 pub mod ratify;

@@ -22,8 +22,7 @@ use std::collections::BTreeMap;
 
 use serde_json::{Value, json};
 
-use crate::convert::ForeignConversion;
-use crate::kyverno::{object_name, policy_object, text};
+use crate::foreign::{ForeignConversion, object_name, policy_object, text};
 
 /// Ratify's configuration API group.
 const GROUP: &str = "config.ratify.deislabs.io/";
