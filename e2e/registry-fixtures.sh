@@ -20,9 +20,9 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 REPO_ROOT=$PWD
 
 if [ -n "${SIGIL_FIXTURE_OLAREG:-}" ]; then
-  BIN=$(scripts/install-tools.sh cosign crane)
+  BIN=$(scripts/install-tools.sh cosign crane notation-signer)
 else
-  BIN=$(scripts/install-tools.sh cosign crane olareg docker-registry)
+  BIN=$(scripts/install-tools.sh cosign crane olareg docker-registry notation-signer)
 fi
 export PATH="$BIN:$PATH"
 command -v openssl >/dev/null || { echo "registry-fixtures: openssl is needed (apt-get install openssl)" >&2; exit 1; }
@@ -333,6 +333,8 @@ fi
 # then the CLI itself.
 cargo test -q --workspace --test registry_real -- --ignored --test-threads 2
 cargo test -q --workspace --test registry_policy -- --ignored --test-threads 4
+# Envelopes notation-go (the Notary Project's reference library) made.
+SIGIL_NOTATION_SIGNER=$BIN/notation-signer cargo test -q -p sigil-cli --test notation_go -- --ignored
 cargo build -q --workspace --all-targets
 SIGIL=${CARGO_TARGET_DIR:-target}/debug/sigil
 # shellcheck disable=SC1090

@@ -9,6 +9,8 @@
 # Tools: cosign olareg crane docker-registry sigstore-python helm shellcheck
 #        openbao moto (KMS servers for e2e/kms-fixtures.sh)
 #        promtool (checks the chart's PrometheusRules in scripts/chart-check.sh)
+#        notation-signer (notation-go signing for sigil's tests, built from
+#        crates/sigil-testkit/notation-signer)
 # Cache: ${SIGIL_TOOLS_DIR:-<repo>/.cache/tools}; see scripts/README.md.
 set -euo pipefail
 
@@ -28,7 +30,7 @@ MOTO_VERSION=5.2.5               # AWS KMS in moto's server mode
 # Prometheus's Go module is versioned v0.3MM.P for Prometheus 3.MM.P.
 PROMTOOL_VERSION=v0.316.0        # github.com/prometheus/prometheus/cmd/promtool
 
-ALL_TOOLS=(cosign olareg crane docker-registry sigstore-python helm shellcheck openbao moto promtool)
+ALL_TOOLS=(cosign olareg crane docker-registry sigstore-python helm shellcheck openbao moto promtool notation-signer)
 
 REPO=$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")/.." && pwd)
 TOOLS_DIR=${SIGIL_TOOLS_DIR:-$REPO/.cache/tools}
@@ -114,6 +116,23 @@ install_olareg() {
 
 install_crane() {
     go_tool crane github.com/google/go-containerregistry/cmd/crane "$CRANE_VERSION" install
+}
+
+# The testkit's Go signer, from this repository: rebuilt when its sources or
+# the Go toolchain change (their hash is the stamp).
+install_notation_signer() {
+    need go "install Go (the polyglot machine ships /usr/local/go)"
+    local src=$REPO/crates/sigil-testkit/notation-signer want
+    want="$(cat -- "$src/go.mod" "$src/go.sum" "$src/main.go" | sha256sum | cut -d' ' -f1) $(go env GOVERSION)"
+    if is_current notation-signer "$want" "$BIN/notation-signer"; then
+        log "notation-signer: up to date"
+        return
+    fi
+    log "notation-signer: go build in $src"
+    (cd "$src" && GOFLAGS="$(go env GOFLAGS) -trimpath" GOTOOLCHAIN=local \
+        go build -o "$BIN/notation-signer.tmp" .) || { rm -f -- "$BIN/notation-signer.tmp"; die "notation-signer: build failed"; }
+    mv -f -- "$BIN/notation-signer.tmp" "$BIN/notation-signer"
+    write_stamp notation-signer "$want"
 }
 
 install_helm() {
@@ -231,7 +250,7 @@ main() {
     local t
     for t in "${tools[@]}"; do
         case $t in
-            cosign | olareg | crane | docker-registry | sigstore-python | helm | shellcheck | openbao | moto | promtool) ;;
+            cosign | olareg | crane | docker-registry | sigstore-python | helm | shellcheck | openbao | moto | promtool | notation-signer) ;;
             *) usage; die "unknown tool: $t (known: ${ALL_TOOLS[*]})" ;;
         esac
     done

@@ -77,6 +77,19 @@ impl KeyPair {
         KeyPair::Ed25519(ed25519_dalek::SigningKey::from_bytes(&secret))
     }
 
+    /// The private key as PKCS#8 PEM (`PRIVATE KEY`), for signers outside
+    /// this crate (notation-go's, in the testkit's Go signer); `None` for
+    /// Ed25519, which they do not take.
+    pub fn private_key_pkcs8_pem(&self) -> Option<String> {
+        use p256::pkcs8::EncodePrivateKey as _;
+        let der = match self {
+            KeyPair::P256(k) => k.to_pkcs8_der().ok()?,
+            KeyPair::P384(k) => k.to_pkcs8_der().ok()?,
+            KeyPair::Ed25519(_) => return None,
+        };
+        Some(pem("PRIVATE KEY", der.as_bytes()))
+    }
+
     /// The raw public key: the uncompressed SEC1 point for ECDSA, the 32-byte key for Ed25519.
     pub fn public_key_raw(&self) -> Vec<u8> {
         match self {
