@@ -270,6 +270,8 @@ pub struct RegistryImage {
     pub repository: String,
     /// The image manifest's bytes.
     pub manifest: Vec<u8>,
+    /// Its config blob.
+    pub config: Vec<u8>,
     /// Its digest, `sha256:<hex>`.
     pub digest: String,
     /// The signature manifests pushed for it, in order.
@@ -294,6 +296,7 @@ impl RegistryImage {
             repository: repository.to_owned(),
             digest: sha256_digest(&manifest),
             manifest,
+            config,
             signatures: Vec::new(),
             envelopes: Vec::new(),
         }
@@ -325,6 +328,30 @@ impl RegistryImage {
         self.envelopes.push(envelope);
     }
 
+    /// The image manifest with its config blob, as
+    /// [`crate::registry::Pusher::manifest`] pushes it.
+    pub fn image_manifest(&self) -> crate::cosign::OciManifest {
+        crate::cosign::OciManifest {
+            media_type: OCI_MANIFEST,
+            json: self.manifest.clone(),
+            blobs: vec![self.config.clone()],
+        }
+    }
+
+    /// Each signature manifest with its blobs (the empty config, the
+    /// envelope), as [`crate::registry::Pusher::referrer`] pushes it.
+    pub fn signature_manifests(&self) -> Vec<crate::cosign::OciManifest> {
+        self.signatures
+            .iter()
+            .zip(&self.envelopes)
+            .map(|(signature, envelope)| crate::cosign::OciManifest {
+                media_type: OCI_MANIFEST,
+                json: signature.clone(),
+                blobs: vec![b"{}".to_vec(), envelope.clone()],
+            })
+            .collect()
+    }
+
     /// The files a registry serves for the image and its signatures.
     pub fn files(&self) -> std::collections::BTreeMap<String, Vec<u8>> {
         let repo = &self.repository;
@@ -333,6 +360,10 @@ impl RegistryImage {
         files.insert(
             format!("v2/{repo}/manifests/{}", self.digest),
             self.manifest.clone(),
+        );
+        files.insert(
+            format!("v2/{repo}/blobs/{}", sha256_digest(&self.config)),
+            self.config.clone(),
         );
         let mut entries = Vec::new();
         for (signature, envelope) in self.signatures.iter().zip(&self.envelopes) {

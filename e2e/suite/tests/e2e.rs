@@ -32,6 +32,10 @@ use sigil_e2e::{
     Cluster, Fixtures, IMAGE_POLICY_PATH, Reply, example_policy, image_policy_path, key_authority,
     policy, push_keyless, testkit_trust_root, wait_for,
 };
+use sigil_testkit::notation::{
+    self as notary, Format, LeafSpec, NotaryPki, RegistryImage, SignSpec,
+};
+use sigil_testkit::registry::Pusher;
 use sigil_testkit::{BundleSpec, Identity, Testkit};
 
 /// How long a policy change may take to reach the webhook before a scenario
@@ -485,6 +489,109 @@ async fn a_keyless_image_is_admitted_through_a_trust_root_and_a_wrong_identity_d
                 "corp-ci",
                 "mallory@example.com",
             ]),
+        )
+        .await;
+    }
+}
+
+/// Pushes `image` and its Notary Project signatures (as referrers) to
+/// `registry` (host side); returns `registry/repository@digest`.
+async fn push_notation(registry: &str, image: &RegistryImage) -> String {
+    let push = Pusher::new(registry, &image.repository).unwrap();
+    push.manifest(&image.image_manifest(), &image.digest)
+        .await
+        .unwrap();
+    for signature in image.signature_manifests() {
+        push.referrer(&signature, &image.digest).await.unwrap();
+    }
+    format!("{registry}/{}@{}", image.repository, image.digest)
+}
+
+#[tokio::test]
+#[ignore = "needs a cluster with sigil: e2e/run-local.sh or e2e/kind.sh"]
+async fn notation_signed_images_are_admitted_and_each_wrong_one_denied_naming_the_check() {
+    let s = Scenario::start("notation").await;
+    let registry = s.fx.raw("OLAREG").unwrap();
+    let repo = "e2e/notation";
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs() as i64;
+    let day = 86_400;
+    let pki = |org: &str| {
+        let leaf = LeafSpec::new(org, "release signer", now - day, now + 30 * day);
+        NotaryPki::new(0x0e2e, org, now - 100 * day, now + 3650 * day, &leaf)
+    };
+    let (acme, mallory) = (pki("Acme"), pki("Mallory"));
+    let run = std::process::id();
+    // Each image signed (or not) its own way.
+    let signed =
+        |label: &str, pki: Option<&NotaryPki>, spec: &dyn Fn(&RegistryImage) -> SignSpec| {
+            let mut image = RegistryImage::new(repo, &format!("{label}-{run}"));
+            if let Some(pki) = pki {
+                let spec = spec(&image);
+                image.push_signature(spec.format, notary::sign(pki, &spec));
+            }
+            image
+        };
+    let jws = signed("jws", Some(&acme), &|i| i.spec(Format::Jws, now - 60));
+    let cose = signed("cose", Some(&acme), &|i| i.spec(Format::Cose, now - 60));
+    let unsigned = signed("unsigned", None, &|i| i.spec(Format::Jws, now));
+    let elsewhere = signed("elsewhere", Some(&acme), &|i| {
+        let mut spec = i.spec(Format::Cose, now - 60);
+        spec.digest = RegistryImage::new(repo, "another image").digest;
+        spec
+    });
+    let outsider = signed("outsider", Some(&mallory), &|i| {
+        i.spec(Format::Jws, now - 60)
+    });
+    let expired = signed("expired", Some(&acme), &|i| {
+        let mut spec = i.spec(Format::Jws, now - 7200);
+        spec.expiry = Some(now - 3600);
+        spec
+    });
+    let mut refs = Vec::new();
+    for image in [&jws, &cose, &unsigned, &elsewhere, &outsider, &expired] {
+        refs.push(s.fx.in_cluster(&push_notation(&registry, image).await));
+    }
+    let [jws, cose, unsigned, elsewhere, outsider, expired] =
+        <[String; 6]>::try_from(refs).unwrap();
+
+    let scope = format!("{}/{repo}", s.fx.get("OLAREG").unwrap());
+    let trust_policy = json!({
+        "version": "1.0",
+        "trustPolicies": [{
+            "name": "acme-images",
+            "registryScopes": [scope],
+            "signatureVerification": {"level": "strict"},
+            "trustStores": ["ca:acme"],
+            "trustedIdentities": ["x509.subject: C=US, ST=WA, O=Acme"],
+        }],
+    });
+    s.apply(&policy(
+        "e2e-notation",
+        &format!("{scope}/**"),
+        json!([{"name": "acme", "notation": {
+            "trustPolicy": trust_policy.to_string(),
+            "trustStores": [{"name": "ca/acme", "certificates": acme.root.cert_pem()}],
+        }}]),
+    ))
+    .await;
+    s.expect_eventually(&[&jws], Want::Allowed).await;
+    s.expect(&[&cose], Want::Allowed).await;
+    let denied = |image: &str| format!("image {image} (container c0): policy e2e-notation failed");
+    for (image, words) in [
+        (&unsigned, "no Notary Project signature found"),
+        (
+            &elsewhere,
+            "Notary Project integrity check failed: the signature is for another artifact",
+        ),
+        (&outsider, "Notary Project authenticity check failed"),
+        (&expired, "the signature expired at"),
+    ] {
+        s.expect(
+            &[image.as_str()],
+            Want::Denied(&[&denied(image), "authority acme (notation)", words]),
         )
         .await;
     }
