@@ -5,7 +5,7 @@ CARGO ?= cargo
 SHARED ?= $(abspath ../shared)
 SIGIL := target/release/sigil
 
-.PHONY: all build release test test-targets unit testdata test-scripts fmt fmt-check lint bench bench-peers conformance ci demo demo-down e2e-local e2e-kind e2e-node image image-check lint-shell cluster-tools cluster-up cluster-down cluster-status cluster-smoke tools clean test-registry test-kms differential bench-image
+.PHONY: all build release test test-targets unit testdata test-scripts fmt fmt-check lint bench bench-notation bench-peers conformance ci demo demo-down e2e-local e2e-kind e2e-node image image-check lint-shell cluster-tools cluster-up cluster-down cluster-status cluster-smoke tools clean test-registry test-kms differential bench-image
 
 all: build
 
@@ -96,6 +96,11 @@ ci: test conformance
 ## sigil, sigstore-python and cosign judge the same testkit bundles offline.
 differential:
 	scripts/differential.sh
+
+## CPU per Notary Project verification: sigil's verifier and notation-go's,
+## in process, on the same notation-go-signed envelopes.
+bench-notation:
+	bench/notation-go.sh
 
 ## Whole-process verification time against sigstore-python and cosign.
 bench-peers:

@@ -25,6 +25,7 @@ require (
 	github.com/veraison/go-cose v1.3.0 // indirect
 	github.com/x448/float16 v0.8.4 // indirect
 	golang.org/x/crypto v0.37.0 // indirect
+	golang.org/x/mod v0.24.0 // indirect
 	golang.org/x/sync v0.10.0 // indirect
 	oras.land/oras-go/v2 v2.5.0 // indirect
 )
