@@ -494,6 +494,10 @@ pub trait RequestObserver: Send + Sync + fmt::Debug {
     /// long on its critical path ([`Discovery::round_trips`](crate::Discovery::round_trips));
     /// answers from the material cache are not heard. By default not counted.
     fn discovered(&self, _round_trips: u32) {}
+
+    /// One read or write of the shared cache ([`crate::shared_cache`]); by
+    /// default not counted.
+    fn shared_cache(&self, _event: crate::shared_cache::SharedCacheEvent) {}
 }
 
 /// Carries the keychain's exchanges to the client's [`RequestObserver`].
