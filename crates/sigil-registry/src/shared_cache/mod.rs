@@ -31,7 +31,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use aws_lc_rs::hmac;
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as B64;
-use rustls::pki_types::{CertificateDer, ServerName};
+use rustls::pki_types::ServerName;
 use serde::{Deserialize, Serialize};
 use tokio::sync::Semaphore;
 
@@ -65,8 +65,9 @@ pub struct SharedCacheConfig {
     /// The HMAC key, at least [`MIN_KEY_BYTES`] bytes, the same in every
     /// process that shares entries.
     pub mac_key: Vec<u8>,
-    /// CA certificates trusted for `rediss://` besides the web roots.
-    pub extra_roots: Vec<CertificateDer<'static>>,
+    /// PEM CA certificates trusted for `rediss://` besides the web roots
+    /// (empty: the web roots only).
+    pub ca_pem: Vec<u8>,
     /// The longest a read may take before the registry is asked instead.
     pub read_wait: Duration,
     /// The longest a background write may take.
@@ -85,7 +86,7 @@ impl SharedCacheConfig {
             url: url.into(),
             password: None,
             mac_key,
-            extra_roots: Vec::new(),
+            ca_pem: Vec::new(),
             read_wait: Duration::from_millis(25),
             write_wait: Duration::from_millis(250),
             backoff: Duration::from_secs(1),
@@ -618,7 +619,7 @@ fn endpoint(config: &SharedCacheConfig) -> Result<Endpoint, SharedCacheError> {
     let tls = if tls {
         let name = ServerName::try_from(host.clone())
             .map_err(|_| bad(format!("host `{host}` is not a TLS server name")))?;
-        Some((resp::tls_connector(&config.extra_roots)?, name))
+        Some((resp::tls_connector(&config.ca_pem)?, name))
     } else {
         None
     };

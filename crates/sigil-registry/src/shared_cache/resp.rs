@@ -236,16 +236,29 @@ pub(crate) fn unexpected(command: &str, reply: &Reply) -> SharedCacheError {
     SharedCacheError::Protocol(format!("{command} was answered with {what}"))
 }
 
-/// The TLS connector for `rediss://`: the web roots and `extra` roots.
-pub(crate) fn tls_connector(
-    extra: &[rustls::pki_types::CertificateDer<'static>],
-) -> Result<TlsConnector, SharedCacheError> {
+/// The TLS connector for `rediss://`: the web roots and the certificates
+/// in `ca_pem`.
+pub(crate) fn tls_connector(ca_pem: &[u8]) -> Result<TlsConnector, SharedCacheError> {
+    use rustls::pki_types::CertificateDer;
+    use rustls::pki_types::pem::PemObject as _;
     let mut roots = rustls::RootCertStore::empty();
     roots.extend(webpki_roots::TLS_SERVER_ROOTS.iter().cloned());
-    for cert in extra {
-        roots
-            .add(cert.clone())
-            .map_err(|e| SharedCacheError::Config(format!("a CA certificate is invalid: {e}")))?;
+    if !ca_pem.is_empty() {
+        let mut added = 0;
+        for cert in CertificateDer::pem_slice_iter(ca_pem) {
+            let cert = cert.map_err(|e| {
+                SharedCacheError::Config(format!("the CA file is not valid PEM: {e}"))
+            })?;
+            roots.add(cert).map_err(|e| {
+                SharedCacheError::Config(format!("a CA certificate is invalid: {e}"))
+            })?;
+            added += 1;
+        }
+        if added == 0 {
+            return Err(SharedCacheError::Config(
+                "the CA file holds no PEM certificate".into(),
+            ));
+        }
     }
     let config = rustls::ClientConfig::builder_with_provider(crate::tls::default_provider())
         .with_safe_default_protocol_versions()
