@@ -232,13 +232,20 @@ fn free_port() -> u16 {
 /// A `redis-server` on 127.0.0.1 with no persistence, killed when dropped.
 struct Redis {
     port: u16,
+    extra: Vec<String>,
     child: Option<Child>,
 }
 
 impl Redis {
     fn start() -> Self {
+        Self::start_with(Vec::new())
+    }
+
+    /// With `extra` arguments; `{port}` in them stands for the port.
+    fn start_with(extra: Vec<String>) -> Self {
         let mut redis = Self {
             port: free_port(),
+            extra,
             child: None,
         };
         redis.launch();
@@ -250,9 +257,18 @@ impl Redis {
     }
 
     fn launch(&mut self) {
+        let port = self.port.to_string();
+        let extra = self.extra.iter().map(|a| a.replace("{port}", &port));
+        let plain = if self.extra.is_empty() {
+            vec!["--port".to_string(), port.clone()]
+        } else {
+            Vec::new()
+        };
         let child = Command::new("redis-server")
-            .args(["--port", &self.port.to_string(), "--bind", "127.0.0.1"])
+            .args(plain)
+            .args(["--bind", "127.0.0.1"])
             .args(["--save", "", "--appendonly", "no"])
+            .args(extra)
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
@@ -524,4 +540,82 @@ async fn a_shared_cache_killed_and_restarted_stays_correct() {
         after.verify(&host, UNSIGNED).await,
         Err(ImageError::NoSignature { .. })
     ));
+}
+
+/// A CA, and a certificate for `localhost` it issued: (CA PEM, cert PEM, key PEM).
+fn tls_files() -> (String, String, String) {
+    let ca_key = rcgen::KeyPair::generate().unwrap();
+    let mut ca_params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+    ca_params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+    let ca = ca_params.self_signed(&ca_key).unwrap();
+    let key = rcgen::KeyPair::generate().unwrap();
+    let issuer = rcgen::Issuer::from_params(&ca_params, &ca_key);
+    let cert = rcgen::CertificateParams::new(vec!["localhost".to_string()])
+        .unwrap()
+        .signed_by(&key, &issuer)
+        .unwrap();
+    (ca.pem(), cert.pem(), key.serialize_pem())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs redis-server on PATH; run by `make test-registry`"]
+async fn replicas_share_over_tls_with_a_password_and_a_wrong_one_or_an_unknown_ca_only_costs_the_registry()
+ {
+    let dir = std::env::temp_dir().join(format!("sigil-shared-cache-tls-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let (ca, cert, key) = tls_files();
+    for (name, pem) in [("ca.pem", &ca), ("cert.pem", &cert), ("key.pem", &key)] {
+        std::fs::write(dir.join(name), pem).unwrap();
+    }
+    let file = |name: &str| dir.join(name).to_str().unwrap().to_string();
+    let redis = Redis::start_with(vec![
+        "--port".into(),
+        "0".into(),
+        "--tls-port".into(),
+        "{port}".into(),
+        "--tls-cert-file".into(),
+        file("cert.pem"),
+        "--tls-key-file".into(),
+        file("key.pem"),
+        "--tls-ca-cert-file".into(),
+        file("ca.pem"),
+        "--tls-auth-clients".into(),
+        "no".into(),
+        "--requirepass".into(),
+        "s3cret".into(),
+    ]);
+    let (host, requests) = registry().await;
+    let url = format!("rediss://localhost:{}", redis.port);
+    let tls = |password: &str, ca: &str| {
+        let mut c = config(&url, &KEY);
+        c.password = Some(password.to_string());
+        c.ca_pem = ca.as_bytes().to_vec();
+        replica_with(c)
+    };
+    let first = tls("s3cret", &ca);
+    assert_eq!(first.verify(&host, SIGNED).await.unwrap().verified.len(), 2);
+    first.stored(1).await;
+    let before = requests.load(Ordering::SeqCst);
+    let second = tls("s3cret", &ca);
+    assert_eq!(
+        second.verify(&host, SIGNED).await.unwrap().verified.len(),
+        2
+    );
+    assert_eq!(second.heard.count(SharedCacheEvent::Hit), 1);
+    assert_eq!(requests.load(Ordering::SeqCst), before);
+
+    for (what, password, roots) in [
+        ("a wrong password", "wrong", ca.as_str()),
+        ("an unknown CA", "s3cret", ""),
+    ] {
+        let refused = tls(password, roots);
+        assert_eq!(
+            refused.verify(&host, SIGNED).await.unwrap().verified.len(),
+            2,
+            "{what}"
+        );
+        assert_eq!(refused.heard.count(SharedCacheEvent::Error), 1, "{what}");
+        assert_eq!(refused.heard.count(SharedCacheEvent::Hit), 0, "{what}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
 }

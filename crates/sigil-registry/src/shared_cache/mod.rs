@@ -46,7 +46,7 @@ pub const MAX_BACKOFF: Duration = Duration::from_secs(30);
 /// Connections kept open to the server; more concurrent requests wait for one.
 const POOL: usize = 4;
 /// Writes in flight at once; more are dropped (the next miss writes again).
-const MAX_WRITES: usize = 64;
+const MAX_WRITES: usize = 16;
 /// Clock difference between pods tolerated when an entry's expiry is
 /// checked against the longest lifetime an entry may have.
 const CLOCK_SKEW: Duration = Duration::from_secs(5);
