@@ -333,11 +333,10 @@ fi
 # then the CLI itself.
 cargo test -q --workspace --test registry_real -- --ignored --test-threads 2
 # The shared cache between replicas, against redis-server processes the
-# tests start themselves (and a mock registry): the client, and judges
-# built from the webhook's and the audit's flags.
+# tests start themselves (and a mock registry): the client (sigil-registry),
+# and judges built from the webhook's and the audit's flags (sigil-judge).
 REDIS_BIN=$(scripts/install-tools.sh redis-server)
-PATH="$REDIS_BIN:$PATH" cargo test -q -p sigil-registry --test shared_cache -- --ignored --test-threads 2
-PATH="$REDIS_BIN:$PATH" cargo test -q -p sigil-judge --test shared_cache -- --ignored --test-threads 2
+PATH="$REDIS_BIN:$PATH" cargo test -q --workspace --test shared_cache -- --ignored --test-threads 2
 cargo test -q --workspace --test registry_policy -- --ignored --test-threads 4
 cargo build -q --workspace --all-targets
 SIGIL=${CARGO_TARGET_DIR:-target}/debug/sigil
