@@ -37,6 +37,7 @@ use tokio::sync::Semaphore;
 
 use self::resp::{Connection, Endpoint, Reply};
 use crate::client::RequestObserver;
+pub use crate::client::SharedCacheEvent;
 use crate::discover::{Candidate, CandidateFormat, Discovery, Material, MaterialKey, Want};
 
 /// The shortest MAC key accepted, in bytes.
@@ -150,52 +151,6 @@ impl SharedCacheError {
             Self::Protocol(_) => "protocol",
             Self::TooLarge { .. } => "too-large",
             Self::Timeout(_) => "timeout",
-        }
-    }
-}
-
-/// What one use of the shared cache came to, for metrics
-/// ([`RequestObserver::shared_cache`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum SharedCacheEvent {
-    /// A read found a valid entry.
-    Hit,
-    /// A read found no entry.
-    Miss,
-    /// A read found an entry that failed its MAC, was expired or could not
-    /// be decoded; it was ignored.
-    Rejected,
-    /// A read failed or took too long.
-    Error,
-    /// A read was not made: the cache is pausing after failures.
-    Skipped,
-    /// A write was stored.
-    Stored,
-    /// A write failed or took too long.
-    WriteError,
-    /// A write was not made: pausing after failures, too many writes in
-    /// flight, or the entry is larger than the bound.
-    WriteSkipped,
-}
-
-impl SharedCacheEvent {
-    /// `get` or `set`.
-    pub fn operation(self) -> &'static str {
-        match self {
-            Self::Hit | Self::Miss | Self::Rejected | Self::Error | Self::Skipped => "get",
-            Self::Stored | Self::WriteError | Self::WriteSkipped => "set",
-        }
-    }
-
-    /// `hit`, `miss`, `rejected`, `error`, `skipped` or `stored`.
-    pub fn result(self) -> &'static str {
-        match self {
-            Self::Hit => "hit",
-            Self::Miss => "miss",
-            Self::Rejected => "rejected",
-            Self::Error | Self::WriteError => "error",
-            Self::Skipped | Self::WriteSkipped => "skipped",
-            Self::Stored => "stored",
         }
     }
 }
@@ -915,6 +870,18 @@ mod tests {
         );
         let expired = a.seal(&name, &discovery(), Duration::ZERO).unwrap();
         assert_eq!(a.open(&name, &expired, TTL).unwrap_err(), "expired");
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn arbitrary_values_are_rejected_without_panicking(
+            value in proptest::collection::vec(proptest::num::u8::ANY, 0..512),
+            magic in proptest::bool::ANY,
+        ) {
+            let a = cache(&[1; 32]);
+            let value = if magic { [&MAGIC[..], &value].concat() } else { value };
+            proptest::prop_assert!(a.open("n", &value, TTL).is_err());
+        }
     }
 
     #[test]

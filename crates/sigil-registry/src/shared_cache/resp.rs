@@ -319,6 +319,24 @@ mod tests {
         );
     }
 
+    proptest::proptest! {
+        #[test]
+        fn arbitrary_replies_never_panic_nor_pass_the_bound(
+            kind in proptest::sample::select(vec![&b"+"[..], b"-", b":", b"$", b"*", b""]),
+            length in "-?[0-9]{0,20}",
+            rest in proptest::collection::vec(proptest::num::u8::ANY, 0..300),
+        ) {
+            let mut bytes = kind.to_vec();
+            bytes.extend_from_slice(length.as_bytes());
+            bytes.extend_from_slice(b"\r\n");
+            bytes.extend_from_slice(&rest);
+            let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
+            if let Ok(Reply::Bulk(Some(body))) = rt.block_on(reply_to(&bytes, 64)) {
+                proptest::prop_assert!(body.len() <= 64);
+            }
+        }
+    }
+
     #[tokio::test]
     async fn malformed_replies_are_protocol_errors_not_panics() {
         for bad in [
