@@ -224,5 +224,7 @@ refused "autoscaling with minReplicas above maxReplicas" --set webhook.autoscali
 refused "a shared cache URL that is not redis:// or rediss://" --set sharedCache.url=http://cache.example:6379
 refused "the in-chart shared cache with a Secret but no password key" --set sharedCache.deploy=true \
     --set sharedCache.existingSecret=mine
+refused "both an external and the in-chart shared cache" --set sharedCache.deploy=true \
+    --set sharedCache.url=redis://cache.example:6379
 
 exit "$failed"

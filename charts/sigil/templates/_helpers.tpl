@@ -369,7 +369,9 @@ The shared cache's URL: sharedCache.url, else the in-chart server's Service
 when sharedCache.deploy is true, else "" (no shared cache).
 */}}
 {{- define "sigil.sharedCacheURL" -}}
-{{- if .Values.sharedCache.url -}}
+{{- if and .Values.sharedCache.url .Values.sharedCache.deploy -}}
+{{- fail "sharedCache.url and sharedCache.deploy both set: give url for a server you run, or deploy: true for the in-chart one" -}}
+{{- else if .Values.sharedCache.url -}}
 {{- .Values.sharedCache.url -}}
 {{- else if .Values.sharedCache.deploy -}}
 redis://{{ include "sigil.sharedCacheName" . }}.{{ .Release.Namespace }}.svc:6379
