@@ -1302,7 +1302,10 @@ def breakages():
                      "subjects": [{"kind": "ServiceAccount", "name": "sigil-controller",
                                    "namespace": "sigil-system"}]})
 
-    return [audit_without_cloud_providers, drop_cloud_providers, stray_cloud_token, image_policy_references_cluster_wide, pc_entry_judges_twice, pc_crd_pruned, pc_controller_writes_sources, connections_unbounded, stray_autoscaler, github_root_tampered, stray_github_trust_root, webhook_limit_too_low, drop_webhook_env, drop_ro_root, allow_escalation, unfixed_pod_user, include_kube_system, timeout_mismatch,
+    def stray_shared_cache(docs):
+        container(docs, "sigil-webhook")["args"].append("--shared-cache-url=redis://cache.example:6379")
+
+    return [stray_shared_cache, audit_without_cloud_providers, drop_cloud_providers, stray_cloud_token, image_policy_references_cluster_wide, pc_entry_judges_twice, pc_crd_pruned, pc_controller_writes_sources, connections_unbounded, stray_autoscaler, github_root_tampered, stray_github_trust_root, webhook_limit_too_low, drop_webhook_env, drop_ro_root, allow_escalation, unfixed_pod_user, include_kube_system, timeout_mismatch,
             ignore_failures, forget_cronjobs, wider_webhook_role, no_probe,
             wrong_namespace, unknown_flag, path_swap, allow_loopback_registries,
             tenants_name_any_registry, allow_unpinned_by_default, list_pull_secrets, forget_ephemeral_containers,
