@@ -461,10 +461,8 @@ impl JudgeArgs {
             .map(Some)
             .map_err(|e| {
                 let flag = match e {
-                    SharedCacheError::Config(ref m) if m.contains("MAC key") => {
-                        "--shared-cache-key-file"
-                    }
-                    SharedCacheError::Config(ref m) if m.contains("CA") => "--shared-cache-ca-file",
+                    SharedCacheError::Key(_) => "--shared-cache-key-file",
+                    SharedCacheError::CaFile(_) => "--shared-cache-ca-file",
                     _ => "--shared-cache-url",
                 };
                 config(format!("{flag}: {e}"))

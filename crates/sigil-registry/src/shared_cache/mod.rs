@@ -110,9 +110,15 @@ impl fmt::Debug for SharedCacheConfig {
 /// Why the shared cache could not be set up or asked.
 #[derive(Debug, thiserror::Error)]
 pub enum SharedCacheError {
-    /// The settings are invalid.
+    /// The URL or another setting is invalid.
     #[error("{0}")]
     Config(String),
+    /// The MAC key is unusable (too short).
+    #[error("{0}")]
+    Key(String),
+    /// The CA certificates for `rediss://` are unusable.
+    #[error("{0}")]
+    CaFile(String),
     /// The server could not be reached or the connection broke.
     #[error("connection failed: {0}")]
     Connect(String),
@@ -144,6 +150,8 @@ impl SharedCacheError {
     pub fn reason(&self) -> &'static str {
         match self {
             Self::Config(_) => "config",
+            Self::Key(_) => "key",
+            Self::CaFile(_) => "ca-file",
             Self::Connect(_) => "connect",
             Self::Tls(_) => "tls",
             Self::Auth(_) => "auth",
@@ -199,7 +207,7 @@ impl SharedCache {
         observer: Option<Arc<dyn RequestObserver>>,
     ) -> Result<Self, SharedCacheError> {
         if config.mac_key.len() < MIN_KEY_BYTES {
-            return Err(SharedCacheError::Config(format!(
+            return Err(SharedCacheError::Key(format!(
                 "the MAC key has {} bytes; it needs at least {MIN_KEY_BYTES} random bytes (e.g. `head -c 32 /dev/urandom | base64`)",
                 config.mac_key.len()
             )));

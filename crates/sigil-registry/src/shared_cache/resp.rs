@@ -247,15 +247,15 @@ pub(crate) fn tls_connector(ca_pem: &[u8]) -> Result<TlsConnector, SharedCacheEr
         let mut added = 0;
         for cert in CertificateDer::pem_slice_iter(ca_pem) {
             let cert = cert.map_err(|e| {
-                SharedCacheError::Config(format!("the CA file is not valid PEM: {e}"))
+                SharedCacheError::CaFile(format!("the CA file is not valid PEM: {e}"))
             })?;
             roots.add(cert).map_err(|e| {
-                SharedCacheError::Config(format!("a CA certificate is invalid: {e}"))
+                SharedCacheError::CaFile(format!("a CA certificate is invalid: {e}"))
             })?;
             added += 1;
         }
         if added == 0 {
-            return Err(SharedCacheError::Config(
+            return Err(SharedCacheError::CaFile(
                 "the CA file holds no PEM certificate".into(),
             ));
         }
