@@ -15,7 +15,7 @@ runs=${RUNS:-5}
 
 bin=$(scripts/install-tools.sh notation-signer)
 cargo build -q --release -p sigil-notation --example verify_loop
-cargo build -q -p sigil-testkit --example notation_pki
+cargo build -q --workspace --example notation_pki
 target=${CARGO_TARGET_DIR:-target}
 work=$(mktemp -d "${TMPDIR:-/tmp}/sigil-notation-go.XXXXXX")
 trap 'rm -rf -- "$work"' EXIT

@@ -332,9 +332,14 @@ fi
 # (deploy/examples through `sigil policy test` / `sigil verify --policy`),
 # then the CLI itself.
 cargo test -q --workspace --test registry_real -- --ignored --test-threads 2
+# The shared cache between replicas, against redis-server processes the
+# tests start themselves (and a mock registry): the client (sigil-registry),
+# and judges built from the webhook's and the audit's flags (sigil-judge).
+REDIS_BIN=$(scripts/install-tools.sh redis-server)
+PATH="$REDIS_BIN:$PATH" cargo test -q --workspace --test shared_cache -- --ignored --test-threads 2
 cargo test -q --workspace --test registry_policy -- --ignored --test-threads 4
 # Envelopes notation-go (the Notary Project's reference library) made.
-SIGIL_NOTATION_SIGNER=$BIN/notation-signer cargo test -q -p sigil-cli --test notation_go -- --ignored
+SIGIL_NOTATION_SIGNER=$BIN/notation-signer cargo test -q --workspace --test notation_go -- --ignored
 cargo build -q --workspace --all-targets
 SIGIL=${CARGO_TARGET_DIR:-target}/debug/sigil
 # shellcheck disable=SC1090

@@ -221,5 +221,10 @@ refused "an unknown key under a component's serviceAccount" --set controller.ser
 refused "a connection jitter above 50%" --set webhook.connections.jitterPercent=60
 refused "autoscaling with minReplicas above maxReplicas" --set webhook.autoscaling.enabled=true \
     --set webhook.autoscaling.minReplicas=6 --set webhook.autoscaling.maxReplicas=3
+refused "a shared cache URL that is not redis:// or rediss://" --set sharedCache.url=http://cache.example:6379
+refused "the in-chart shared cache with a Secret but no password key" --set sharedCache.deploy=true \
+    --set sharedCache.existingSecret=mine
+refused "both an external and the in-chart shared cache" --set sharedCache.deploy=true \
+    --set sharedCache.url=redis://cache.example:6379
 
 exit "$failed"

@@ -162,6 +162,12 @@ def check_hardening(docs, errors):
             res = c.get("resources", {})
             if not res.get("requests") or not res.get("limits"):
                 errors.append(f"{cw}: resources need both requests and limits")
+            if w["metadata"]["name"] == "sigil-shared-cache":
+                # The in-chart Valkey/Redis: no HTTP; probed on its port.
+                for probe in ("livenessProbe", "readinessProbe"):
+                    if c.get(probe, {}).get("tcpSocket", {}).get("port") != "redis":
+                        errors.append(f"{cw}: {probe} is not a TCP probe of the redis port")
+                continue
             for probe, path in (("livenessProbe", "/healthz"), ("readinessProbe", "/readyz")):
                 got = c.get(probe, {}).get("httpGet", {})
                 if got.get("path") != path or got.get("port") != "metrics":
@@ -517,6 +523,59 @@ def check_registry_credentials(docs, values, errors):
     config = find(docs, "ConfigMap", "sigil-gcp-credentials")
     if bool(config) != bool(rc["gcp"]["credentialConfig"]):
         errors.append("ConfigMap sigil-gcp-credentials does not follow registryCredentials.gcp.credentialConfig")
+
+
+def check_shared_cache(docs, values, ns, errors):
+    """The webhook and the audit share the cache sharedCache names (the
+    in-chart server's Service with deploy), with the MAC key (and password)
+    from the Secret given or the one the chart makes; the in-chart server
+    keeps nothing on disk and asks for the password."""
+    sc = values["sharedCache"]
+    url = sc["url"] or (f"redis://sigil-shared-cache.{ns}.svc:6379" if sc["deploy"] else "")
+    secret = sc["existingSecret"] or "sigil-shared-cache"
+    password_key = sc["passwordKey"] if sc["existingSecret"] else ("password" if sc["deploy"] else "")
+    for name in ("sigil-webhook", "sigil-audit"):
+        deploy = find(docs, "Deployment", name)
+        if not deploy:
+            continue
+        args = args_of(deploy[0])
+        want = {
+            "--shared-cache-url": [url] if url else [],
+            "--shared-cache-key-file": [f"/etc/sigil/shared-cache/{sc['macKeyKey']}"] if url else [],
+            "--shared-cache-password-file": [f"/etc/sigil/shared-cache/{password_key}"] if url and password_key else [],
+            "--shared-cache-wait-ms": [str(sc["waitMilliseconds"])] if url else [],
+        }
+        for flag, values_ in want.items():
+            if args.get(flag, []) != values_:
+                errors.append(f"{name} {flag} is {args.get(flag, [])}, want {values_}")
+        pod = pod_spec(deploy[0])
+        mounts = {x["name"]: x["mountPath"] for x in pod["containers"][0].get("volumeMounts", [])}
+        volumes = {v["name"]: v for v in pod.get("volumes", [])}
+        if bool(url) != (mounts.get("shared-cache") == "/etc/sigil/shared-cache"):
+            errors.append(f"{name} mounts the shared cache Secret at {mounts.get('shared-cache')} with url={url!r}")
+        if url and volumes.get("shared-cache", {}).get("secret", {}).get("secretName") != secret:
+            errors.append(f"{name} does not mount Secret {secret} for the shared cache")
+    made = find(docs, "Secret", "sigil-shared-cache")
+    if bool(made) != bool(url and not sc["existingSecret"]):
+        errors.append("Secret sigil-shared-cache does not follow sharedCache (made exactly when no existingSecret is given)")
+    elif made:
+        data = made[0].get("data", {})
+        if len(data.get(sc["macKeyKey"], "")) < 44:
+            errors.append("Secret sigil-shared-cache holds no MAC key of at least 32 bytes")
+        if sc["deploy"] and not data.get("password"):
+            errors.append("Secret sigil-shared-cache holds no password for the in-chart server")
+    server = find(docs, "Deployment", "sigil-shared-cache")
+    if bool(server) != bool(sc["deploy"]):
+        errors.append("Deployment sigil-shared-cache does not follow sharedCache.deploy")
+    elif server:
+        c = pod_spec(server[0])["containers"][0]
+        a = [str(x) for x in c.get("args", [])]
+        for pair in (["--save", ""], ["--appendonly", "no"], ["--requirepass", "$(SHARED_CACHE_PASSWORD)"]):
+            if not any(a[i:i + 2] == pair for i in range(len(a))):
+                errors.append(f"Deployment sigil-shared-cache server args lack {pair}")
+        ref = c.get("env", [{}])[0].get("valueFrom", {}).get("secretKeyRef", {})
+        if ref != {"name": secret, "key": password_key}:
+            errors.append(f"Deployment sigil-shared-cache reads its password from {ref}, want {secret}/{password_key}")
 
 
 def check_registry_mirrors(docs, values, errors):
@@ -1075,6 +1134,7 @@ def check(docs, values, ns, help_dir=None):
     check_controller(docs, values, ns, errors)
     check_audit(docs, values, ns, errors)
     check_registry_credentials(docs, values, errors)
+    check_shared_cache(docs, values, ns, errors)
     check_policy_controller(docs, values, errors)
     check_extras(docs, values, ns, errors)
     if help_dir:
@@ -1242,7 +1302,10 @@ def breakages():
                      "subjects": [{"kind": "ServiceAccount", "name": "sigil-controller",
                                    "namespace": "sigil-system"}]})
 
-    return [audit_without_cloud_providers, drop_cloud_providers, stray_cloud_token, image_policy_references_cluster_wide, pc_entry_judges_twice, pc_crd_pruned, pc_controller_writes_sources, connections_unbounded, stray_autoscaler, github_root_tampered, stray_github_trust_root, webhook_limit_too_low, drop_webhook_env, drop_ro_root, allow_escalation, unfixed_pod_user, include_kube_system, timeout_mismatch,
+    def stray_shared_cache(docs):
+        container(docs, "sigil-webhook")["args"].append("--shared-cache-url=redis://cache.example:6379")
+
+    return [stray_shared_cache, audit_without_cloud_providers, drop_cloud_providers, stray_cloud_token, image_policy_references_cluster_wide, pc_entry_judges_twice, pc_crd_pruned, pc_controller_writes_sources, connections_unbounded, stray_autoscaler, github_root_tampered, stray_github_trust_root, webhook_limit_too_low, drop_webhook_env, drop_ro_root, allow_escalation, unfixed_pod_user, include_kube_system, timeout_mismatch,
             ignore_failures, forget_cronjobs, wider_webhook_role, no_probe,
             wrong_namespace, unknown_flag, path_swap, allow_loopback_registries,
             tenants_name_any_registry, allow_unpinned_by_default, list_pull_secrets, forget_ephemeral_containers,

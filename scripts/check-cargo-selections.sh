@@ -24,6 +24,7 @@ RELEASE_SET="-p sigil-webhook -p sigil-audit -p sigil-controller -p sigil-cli"
 declare -A EXEMPT=(
   [e2e/demo.sh]="the demo builds only the three binaries it runs, the quickest start on a fresh machine"
   [scripts/cue-oracle.sh]="a by-hand check of the CUE corpus against the cue tool"
+  [bench/notation-go.sh]="a by-hand benchmark (make bench-notation): the Notation verifier's loop alone, in release"
 )
 
 # The files make test runs, and the by-hand scripts beside them.

@@ -7,6 +7,7 @@
 #
 # Usage: scripts/install-tools.sh [--list] [TOOL...]   (no TOOL: install all)
 # Tools: cosign olareg crane docker-registry sigstore-python helm shellcheck
+#        redis-server (the shared cache tests in e2e/registry-fixtures.sh)
 #        openbao moto (KMS servers for e2e/kms-fixtures.sh)
 #        promtool (checks the chart's PrometheusRules in scripts/chart-check.sh)
 #        notation-signer (notation-go signing for sigil's tests, built from
@@ -21,6 +22,7 @@ OLAREG_VERSION=v0.2.2            # newest olareg the Go proxy serves
 CRANE_VERSION=v0.22.1            # github.com/google/go-containerregistry
 SIGSTORE_PYTHON_VERSION=4.5.1    # newest 4.x on PyPI
 DOCKER_REGISTRY_PACKAGE=docker-registry   # Debian's distribution 2.8
+REDIS_SERVER_PACKAGE=redis-server         # the shared cache tests' server (Debian's Redis 7)
 HELM_VERSION=v3.22.0             # helm.sh/helm/v3; lints and renders charts/sigil
 # OpenBao's Go module cannot be built from the proxy (its v2 tags lack a /v2
 # module path, and the proxy refuses commit pseudo-versions), so the server
@@ -30,7 +32,7 @@ MOTO_VERSION=5.2.5               # AWS KMS in moto's server mode
 # Prometheus's Go module is versioned v0.3MM.P for Prometheus 3.MM.P.
 PROMTOOL_VERSION=v0.316.0        # github.com/prometheus/prometheus/cmd/promtool
 
-ALL_TOOLS=(cosign olareg crane docker-registry sigstore-python helm shellcheck openbao moto promtool notation-signer)
+ALL_TOOLS=(cosign olareg crane docker-registry redis-server sigstore-python helm shellcheck openbao moto promtool notation-signer)
 
 REPO=$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")/.." && pwd)
 TOOLS_DIR=${SIGIL_TOOLS_DIR:-$REPO/.cache/tools}
@@ -171,6 +173,10 @@ install_docker_registry() {
     debian_tool docker-registry "$DOCKER_REGISTRY_PACKAGE" /usr/bin/docker-registry
 }
 
+install_redis_server() {
+    debian_tool redis-server "$REDIS_SERVER_PACKAGE" /usr/bin/redis-server
+}
+
 install_shellcheck() {
     debian_tool shellcheck shellcheck /usr/bin/shellcheck
 }
@@ -250,7 +256,7 @@ main() {
     local t
     for t in "${tools[@]}"; do
         case $t in
-            cosign | olareg | crane | docker-registry | sigstore-python | helm | shellcheck | openbao | moto | promtool | notation-signer) ;;
+            cosign | olareg | crane | docker-registry | redis-server | sigstore-python | helm | shellcheck | openbao | moto | promtool | notation-signer) ;;
             *) usage; die "unknown tool: $t (known: ${ALL_TOOLS[*]})" ;;
         esac
     done

@@ -360,3 +360,65 @@ data:
     {{- index $.Values.registryMirrors.containerd $ns | trim | nindent 4 }}
   {{- end }}
 {{- end -}}
+
+{{/* The shared cache's in-chart server and the Secret the chart makes for it. */}}
+{{- define "sigil.sharedCacheName" -}}sigil-shared-cache{{- end -}}
+
+{{/*
+The shared cache's URL: sharedCache.url, else the in-chart server's Service
+when sharedCache.deploy is true, else "" (no shared cache).
+*/}}
+{{- define "sigil.sharedCacheURL" -}}
+{{- if and .Values.sharedCache.url .Values.sharedCache.deploy -}}
+{{- fail "sharedCache.url and sharedCache.deploy both set: give url for a server you run, or deploy: true for the in-chart one" -}}
+{{- else if .Values.sharedCache.url -}}
+{{- .Values.sharedCache.url -}}
+{{- else if .Values.sharedCache.deploy -}}
+redis://{{ include "sigil.sharedCacheName" . }}.{{ .Release.Namespace }}.svc:6379
+{{- end -}}
+{{- end -}}
+
+{{/* The Secret holding the MAC key (and password): existingSecret or the chart's. */}}
+{{- define "sigil.sharedCacheSecret" -}}
+{{- .Values.sharedCache.existingSecret | default (include "sigil.sharedCacheName" .) -}}
+{{- end -}}
+
+{{/* The password's key in that Secret, or "" when the server takes none. */}}
+{{- define "sigil.sharedCachePasswordKey" -}}
+{{- if .Values.sharedCache.existingSecret -}}
+{{- if and .Values.sharedCache.deploy (not .Values.sharedCache.passwordKey) -}}
+{{- fail "sharedCache.deploy with sharedCache.existingSecret needs sharedCache.passwordKey: the key of the in-chart server's password in that Secret" -}}
+{{- end -}}
+{{- .Values.sharedCache.passwordKey -}}
+{{- else if .Values.sharedCache.deploy -}}
+password
+{{- end -}}
+{{- end -}}
+
+{{/* The judging components' shared cache flags. */}}
+{{- define "sigil.sharedCacheArgs" -}}
+{{- with include "sigil.sharedCacheURL" . }}
+- --shared-cache-url={{ . }}
+- --shared-cache-key-file=/etc/sigil/shared-cache/{{ $.Values.sharedCache.macKeyKey }}
+{{- with include "sigil.sharedCachePasswordKey" $ }}
+- --shared-cache-password-file=/etc/sigil/shared-cache/{{ . }}
+{{- end }}
+- --shared-cache-wait-ms={{ int64 $.Values.sharedCache.waitMilliseconds }}
+{{- end }}
+{{- end -}}
+
+{{- define "sigil.sharedCacheMounts" -}}
+{{- if include "sigil.sharedCacheURL" . }}
+- name: shared-cache
+  mountPath: /etc/sigil/shared-cache
+  readOnly: true
+{{- end }}
+{{- end -}}
+
+{{- define "sigil.sharedCacheVolumes" -}}
+{{- if include "sigil.sharedCacheURL" . }}
+- name: shared-cache
+  secret:
+    secretName: {{ include "sigil.sharedCacheSecret" . }}
+{{- end }}
+{{- end -}}

@@ -19,7 +19,7 @@ use sigil_registry::mirrors::MirrorMap;
 use sigil_registry::ratelimit::RequestBudget;
 use sigil_registry::{
     ClientConfig, Credentials, Keychain, KeychainSettings, Limits, MemoryBudget, ProviderId,
-    RequestObserver,
+    RequestObserver, SharedCache, SharedCacheConfig, SharedCacheError,
 };
 use sigil_verifier::trust::TrustedRoot;
 use tokio::task::JoinHandle;
@@ -179,6 +179,33 @@ pub struct JudgeArgs {
     /// signatures) of a digest stays cached; 0 disables the cache.
     #[arg(long, default_value_t = 30)]
     pub signature_ttl_seconds: u64,
+    /// A Redis or Valkey that webhook replicas and the audit share the
+    /// signature material they discover through, so a digest fetched by one
+    /// is warm in all: `redis://[user[:password]@]host[:port][/db]`, or
+    /// `rediss://` for TLS. Entries are named and signed with the key in
+    /// --shared-cache-key-file and verified again when read; when the cache
+    /// is slow or down, sigil reads the registries. Needs
+    /// --signature-ttl-seconds above 0 (entries expire with it).
+    #[arg(long, value_name = "URL", requires = "shared_cache_key_file")]
+    pub shared_cache_url: Option<String>,
+    /// File holding the key that names and signs shared cache entries (at
+    /// least 32 bytes, the same for every replica and the audit; a cache
+    /// several clusters share needs a key per cluster).
+    #[arg(long, value_name = "FILE")]
+    pub shared_cache_key_file: Option<PathBuf>,
+    /// File holding the shared cache's password (`AUTH`), used instead of
+    /// one in --shared-cache-url.
+    #[arg(long, value_name = "FILE")]
+    pub shared_cache_password_file: Option<PathBuf>,
+    /// PEM CA certificates trusted for a `rediss://` shared cache besides
+    /// the built-in web roots.
+    #[arg(long, value_name = "PEM")]
+    pub shared_cache_ca_file: Option<PathBuf>,
+    /// Milliseconds a read of the shared cache may take before sigil asks
+    /// the registry instead; after a failure the cache is left alone for a
+    /// while (1 s, doubling up to 30 s).
+    #[arg(long, default_value_t = 25, value_parser = clap::value_parser!(u64).range(1..=1000))]
+    pub shared_cache_wait_ms: u64,
     /// PEM CA certificates trusted for registries in addition to the
     /// built-in web roots (private registries).
     #[arg(long, value_name = "PEM")]
@@ -305,6 +332,14 @@ fn config(msg: String) -> SetupError {
     SetupError::Config(msg)
 }
 
+/// A Secret's file content without the line end an editor or `echo` adds.
+fn trimmed(mut bytes: Vec<u8>) -> Vec<u8> {
+    while bytes.last().is_some_and(|b| matches!(b, b'\n' | b'\r')) {
+        bytes.pop();
+    }
+    bytes
+}
+
 impl JudgeArgs {
     /// Builds the judge these settings describe: configures CUE and the Rego
     /// sandbox, reads the trust root and registry settings, makes the
@@ -318,6 +353,7 @@ impl JudgeArgs {
         sigil_policy::rego::configure_shared(self.rego_config())
             .map_err(|e| config(e.to_string()))?;
         let mut client_config = self.client_config()?;
+        let shared = self.shared_cache(observer.clone())?;
         client_config.observer = Some(observer);
         let mut kube = KubeClient::default();
         let secrets = match self.pull_secrets {
@@ -349,12 +385,14 @@ impl JudgeArgs {
         let mut judge = PolicyJudge::new(client_config, root, &root_id, self.no_match_policy())?
             .with_allowed_registries(self.allowed_registries()?);
         if self.signature_ttl_seconds > 0 {
-            judge = judge.with_material_cache(Arc::new(
-                sigil_registry::MaterialCache::with_byte_budget(
-                    Duration::from_secs(self.signature_ttl_seconds),
-                    MATERIAL_BYTES,
-                ),
-            ));
+            let mut material = sigil_registry::MaterialCache::with_byte_budget(
+                Duration::from_secs(self.signature_ttl_seconds),
+                MATERIAL_BYTES,
+            );
+            if let Some(shared) = shared {
+                material = material.with_shared(shared);
+            }
+            judge = judge.with_material_cache(Arc::new(material));
         }
         let judge = Arc::new(judge);
         let source = match from {
@@ -373,6 +411,62 @@ impl JudgeArgs {
             secrets,
             kube,
         })
+    }
+
+    /// The shared cache `--shared-cache-url` names (reporting to
+    /// `observer`), or `None` without one.
+    pub fn shared_cache(
+        &self,
+        observer: Arc<dyn RequestObserver>,
+    ) -> Result<Option<SharedCache>, SetupError> {
+        let Some(url) = &self.shared_cache_url else {
+            return Ok(None);
+        };
+        if self.signature_ttl_seconds == 0 {
+            return Err(config(
+                "--shared-cache-url needs the material cache: set --signature-ttl-seconds above 0 (entries expire with it)".into(),
+            ));
+        }
+        let read = |flag: &str, path: &PathBuf| {
+            std::fs::read(path).map_err(|e| {
+                config(format!(
+                    "cannot read {flag} {}: {e}; mount the shared cache Secret there",
+                    path.display()
+                ))
+            })
+        };
+        let Some(key_file) = &self.shared_cache_key_file else {
+            return Err(config(
+                "--shared-cache-url needs --shared-cache-key-file: a file of at least 32 random bytes, the same for every replica and the audit".into(),
+            ));
+        };
+        let mut settings = SharedCacheConfig::new(
+            url.clone(),
+            trimmed(read("--shared-cache-key-file", key_file)?),
+        );
+        if let Some(path) = &self.shared_cache_password_file {
+            let password = trimmed(read("--shared-cache-password-file", path)?);
+            settings.password = Some(String::from_utf8(password).map_err(|_| {
+                config(format!(
+                    "--shared-cache-password-file {} is not UTF-8 text",
+                    path.display()
+                ))
+            })?);
+        }
+        if let Some(path) = &self.shared_cache_ca_file {
+            settings.ca_pem = read("--shared-cache-ca-file", path)?;
+        }
+        settings.read_wait = Duration::from_millis(self.shared_cache_wait_ms);
+        SharedCache::new(settings, Some(observer))
+            .map(Some)
+            .map_err(|e| {
+                let flag = match e {
+                    SharedCacheError::Key(_) => "--shared-cache-key-file",
+                    SharedCacheError::CaFile(_) => "--shared-cache-ca-file",
+                    _ => "--shared-cache-url",
+                };
+                config(format!("{flag}: {e}"))
+            })
     }
 
     /// The namespaces never acted on: `--exclude-namespace` and sigil's own.
@@ -704,6 +798,99 @@ mod tests {
         Flags::try_parse_from(std::iter::once("sigil-webhook").chain(flags.iter().copied()))
             .unwrap()
             .judge
+    }
+
+    /// A file under the system's temporary directory, unique to `name`
+    /// and this process.
+    fn temp_file(name: &str, content: &[u8]) -> PathBuf {
+        let path = std::env::temp_dir().join(format!("sigil-args-{}-{name}", std::process::id()));
+        std::fs::write(&path, content).unwrap();
+        path
+    }
+
+    fn shared_cache(flags: &[&str]) -> Result<Option<SharedCache>, String> {
+        judge_args(flags)
+            .shared_cache(Arc::new(crate::metrics::Metrics::new()))
+            .map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn the_shared_cache_is_built_from_its_flags_and_bad_ones_name_the_flag() {
+        assert!(shared_cache(&[]).unwrap().is_none());
+        let key = temp_file("key", b"0123456789abcdef0123456789abcdef\n");
+        let key = key.to_str().unwrap();
+        let password = temp_file("password", b"s3cret\n");
+        let password = password.to_str().unwrap();
+        let built = shared_cache(&[
+            "--shared-cache-url",
+            "redis://cache.sigil-system:6379",
+            "--shared-cache-key-file",
+            key,
+            "--shared-cache-password-file",
+            password,
+        ])
+        .unwrap();
+        assert!(built.is_some());
+        // The line end is not part of the key: 32 bytes are enough.
+        let short = temp_file("short", b"too short\n");
+        for (flags, expected) in [
+            (
+                vec![
+                    "--shared-cache-url",
+                    "redis://c",
+                    "--shared-cache-key-file",
+                    short.to_str().unwrap(),
+                ],
+                "--shared-cache-key-file: the MAC key has 9 bytes",
+            ),
+            (
+                vec![
+                    "--shared-cache-url",
+                    "redis://c",
+                    "--shared-cache-key-file",
+                    "/nonexistent/key",
+                ],
+                "cannot read --shared-cache-key-file /nonexistent/key",
+            ),
+            (
+                vec![
+                    "--shared-cache-url",
+                    "http://c",
+                    "--shared-cache-key-file",
+                    key,
+                ],
+                "--shared-cache-url: `http://c/` has scheme `http`",
+            ),
+            (
+                vec![
+                    "--shared-cache-url",
+                    "redis://c",
+                    "--shared-cache-key-file",
+                    key,
+                    "--signature-ttl-seconds",
+                    "0",
+                ],
+                "set --signature-ttl-seconds above 0",
+            ),
+            (
+                vec![
+                    "--shared-cache-url",
+                    "rediss://c",
+                    "--shared-cache-key-file",
+                    key,
+                    "--shared-cache-ca-file",
+                    password,
+                ],
+                "--shared-cache-ca-file: the CA file holds no PEM certificate",
+            ),
+        ] {
+            let err = shared_cache(&flags).unwrap_err();
+            assert!(err.contains(expected), "{flags:?}: {err}");
+        }
+        // Without a key file the URL is refused by the parser itself.
+        assert!(
+            Flags::try_parse_from(["sigil-webhook", "--shared-cache-url", "redis://c"]).is_err()
+        );
     }
 
     #[test]

@@ -6,6 +6,7 @@
 //! signature discovery's critical path; the admission server's TLS
 //! connections opened and closed, by reason (the webhook's); registry
 //! credentials from cloud providers issued, refreshed or failed, by provider;
+//! reads and writes of the shared cache of signature material, by result;
 //! the verdicts of
 //! `mode: audit` policies on the images admission requests carry, by policy
 //! and outcome (the webhook's); the build and crypto module
@@ -19,7 +20,7 @@ use std::sync::Mutex;
 use std::sync::atomic::AtomicU64;
 
 use sigil_registry::cloud::cache::Exchange;
-use sigil_registry::{ProviderId, RequestObserver, RequestOutcome};
+use sigil_registry::{ProviderId, RequestObserver, RequestOutcome, SharedCacheEvent};
 
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
@@ -82,6 +83,17 @@ pub struct RateLimitLabels {
     /// `retried` (a 429 waited out), `gave-up` (a 429 the deadline had no
     /// room for), `waited` or `spent` (sigil's own request budget).
     pub outcome: &'static str,
+}
+
+/// Labels of `sigil_shared_cache_requests`.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct SharedCacheLabels {
+    /// `get` or `set`.
+    pub operation: &'static str,
+    /// `hit`, `miss`, `rejected` (an entry failing its MAC, expired or
+    /// unreadable: ignored), `error`, `skipped` (pausing after failures, or
+    /// a write dropped) or `stored`.
+    pub result: &'static str,
 }
 
 /// Policies named in `sigil_admission_audit_mode_verdicts_total`; further policies
@@ -147,6 +159,8 @@ pub struct Metrics {
     pub audit_mode_verdicts: Family<AuditModeLabels, Counter>,
     /// Audit-mode judgements not made because too many were in flight.
     pub audit_mode_skipped: Counter,
+    /// Reads and writes of the shared cache, by operation and result.
+    pub shared_cache: Family<SharedCacheLabels, Counter>,
     registry_hosts: Mutex<HashSet<String>>,
     audit_mode_policies: Mutex<HashSet<String>>,
 }
@@ -270,6 +284,12 @@ impl Metrics {
             "Images of admission requests whose mode: audit policies were not judged because too many such judgements were in flight",
             audit_mode_skipped.clone(),
         );
+        let shared_cache = Family::<SharedCacheLabels, Counter>::default();
+        registry.register(
+            "shared_cache_requests",
+            "Reads (get) and writes (set) of the shared cache of signature material, by result: hit, miss, rejected (an entry failing its MAC, expired or unreadable, ignored), error (failed or past the wait), skipped (pausing after failures, or a write dropped), stored",
+            shared_cache.clone(),
+        );
         registry.register(
             "build",
             "Version and crypto module of this binary",
@@ -292,6 +312,7 @@ impl Metrics {
             connections_closed,
             audit_mode_verdicts,
             audit_mode_skipped,
+            shared_cache,
             registry_hosts: Mutex::new(HashSet::new()),
             audit_mode_policies: Mutex::new(HashSet::new()),
         }
@@ -407,6 +428,15 @@ impl RequestObserver for Metrics {
         self.discovery_round_trips.observe(f64::from(round_trips));
     }
 
+    fn shared_cache(&self, event: SharedCacheEvent) {
+        self.shared_cache
+            .get_or_create(&SharedCacheLabels {
+                operation: event.operation(),
+                result: event.result(),
+            })
+            .inc();
+    }
+
     fn credential_exchange(&self, provider: ProviderId, outcome: Exchange) {
         let outcome = match outcome {
             Exchange::Issued => "issued",
@@ -426,6 +456,31 @@ impl RequestObserver for Metrics {
 mod tests {
     use super::*;
     use std::time::Duration;
+
+    #[test]
+    fn shared_cache_uses_are_counted_by_operation_and_result() {
+        let m = Metrics::new();
+        for event in [
+            SharedCacheEvent::Hit,
+            SharedCacheEvent::Hit,
+            SharedCacheEvent::Rejected,
+            SharedCacheEvent::Error,
+            SharedCacheEvent::Stored,
+            SharedCacheEvent::WriteSkipped,
+        ] {
+            m.shared_cache(event);
+        }
+        let text = m.encode();
+        for line in [
+            r#"sigil_shared_cache_requests_total{operation="get",result="hit"} 2"#,
+            r#"sigil_shared_cache_requests_total{operation="get",result="rejected"} 1"#,
+            r#"sigil_shared_cache_requests_total{operation="get",result="error"} 1"#,
+            r#"sigil_shared_cache_requests_total{operation="set",result="stored"} 1"#,
+            r#"sigil_shared_cache_requests_total{operation="set",result="skipped"} 1"#,
+        ] {
+            assert!(text.contains(line), "{line} not in {text}");
+        }
+    }
 
     #[test]
     fn registry_hosts_past_the_cap_are_counted_as_other() {

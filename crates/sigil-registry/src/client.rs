@@ -472,6 +472,52 @@ pub enum RequestOutcome {
     Failed(&'static str),
 }
 
+/// What one use of the shared cache ([`crate::shared_cache`]) came to, for
+/// metrics ([`RequestObserver::shared_cache`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum SharedCacheEvent {
+    /// A read found a valid entry.
+    Hit,
+    /// A read found no entry.
+    Miss,
+    /// A read found an entry that failed its MAC, was expired or could not
+    /// be decoded; it was ignored.
+    Rejected,
+    /// A read failed or took too long.
+    Error,
+    /// A read was not made: the cache is pausing after failures.
+    Skipped,
+    /// A write was stored.
+    Stored,
+    /// A write failed or took too long.
+    WriteError,
+    /// A write was not made: pausing after failures, too many writes in
+    /// flight, or the entry is larger than the bound.
+    WriteSkipped,
+}
+
+impl SharedCacheEvent {
+    /// `get` or `set`.
+    pub fn operation(self) -> &'static str {
+        match self {
+            Self::Hit | Self::Miss | Self::Rejected | Self::Error | Self::Skipped => "get",
+            Self::Stored | Self::WriteError | Self::WriteSkipped => "set",
+        }
+    }
+
+    /// `hit`, `miss`, `rejected`, `error`, `skipped` or `stored`.
+    pub fn result(self) -> &'static str {
+        match self {
+            Self::Hit => "hit",
+            Self::Miss => "miss",
+            Self::Rejected => "rejected",
+            Self::Error | Self::WriteError => "error",
+            Self::Skipped | Self::WriteSkipped => "skipped",
+            Self::Stored => "stored",
+        }
+    }
+}
+
 /// Hears every registry exchange (token requests included), for metrics.
 /// Called on the request's task: keep it cheap and never block.
 pub trait RequestObserver: Send + Sync + fmt::Debug {
@@ -494,6 +540,10 @@ pub trait RequestObserver: Send + Sync + fmt::Debug {
     /// long on its critical path ([`Discovery::round_trips`](crate::Discovery::round_trips));
     /// answers from the material cache are not heard. By default not counted.
     fn discovered(&self, _round_trips: u32) {}
+
+    /// One read or write of the shared cache ([`crate::shared_cache`]); by
+    /// default not counted.
+    fn shared_cache(&self, _event: SharedCacheEvent) {}
 }
 
 /// Carries the keychain's exchanges to the client's [`RequestObserver`].

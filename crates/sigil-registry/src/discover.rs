@@ -20,6 +20,7 @@ use moka::future::Cache;
 
 use super::client::{Descriptor, Manifest, RegistryError, Session};
 use super::reference::{Digest, Repository};
+use super::shared_cache::SharedCache;
 use sigil_verifier::bundle::BUNDLE_MEDIA_TYPES;
 
 /// cosign's predicate type for a plain image signature in the new format.
@@ -697,13 +698,58 @@ impl Discovery {
     }
 }
 
+/// What one cached discovery is for: the credential set it was read with,
+/// the signature repository, the image digest, the wanted kind and the tag
+/// prefix.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
-struct MaterialKey {
-    credentials: String,
-    repository: String,
-    digest: Digest,
-    want: Want,
-    tag_prefix: String,
+pub struct MaterialKey {
+    pub(crate) credentials: String,
+    pub(crate) repository: String,
+    pub(crate) digest: Digest,
+    pub(crate) want: Want,
+    pub(crate) tag_prefix: String,
+}
+
+impl MaterialKey {
+    /// The key of `want` for `digest` in `repository`, read with the
+    /// credentials identified by `credentials_id`.
+    pub fn new(
+        credentials_id: &str,
+        repository: &Repository,
+        digest: &Digest,
+        want: &Want,
+        tag_prefix: &str,
+    ) -> Self {
+        Self {
+            credentials: credentials_id.to_string(),
+            repository: repository.to_string(),
+            digest: *digest,
+            want: want.clone(),
+            tag_prefix: tag_prefix.to_string(),
+        }
+    }
+}
+
+/// A kept discovery and how long it is kept: the cache's TTL for one
+/// fetched from the registry, what is left of it for one read from the
+/// shared cache (so that material never outlives one TTL after its fetch).
+#[derive(Debug, Clone)]
+struct Kept {
+    found: Discovery,
+    ttl: Duration,
+}
+
+struct KeptFor;
+
+impl moka::Expiry<MaterialKey, Kept> for KeptFor {
+    fn expire_after_create(
+        &self,
+        _key: &MaterialKey,
+        value: &Kept,
+        _created_at: std::time::Instant,
+    ) -> Option<Duration> {
+        Some(value.ttl)
+    }
 }
 
 /// Discovery results per (credential set, signature repository, digest,
@@ -715,10 +761,16 @@ struct MaterialKey {
 /// verdict cache forgets the denial (its negative TTL), not a material TTL
 /// later. Bounded by `capacity`. Discoveries of one image for several
 /// wanted kinds that run at the same time share one referrers-list request.
+///
+/// With a [`SharedCache`], a local miss asks it first (within its bounded
+/// wait) and a discovery fetched from the registry that this cache keeps
+/// is written there too, with the same TTL.
 pub struct MaterialCache {
-    entries: Cache<MaterialKey, Discovery>,
+    entries: Cache<MaterialKey, Kept>,
     /// Referrers lists in flight (nothing kept), see `SharedLists`.
     lists: Cache<ListKey, ()>,
+    ttl: Duration,
+    shared: Option<SharedCache>,
 }
 
 /// Referrers lists one process may be fetching for different images at
@@ -728,7 +780,8 @@ const LIST_FLIGHTS: u64 = 1024;
 impl fmt::Debug for MaterialCache {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("MaterialCache")
-            .field("ttl", &self.entries.policy().time_to_live())
+            .field("ttl", &self.ttl)
+            .field("shared", &self.shared)
             .finish_non_exhaustive()
     }
 }
@@ -750,9 +803,11 @@ impl MaterialCache {
         Self {
             entries: Cache::builder()
                 .max_capacity(capacity)
-                .time_to_live(ttl)
+                .expire_after(KeptFor)
                 .build(),
             lists: Cache::new(LIST_FLIGHTS),
+            ttl,
+            shared: None,
         }
     }
 
@@ -763,13 +818,21 @@ impl MaterialCache {
         Self {
             entries: Cache::builder()
                 .max_capacity(max_bytes.max(1))
-                .weigher(|_key, found: &Discovery| {
-                    u32::try_from(found.material_bytes() + ENTRY_OVERHEAD).unwrap_or(u32::MAX)
+                .weigher(|_key, kept: &Kept| {
+                    u32::try_from(kept.found.material_bytes() + ENTRY_OVERHEAD).unwrap_or(u32::MAX)
                 })
-                .time_to_live(ttl)
+                .expire_after(KeptFor)
                 .build(),
             lists: Cache::new(LIST_FLIGHTS),
+            ttl,
+            shared: None,
         }
+    }
+
+    /// This cache in front of `shared`, which replicas and the audit share.
+    pub fn with_shared(mut self, shared: SharedCache) -> Self {
+        self.shared = Some(shared);
+        self
     }
 
     /// [`discover`] through the cache, for a client whose credentials are
@@ -784,16 +847,16 @@ impl MaterialCache {
         options: &DiscoveryOptions,
     ) -> Discovery {
         let repo = options.signature_repository.as_ref().unwrap_or(image_repo);
-        let key = MaterialKey {
-            credentials: credentials_id.to_string(),
-            repository: repo.to_string(),
-            digest: *digest,
-            want: want.clone(),
-            tag_prefix: options.tag_prefix.clone(),
-        };
+        let key = MaterialKey::new(credentials_id, repo, digest, want, &options.tag_prefix);
+        let ttl = self.ttl;
         // A transient result travels as the error: moka hands it to the
         // callers already waiting and does not keep it.
         let fetch = async {
+            if let Some(shared) = &self.shared
+                && let Some((found, left)) = shared.get(&key, ttl).await
+            {
+                return Ok(Kept { found, ttl: left });
+            }
             let shared = SharedLists {
                 flights: &self.lists,
                 credentials: credentials_id,
@@ -806,10 +869,16 @@ impl MaterialCache {
                     .candidates
                     .iter()
                     .any(|c| matches!(c.material, Material::Unusable(_)));
-            if transient { Err(found) } else { Ok(found) }
+            if transient {
+                return Err(found);
+            }
+            if let Some(shared) = &self.shared {
+                shared.put(&key, &found, ttl);
+            }
+            Ok(Kept { found, ttl })
         };
-        match self.entries.try_get_with(key, fetch).await {
-            Ok(found) => found,
+        match self.entries.try_get_with(key.clone(), fetch).await {
+            Ok(kept) => kept.found,
             Err(transient) => (*transient).clone(),
         }
     }

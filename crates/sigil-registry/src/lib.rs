@@ -12,8 +12,10 @@
 //! cosign's legacy signature layers ([`legacy`]), Notary Project signature
 //! manifests ([`notation_discover`]) and the CRLs and OCSP answers their
 //! checks read ([`revocation_fetch`]), and
-//! verifying an image's candidates with `sigil-verifier` ([`image`]), and the
-//! process's rustls crypto provider, aws-lc-rs ([`tls`]).
+//! verifying an image's candidates with `sigil-verifier` ([`image`]), the
+//! discoveries replicas share through Redis or Valkey ([`shared_cache`]:
+//! MAC'd entries, nothing in them trusted), and the process's rustls
+//! crypto provider, aws-lc-rs ([`tls`]).
 //!
 //! It must not depend on Kubernetes or on policy evaluation: callers say
 //! which signer an image needs; this crate finds and checks the material.
@@ -33,6 +35,7 @@ pub mod platforms;
 pub mod ratelimit;
 pub mod reference;
 pub mod revocation_fetch;
+pub mod shared_cache;
 pub mod slots;
 pub mod tls;
 
@@ -43,9 +46,10 @@ pub use client::{
 };
 pub use cloud::{CloudError, Keychain, KeychainSettings, ProviderId};
 pub use discover::{
-    Candidate, CandidateFormat, Discovery, DiscoveryOptions, Material, MaterialCache,
+    Candidate, CandidateFormat, Discovery, DiscoveryOptions, Material, MaterialCache, MaterialKey,
     MaterialScope, Want,
 };
 pub use egress::{AddressPolicy, Lookup, RegistryScope};
 pub use reference::{Digest, ImageRef, ReferenceError, Repository};
+pub use shared_cache::{SharedCache, SharedCacheConfig, SharedCacheError, SharedCacheEvent};
 pub use slots::{RequestSlots, Slot};
