@@ -8,7 +8,8 @@
 //! credentials from cloud providers issued, refreshed or failed, by provider;
 //! the verdicts of
 //! `mode: audit` policies on the images admission requests carry, by policy
-//! and outcome (the webhook's); the build and crypto module
+//! and outcome (the webhook's); Gatekeeper external-data requests and their
+//! keys by outcome (the webhook's provider); the build and crypto module
 //! (`sigil_build_info`).
 //! Label values are constants, HTTP status codes, registry hosts capped at
 //! [`MAX_REGISTRY_HOSTS`], or policy names capped at
@@ -110,6 +111,22 @@ pub struct ConnectionLabels {
     pub reason: &'static str,
 }
 
+/// Labels of `sigil_external_data_requests`.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ExternalDataRequestLabels {
+    /// `answered` (one item per key) or `system-error` (the request as a
+    /// whole was refused: unreadable, another version, too large).
+    pub outcome: &'static str,
+}
+
+/// Labels of `sigil_external_data_keys`.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ExternalDataKeyLabels {
+    /// `allowed`, `warned`, `denied`, `skipped` (a namespace sigil never
+    /// acts in) or `error` (the key could not be judged).
+    pub outcome: &'static str,
+}
+
 /// Every metric the webhook exports, registered once.
 #[derive(Debug)]
 pub struct Metrics {
@@ -147,6 +164,10 @@ pub struct Metrics {
     pub audit_mode_verdicts: Family<AuditModeLabels, Counter>,
     /// Audit-mode judgements not made because too many were in flight.
     pub audit_mode_skipped: Counter,
+    /// Gatekeeper external-data requests, by outcome.
+    pub external_data_requests: Family<ExternalDataRequestLabels, Counter>,
+    /// Keys of those requests, by outcome.
+    pub external_data_keys: Family<ExternalDataKeyLabels, Counter>,
     registry_hosts: Mutex<HashSet<String>>,
     audit_mode_policies: Mutex<HashSet<String>>,
 }
@@ -270,6 +291,18 @@ impl Metrics {
             "Images of admission requests whose mode: audit policies were not judged because too many such judgements were in flight",
             audit_mode_skipped.clone(),
         );
+        let external_data_requests = Family::<ExternalDataRequestLabels, Counter>::default();
+        registry.register(
+            "external_data_requests",
+            "Gatekeeper external-data requests answered by the provider, by outcome: answered, system-error (refused as a whole)",
+            external_data_requests.clone(),
+        );
+        let external_data_keys = Family::<ExternalDataKeyLabels, Counter>::default();
+        registry.register(
+            "external_data_keys",
+            "Keys (images) of Gatekeeper external-data requests, by outcome: allowed, warned, denied, skipped, error (not judged)",
+            external_data_keys.clone(),
+        );
         registry.register(
             "build",
             "Version and crypto module of this binary",
@@ -292,6 +325,8 @@ impl Metrics {
             connections_closed,
             audit_mode_verdicts,
             audit_mode_skipped,
+            external_data_requests,
+            external_data_keys,
             registry_hosts: Mutex::new(HashSet::new()),
             audit_mode_policies: Mutex::new(HashSet::new()),
         }

@@ -45,7 +45,7 @@ use sigil_registry::Digest;
 use tokio::sync::Semaphore;
 use tokio::time::Instant;
 
-use crate::cache::{CacheConfig, CachedJudge, LookupError};
+use crate::cache::{CacheConfig, CachedJudge, LookupError, SecretsOnce};
 use crate::images::{self, ImageSite};
 use crate::judge::{ImageJudge, ObjectInfo, Outcome, PinnedImage, PullSecretSource, Verdict};
 use crate::metrics::{Metrics, RequestLabels};
@@ -323,6 +323,75 @@ struct ImageOutcome {
     note: Option<String>,
 }
 
+/// What `/validate` says about one image, in its words: whether it may run,
+/// the reasons its denial line gives, and the warnings the answer carries
+/// for it. [`Admission::judge_images`] gives one per image, and `/validate`
+/// builds its message from them, so another caller (the Gatekeeper
+/// provider) cannot word a verdict differently.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ImageAnswer {
+    /// The image as written.
+    pub image: String,
+    /// Whether it may run.
+    pub allowed: bool,
+    /// What the verdict comes to.
+    pub outcome: Outcome,
+    /// The digest judged, when one was found (written or resolved).
+    pub digest: Option<String>,
+    /// `false` when the image could not be judged at all (its tag did not
+    /// resolve, the deadline passed, pull secrets could not be read): its
+    /// one reason is then that cause.
+    pub judged: bool,
+    /// When denied: the reasons, one line each, as the denial line joins
+    /// them with `; `.
+    pub reasons: Vec<String>,
+    /// The admission warnings about it (`image X: ...`).
+    pub warnings: Vec<String>,
+    /// The policies that applied, for logs.
+    pub policies: Vec<String>,
+}
+
+impl ImageAnswer {
+    fn from_outcome(o: ImageOutcome) -> Self {
+        let mut warnings: Vec<String> = match &o.verdict {
+            Ok(v) => v
+                .warnings
+                .iter()
+                .map(|w| render::image_warning(&printable(&o.image), &one_line(w)))
+                .collect(),
+            Err(_) => Vec::new(),
+        };
+        let (allowed, outcome, policies) = match &o.verdict {
+            Ok(v) => (v.allowed, v.outcome(), v.policies.clone()),
+            Err(_) => (false, Outcome::Denied, Vec::new()),
+        };
+        let reasons = match &o.verdict {
+            _ if allowed => Vec::new(),
+            Ok(v) if v.reasons.is_empty() => vec!["denied by policy".to_string()],
+            Ok(v) => v.reasons.iter().map(|r| one_line(r)).collect(),
+            Err(cause) => vec![cause.clone()],
+        };
+        if allowed {
+            warnings.extend(o.note);
+        }
+        let outcome = if allowed && outcome == Outcome::Allowed && !warnings.is_empty() {
+            Outcome::Warned
+        } else {
+            outcome
+        };
+        Self {
+            allowed,
+            outcome,
+            digest: o.digest,
+            judged: o.verdict.is_ok(),
+            reasons,
+            warnings,
+            policies,
+            image: o.image,
+        }
+    }
+}
+
 /// Flattens a multi-line reason so each failing image stays on one line.
 fn one_line(s: &str) -> String {
     printable(
@@ -441,6 +510,11 @@ impl<J: ImageJudge, S: PullSecretSource> Admission<J, S> {
         &self.cache
     }
 
+    /// Where pull secrets come from.
+    pub fn pull_secrets(&self) -> &Arc<S> {
+        &self.secrets
+    }
+
     /// The settings.
     pub fn config(&self) -> &AdmissionConfig {
         &self.config
@@ -547,7 +621,7 @@ impl<J: ImageJudge, S: PullSecretSource> Admission<J, S> {
         &self,
         image: &str,
         object: &ObjectInfo,
-        secrets: &ObjectSecrets<'_, S>,
+        secrets: &impl SecretsOnce,
         deadline: Instant,
     ) -> ImageOutcome {
         let judge = self.cache.judge();
@@ -623,6 +697,33 @@ impl<J: ImageJudge, S: PullSecretSource> Admission<J, S> {
         outcome
     }
 
+    /// Judges `images` (distinct) of `object` as `/validate` does, within
+    /// `deadline`, all at once (the cache's single flight and the registry
+    /// clients' per-host bounds limit the work); each `mode: audit` policy
+    /// that selects one judges it afterwards in the background. One answer
+    /// per image, in order.
+    pub async fn judge_images(
+        &self,
+        object: &ObjectInfo,
+        images: &[&str],
+        secrets: &impl SecretsOnce,
+        deadline: Instant,
+    ) -> Vec<ImageAnswer> {
+        let outcomes = join_all(
+            images
+                .iter()
+                .map(|image| self.judge_image(image, object, secrets, deadline)),
+        )
+        .await;
+        for o in &outcomes {
+            self.judge_audit_mode_later(object, &o.image, o.digest.as_deref());
+        }
+        outcomes
+            .into_iter()
+            .map(ImageAnswer::from_outcome)
+            .collect()
+    }
+
     async fn validate(&self, checked: &Checked, deadline: Instant) -> Decision {
         let object = &checked.object;
         let secrets = ObjectSecrets::new(
@@ -631,66 +732,42 @@ impl<J: ImageJudge, S: PullSecretSource> Admission<J, S> {
             self.cache.judge().signature_pull_secrets(),
         );
         let distinct = Self::distinct(&checked.sites);
-        let outcomes = join_all(
-            distinct
-                .iter()
-                .map(|(image, _)| self.judge_image(image, object, &secrets, deadline)),
-        )
-        .await;
-        for o in &outcomes {
-            self.judge_audit_mode_later(object, &o.image, o.digest.as_deref());
-        }
+        let images: Vec<&str> = distinct.iter().map(|(image, _)| *image).collect();
+        let answers = self.judge_images(object, &images, &secrets, deadline).await;
         let mut lines = String::new();
         let mut failed = 0usize;
         let mut warnings = Vec::new();
-        for ((_, sites), o) in distinct.iter().zip(&outcomes) {
+        for ((_, sites), a) in distinct.iter().zip(answers) {
             let containers = sites
                 .iter()
                 .map(|s| format!("{} {}", s.list.label(), s.container))
                 .collect::<Vec<_>>()
                 .join(", ");
-            let digest = o.digest.as_deref().unwrap_or("-");
-            let (allowed, policies, outcome) = match &o.verdict {
-                Ok(v) => (v.allowed, v.policies.join(","), v.outcome()),
-                Err(_) => (false, String::new(), Outcome::Denied),
-            };
             tracing::info!(
                 namespace = %printable(&object.namespace),
                 kind = %printable(&object.kind),
                 name = %printable(&object.name),
-                image = %printable(&o.image),
-                digest,
-                policy = %policies,
-                outcome = outcome.label(),
+                image = %printable(&a.image),
+                digest = a.digest.as_deref().unwrap_or("-"),
+                policy = %a.policies.join(","),
+                outcome = a.outcome.label(),
                 "admission decision"
             );
-            if let Ok(v) = &o.verdict {
-                warnings.extend(
-                    v.warnings
-                        .iter()
-                        .map(|w| render::image_warning(&printable(&o.image), &one_line(w))),
-                );
-            }
-            if allowed {
-                warnings.extend(o.note.clone());
+            warnings.extend(a.warnings);
+            if a.allowed {
                 continue;
             }
             failed += 1;
-            let reasons = match &o.verdict {
-                Ok(v) if v.reasons.is_empty() => vec!["denied by policy".to_string()],
-                Ok(v) => v.reasons.iter().map(|r| one_line(r)).collect(),
-                Err(cause) => vec![cause.clone()],
-            };
-            let at = o
+            let at = a
                 .digest
                 .as_deref()
-                .filter(|_| !images::is_pinned(&o.image))
+                .filter(|_| !images::is_pinned(&a.image))
                 .map(|d| format!("{d}, "))
                 .unwrap_or_default();
             let line = render::image_line(
-                &printable(&o.image),
+                &printable(&a.image),
                 &format!(" ({at}{})", printable(&containers)),
-                &reasons,
+                &a.reasons,
             );
             append_line(&mut lines, &line, failed);
         }

@@ -1,6 +1,7 @@
 //! Serving certificates: loading a PEM certificate chain and key, a rustls
 //! resolver whose certificate can be swapped while serving, and the reload
-//! loop that polls the mounted files.
+//! loop that polls the mounted files; and the client CA bundle of a listener
+//! that requires client certificates (the Gatekeeper provider's).
 //!
 //! Polling, not inotify: a Kubernetes Secret volume update swaps the
 //! `..data` symlink of the directory, which a watch on the file never sees.
@@ -13,9 +14,9 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
-use rustls::ServerConfig;
-use rustls::server::{ClientHello, ResolvesServerCert};
+use rustls::server::{ClientHello, ResolvesServerCert, WebPkiClientVerifier};
 use rustls::sign::CertifiedKey;
+use rustls::{RootCertStore, ServerConfig};
 use rustls_pki_types::pem::PemObject;
 use rustls_pki_types::{CertificateDer, PrivateKeyDer};
 use sha2::{Digest as _, Sha256};
@@ -69,6 +70,16 @@ pub enum TlsError {
     /// rustls refused the configuration.
     #[error("cannot configure TLS: {0}")]
     Config(String),
+    /// The client CA bundle holds no usable CA certificate.
+    #[error(
+        "{path} holds no usable CA certificate ({reason}); give the PEM CA that signs the client certificates (Gatekeeper's: ca.crt of the gatekeeper-webhook-server-cert Secret)"
+    )]
+    ClientCa {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        reason: String,
+    },
 }
 
 fn read_bounded(path: &Path) -> Result<Vec<u8>, TlsError> {
@@ -221,6 +232,54 @@ pub fn server_config(cert: Arc<ReloadingCert>) -> Result<Arc<ServerConfig>, TlsE
         .with_safe_default_protocol_versions()
         .map_err(|e| TlsError::Config(e.to_string()))?
         .with_no_client_auth()
+        .with_cert_resolver(cert);
+    config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+    Ok(Arc::new(config))
+}
+
+/// The CA certificates in the PEM bundle at `path` that client certificates
+/// must chain to; read once, at start.
+pub fn client_roots(path: &Path) -> Result<RootCertStore, TlsError> {
+    let pem = read_bounded(path)?;
+    let mut roots = RootCertStore::empty();
+    let mut refused = Vec::new();
+    for (i, cert) in CertificateDer::pem_slice_iter(&pem).enumerate() {
+        let added = cert
+            .map_err(|e| e.to_string())
+            .and_then(|der| roots.add(der).map_err(|e| e.to_string()));
+        if let Err(why) = added {
+            refused.push(format!("certificate {}: {why}", i + 1));
+        }
+    }
+    if roots.is_empty() {
+        let reason = if refused.is_empty() {
+            "no PEM CERTIFICATE block".to_string()
+        } else {
+            refused.join("; ")
+        };
+        return Err(TlsError::ClientCa {
+            path: path.to_path_buf(),
+            reason,
+        });
+    }
+    Ok(roots)
+}
+
+/// [`server_config`] that requires every client to present a certificate
+/// chaining to `roots` (mutual TLS): a connection without one, or with one
+/// from another CA, fails its handshake.
+pub fn mutual_tls_config(
+    cert: Arc<ReloadingCert>,
+    roots: RootCertStore,
+) -> Result<Arc<ServerConfig>, TlsError> {
+    let provider = Arc::new(sigil_registry::tls::provider());
+    let verifier = WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider.clone())
+        .build()
+        .map_err(|e| TlsError::Config(e.to_string()))?;
+    let mut config = ServerConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(|e| TlsError::Config(e.to_string()))?
+        .with_client_cert_verifier(verifier)
         .with_cert_resolver(cert);
     config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
     Ok(Arc::new(config))
