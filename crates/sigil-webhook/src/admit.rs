@@ -458,13 +458,40 @@ pub fn printable(s: &str) -> String {
         .collect()
 }
 
-fn lookup_cause(what: &str, image: &str, e: &LookupError, config: &AdmissionConfig) -> String {
+/// When a judgement must be done, and the setting that deadline comes from,
+/// which a denial for running out of time tells the user to raise.
+#[derive(Debug, Clone, Copy)]
+pub struct Deadline {
+    /// When the answer is due.
+    pub at: Instant,
+    /// The timeout it derives from.
+    pub timeout: Duration,
+    /// The part of that timeout kept to answer and cross the network.
+    pub margin: Duration,
+    /// The setting of that timeout, as a user finds it.
+    pub setting: &'static str,
+}
+
+impl AdmissionConfig {
+    /// The deadline of a review due at `at`, named as the webhook's.
+    fn named(&self, at: Instant) -> Deadline {
+        Deadline {
+            at,
+            timeout: self.timeout,
+            margin: self.margin,
+            setting: "the webhook's timeoutSeconds",
+        }
+    }
+}
+
+fn lookup_cause(what: &str, image: &str, e: &LookupError, deadline: &Deadline) -> String {
     match e {
         LookupError::Deadline { .. } => format!(
-            "{what} {e}: registry {} may be slow or unreachable; retry, or raise the webhook's timeoutSeconds (now {}s, of which sigil keeps {} ms as margin)",
+            "{what} {e}: registry {} may be slow or unreachable; retry, or raise {} (now {}s, of which sigil keeps {} ms as margin)",
             printable(crate::cache::registry_host(image)),
-            config.timeout.as_secs(),
-            config.margin.as_millis()
+            deadline.setting,
+            deadline.timeout.as_secs(),
+            deadline.margin.as_millis()
         ),
         LookupError::Secrets(cause) => format!("cannot read pull secrets: {cause}"),
     }
@@ -622,7 +649,7 @@ impl<J: ImageJudge, S: PullSecretSource> Admission<J, S> {
         image: &str,
         object: &ObjectInfo,
         secrets: &impl SecretsOnce,
-        deadline: Instant,
+        due: &Deadline,
     ) -> ImageOutcome {
         let judge = self.cache.judge();
         let mut outcome = ImageOutcome {
@@ -660,7 +687,7 @@ impl<J: ImageJudge, S: PullSecretSource> Admission<J, S> {
             );
             return outcome;
         } else {
-            match self.cache.resolve(image, secrets, deadline).await {
+            match self.cache.resolve(image, secrets, due.at).await {
                 // A template left as written is not worth a warning on every
                 // apply: its Pods are pinned when they are created.
                 Ok(Ok(d)) if self.config.pin != PinMode::Off && !self.config.pins(object) => d,
@@ -678,8 +705,7 @@ impl<J: ImageJudge, S: PullSecretSource> Admission<J, S> {
                     return outcome;
                 }
                 Err(e) => {
-                    outcome.verdict =
-                        Err(lookup_cause("resolving the tag", image, &e, &self.config));
+                    outcome.verdict = Err(lookup_cause("resolving the tag", image, &e, due));
                     return outcome;
                 }
             }
@@ -691,14 +717,14 @@ impl<J: ImageJudge, S: PullSecretSource> Admission<J, S> {
         };
         outcome.verdict = self
             .cache
-            .verdict(&pinned, object, secrets, deadline)
+            .verdict(&pinned, object, secrets, due.at)
             .await
-            .map_err(|e| lookup_cause("verification", image, &e, &self.config));
+            .map_err(|e| lookup_cause("verification", image, &e, due));
         outcome
     }
 
-    /// Judges `images` (distinct) of `object` as `/validate` does, within
-    /// `deadline`, all at once (the cache's single flight and the registry
+    /// Judges `images` (distinct) of `object` as `/validate` does, by
+    /// `due`, all at once (the cache's single flight and the registry
     /// clients' per-host bounds limit the work); each `mode: audit` policy
     /// that selects one judges it afterwards in the background. One answer
     /// per image, in order.
@@ -707,12 +733,12 @@ impl<J: ImageJudge, S: PullSecretSource> Admission<J, S> {
         object: &ObjectInfo,
         images: &[&str],
         secrets: &impl SecretsOnce,
-        deadline: Instant,
+        due: &Deadline,
     ) -> Vec<ImageAnswer> {
         let outcomes = join_all(
             images
                 .iter()
-                .map(|image| self.judge_image(image, object, secrets, deadline)),
+                .map(|image| self.judge_image(image, object, secrets, due)),
         )
         .await;
         for o in &outcomes {
@@ -733,7 +759,8 @@ impl<J: ImageJudge, S: PullSecretSource> Admission<J, S> {
         );
         let distinct = Self::distinct(&checked.sites);
         let images: Vec<&str> = distinct.iter().map(|(image, _)| *image).collect();
-        let answers = self.judge_images(object, &images, &secrets, deadline).await;
+        let due = self.config.named(deadline);
+        let answers = self.judge_images(object, &images, &secrets, &due).await;
         let mut lines = String::new();
         let mut failed = 0usize;
         let mut warnings = Vec::new();
@@ -845,7 +872,9 @@ impl<J: ImageJudge, S: PullSecretSource> Admission<J, S> {
                     continue;
                 }
                 Ok(Err(cause)) => one_line(&cause),
-                Err(e) => lookup_cause("resolving the tag", image, &e, &self.config),
+                Err(e) => {
+                    lookup_cause("resolving the tag", image, &e, &self.config.named(deadline))
+                }
             };
             failed += 1;
             let line = format!(

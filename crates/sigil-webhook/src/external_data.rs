@@ -38,7 +38,7 @@ use serde::Serialize;
 use serde_json::{Value, json};
 use tokio::time::Instant;
 
-use crate::admit::{Admission, ImageAnswer, printable};
+use crate::admit::{Admission, Deadline, ImageAnswer, printable};
 use crate::judge::{ImageJudge, ObjectInfo, PullSecretSource, PullSecrets};
 use crate::metrics::{ExternalDataKeyLabels, ExternalDataRequestLabels};
 use crate::secrets::ObjectSecrets;
@@ -84,12 +84,25 @@ impl Default for ExternalDataConfig {
 }
 
 impl ExternalDataConfig {
+    /// The margin kept: [`Self::margin`], at most half the timeout.
+    fn kept(&self) -> Duration {
+        self.margin.min(self.timeout / 2)
+    }
+
     /// The deadline of a request received at `start`.
     pub fn deadline(&self, start: Instant) -> Instant {
-        start
-            + self
-                .timeout
-                .saturating_sub(self.margin.min(self.timeout / 2))
+        start + self.timeout.saturating_sub(self.kept())
+    }
+
+    /// [`Self::deadline`] with the setting it comes from, which the cause
+    /// of an image left unjudged at it tells the user to raise.
+    fn due(&self, start: Instant) -> Deadline {
+        Deadline {
+            at: self.deadline(start),
+            timeout: self.timeout,
+            margin: self.kept(),
+            setting: "the Gatekeeper Provider's spec.timeout (chart value gatekeeper.timeoutSeconds; keep it below Gatekeeper's validatingWebhookTimeoutSeconds)",
+        }
     }
 }
 
@@ -305,7 +318,7 @@ async fn judge_namespace<J: ImageJudge, S: PullSecretSource>(
     admission: &Admission<J, S>,
     namespace: &str,
     images: &[&str],
-    deadline: Instant,
+    due: &Deadline,
 ) -> Vec<Result<KeyVerdict, String>> {
     if !namespace.is_empty()
         && admission
@@ -328,24 +341,20 @@ async fn judge_namespace<J: ImageJudge, S: PullSecretSource>(
     let answers = if namespace.is_empty() {
         let source = ClusterScope(admission.pull_secrets().clone());
         let secrets = ObjectSecrets::new(&source, &object, signature);
-        admission
-            .judge_images(&object, images, &secrets, deadline)
-            .await
+        admission.judge_images(&object, images, &secrets, due).await
     } else {
         let secrets = ObjectSecrets::new(admission.pull_secrets().as_ref(), &object, signature);
-        admission
-            .judge_images(&object, images, &secrets, deadline)
-            .await
+        admission.judge_images(&object, images, &secrets, due).await
     };
     answers.into_iter().map(verdict_of).collect()
 }
 
 /// Answers the keys of a request: each distinct image of each namespace is
-/// judged once, all namespaces at once, by `deadline`.
+/// judged once, all namespaces at once, by `due`.
 pub async fn answer_keys<J: ImageJudge, S: PullSecretSource>(
     admission: &Admission<J, S>,
     keys: &[Value],
-    deadline: Instant,
+    due: &Deadline,
 ) -> Vec<Item> {
     // Namespace ("" for none) → its distinct images, in order of appearance.
     let mut wanted: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
@@ -366,7 +375,7 @@ pub async fn answer_keys<J: ImageJudge, S: PullSecretSource>(
         }
     }
     let judged = join_all(wanted.iter().map(|(namespace, images)| async move {
-        let verdicts = judge_namespace(admission, namespace, images, deadline).await;
+        let verdicts = judge_namespace(admission, namespace, images, due).await;
         (
             *namespace,
             images.iter().copied().zip(verdicts).collect::<Vec<_>>(),
@@ -481,7 +490,7 @@ pub async fn respond<J: ImageJudge, S: PullSecretSource>(
             return ProviderResponse::system_error(why);
         }
     };
-    let items = answer_keys(admission, &keys, config.deadline(start)).await;
+    let items = answer_keys(admission, &keys, &config.due(start)).await;
     for item in &items {
         let outcome = match &item.value {
             Some(v) => v.outcome,

@@ -393,12 +393,14 @@ async fn a_key_still_unjudged_at_the_deadline_gets_an_error_within_the_timeout()
     .await
     .expect("the provider answers by its deadline");
     let items = answer["items"].as_array().unwrap();
+    let why = items[0]["error"].as_str().unwrap();
     assert!(
-        items[0]["error"]
-            .as_str()
-            .unwrap()
-            .contains("timeoutSeconds"),
+        why.contains("registry registry.test may be slow or unreachable"),
         "{answer}"
+    );
+    assert!(
+        why.contains("raise the Gatekeeper Provider's spec.timeout") && why.contains("now 1s"),
+        "the cause names the provider's own timeout, not the webhook's: {why}"
     );
     assert_eq!(items[1]["value"]["allowed"], true, "{answer}");
 }
