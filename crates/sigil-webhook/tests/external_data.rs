@@ -602,3 +602,152 @@ async fn a_client_ca_file_without_a_certificate_stops_the_start_and_names_the_fi
     assert!(text.contains("empty.crt"), "{text}");
     assert!(text.contains("gatekeeper-webhook-server-cert"), "{text}");
 }
+
+// --- the chart's ConstraintTemplate, evaluated against the provider ---
+
+/// The Rego of the chart's SigilVerifiedImages ConstraintTemplate, for the
+/// Provider named `sigil`.
+fn template_rego() -> String {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../../charts/sigil/templates/gatekeeper.yaml");
+    let text = std::fs::read_to_string(&path).unwrap();
+    let start = text
+        .find("      rego: |\n")
+        .expect("the template has a rego block")
+        + 14;
+    let block: Vec<&str> = text[start..]
+        .lines()
+        .take_while(|l| !l.starts_with("{{-"))
+        .map(|l| l.strip_prefix("        ").unwrap_or(l))
+        .collect();
+    block.join("\n").replace("{{ $gk.providerName }}", "sigil")
+}
+
+/// Evaluates the template's violations for `review` (Gatekeeper's
+/// `input.review`), its `external_data` answered with what the provider
+/// answers for the keys sent; also returns the keys the Rego sent.
+async fn violations(provider: &Router, review: Value) -> (Vec<String>, Vec<String>) {
+    // Gatekeeper turns a ProviderResponse into this for Rego.
+    let spec = review["object"]["spec"].clone();
+    let pod_spec = if spec.get("template").is_some() {
+        spec["template"]["spec"].clone()
+    } else {
+        spec
+    };
+    let namespace = review["namespace"].as_str().unwrap_or_default().to_string();
+    let mut images: Vec<String> = ["containers", "initContainers", "ephemeralContainers"]
+        .iter()
+        .flat_map(|list| pod_spec[list].as_array().cloned().unwrap_or_default())
+        .map(|c| c["image"].as_str().unwrap().to_string())
+        .collect();
+    images.sort();
+    images.dedup();
+    let keys: Vec<Value> = images
+        .iter()
+        .map(|i| json!(format!("{namespace}#{i}")))
+        .collect();
+    let answer = ask(provider, provider_request(&keys)).await;
+    let items = answer["items"].as_array().unwrap().clone();
+    let system_error = answer["systemError"].clone();
+    let sent: Arc<std::sync::Mutex<Vec<String>>> = Arc::default();
+    let seen = sent.clone();
+    let external_data = move |args: Vec<regorus::Value>| -> anyhow::Result<regorus::Value> {
+        let request: Value = serde_json::from_str(&args[0].to_json_str()?)?;
+        assert_eq!(request["provider"], "sigil");
+        let mut responses = Vec::new();
+        let mut errors = Vec::new();
+        for key in request["keys"].as_array().unwrap() {
+            seen.lock().unwrap().push(key.as_str().unwrap().to_string());
+            let item = items.iter().find(|i| &i["key"] == key).unwrap();
+            match item.get("value") {
+                Some(v) => responses.push(json!([key, v])),
+                None => errors.push(json!([key, item["error"]])),
+            }
+        }
+        let rego = json!({"responses": responses, "errors": errors,
+                          "status_code": 200, "system_error": system_error});
+        regorus::Value::from_json_str(&rego.to_string())
+    };
+    let mut engine = regorus::Engine::new();
+    engine.set_rego_v0(true);
+    engine
+        .add_policy("template.rego".into(), template_rego())
+        .unwrap();
+    engine
+        .add_extension("external_data".into(), 1, Box::new(external_data))
+        .unwrap();
+    engine
+        .set_input(regorus::Value::from_json_str(&json!({"review": review}).to_string()).unwrap());
+    let result = engine
+        .eval_rule("data.sigilverifiedimages.violation".into())
+        .unwrap();
+    let result: Value = serde_json::from_str(&result.to_json_str().unwrap()).unwrap();
+    let mut messages: Vec<String> = result
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v["msg"].as_str().unwrap().to_string())
+        .collect();
+    messages.sort();
+    let mut sent = sent.lock().unwrap().clone();
+    sent.sort();
+    (messages, sent)
+}
+
+#[tokio::test]
+async fn the_chart_template_reports_each_denied_image_of_every_container_list_in_sigils_words() {
+    let (provider, webhook, _) = routers(FakeJudge::new(), config(), ExternalDataConfig::default());
+    let review = json!({
+        "kind": {"group": "", "version": "v1", "kind": "Pod"},
+        "namespace": "shop", "operation": "CREATE",
+        "object": {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "web"},
+                   "spec": {
+                       "initContainers": [{"name": "init", "image": "registry.down/team/init:1"}],
+                       "containers": [{"name": "app", "image": "registry.test/team/app:1.0"},
+                                      {"name": "side", "image": "registry.test/team/unsigned:2.0"}],
+                       "ephemeralContainers": [{"name": "dbg", "image": "registry.test/team/unmatched:1"}]}}
+    });
+    let (messages, sent) = violations(&provider, review).await;
+    assert_eq!(
+        sent,
+        [
+            "shop#registry.down/team/init:1",
+            "shop#registry.test/team/app:1.0",
+            "shop#registry.test/team/unmatched:1",
+            "shop#registry.test/team/unsigned:2.0",
+        ],
+        "one key per image of every list, with the namespace"
+    );
+    // The words after the image are those of /validate's line for it.
+    let mut expected = Vec::new();
+    for image in [
+        "registry.down/team/init:1",
+        "registry.test/team/unmatched:1",
+        "registry.test/team/unsigned:2.0",
+    ] {
+        let (allowed, message, _) = webhook_answer(&webhook, image).await;
+        assert!(!allowed, "{image}");
+        let (_, why) = message.split_once("container app): ").unwrap();
+        expected.push(format!("sigil denied image {image}: {why}"));
+    }
+    expected.sort();
+    assert_eq!(messages, expected);
+
+    let deployment = json!({
+        "kind": {"group": "apps", "version": "v1", "kind": "Deployment"},
+        "namespace": "shop", "operation": "CREATE",
+        "object": {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "web"},
+                   "spec": {"template": {"spec": {"containers": [
+                       {"name": "app", "image": "registry.test/team/app:1.0"}]}}}}
+    });
+    let (messages, sent) = violations(&provider, deployment).await;
+    assert_eq!(
+        sent,
+        ["shop#registry.test/team/app:1.0"],
+        "a pod template's images too"
+    );
+    assert!(
+        messages.is_empty(),
+        "an admitted image is no violation: {messages:?}"
+    );
+}
