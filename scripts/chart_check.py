@@ -977,6 +977,10 @@ def check_gatekeeper(docs, values, ns, errors):
     args = [str(a) for a in containers(hooks[0])[0].get("args", [])] if hooks else []
     flags = [a for a in args if a.startswith("--gatekeeper-")]
     if not gk["enabled"]:
+        ctl = find(docs, "Deployment", "sigil-controller")
+        if ctl:
+            flags += [str(a) for a in containers(ctl[0])[0].get("args", [])
+                      if str(a).startswith("--gatekeeper-")]
         if provider or template or constraint or flags:
             errors.append("Gatekeeper objects or --gatekeeper-* flags without gatekeeper.enabled")
         return
@@ -1018,6 +1022,22 @@ def check_gatekeeper(docs, values, ns, errors):
             errors.append(f"ConstraintTemplate sigilverifiedimages lacks {missing}")
     elif template:
         errors.append("ConstraintTemplate without gatekeeper.constraintTemplate")
+    # The controller keeps the Provider's caBundle while it manages the
+    # webhook's TLS, with get and patch on that Provider only.
+    managed = not (values["certManager"]["enabled"] or values["webhook"]["url"])
+    ctl = find(docs, "Deployment", "sigil-controller")
+    ctl_args = [str(a) for a in containers(ctl[0])[0].get("args", [])] if ctl else []
+    want_flag = f"--gatekeeper-provider={gk['providerName']}"
+    if managed and ctl and want_flag not in ctl_args:
+        errors.append(f"sigil-controller lacks {want_flag}")
+    if not managed and any(a.startswith("--gatekeeper-provider") for a in ctl_args):
+        errors.append("sigil-controller keeps the Provider's caBundle although it does not manage the webhook's TLS")
+    role = find(docs, "ClusterRole", "sigil-controller")
+    rules = [r for r in (role[0]["rules"] if role else []) if "externaldata.gatekeeper.sh" in r.get("apiGroups", [])]
+    want_rule = [{"apiGroups": ["externaldata.gatekeeper.sh"], "resources": ["providers"],
+                  "resourceNames": [gk["providerName"]], "verbs": ["get", "patch"]}]
+    if rules != (want_rule if managed and ctl else []):
+        errors.append(f"ClusterRole sigil-controller's Provider rules are {rules}, want {want_rule if managed else []}")
     if bool(constraint) != bool(gk["constraint"]["enabled"]):
         errors.append("the example SigilVerifiedImages Constraint does not follow gatekeeper.constraint.enabled")
 
