@@ -131,7 +131,8 @@ pub struct Args {
     pub gatekeeper_listen: Option<SocketAddr>,
     /// PEM CA bundle every client of --gatekeeper-listen must present a
     /// certificate of (mutual TLS): Gatekeeper's own CA, `ca.crt` of its
-    /// gatekeeper-webhook-server-cert Secret. Read at start.
+    /// gatekeeper-webhook-server-cert Secret. Re-read when it changes
+    /// (polled every --cert-poll-seconds).
     #[arg(long, value_name = "PEM", requires = "gatekeeper_listen")]
     pub gatekeeper_client_ca: Option<PathBuf>,
     /// The Gatekeeper Provider's spec.timeout, in seconds: the provider

@@ -101,6 +101,15 @@ impl<J, S> Running<J, S> {
     }
 }
 
+/// The Gatekeeper provider's listener, bound, before it serves.
+struct ProviderListener {
+    listener: TcpListener,
+    tls: Arc<rustls::ServerConfig>,
+    router: axum::Router,
+    addr: SocketAddr,
+    clients: Arc<tls::ReloadingClientCa>,
+}
+
 async fn bind(addr: SocketAddr) -> Result<TcpListener, Error> {
     TcpListener::bind(addr)
         .await
@@ -137,8 +146,8 @@ pub async fn start_with_metrics<J: ImageJudge, S: PullSecretSource>(
     let metrics_addr = admin.local_addr();
     let provider = match &settings.external_data {
         Some(gk) => {
-            let roots = tls::client_roots(&gk.client_ca)?;
-            let mtls = tls::mutual_tls_config(cert.clone(), roots)?;
+            let clients = tls::ReloadingClientCa::load(&gk.client_ca)?;
+            let mtls = tls::mutual_tls_config(cert.clone(), clients.clone())?;
             let listener = bind(gk.listen).await?;
             let addr = listener.local_addr().map_err(|source| Error::Bind {
                 addr: gk.listen,
@@ -148,19 +157,29 @@ pub async fn start_with_metrics<J: ImageJudge, S: PullSecretSource>(
                 app: state.clone(),
                 config: gk.config.clone(),
             });
-            Some((listener, mtls, external_data::router(state), addr))
+            Some(ProviderListener {
+                listener,
+                tls: mtls,
+                router: external_data::router(state),
+                addr,
+                clients,
+            })
         }
         None => None,
     };
-    let external_data_addr = provider.as_ref().map(|p| p.3);
+    let external_data_addr = provider.as_ref().map(|p| p.addr);
+    let client_ca_watcher = provider
+        .as_ref()
+        .map(|p| tokio::spawn(p.clients.clone().watch(settings.cert_poll)));
     let (stop, stopping) = shutdown::channel();
     let watcher = tokio::spawn(cert.watch(settings.cert_poll));
     let mut tasks = Vec::new();
-    if let Some((listener, mtls, router, addr)) = provider {
+    if let Some(p) = provider {
+        let addr = p.addr;
         tasks.push(tokio::spawn(server::serve_tls(
-            listener,
-            mtls,
-            router,
+            p.listener,
+            p.tls,
+            p.router,
             settings.limits.clone(),
             state.admission.metrics().clone(),
             stopping.wait(),
@@ -184,6 +203,9 @@ pub async fn start_with_metrics<J: ImageJudge, S: PullSecretSource>(
     let stop_watcher = tokio::spawn(async move {
         stopping.requested().await;
         watcher.abort();
+        if let Some(w) = client_ca_watcher {
+            w.abort();
+        }
     });
     tracing::info!(%addr, %metrics_addr, "sigil-webhook serving");
     tasks.extend([https, plain, stop_watcher]);

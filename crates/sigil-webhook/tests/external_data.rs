@@ -502,8 +502,12 @@ async fn post_tls(
         .map_err(|_| "no answer within 10 s".to_string())?
 }
 
-#[tokio::test]
-async fn the_provider_listener_serves_only_clients_with_a_certificate_from_its_ca() {
+/// A directory with a serving pair for 127.0.0.1 and `client_ca` as the
+/// provider's client CA bundle, and the server started on it (certificate
+/// files polled every 100 ms).
+async fn serve_provider(
+    client_ca: &str,
+) -> (TempDir, sigil_webhook::Running<FakeJudge, NoPullSecrets>) {
     let dir = TempDir(std::env::temp_dir().join(format!(
         "sigil-gk-mtls-{}-{}",
         std::process::id(),
@@ -516,10 +520,7 @@ async fn the_provider_listener_serves_only_clients_with_a_certificate_from_its_c
     let serving = rcgen::generate_simple_self_signed(vec!["127.0.0.1".to_string()]).unwrap();
     std::fs::write(dir.0.join("tls.crt"), serving.cert.pem()).unwrap();
     std::fs::write(dir.0.join("tls.key"), serving.signing_key.serialize_pem()).unwrap();
-    let gatekeeper = client_pki("gatekeeper");
-    let stranger = client_pki("stranger");
-    std::fs::write(dir.0.join("client-ca.crt"), &gatekeeper.ca_pem).unwrap();
-
+    std::fs::write(dir.0.join("client-ca.crt"), client_ca).unwrap();
     let settings = ServerSettings {
         listen: "127.0.0.1:0".parse().unwrap(),
         metrics_listen: "127.0.0.1:0".parse().unwrap(),
@@ -527,7 +528,7 @@ async fn the_provider_listener_serves_only_clients_with_a_certificate_from_its_c
             cert: dir.0.join("tls.crt"),
             key: dir.0.join("tls.key"),
         },
-        cert_poll: Duration::from_secs(60),
+        cert_poll: Duration::from_millis(100),
         admission: config(),
         limits: ServeLimits {
             drain: Duration::from_secs(5),
@@ -542,6 +543,22 @@ async fn the_provider_listener_serves_only_clients_with_a_certificate_from_its_c
     let running = start(FakeJudge::new(), NoPullSecrets, settings)
         .await
         .unwrap();
+    (dir, running)
+}
+
+/// Whether `identity` gets an HTTP answer from the provider at `addr`.
+async fn served(addr: SocketAddr, identity: &ClientPki) -> bool {
+    let body = provider_request(&[json!("registry.test/team/app:1.0")]);
+    post_tls(addr, Some(identity), &body)
+        .await
+        .is_ok_and(|answer| answer.starts_with("HTTP/1.1 200"))
+}
+
+#[tokio::test]
+async fn the_provider_listener_serves_only_clients_with_a_certificate_from_its_ca() {
+    let gatekeeper = client_pki("gatekeeper");
+    let stranger = client_pki("stranger");
+    let (_dir, running) = serve_provider(&gatekeeper.ca_pem).await;
     let addr = running.external_data_addr.expect("the provider listens");
     assert_ne!(addr, running.addr, "a listener of its own");
     let body = provider_request(&[json!("registry.test/team/unsigned:2.0")]);
@@ -750,4 +767,42 @@ async fn the_chart_template_reports_each_denied_image_of_every_container_list_in
         messages.is_empty(),
         "an admitted image is no violation: {messages:?}"
     );
+}
+
+#[tokio::test]
+async fn a_renewed_gatekeeper_ca_is_trusted_without_a_restart_and_the_old_one_no_longer() {
+    let old = client_pki("gatekeeper-old");
+    let new = client_pki("gatekeeper-new");
+    let (dir, running) = serve_provider(&old.ca_pem).await;
+    let addr = running.external_data_addr.unwrap();
+    assert!(served(addr, &old).await);
+    assert!(
+        !served(addr, &new).await,
+        "not trusted before the bundle changes"
+    );
+
+    // The mounted Secret is updated in one step (a rename here).
+    let tmp = dir.0.join("client-ca.crt.tmp");
+    std::fs::write(&tmp, &new.ca_pem).unwrap();
+    std::fs::rename(&tmp, dir.0.join("client-ca.crt")).unwrap();
+    let mut trusted = false;
+    for _ in 0..100 {
+        if served(addr, &new).await {
+            trusted = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(trusted, "the new CA was not picked up within 10 s");
+    assert!(
+        !served(addr, &old).await,
+        "the replaced CA is no longer trusted"
+    );
+
+    // A bundle that does not parse leaves the one in force.
+    std::fs::write(&tmp, "not a certificate\n").unwrap();
+    std::fs::rename(&tmp, dir.0.join("client-ca.crt")).unwrap();
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert!(served(addr, &new).await);
+    running.shutdown().await;
 }
