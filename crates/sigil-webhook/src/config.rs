@@ -307,3 +307,40 @@ impl Args {
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(extra: &[&str]) -> Result<Args, clap::Error> {
+        let base = ["sigil-webhook", "--tls-cert", "c.pem", "--tls-key", "k.pem"];
+        Args::try_parse_from(base.iter().chain(extra))
+    }
+
+    #[test]
+    fn the_gatekeeper_provider_is_off_unless_its_listener_and_client_ca_are_both_given() {
+        assert!(parse(&[]).unwrap().external_data().is_none());
+        assert!(parse(&["--gatekeeper-listen", "0.0.0.0:8444"]).is_err());
+        assert!(parse(&["--gatekeeper-client-ca", "ca.crt"]).is_err());
+        let args = parse(&[
+            "--gatekeeper-listen",
+            "0.0.0.0:8444",
+            "--gatekeeper-client-ca",
+            "ca.crt",
+            "--gatekeeper-timeout-seconds",
+            "5",
+            "--gatekeeper-max-keys",
+            "0",
+            "--deadline-margin-ms",
+            "700",
+        ])
+        .unwrap();
+        let gk = args.external_data().unwrap();
+        assert_eq!(gk.listen, "0.0.0.0:8444".parse().unwrap());
+        assert_eq!(gk.client_ca, PathBuf::from("ca.crt"));
+        assert_eq!(gk.config.timeout, Duration::from_secs(5));
+        assert_eq!(gk.config.margin, Duration::from_millis(700));
+        assert_eq!(gk.config.max_keys, 1, "at least one key is allowed");
+        assert!(parse(&["--gatekeeper-timeout-seconds", "31"]).is_err());
+    }
+}
