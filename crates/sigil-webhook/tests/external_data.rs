@@ -413,6 +413,30 @@ struct ClientPki {
     ca_pem: String,
     chain: Vec<CertificateDer<'static>>,
     key: PrivateKeyDer<'static>,
+    /// Another certificate of the same CA, without the client-authentication
+    /// usage (Gatekeeper adds it only when its external data is on).
+    server_only: Option<Box<ClientPki>>,
+}
+
+/// A leaf certificate for Gatekeeper's webhook Service signed by `issuer`.
+fn leaf_of(
+    issuer: &Issuer<'_, &KeyPair>,
+    ca_pem: &str,
+    usages: Vec<ExtendedKeyUsagePurpose>,
+) -> ClientPki {
+    let leaf_key = KeyPair::generate_for(&rcgen::PKCS_RSA_SHA256).unwrap();
+    let mut leaf = CertificateParams::new(vec![
+        "gatekeeper-webhook-service.gatekeeper-system.svc".into(),
+    ])
+    .unwrap();
+    leaf.extended_key_usages = usages;
+    let leaf_cert = leaf.signed_by(&leaf_key, issuer).unwrap();
+    ClientPki {
+        ca_pem: ca_pem.to_string(),
+        chain: vec![leaf_cert.der().clone()],
+        key: PrivateKeyDer::Pkcs8(leaf_key.serialize_der().into()),
+        server_only: None,
+    }
 }
 
 fn client_pki(name: &str) -> ClientPki {
@@ -425,23 +449,22 @@ fn client_pki(name: &str) -> ClientPki {
         KeyUsagePurpose::KeyCertSign,
         KeyUsagePurpose::DigitalSignature,
     ];
-    let ca_cert = ca.self_signed(&ca_key).unwrap();
-    let leaf_key = KeyPair::generate_for(&rcgen::PKCS_RSA_SHA256).unwrap();
-    let mut leaf = CertificateParams::new(vec![
-        "gatekeeper-webhook-service.gatekeeper-system.svc".into(),
-    ])
-    .unwrap();
-    leaf.extended_key_usages = vec![
-        ExtendedKeyUsagePurpose::ServerAuth,
-        ExtendedKeyUsagePurpose::ClientAuth,
-    ];
+    let ca_pem = ca.self_signed(&ca_key).unwrap().pem();
     let issuer = Issuer::from_params(&ca, &ca_key);
-    let leaf_cert = leaf.signed_by(&leaf_key, &issuer).unwrap();
-    ClientPki {
-        ca_pem: ca_cert.pem(),
-        chain: vec![leaf_cert.der().clone()],
-        key: PrivateKeyDer::Pkcs8(leaf_key.serialize_der().into()),
-    }
+    let mut pki = leaf_of(
+        &issuer,
+        &ca_pem,
+        vec![
+            ExtendedKeyUsagePurpose::ServerAuth,
+            ExtendedKeyUsagePurpose::ClientAuth,
+        ],
+    );
+    pki.server_only = Some(Box::new(leaf_of(
+        &issuer,
+        &ca_pem,
+        vec![ExtendedKeyUsagePurpose::ServerAuth],
+    )));
+    pki
 }
 
 struct TempDir(PathBuf);
@@ -573,7 +596,15 @@ async fn the_provider_listener_serves_only_clients_with_a_certificate_from_its_c
         "{answer}"
     );
 
-    for (who, identity) in [("no certificate", None), ("another CA", Some(&stranger))] {
+    let server_only = gatekeeper.server_only.as_deref().unwrap();
+    for (who, identity) in [
+        ("no certificate", None),
+        ("another CA", Some(&stranger)),
+        (
+            "a certificate of the CA not for client authentication",
+            Some(server_only),
+        ),
+    ] {
         match post_tls(addr, identity, &body).await {
             Err(_) => {}
             Ok(answer) => assert!(
