@@ -219,6 +219,7 @@ refused "an unknown failurePolicy" --set webhook.failurePolicy=Warn
 refused "a matchCondition without an expression" --set 'webhook.matchConditions[0].name=x'
 refused "an unknown key under a component's serviceAccount" --set controller.serviceAccount.name=other
 refused "a connection jitter above 50%" --set webhook.connections.jitterPercent=60
+refused "the Gatekeeper provider without Gatekeeper's CA" --set gatekeeper.enabled=true
 refused "autoscaling with minReplicas above maxReplicas" --set webhook.autoscaling.enabled=true \
     --set webhook.autoscaling.minReplicas=6 --set webhook.autoscaling.maxReplicas=3
 refused "a shared cache URL that is not redis:// or rediss://" --set sharedCache.url=http://cache.example:6379

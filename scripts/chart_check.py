@@ -41,6 +41,7 @@ WEBHOOK_RESOURCES = {
 CLUSTER_SCOPED = {
     "CustomResourceDefinition", "ClusterRole", "ClusterRoleBinding",
     "MutatingWebhookConfiguration", "ValidatingWebhookConfiguration", "TrustRoot",
+    "Provider", "ConstraintTemplate", "SigilVerifiedImages",
 }
 WORKLOADS = {"Deployment", "StatefulSet", "DaemonSet", "Job", "CronJob"}
 # The policy snapshot's shard Secrets (sigil_api::snapshot::stored::all_shards).
@@ -347,8 +348,11 @@ def check_webhook(docs, values, ns, errors):
         if pdb and pdb["spec"].get("maxUnavailable") != w["podDisruptionBudget"]["maxUnavailable"]:
             errors.append("webhook PDB maxUnavailable differs from the value")
     svc = one(docs, "Service", "sigil-webhook", errors)
-    if svc and [(p["port"], p["targetPort"]) for p in svc["spec"]["ports"]] != [(443, "https")]:
-        errors.append(f"webhook Service ports {svc['spec']['ports']}, want 443 -> https")
+    want_ports = [(443, "https")]
+    if values["gatekeeper"]["enabled"]:
+        want_ports.append((values["gatekeeper"]["port"], "gatekeeper"))
+    if svc and [(p["port"], p["targetPort"]) for p in svc["spec"]["ports"]] != want_ports:
+        errors.append(f"webhook Service ports {svc['spec']['ports']}, want {want_ports}")
     ports = {p["name"]: p["containerPort"] for p in pod["containers"][0]["ports"]}
     if ports.get("https") != 8443:
         errors.append(f"webhook container port https is {ports.get('https')}, want 8443")
@@ -1018,6 +1022,85 @@ def check_extras(docs, values, ns, errors):
         errors.append("Certificate rendered without certManager.enabled")
 
 
+def check_gatekeeper(docs, values, ns, errors):
+    """gatekeeper.enabled: the webhook serves the provider on its port with
+    the client CA mounted from the named Secret, the Service exposes that
+    port, the Provider names it over https with the timeout, and the
+    ConstraintTemplate asks that Provider about every container list;
+    disabled: none of it."""
+    gk = values["gatekeeper"]
+    provider = find(docs, "Provider")
+    template = find(docs, "ConstraintTemplate")
+    constraint = find(docs, "SigilVerifiedImages")
+    hooks = find(docs, "Deployment", "sigil-webhook")
+    args = [str(a) for a in containers(hooks[0])[0].get("args", [])] if hooks else []
+    flags = [a for a in args if a.startswith("--gatekeeper-")]
+    if not gk["enabled"]:
+        ctl = find(docs, "Deployment", "sigil-controller")
+        if ctl:
+            flags += [str(a) for a in containers(ctl[0])[0].get("args", [])
+                      if str(a).startswith("--gatekeeper-")]
+        if provider or template or constraint or flags:
+            errors.append("Gatekeeper objects or --gatekeeper-* flags without gatekeeper.enabled")
+        return
+    port = gk["port"]
+    if f"--gatekeeper-listen=0.0.0.0:{port}" not in args:
+        errors.append(f"sigil-webhook lacks --gatekeeper-listen=0.0.0.0:{port}")
+    ca_path = f"/etc/sigil/gatekeeper-ca/{gk['clientCA']['key']}"
+    if f"--gatekeeper-client-ca={ca_path}" not in args:
+        errors.append(f"sigil-webhook lacks --gatekeeper-client-ca={ca_path}")
+    if f"--gatekeeper-timeout-seconds={gk['timeoutSeconds']}" not in args:
+        errors.append("sigil-webhook's --gatekeeper-timeout-seconds differs from the Provider's timeout")
+    if hooks:
+        spec = pod_spec(hooks[0])
+        volume = [v for v in spec.get("volumes", []) if v["name"] == "gatekeeper-ca"]
+        if not volume or volume[0]["secret"]["secretName"] != gk["clientCA"]["secretName"]:
+            errors.append(f"sigil-webhook does not mount Secret {gk['clientCA']['secretName']} as gatekeeper-ca")
+        mounts = [m for c in spec["containers"] for m in c.get("volumeMounts", [])
+                  if m["name"] == "gatekeeper-ca"]
+        if not mounts or mounts[0]["mountPath"] != "/etc/sigil/gatekeeper-ca":
+            errors.append("sigil-webhook does not mount gatekeeper-ca at /etc/sigil/gatekeeper-ca")
+    svc = find(docs, "Service", "sigil-webhook")
+    if not svc or not any(p["port"] == port and p["targetPort"] == "gatekeeper" for p in svc[0]["spec"]["ports"]):
+        errors.append(f"Service sigil-webhook lacks port {port} -> gatekeeper")
+    if len(provider) != 1:
+        errors.append(f"{len(provider)} Gatekeeper Providers rendered, want 1")
+    else:
+        p = provider[0]
+        url = f"https://sigil-webhook.{ns}:{port}/verify"
+        if p["apiVersion"] != "externaldata.gatekeeper.sh/v1beta1" or p["spec"]["url"] != url \
+                or p["spec"]["timeout"] != gk["timeoutSeconds"] or p["metadata"]["name"] != gk["providerName"]:
+            errors.append(f"Provider {p['metadata']['name']}: want v1beta1, url {url}, timeout {gk['timeoutSeconds']}")
+    if gk["constraintTemplate"]:
+        rego = template[0]["spec"]["targets"][0]["rego"] if template else ""
+        wanted = [f'"provider": "{gk["providerName"]}"', ".containers[_].image",
+                  ".initContainers[_].image", ".ephemeralContainers[_].image",
+                  "system_error", ".errors[_]"]
+        missing = [w for w in wanted if w not in rego]
+        if missing:
+            errors.append(f"ConstraintTemplate sigilverifiedimages lacks {missing}")
+    elif template:
+        errors.append("ConstraintTemplate without gatekeeper.constraintTemplate")
+    # The controller keeps the Provider's caBundle while it manages the
+    # webhook's TLS, with get and patch on that Provider only.
+    managed = not (values["certManager"]["enabled"] or values["webhook"]["url"])
+    ctl = find(docs, "Deployment", "sigil-controller")
+    ctl_args = [str(a) for a in containers(ctl[0])[0].get("args", [])] if ctl else []
+    want_flag = f"--gatekeeper-provider={gk['providerName']}"
+    if managed and ctl and want_flag not in ctl_args:
+        errors.append(f"sigil-controller lacks {want_flag}")
+    if not managed and any(a.startswith("--gatekeeper-provider") for a in ctl_args):
+        errors.append("sigil-controller keeps the Provider's caBundle although it does not manage the webhook's TLS")
+    role = find(docs, "ClusterRole", "sigil-controller")
+    rules = [r for r in (role[0]["rules"] if role else []) if "externaldata.gatekeeper.sh" in r.get("apiGroups", [])]
+    want_rule = [{"apiGroups": ["externaldata.gatekeeper.sh"], "resources": ["providers"],
+                  "resourceNames": [gk["providerName"]], "verbs": ["get", "patch"]}]
+    if rules != (want_rule if managed and ctl else []):
+        errors.append(f"ClusterRole sigil-controller's Provider rules are {rules}, want {want_rule if managed else []}")
+    if bool(constraint) != bool(gk["constraint"]["enabled"]):
+        errors.append("the example SigilVerifiedImages Constraint does not follow gatekeeper.constraint.enabled")
+
+
 def check_flags(docs, help_dir, errors, warnings):
     pending = set(os.environ.get("SIGIL_PENDING_FLAGS", "").split())
     for name, binary in (("sigil-webhook", "sigil-webhook"), ("sigil-controller", "sigil-controller"),
@@ -1137,6 +1220,7 @@ def check(docs, values, ns, help_dir=None):
     check_shared_cache(docs, values, ns, errors)
     check_policy_controller(docs, values, errors)
     check_extras(docs, values, ns, errors)
+    check_gatekeeper(docs, values, ns, errors)
     if help_dir:
         check_flags(docs, help_dir, errors, warnings)
     return errors, warnings
@@ -1189,6 +1273,9 @@ def breakages():
 
     def unknown_flag(docs):
         container(docs, "sigil-controller")["args"].append("--no-such-flag=1")
+
+    def stray_gatekeeper_listener(docs):
+        container(docs, "sigil-webhook")["args"].append("--gatekeeper-listen=0.0.0.0:8444")
 
     def path_swap(docs):
         webhooks(docs)["clientConfig"]["service"]["path"] = "/mutate"
@@ -1305,7 +1392,7 @@ def breakages():
     def stray_shared_cache(docs):
         container(docs, "sigil-webhook")["args"].append("--shared-cache-url=redis://cache.example:6379")
 
-    return [stray_shared_cache, audit_without_cloud_providers, drop_cloud_providers, stray_cloud_token, image_policy_references_cluster_wide, pc_entry_judges_twice, pc_crd_pruned, pc_controller_writes_sources, connections_unbounded, stray_autoscaler, github_root_tampered, stray_github_trust_root, webhook_limit_too_low, drop_webhook_env, drop_ro_root, allow_escalation, unfixed_pod_user, include_kube_system, timeout_mismatch,
+    return [stray_shared_cache, stray_gatekeeper_listener, audit_without_cloud_providers, drop_cloud_providers, stray_cloud_token, image_policy_references_cluster_wide, pc_entry_judges_twice, pc_crd_pruned, pc_controller_writes_sources, connections_unbounded, stray_autoscaler, github_root_tampered, stray_github_trust_root, webhook_limit_too_low, drop_webhook_env, drop_ro_root, allow_escalation, unfixed_pod_user, include_kube_system, timeout_mismatch,
             ignore_failures, forget_cronjobs, wider_webhook_role, no_probe,
             wrong_namespace, unknown_flag, path_swap, allow_loopback_registries,
             tenants_name_any_registry, allow_unpinned_by_default, list_pull_secrets, forget_ephemeral_containers,

@@ -131,6 +131,12 @@ pub struct Args {
     /// Name of sigil's ValidatingWebhookConfiguration.
     #[arg(long, default_value = "sigil-webhook")]
     pub validating_webhook: String,
+    /// A Gatekeeper external-data Provider (externaldata.gatekeeper.sh)
+    /// whose spec.caBundle is kept equal to the webhook's CA, as both
+    /// configurations' are: sigil's Gatekeeper provider serves the webhook's
+    /// certificate. Only while this controller manages the webhook's TLS.
+    #[arg(long, value_name = "NAME")]
+    pub gatekeeper_provider: Option<String>,
     /// How often the certificates are checked (seconds); webhook
     /// configuration changes are also watched.
     #[arg(

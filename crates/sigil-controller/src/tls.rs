@@ -1,7 +1,8 @@
 //! Webhook TLS: a CA and a serving certificate for the webhook Service in a
 //! Secret (`ca.crt`, `ca.key`, `tls.crt`, `tls.key`), and the `caBundle` of
 //! sigil's MutatingWebhookConfiguration and ValidatingWebhookConfiguration
-//! kept equal to `ca.crt`.
+//! (and, with `--gatekeeper-provider`, of the Gatekeeper Provider that calls
+//! the webhook's external-data listener) kept equal to `ca.crt`.
 //!
 //! Rotation never fails an admission: the serving certificate (1 year) is
 //! renewed when less than [`LEAF_RENEW_BEFORE`] remains, signed by the same
@@ -343,7 +344,56 @@ async fn sync_ca_bundle(client: &Client, args: &Args, bundle: &str) -> Result<()
                 .collect()
         },
     )
+    .await?;
+    if let Some(name) = &args.gatekeeper_provider {
+        set_provider_ca_bundle(client, name, bundle).await?;
+    }
+    Ok(())
+}
+
+/// Sets `spec.caBundle` of the Gatekeeper Provider `name` to `bundle`
+/// (base64 of the PEM, as the Provider holds it), writing only when it
+/// differs. A missing Provider, or Gatekeeper's API not installed, is not an
+/// error: the chart creates the Provider, and Gatekeeper may come later.
+async fn set_provider_ca_bundle(client: &Client, name: &str, bundle: &str) -> Result<()> {
+    use base64::Engine as _;
+    use kube::core::{ApiResource, DynamicObject, GroupVersionKind};
+    let gvk = GroupVersionKind::gvk("externaldata.gatekeeper.sh", "v1beta1", "Provider");
+    let api: Api<DynamicObject> = Api::all_with(client.clone(), &ApiResource::from_gvk(&gvk));
+    let provider = match api.get_opt(name).await {
+        Ok(Some(p)) => p,
+        Ok(None) => return Ok(()),
+        Err(kube::Error::Api(e)) if e.code == 404 => return Ok(()),
+        Err(e) => {
+            return Err(Error::kube(
+                format!("reading Gatekeeper Provider {name}"),
+                e,
+            ));
+        }
+    };
+    let want = base64::engine::general_purpose::STANDARD.encode(bundle);
+    if provider
+        .data
+        .pointer("/spec/caBundle")
+        .and_then(|v| v.as_str())
+        == Some(want.as_str())
+    {
+        return Ok(());
+    }
+    api.patch(
+        name,
+        &PatchParams::default(),
+        &Patch::Merge(serde_json::json!({"spec": {"caBundle": want}})),
+    )
     .await
+    .map_err(|e| {
+        Error::kube(
+            format!("updating caBundle of Gatekeeper Provider {name}"),
+            e,
+        )
+    })?;
+    tracing::info!(%name, "caBundle of the Gatekeeper Provider updated");
+    Ok(())
 }
 
 /// Sets `caBundle` on every webhook of one (mutating or validating)
@@ -573,6 +623,52 @@ mod tests {
                 .filter(|r| r.method != http::Method::GET)
                 .count(),
             writes
+        );
+    }
+
+    const PROVIDER: &str = "/apis/externaldata.gatekeeper.sh/v1beta1/providers/sigil";
+
+    #[tokio::test]
+    async fn the_gatekeeper_provider_gets_the_webhook_ca_as_its_ca_bundle_when_named() {
+        let (client, api) = FakeApi::start();
+        let (ctx, _rx) = context_with(client, |a| a.gatekeeper_provider = Some("sigil".into()));
+        api.put(
+            MUTATING,
+            webhook_config("MutatingWebhookConfiguration", "sigil-webhook"),
+        );
+        api.put(
+            VALIDATING,
+            webhook_config("ValidatingWebhookConfiguration", "sigil-webhook"),
+        );
+        let now = OffsetDateTime::now_utc();
+        // Not created yet (or Gatekeeper not installed): nothing to do.
+        sync(&ctx, now).await.unwrap();
+        assert!(api.get(PROVIDER).is_none());
+
+        api.put(
+            PROVIDER,
+            json!({"apiVersion": "externaldata.gatekeeper.sh/v1beta1", "kind": "Provider",
+                   "metadata": {"name": "sigil"},
+                   "spec": {"url": "https://sigil-webhook.sigil-system:8444/verify", "timeout": 3}}),
+        );
+        sync(&ctx, now).await.unwrap();
+        let provider = api.get(PROVIDER).unwrap();
+        let pem = base64::engine::general_purpose::STANDARD
+            .decode(provider["spec"]["caBundle"].as_str().unwrap())
+            .unwrap();
+        assert_eq!(String::from_utf8(pem).unwrap(), stored(&api).ca_bundle());
+        assert_eq!(
+            provider["spec"]["timeout"], 3,
+            "the rest of the spec is kept"
+        );
+
+        let patches = || api.requests_to(http::Method::PATCH, PROVIDER).len();
+        let before = patches();
+        sync(&ctx, now).await.unwrap();
+        assert_eq!(
+            patches(),
+            before,
+            "in sync: the Provider is not written again"
         );
     }
 

@@ -9,7 +9,8 @@
 //! reads and writes of the shared cache of signature material, by result;
 //! the verdicts of
 //! `mode: audit` policies on the images admission requests carry, by policy
-//! and outcome (the webhook's); the build and crypto module
+//! and outcome (the webhook's); Gatekeeper external-data requests and their
+//! keys by outcome (the webhook's provider); the build and crypto module
 //! (`sigil_build_info`).
 //! Label values are constants, HTTP status codes, registry hosts capped at
 //! [`MAX_REGISTRY_HOSTS`], or policy names capped at
@@ -122,6 +123,22 @@ pub struct ConnectionLabels {
     pub reason: &'static str,
 }
 
+/// Labels of `sigil_external_data_requests`.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ExternalDataRequestLabels {
+    /// `answered` (one item per key) or `system-error` (the request as a
+    /// whole was refused: unreadable, another version, too large).
+    pub outcome: &'static str,
+}
+
+/// Labels of `sigil_external_data_keys`.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ExternalDataKeyLabels {
+    /// `allowed`, `warned`, `denied`, `skipped` (a namespace sigil never
+    /// acts in) or `error` (the key could not be judged).
+    pub outcome: &'static str,
+}
+
 /// Every metric the webhook exports, registered once.
 #[derive(Debug)]
 pub struct Metrics {
@@ -161,6 +178,10 @@ pub struct Metrics {
     pub audit_mode_skipped: Counter,
     /// Reads and writes of the shared cache, by operation and result.
     pub shared_cache: Family<SharedCacheLabels, Counter>,
+    /// Gatekeeper external-data requests, by outcome.
+    pub external_data_requests: Family<ExternalDataRequestLabels, Counter>,
+    /// Keys of those requests, by outcome.
+    pub external_data_keys: Family<ExternalDataKeyLabels, Counter>,
     registry_hosts: Mutex<HashSet<String>>,
     audit_mode_policies: Mutex<HashSet<String>>,
 }
@@ -290,6 +311,18 @@ impl Metrics {
             "Reads (get) and writes (set) of the shared cache of signature material, by result: hit, miss, rejected (an entry failing its MAC, expired or unreadable, ignored), error (failed or past the wait), skipped (pausing after failures, or a write dropped), stored",
             shared_cache.clone(),
         );
+        let external_data_requests = Family::<ExternalDataRequestLabels, Counter>::default();
+        registry.register(
+            "external_data_requests",
+            "Gatekeeper external-data requests answered by the provider, by outcome: answered, system-error (refused as a whole)",
+            external_data_requests.clone(),
+        );
+        let external_data_keys = Family::<ExternalDataKeyLabels, Counter>::default();
+        registry.register(
+            "external_data_keys",
+            "Keys (images) of Gatekeeper external-data requests, by outcome: allowed, warned, denied, skipped, error (not judged)",
+            external_data_keys.clone(),
+        );
         registry.register(
             "build",
             "Version and crypto module of this binary",
@@ -313,6 +346,8 @@ impl Metrics {
             audit_mode_verdicts,
             audit_mode_skipped,
             shared_cache,
+            external_data_requests,
+            external_data_keys,
             registry_hosts: Mutex::new(HashSet::new()),
             audit_mode_policies: Mutex::new(HashSet::new()),
         }

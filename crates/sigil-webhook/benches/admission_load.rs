@@ -192,6 +192,7 @@ fn main() {
                 },
                 ..ServeLimits::default()
             },
+            external_data: None,
         };
         let running = start(judge.clone(), NoPullSecrets, settings).await.unwrap();
         let addr = running.addr;

@@ -45,7 +45,7 @@ use sigil_registry::Digest;
 use tokio::sync::Semaphore;
 use tokio::time::Instant;
 
-use crate::cache::{CacheConfig, CachedJudge, LookupError};
+use crate::cache::{CacheConfig, CachedJudge, LookupError, SecretsOnce};
 use crate::images::{self, ImageSite};
 use crate::judge::{ImageJudge, ObjectInfo, Outcome, PinnedImage, PullSecretSource, Verdict};
 use crate::metrics::{Metrics, RequestLabels};
@@ -323,6 +323,75 @@ struct ImageOutcome {
     note: Option<String>,
 }
 
+/// What `/validate` says about one image, in its words: whether it may run,
+/// the reasons its denial line gives, and the warnings the answer carries
+/// for it. [`Admission::judge_images`] gives one per image, and `/validate`
+/// builds its message from them, so another caller (the Gatekeeper
+/// provider) cannot word a verdict differently.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ImageAnswer {
+    /// The image as written.
+    pub image: String,
+    /// Whether it may run.
+    pub allowed: bool,
+    /// What the verdict comes to.
+    pub outcome: Outcome,
+    /// The digest judged, when one was found (written or resolved).
+    pub digest: Option<String>,
+    /// `false` when the image could not be judged at all (its tag did not
+    /// resolve, the deadline passed, pull secrets could not be read): its
+    /// one reason is then that cause.
+    pub judged: bool,
+    /// When denied: the reasons, one line each, as the denial line joins
+    /// them with `; `.
+    pub reasons: Vec<String>,
+    /// The admission warnings about it (`image X: ...`).
+    pub warnings: Vec<String>,
+    /// The policies that applied, for logs.
+    pub policies: Vec<String>,
+}
+
+impl ImageAnswer {
+    fn from_outcome(o: ImageOutcome) -> Self {
+        let mut warnings: Vec<String> = match &o.verdict {
+            Ok(v) => v
+                .warnings
+                .iter()
+                .map(|w| render::image_warning(&printable(&o.image), &one_line(w)))
+                .collect(),
+            Err(_) => Vec::new(),
+        };
+        let (allowed, outcome, policies) = match &o.verdict {
+            Ok(v) => (v.allowed, v.outcome(), v.policies.clone()),
+            Err(_) => (false, Outcome::Denied, Vec::new()),
+        };
+        let reasons = match &o.verdict {
+            _ if allowed => Vec::new(),
+            Ok(v) if v.reasons.is_empty() => vec!["denied by policy".to_string()],
+            Ok(v) => v.reasons.iter().map(|r| one_line(r)).collect(),
+            Err(cause) => vec![cause.clone()],
+        };
+        if allowed {
+            warnings.extend(o.note);
+        }
+        let outcome = if allowed && outcome == Outcome::Allowed && !warnings.is_empty() {
+            Outcome::Warned
+        } else {
+            outcome
+        };
+        Self {
+            allowed,
+            outcome,
+            digest: o.digest,
+            judged: o.verdict.is_ok(),
+            reasons,
+            warnings,
+            policies,
+            image: o.image,
+        }
+    }
+}
+
 /// Flattens a multi-line reason so each failing image stays on one line.
 fn one_line(s: &str) -> String {
     printable(
@@ -389,13 +458,40 @@ pub fn printable(s: &str) -> String {
         .collect()
 }
 
-fn lookup_cause(what: &str, image: &str, e: &LookupError, config: &AdmissionConfig) -> String {
+/// When a judgement must be done, and the setting that deadline comes from,
+/// which a denial for running out of time tells the user to raise.
+#[derive(Debug, Clone, Copy)]
+pub struct Deadline {
+    /// When the answer is due.
+    pub at: Instant,
+    /// The timeout it derives from.
+    pub timeout: Duration,
+    /// The part of that timeout kept to answer and cross the network.
+    pub margin: Duration,
+    /// The setting of that timeout, as a user finds it.
+    pub setting: &'static str,
+}
+
+impl AdmissionConfig {
+    /// The deadline of a review due at `at`, named as the webhook's.
+    fn named(&self, at: Instant) -> Deadline {
+        Deadline {
+            at,
+            timeout: self.timeout,
+            margin: self.margin,
+            setting: "the webhook's timeoutSeconds",
+        }
+    }
+}
+
+fn lookup_cause(what: &str, image: &str, e: &LookupError, deadline: &Deadline) -> String {
     match e {
         LookupError::Deadline { .. } => format!(
-            "{what} {e}: registry {} may be slow or unreachable; retry, or raise the webhook's timeoutSeconds (now {}s, of which sigil keeps {} ms as margin)",
+            "{what} {e}: registry {} may be slow or unreachable; retry, or raise {} (now {}s, of which sigil keeps {} ms as margin)",
             printable(crate::cache::registry_host(image)),
-            config.timeout.as_secs(),
-            config.margin.as_millis()
+            deadline.setting,
+            deadline.timeout.as_secs(),
+            deadline.margin.as_millis()
         ),
         LookupError::Secrets(cause) => format!("cannot read pull secrets: {cause}"),
     }
@@ -439,6 +535,11 @@ impl<J: ImageJudge, S: PullSecretSource> Admission<J, S> {
     /// The cached judge.
     pub fn cache(&self) -> &CachedJudge<J> {
         &self.cache
+    }
+
+    /// Where pull secrets come from.
+    pub fn pull_secrets(&self) -> &Arc<S> {
+        &self.secrets
     }
 
     /// The settings.
@@ -547,8 +648,8 @@ impl<J: ImageJudge, S: PullSecretSource> Admission<J, S> {
         &self,
         image: &str,
         object: &ObjectInfo,
-        secrets: &ObjectSecrets<'_, S>,
-        deadline: Instant,
+        secrets: &impl SecretsOnce,
+        due: &Deadline,
     ) -> ImageOutcome {
         let judge = self.cache.judge();
         let mut outcome = ImageOutcome {
@@ -586,7 +687,7 @@ impl<J: ImageJudge, S: PullSecretSource> Admission<J, S> {
             );
             return outcome;
         } else {
-            match self.cache.resolve(image, secrets, deadline).await {
+            match self.cache.resolve(image, secrets, due.at).await {
                 // A template left as written is not worth a warning on every
                 // apply: its Pods are pinned when they are created.
                 Ok(Ok(d)) if self.config.pin != PinMode::Off && !self.config.pins(object) => d,
@@ -604,8 +705,7 @@ impl<J: ImageJudge, S: PullSecretSource> Admission<J, S> {
                     return outcome;
                 }
                 Err(e) => {
-                    outcome.verdict =
-                        Err(lookup_cause("resolving the tag", image, &e, &self.config));
+                    outcome.verdict = Err(lookup_cause("resolving the tag", image, &e, due));
                     return outcome;
                 }
             }
@@ -617,10 +717,37 @@ impl<J: ImageJudge, S: PullSecretSource> Admission<J, S> {
         };
         outcome.verdict = self
             .cache
-            .verdict(&pinned, object, secrets, deadline)
+            .verdict(&pinned, object, secrets, due.at)
             .await
-            .map_err(|e| lookup_cause("verification", image, &e, &self.config));
+            .map_err(|e| lookup_cause("verification", image, &e, due));
         outcome
+    }
+
+    /// Judges `images` (distinct) of `object` as `/validate` does, by
+    /// `due`, all at once (the cache's single flight and the registry
+    /// clients' per-host bounds limit the work); each `mode: audit` policy
+    /// that selects one judges it afterwards in the background. One answer
+    /// per image, in order.
+    pub async fn judge_images(
+        &self,
+        object: &ObjectInfo,
+        images: &[&str],
+        secrets: &impl SecretsOnce,
+        due: &Deadline,
+    ) -> Vec<ImageAnswer> {
+        let outcomes = join_all(
+            images
+                .iter()
+                .map(|image| self.judge_image(image, object, secrets, due)),
+        )
+        .await;
+        for o in &outcomes {
+            self.judge_audit_mode_later(object, &o.image, o.digest.as_deref());
+        }
+        outcomes
+            .into_iter()
+            .map(ImageAnswer::from_outcome)
+            .collect()
     }
 
     async fn validate(&self, checked: &Checked, deadline: Instant) -> Decision {
@@ -631,66 +758,43 @@ impl<J: ImageJudge, S: PullSecretSource> Admission<J, S> {
             self.cache.judge().signature_pull_secrets(),
         );
         let distinct = Self::distinct(&checked.sites);
-        let outcomes = join_all(
-            distinct
-                .iter()
-                .map(|(image, _)| self.judge_image(image, object, &secrets, deadline)),
-        )
-        .await;
-        for o in &outcomes {
-            self.judge_audit_mode_later(object, &o.image, o.digest.as_deref());
-        }
+        let images: Vec<&str> = distinct.iter().map(|(image, _)| *image).collect();
+        let due = self.config.named(deadline);
+        let answers = self.judge_images(object, &images, &secrets, &due).await;
         let mut lines = String::new();
         let mut failed = 0usize;
         let mut warnings = Vec::new();
-        for ((_, sites), o) in distinct.iter().zip(&outcomes) {
+        for ((_, sites), a) in distinct.iter().zip(answers) {
             let containers = sites
                 .iter()
                 .map(|s| format!("{} {}", s.list.label(), s.container))
                 .collect::<Vec<_>>()
                 .join(", ");
-            let digest = o.digest.as_deref().unwrap_or("-");
-            let (allowed, policies, outcome) = match &o.verdict {
-                Ok(v) => (v.allowed, v.policies.join(","), v.outcome()),
-                Err(_) => (false, String::new(), Outcome::Denied),
-            };
             tracing::info!(
                 namespace = %printable(&object.namespace),
                 kind = %printable(&object.kind),
                 name = %printable(&object.name),
-                image = %printable(&o.image),
-                digest,
-                policy = %policies,
-                outcome = outcome.label(),
+                image = %printable(&a.image),
+                digest = a.digest.as_deref().unwrap_or("-"),
+                policy = %a.policies.join(","),
+                outcome = a.outcome.label(),
                 "admission decision"
             );
-            if let Ok(v) = &o.verdict {
-                warnings.extend(
-                    v.warnings
-                        .iter()
-                        .map(|w| render::image_warning(&printable(&o.image), &one_line(w))),
-                );
-            }
-            if allowed {
-                warnings.extend(o.note.clone());
+            warnings.extend(a.warnings);
+            if a.allowed {
                 continue;
             }
             failed += 1;
-            let reasons = match &o.verdict {
-                Ok(v) if v.reasons.is_empty() => vec!["denied by policy".to_string()],
-                Ok(v) => v.reasons.iter().map(|r| one_line(r)).collect(),
-                Err(cause) => vec![cause.clone()],
-            };
-            let at = o
+            let at = a
                 .digest
                 .as_deref()
-                .filter(|_| !images::is_pinned(&o.image))
+                .filter(|_| !images::is_pinned(&a.image))
                 .map(|d| format!("{d}, "))
                 .unwrap_or_default();
             let line = render::image_line(
-                &printable(&o.image),
+                &printable(&a.image),
                 &format!(" ({at}{})", printable(&containers)),
-                &reasons,
+                &a.reasons,
             );
             append_line(&mut lines, &line, failed);
         }
@@ -768,7 +872,9 @@ impl<J: ImageJudge, S: PullSecretSource> Admission<J, S> {
                     continue;
                 }
                 Ok(Err(cause)) => one_line(&cause),
-                Err(e) => lookup_cause("resolving the tag", image, &e, &self.config),
+                Err(e) => {
+                    lookup_cause("resolving the tag", image, &e, &self.config.named(deadline))
+                }
             };
             failed += 1;
             let line = format!(

@@ -20,6 +20,7 @@ use sigil_verifier::verify::{SignerPolicy, VerificationPolicy};
 
 use crate::admit::{AdmissionConfig, PinMode};
 use crate::error::Error;
+use crate::external_data::{ExternalDataConfig, ExternalDataSettings};
 use crate::server::{Recycle, ServeLimits};
 use crate::static_judge::StaticPolicy;
 
@@ -123,6 +124,28 @@ pub struct Args {
     /// Seconds a tag→digest resolution stays cached.
     #[arg(long, default_value_t = 30)]
     pub digest_ttl_seconds: u64,
+    /// HTTPS address of the Gatekeeper external-data provider (`POST
+    /// /verify`, answering Gatekeeper's ProviderRequests with the verdicts
+    /// of `/validate`); off unless given. Needs --gatekeeper-client-ca.
+    #[arg(long, requires = "gatekeeper_client_ca")]
+    pub gatekeeper_listen: Option<SocketAddr>,
+    /// PEM CA bundle every client of --gatekeeper-listen must present a
+    /// certificate of (mutual TLS): Gatekeeper's own CA, `ca.crt` of its
+    /// gatekeeper-webhook-server-cert Secret. Re-read when it changes
+    /// (polled every --cert-poll-seconds).
+    #[arg(long, value_name = "PEM", requires = "gatekeeper_listen")]
+    pub gatekeeper_client_ca: Option<PathBuf>,
+    /// The Gatekeeper Provider's spec.timeout, in seconds: the provider
+    /// answers within it, less a margin (--deadline-margin-ms, at most
+    /// half of it).
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u64).range(1..=30))]
+    pub gatekeeper_timeout_seconds: u64,
+    /// Most keys (images) in one Gatekeeper request.
+    #[arg(long, default_value_t = 1024)]
+    pub gatekeeper_max_keys: usize,
+    /// Largest Gatekeeper request body read, in bytes.
+    #[arg(long, default_value_t = 1024 * 1024)]
+    pub gatekeeper_max_body_bytes: usize,
     /// Log format.
     #[arg(long, value_enum, default_value = "text")]
     pub log_format: LogFormat,
@@ -168,6 +191,22 @@ impl Args {
                 .judge
                 .cache_config(Duration::from_secs(self.digest_ttl_seconds)),
         }
+    }
+
+    /// The Gatekeeper provider's listener and bounds, when it is on.
+    pub fn external_data(&self) -> Option<ExternalDataSettings> {
+        let listen = self.gatekeeper_listen?;
+        let client_ca = self.gatekeeper_client_ca.clone()?;
+        Some(ExternalDataSettings {
+            listen,
+            client_ca,
+            config: ExternalDataConfig {
+                timeout: Duration::from_secs(self.gatekeeper_timeout_seconds),
+                margin: Duration::from_millis(self.deadline_margin_ms),
+                max_keys: self.gatekeeper_max_keys.max(1),
+                max_body_bytes: self.gatekeeper_max_body_bytes,
+            },
+        })
     }
 
     /// Server bounds.
@@ -266,5 +305,42 @@ impl Args {
             fingerprint,
             allowed_registries: self.judge.allowed_registries()?,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(extra: &[&str]) -> Result<Args, clap::Error> {
+        let base = ["sigil-webhook", "--tls-cert", "c.pem", "--tls-key", "k.pem"];
+        Args::try_parse_from(base.iter().chain(extra))
+    }
+
+    #[test]
+    fn the_gatekeeper_provider_is_off_unless_its_listener_and_client_ca_are_both_given() {
+        assert!(parse(&[]).unwrap().external_data().is_none());
+        assert!(parse(&["--gatekeeper-listen", "0.0.0.0:8444"]).is_err());
+        assert!(parse(&["--gatekeeper-client-ca", "ca.crt"]).is_err());
+        let args = parse(&[
+            "--gatekeeper-listen",
+            "0.0.0.0:8444",
+            "--gatekeeper-client-ca",
+            "ca.crt",
+            "--gatekeeper-timeout-seconds",
+            "5",
+            "--gatekeeper-max-keys",
+            "0",
+            "--deadline-margin-ms",
+            "700",
+        ])
+        .unwrap();
+        let gk = args.external_data().unwrap();
+        assert_eq!(gk.listen, "0.0.0.0:8444".parse().unwrap());
+        assert_eq!(gk.client_ca, PathBuf::from("ca.crt"));
+        assert_eq!(gk.config.timeout, Duration::from_secs(5));
+        assert_eq!(gk.config.margin, Duration::from_millis(700));
+        assert_eq!(gk.config.max_keys, 1, "at least one key is allowed");
+        assert!(parse(&["--gatekeeper-timeout-seconds", "31"]).is_err());
     }
 }

@@ -6,17 +6,24 @@
 //! images of each supported kind; [`admit`] is the decision as plain code;
 //! [`server`] is axum over rustls with graceful shutdown; [`tls`] reloads the
 //! serving certificate; [`static_judge`] is the judge for a policy given by
-//! flags. The judgement itself is `sigil-judge`'s, shared with the audit
+//! flags; [`external_data`] serves the same verdicts to Gatekeeper as an
+//! external-data provider, on a listener of its own with mutual TLS. The
+//! judgement itself is `sigil-judge`'s, shared with the audit
 //! (`sigil-audit`, a program of its own) and re-exported here under its old
 //! paths: [`judge`] (the seam), [`cache`] (moka caches and single flight),
 //! [`policy_judge`] (the controller's policy snapshot, read by
 //! [`snapshot_source`]), [`secrets`] (pull secrets) and [`metrics`]; the
 //! judge's flags and their `build()` are `sigil_judge::args`.
 #![forbid(unsafe_code)]
+// The Gatekeeper provider's handler future (every namespace's judgement of
+// every key, through the cache and the registry client's moka caches) is
+// deeper than the default limit lets the compiler prove `Send`.
+#![recursion_limit = "256"]
 
 pub mod admit;
 pub mod config;
 pub mod error;
+pub mod external_data;
 pub mod images;
 pub mod memory_budget;
 pub mod review;
@@ -42,6 +49,7 @@ pub use config::Args;
 pub use error::Error;
 
 use crate::admit::{Admission, AdmissionConfig};
+use crate::external_data::{ExternalDataSettings, ProviderState};
 use crate::judge::{ImageJudge, PullSecretSource};
 use crate::metrics::Metrics;
 use crate::server::{AppState, ServeLimits};
@@ -62,6 +70,8 @@ pub struct ServerSettings {
     pub admission: AdmissionConfig,
     /// Server bounds.
     pub limits: ServeLimits,
+    /// The Gatekeeper external-data provider's listener; `None`: off.
+    pub external_data: Option<ExternalDataSettings>,
 }
 
 /// A started server.
@@ -70,6 +80,8 @@ pub struct Running<J, S> {
     pub addr: SocketAddr,
     /// The metrics address actually bound.
     pub metrics_addr: SocketAddr,
+    /// The Gatekeeper provider's address actually bound, when it is on.
+    pub external_data_addr: Option<SocketAddr>,
     /// Shared state (metrics, caches, readiness).
     pub state: Arc<AppState<J, S>>,
     stop: Trigger,
@@ -87,6 +99,15 @@ impl<J, S> Running<J, S> {
             let _ = t.await;
         }
     }
+}
+
+/// The Gatekeeper provider's listener, bound, before it serves.
+struct ProviderListener {
+    listener: TcpListener,
+    tls: Arc<rustls::ServerConfig>,
+    router: axum::Router,
+    addr: SocketAddr,
+    clients: Arc<tls::ReloadingClientCa>,
 }
 
 async fn bind(addr: SocketAddr) -> Result<TcpListener, Error> {
@@ -123,8 +144,48 @@ pub async fn start_with_metrics<J: ImageJudge, S: PullSecretSource>(
         source,
     })?;
     let metrics_addr = admin.local_addr();
+    let provider = match &settings.external_data {
+        Some(gk) => {
+            let clients = tls::ReloadingClientCa::load(&gk.client_ca)?;
+            let mtls = tls::mutual_tls_config(cert.clone(), clients.clone())?;
+            let listener = bind(gk.listen).await?;
+            let addr = listener.local_addr().map_err(|source| Error::Bind {
+                addr: gk.listen,
+                source,
+            })?;
+            let state = Arc::new(ProviderState {
+                app: state.clone(),
+                config: gk.config.clone(),
+            });
+            Some(ProviderListener {
+                listener,
+                tls: mtls,
+                router: external_data::router(state),
+                addr,
+                clients,
+            })
+        }
+        None => None,
+    };
+    let external_data_addr = provider.as_ref().map(|p| p.addr);
+    let client_ca_watcher = provider
+        .as_ref()
+        .map(|p| tokio::spawn(p.clients.clone().watch(settings.cert_poll)));
     let (stop, stopping) = shutdown::channel();
     let watcher = tokio::spawn(cert.watch(settings.cert_poll));
+    let mut tasks = Vec::new();
+    if let Some(p) = provider {
+        let addr = p.addr;
+        tasks.push(tokio::spawn(server::serve_tls(
+            p.listener,
+            p.tls,
+            p.router,
+            settings.limits.clone(),
+            state.admission.metrics().clone(),
+            stopping.wait(),
+        )));
+        tracing::info!(%addr, "Gatekeeper external-data provider serving");
+    }
     let https = tokio::spawn(server::serve_tls(
         listener,
         tls,
@@ -142,14 +203,19 @@ pub async fn start_with_metrics<J: ImageJudge, S: PullSecretSource>(
     let stop_watcher = tokio::spawn(async move {
         stopping.requested().await;
         watcher.abort();
+        if let Some(w) = client_ca_watcher {
+            w.abort();
+        }
     });
     tracing::info!(%addr, %metrics_addr, "sigil-webhook serving");
+    tasks.extend([https, plain, stop_watcher]);
     Ok(Running {
         addr,
         metrics_addr,
+        external_data_addr,
         state,
         stop,
-        tasks: vec![https, plain, stop_watcher],
+        tasks,
     })
 }
 
@@ -211,5 +277,6 @@ fn server_settings(args: &Args) -> ServerSettings {
         cert_poll: Duration::from_secs(args.cert_poll_seconds.max(1)),
         admission: args.admission(),
         limits: args.serve_limits(),
+        external_data: args.external_data(),
     }
 }

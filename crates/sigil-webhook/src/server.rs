@@ -166,13 +166,13 @@ impl Drop for InFlight {
 }
 
 /// Why a body was not read.
-enum BodyError {
+pub(crate) enum BodyError {
     TooLarge(Vec<u8>),
     Read(String),
 }
 
 /// Reads at most `limit` bytes by `deadline`; on overflow returns what was read.
-async fn read_body(
+pub(crate) async fn read_body(
     headers: &HeaderMap,
     body: Body,
     limit: usize,

@@ -1,6 +1,8 @@
 //! Serving certificates: loading a PEM certificate chain and key, a rustls
 //! resolver whose certificate can be swapped while serving, and the reload
-//! loop that polls the mounted files.
+//! loop that polls the mounted files; and, reloaded the same way, the client
+//! CA bundle of a listener that requires client certificates (the
+//! Gatekeeper provider's).
 //!
 //! Polling, not inotify: a Kubernetes Secret volume update swaps the
 //! `..data` symlink of the directory, which a watch on the file never sees.
@@ -13,11 +15,15 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
-use rustls::ServerConfig;
-use rustls::server::{ClientHello, ResolvesServerCert};
+use rustls::client::danger::HandshakeSignatureValid;
+use rustls::server::danger::{ClientCertVerified, ClientCertVerifier};
+use rustls::server::{ClientHello, ResolvesServerCert, WebPkiClientVerifier};
 use rustls::sign::CertifiedKey;
+use rustls::{
+    DigitallySignedStruct, DistinguishedName, RootCertStore, ServerConfig, SignatureScheme,
+};
 use rustls_pki_types::pem::PemObject;
-use rustls_pki_types::{CertificateDer, PrivateKeyDer};
+use rustls_pki_types::{CertificateDer, PrivateKeyDer, UnixTime};
 use sha2::{Digest as _, Sha256};
 
 /// Largest certificate or key file read.
@@ -69,6 +75,16 @@ pub enum TlsError {
     /// rustls refused the configuration.
     #[error("cannot configure TLS: {0}")]
     Config(String),
+    /// The client CA bundle holds no usable CA certificate.
+    #[error(
+        "{path} holds no usable CA certificate ({reason}); give the PEM CA that signs the client certificates (Gatekeeper's: ca.crt of the gatekeeper-webhook-server-cert Secret)"
+    )]
+    ClientCa {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        reason: String,
+    },
 }
 
 fn read_bounded(path: &Path) -> Result<Vec<u8>, TlsError> {
@@ -221,6 +237,191 @@ pub fn server_config(cert: Arc<ReloadingCert>) -> Result<Arc<ServerConfig>, TlsE
         .with_safe_default_protocol_versions()
         .map_err(|e| TlsError::Config(e.to_string()))?
         .with_no_client_auth()
+        .with_cert_resolver(cert);
+    config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+    Ok(Arc::new(config))
+}
+
+/// The CA certificates in the PEM bundle `pem` (read from `path`) that
+/// client certificates must chain to.
+fn client_roots(path: &Path, pem: &[u8]) -> Result<RootCertStore, TlsError> {
+    let mut roots = RootCertStore::empty();
+    let mut refused = Vec::new();
+    for (i, cert) in CertificateDer::pem_slice_iter(pem).enumerate() {
+        let added = cert
+            .map_err(|e| e.to_string())
+            .and_then(|der| roots.add(der).map_err(|e| e.to_string()));
+        if let Err(why) = added {
+            refused.push(format!("certificate {}: {why}", i + 1));
+        }
+    }
+    if roots.is_empty() {
+        let reason = if refused.is_empty() {
+            "no PEM CERTIFICATE block".to_string()
+        } else {
+            refused.join("; ")
+        };
+        return Err(TlsError::ClientCa {
+            path: path.to_path_buf(),
+            reason,
+        });
+    }
+    Ok(roots)
+}
+
+/// The client CA bundle of a mutual-TLS listener, re-read when its file
+/// changes, as [`ReloadingCert`] does for the serving pair: when Gatekeeper
+/// renews its CA and the mounted copy is updated, clients with the new
+/// CA's certificates are served without a restart. A bundle that does not
+/// parse is logged and the previous one stays.
+pub struct ReloadingClientCa {
+    path: PathBuf,
+    provider: Arc<rustls::crypto::CryptoProvider>,
+    current: RwLock<(Arc<dyn ClientCertVerifier>, [u8; 32])>,
+}
+
+impl fmt::Debug for ReloadingClientCa {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ReloadingClientCa")
+            .field("path", &self.path)
+            .finish_non_exhaustive()
+    }
+}
+
+impl ReloadingClientCa {
+    /// Reads the bundle at `path`; fails when it holds no usable CA.
+    pub fn load(path: &Path) -> Result<Arc<Self>, TlsError> {
+        let provider = Arc::new(sigil_registry::tls::provider());
+        let pem = read_bounded(path)?;
+        let verifier = Self::verifier(path, &pem, &provider)?;
+        Ok(Arc::new(Self {
+            path: path.to_path_buf(),
+            provider,
+            current: RwLock::new((verifier, Sha256::digest(&pem).into())),
+        }))
+    }
+
+    fn verifier(
+        path: &Path,
+        pem: &[u8],
+        provider: &Arc<rustls::crypto::CryptoProvider>,
+    ) -> Result<Arc<dyn ClientCertVerifier>, TlsError> {
+        let roots = client_roots(path, pem)?;
+        WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider.clone())
+            .build()
+            .map_err(|e| TlsError::ClientCa {
+                path: path.to_path_buf(),
+                reason: e.to_string(),
+            })
+    }
+
+    /// Re-reads the bundle; swaps the verifier when it changed and parses.
+    /// Returns whether it swapped.
+    pub fn reload(&self) -> Result<bool, TlsError> {
+        let pem = read_bounded(&self.path)?;
+        let hash: [u8; 32] = Sha256::digest(&pem).into();
+        if self.current.read().map(|c| c.1 == hash).unwrap_or(false) {
+            return Ok(false);
+        }
+        let verifier = Self::verifier(&self.path, &pem, &self.provider)?;
+        if let Ok(mut c) = self.current.write() {
+            *c = (verifier, hash);
+        }
+        Ok(true)
+    }
+
+    /// Polls the bundle every `interval` until the process ends.
+    pub async fn watch(self: Arc<Self>, interval: Duration) {
+        let mut ticker = tokio::time::interval(interval.max(Duration::from_millis(100)));
+        ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            ticker.tick().await;
+            let this = self.clone();
+            match tokio::task::spawn_blocking(move || this.reload()).await {
+                Ok(Ok(true)) => {
+                    tracing::info!(ca = %self.path.display(), "client CA bundle reloaded")
+                }
+                Ok(Ok(false)) => {}
+                Ok(Err(e)) => {
+                    tracing::warn!(error = %e, "client CA bundle not reloaded; keeping the previous one")
+                }
+                Err(e) => tracing::warn!(error = %e, "client CA reload task failed"),
+            }
+        }
+    }
+
+    /// The verifier in force; a poisoned lock (a panic while swapping,
+    /// which cannot happen) refuses every client rather than none.
+    fn get(&self) -> Result<Arc<dyn ClientCertVerifier>, rustls::Error> {
+        self.current
+            .read()
+            .map(|c| c.0.clone())
+            .map_err(|_| rustls::Error::General("client CA bundle unavailable".into()))
+    }
+}
+
+impl ClientCertVerifier for ReloadingClientCa {
+    fn offer_client_auth(&self) -> bool {
+        true
+    }
+
+    fn client_auth_mandatory(&self) -> bool {
+        true
+    }
+
+    // The subjects would have to outlive a swap of the bundle; the hint is
+    // optional, and Gatekeeper presents its one certificate regardless.
+    fn root_hint_subjects(&self) -> &[DistinguishedName] {
+        &[]
+    }
+
+    fn verify_client_cert(
+        &self,
+        end_entity: &CertificateDer<'_>,
+        intermediates: &[CertificateDer<'_>],
+        now: UnixTime,
+    ) -> Result<ClientCertVerified, rustls::Error> {
+        self.get()?
+            .verify_client_cert(end_entity, intermediates, now)
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        self.get()?.verify_tls12_signature(message, cert, dss)
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        self.get()?.verify_tls13_signature(message, cert, dss)
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
+        self.provider
+            .signature_verification_algorithms
+            .supported_schemes()
+    }
+}
+
+/// [`server_config`] that requires every client to present a certificate
+/// that `clients` accepts (mutual TLS): a connection without one, or with
+/// one from another CA, fails its handshake.
+pub fn mutual_tls_config(
+    cert: Arc<ReloadingCert>,
+    clients: Arc<ReloadingClientCa>,
+) -> Result<Arc<ServerConfig>, TlsError> {
+    let provider = Arc::new(sigil_registry::tls::provider());
+    let mut config = ServerConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(|e| TlsError::Config(e.to_string()))?
+        .with_client_cert_verifier(clients)
         .with_cert_resolver(cert);
     config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
     Ok(Arc::new(config))

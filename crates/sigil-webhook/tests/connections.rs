@@ -104,6 +104,7 @@ async fn serve(
             recycle,
             ..ServeLimits::default()
         },
+        external_data: None,
     };
     start(judge, NoPullSecrets, settings).await.unwrap()
 }

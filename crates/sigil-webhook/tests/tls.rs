@@ -123,6 +123,7 @@ async fn serve(judge: Arc<FakeJudge>, files: CertFiles) -> Running<FakeJudge, No
             drain: Duration::from_secs(5),
             ..ServeLimits::default()
         },
+        external_data: None,
     };
     start(judge, NoPullSecrets, settings).await.unwrap()
 }
