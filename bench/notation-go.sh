@@ -30,7 +30,8 @@ repo=registry.example/acme/app
 
 # Microseconds of CPU per verification of one process, from /usr/bin/time.
 cpu_per() {
-    /usr/bin/time -f '%U %S' -o "$work/time" "$@" >/dev/null
+    /usr/bin/time -f '%U %S' -o "$work/time" "$@" >/dev/null ||
+        { echo "bench-notation: $1 failed" >&2; return 1; }
     awk -v n="$count" '{ printf "%.0f\n", ($1 + $2) * 1e6 / n }' "$work/time"
 }
 median() { sort -n | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
@@ -41,11 +42,12 @@ for format in jws cose; do
         -media-type "$media" -digest "$digest" -size "$size" >"$work/sig.$format"
     sigil=() go=()
     for _ in $(seq "$runs"); do
-        sigil+=("$(cpu_per "$target/release/examples/verify_loop" "$work/config" "$work/sig.$format" \
-            "$media" "$digest" "$size" "$repo" "$count")")
-        go+=("$(cpu_per "$bin/notation-signer" -verify-loop "$count" -config "$work/config" \
+        s=$(cpu_per "$target/release/examples/verify_loop" "$work/config" "$work/sig.$format" \
+            "$media" "$digest" "$size" "$repo" "$count") || exit 1
+        g=$(cpu_per "$bin/notation-signer" -verify-loop "$count" -config "$work/config" \
             -envelope "$work/sig.$format" -reference "$repo@$digest" -media-type "$media" \
-            -digest "$digest" -size "$size")")
+            -digest "$digest" -size "$size") || exit 1
+        sigil+=("$s") go+=("$g")
     done
     s=$(printf '%s\n' "${sigil[@]}" | median)
     g=$(printf '%s\n' "${go[@]}" | median)

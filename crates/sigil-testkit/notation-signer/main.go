@@ -104,7 +104,7 @@ func verifyLoop(loops int, config, envelope, reference, mediaType, dgst string, 
 	if err := json.Unmarshal(raw, &policy); err != nil {
 		return fmt.Errorf("%s/trustpolicy.json: %w", config, err)
 	}
-	store := truststore.NewX509TrustStore(dir.NewSysFS(filepath.Join(config, "truststore")))
+	store := truststore.NewX509TrustStore(dir.NewSysFS(config))
 	v, err := verifier.New(&policy, store, nil)
 	if err != nil {
 		return err
