@@ -203,22 +203,36 @@ impl ReloadingCert {
 
     /// Polls the files every `interval` until the process ends.
     pub async fn watch(self: Arc<Self>, interval: Duration) {
-        let mut ticker = tokio::time::interval(interval.max(Duration::from_millis(100)));
-        ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        loop {
-            ticker.tick().await;
-            let this = self.clone();
-            // File reads block; keep them off the reactor threads.
-            match tokio::task::spawn_blocking(move || this.reload()).await {
-                Ok(Ok(true)) => {
-                    tracing::info!(cert = %self.files.cert.display(), "serving certificate reloaded")
-                }
-                Ok(Ok(false)) => {}
-                Ok(Err(e)) => {
-                    tracing::warn!(error = %e, "serving certificate not reloaded; keeping the previous one")
-                }
-                Err(e) => tracing::warn!(error = %e, "certificate reload task failed"),
-            }
+        let file = self.files.cert.clone();
+        poll_reloads(self, interval, Self::reload, "serving certificate", &file).await;
+    }
+}
+
+/// Calls `reload` on `this` every `interval` (at least 100 ms) until the
+/// process ends, off the reactor threads (file reads block), and logs each
+/// swap and each failure of `what`, read from `file`; a failure keeps what
+/// was in force.
+async fn poll_reloads<T: Send + Sync + 'static>(
+    this: Arc<T>,
+    interval: Duration,
+    reload: fn(&T) -> Result<bool, TlsError>,
+    what: &'static str,
+    file: &std::path::Path,
+) {
+    let mut ticker = tokio::time::interval(interval.max(Duration::from_millis(100)));
+    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        ticker.tick().await;
+        let target = this.clone();
+        match tokio::task::spawn_blocking(move || reload(&target)).await {
+            Ok(Ok(true)) => tracing::info!(file = %file.display(), "{what} reloaded"),
+            Ok(Ok(false)) => {}
+            Ok(Err(e)) => tracing::warn!(
+                error = %e,
+                file = %file.display(),
+                "{what} not reloaded; keeping the previous one"
+            ),
+            Err(e) => tracing::warn!(error = %e, "{what} reload task failed"),
         }
     }
 }
@@ -332,22 +346,8 @@ impl ReloadingClientCa {
 
     /// Polls the bundle every `interval` until the process ends.
     pub async fn watch(self: Arc<Self>, interval: Duration) {
-        let mut ticker = tokio::time::interval(interval.max(Duration::from_millis(100)));
-        ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        loop {
-            ticker.tick().await;
-            let this = self.clone();
-            match tokio::task::spawn_blocking(move || this.reload()).await {
-                Ok(Ok(true)) => {
-                    tracing::info!(ca = %self.path.display(), "client CA bundle reloaded")
-                }
-                Ok(Ok(false)) => {}
-                Ok(Err(e)) => {
-                    tracing::warn!(error = %e, "client CA bundle not reloaded; keeping the previous one")
-                }
-                Err(e) => tracing::warn!(error = %e, "client CA reload task failed"),
-            }
-        }
+        let file = self.path.clone();
+        poll_reloads(self, interval, Self::reload, "client CA bundle", &file).await;
     }
 
     /// The verifier in force; a poisoned lock (a panic while swapping,
