@@ -568,9 +568,11 @@ async fn notation_signed_images_are_admitted_and_each_wrong_one_denied_naming_th
             "trustedIdentities": ["x509.subject: C=US, ST=WA, O=Acme"],
         }],
     });
+    // The glob names the repositories below e2e/ (`**` needs a segment after
+    // the slash), as the other scenarios' policies do.
     s.apply(&policy(
         "e2e-notation",
-        &format!("{scope}/**"),
+        &format!("{}/e2e/**", s.fx.get("OLAREG").unwrap()),
         json!([{"name": "acme", "notation": {
             "trustPolicy": trust_policy.to_string(),
             "trustStores": [{"name": "ca/acme", "certificates": acme.root.cert_pem()}],
