@@ -103,20 +103,29 @@ for values in "${cases[@]}"; do
     fi
 done
 
-# The audit's alerts tell enforcing policies from `mode: audit` and `warn`
-# ones: promtool's unit tests against the rules the audit case renders.
-if [[ -n $PROMTOOL && -s $WORK/audit.rules.yaml ]]; then
-    cp "$REPO/scripts/alert-tests/audit-alerts.yaml" "$WORK/audit-alerts.yaml"
-    if "$PROMTOOL" test rules "$WORK/audit-alerts.yaml" >"$WORK/promtool-test.log" 2>&1; then
-        log "ok   audit alerts: promtool test rules ($(grep -c '^  - name:' "$WORK/audit-alerts.yaml") cases)"
-    else
-        cat "$WORK/promtool-test.log" >&2
-        log "FAIL audit alerts: promtool test rules"
-        failed=1
-    fi
-elif [[ -n $PROMTOOL ]]; then
-    log "FAIL audit alerts: the audit case rendered no rules"
-    failed=1
+# promtool's unit tests of the alerts (scripts/alert-tests/*.yaml), each
+# against the rules a case renders (the rule file it names, NAME.rules.yaml
+# for charts/sigil/ci/NAME-values.yaml): the audit's alerts tell enforcing
+# policies from `mode: audit` and `warn` ones; the shared cache's tell an
+# unreachable cache from entries failing their MAC.
+if [[ -n $PROMTOOL ]]; then
+    for tests in "$REPO"/scripts/alert-tests/*.yaml; do
+        name=$(basename "$tests" .yaml)
+        rules=$(sed -n 's/^  - \(.*\.rules\.yaml\)$/\1/p' "$tests" | head -n 1)
+        if [[ -z $rules || ! -s $WORK/$rules ]]; then
+            log "FAIL $name: no case rendered the rules it tests (${rules:-none named})"
+            failed=1
+            continue
+        fi
+        cp "$tests" "$WORK/$name.yaml"
+        if "$PROMTOOL" test rules "$WORK/$name.yaml" >"$WORK/promtool-test.log" 2>&1; then
+            log "ok   $name: promtool test rules ($(grep -c '^  - name:' "$tests") cases)"
+        else
+            cat "$WORK/promtool-test.log" >&2
+            log "FAIL $name: promtool test rules"
+            failed=1
+        fi
+    done
 fi
 
 # The assertions themselves must be able to fail.
