@@ -610,6 +610,12 @@ mod tests {
         m.audit_mode_verdict("p", "fail");
         m.audit_mode_skipped.inc();
         m.discovered(1);
+        m.shared_cache
+            .get_or_create(&SharedCacheLabels {
+                operation: "get",
+                result: "hit",
+            })
+            .inc();
         let exposition = m.encode();
         let missing = sigil_testkit::metrics::unexported(&exposition, |name| {
             !name.starts_with("sigil_controller_") && !name.starts_with("sigil_audit_")
