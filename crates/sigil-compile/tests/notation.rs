@@ -504,13 +504,12 @@ fn pem_block(pem: &str, spaces: usize) -> String {
     pem.trim().lines().map(|l| format!("{pad}{l}\n")).collect()
 }
 
-/// A converted policy admits the image its certificates' signer signed and
-/// denies one signed under another root, as the tool it came from would.
-async fn admits_acme_denies_mallory(policy: &CompiledPolicy) {
-    let acme = pki(1, "Acme");
+/// A converted policy admits the image `acme` (whose root it trusts) signed
+/// and denies one signed under another root, as the tool it came from would.
+async fn admits_acme_denies_mallory(policy: &CompiledPolicy, acme: &NotaryPki) {
     let mallory = pki(2, "Mallory");
     let image = RegistryImage::new("acme/app", "converted");
-    for (signer, admitted) in [(&acme, true), (&mallory, false)] {
+    for (signer, admitted) in [(acme, true), (&mallory, false)] {
         let registry = serve(
             &image,
             vec![(Format::Cose, sign(signer, Format::Cose, &image))],
@@ -530,19 +529,22 @@ async fn admits_acme_denies_mallory(policy: &CompiledPolicy) {
 
 #[tokio::test]
 async fn a_converted_kyverno_notary_rule_judges_as_kyvernos_trust_policy_does() {
+    // One PKI: minted twice, a second boundary between would make two roots.
+    let acme = pki(1, "Acme");
     let rule = format!(
         "apiVersion: kyverno.io/v1\nkind: ClusterPolicy\nmetadata:\n  name: notary\nspec:\n  \
          validationFailureAction: Enforce\n  rules:\n  - name: signed\n    match:\n      any:\n      \
          - resources:\n          kinds: [Pod]\n    verifyImages:\n    - type: Notary\n      \
          imageReferences: [\"*\"]\n      attestors:\n      - entries:\n        - certificates:\n            \
          cert: |-\n{}",
-        pem_block(&pki(1, "Acme").root.cert_pem(), 14)
+        pem_block(&acme.root.cert_pem(), 14)
     );
-    admits_acme_denies_mallory(&converted(&rule)).await;
+    admits_acme_denies_mallory(&converted(&rule), &acme).await;
 }
 
 #[tokio::test]
 async fn a_converted_ratify_verifier_judges_with_its_trust_policy_and_providers() {
+    let acme = pki(1, "Acme");
     let stream = format!(
         "apiVersion: config.ratify.deislabs.io/v1beta1\nkind: Verifier\nmetadata:\n  name: \
          verifier-notation\nspec:\n  name: notation\n  artifactTypes: \
@@ -553,7 +555,7 @@ async fn a_converted_ratify_verifier_judges_with_its_trust_policy_and_providers(
          trustedIdentities: [\"{ACME}\"]\n---\napiVersion: config.ratify.deislabs.io/v1beta1\nkind: \
          KeyManagementProvider\nmetadata:\n  name: acme-root\nspec:\n  type: inline\n  parameters:\n    \
          contentType: certificate\n    value: |\n{}",
-        pem_block(&pki(1, "Acme").root.cert_pem(), 6)
+        pem_block(&acme.root.cert_pem(), 6)
     );
-    admits_acme_denies_mallory(&converted(&stream)).await;
+    admits_acme_denies_mallory(&converted(&stream), &acme).await;
 }
