@@ -14,7 +14,6 @@
 use std::path::Path;
 
 use anyhow::{Result, bail};
-use base64::Engine as _;
 use sigil_api::cip::{
     Authority, ClusterImagePolicySpec, ImagePattern, NotationRef, NotationTrustStore,
 };
@@ -127,15 +126,8 @@ pub(crate) fn references(spec: &ClusterImagePolicySpec) -> bool {
 
 /// Certificates as PEM `CERTIFICATE` blocks (a store's files may be DER).
 fn pem(certificates: &[sigil_verifier::x509::Certificate]) -> String {
-    let mut out = String::new();
-    for cert in certificates {
-        out.push_str("-----BEGIN CERTIFICATE-----\n");
-        let encoded = base64::engine::general_purpose::STANDARD.encode(&cert.der);
-        for line in encoded.as_bytes().chunks(64) {
-            out.push_str(&String::from_utf8_lossy(line));
-            out.push('\n');
-        }
-        out.push_str("-----END CERTIFICATE-----\n");
-    }
-    out
+    certificates
+        .iter()
+        .map(|cert| sigil_verifier::crypto::pem_encode("CERTIFICATE", &cert.der))
+        .collect()
 }

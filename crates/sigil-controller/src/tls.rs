@@ -84,7 +84,12 @@ impl Material {
                 .unwrap_or_default()
         };
         let ca_certs = Certificate::from_pem_chain(&text(CA_CRT))
-            .map(|certs| certs.iter().map(|c| pem("CERTIFICATE", &c.der)).collect())
+            .map(|certs| {
+                certs
+                    .iter()
+                    .map(|c| sigil_verifier::crypto::pem_encode("CERTIFICATE", &c.der))
+                    .collect()
+            })
             .unwrap_or_default();
         Self {
             ca_certs,
@@ -110,17 +115,6 @@ impl Material {
         .map(|(k, v)| (k.to_owned(), ByteString(v.into_bytes())))
         .collect()
     }
-}
-
-fn pem(label: &str, der: &[u8]) -> String {
-    let b64 = base64::Engine::encode(&base64::engine::general_purpose::STANDARD, der);
-    let mut out = format!("-----BEGIN {label}-----\n");
-    for line in b64.as_bytes().chunks(64) {
-        out.push_str(&String::from_utf8_lossy(line));
-        out.push('\n');
-    }
-    out.push_str(&format!("-----END {label}-----\n"));
-    out
 }
 
 /// The DNS names the API server may use for the webhook Service.

@@ -493,6 +493,19 @@ fn ecdsa_der_well_formed(sig: &[u8]) -> bool {
     fields.finish().is_ok() && positive(&r) && positive(&s)
 }
 
+/// `der` as one PEM block with the given label, 64 base64 characters a line.
+pub fn pem_encode(label: &str, der: &[u8]) -> String {
+    use base64::Engine as _;
+    let b64 = base64::engine::general_purpose::STANDARD.encode(der);
+    let mut out = format!("-----BEGIN {label}-----\n");
+    for line in b64.as_bytes().chunks(64) {
+        out.push_str(&String::from_utf8_lossy(line));
+        out.push('\n');
+    }
+    out.push_str(&format!("-----END {label}-----\n"));
+    out
+}
+
 /// Decodes the first PEM block with the given label (`CERTIFICATE`, `PUBLIC KEY`).
 pub fn pem_decode(pem: &str, label: &str) -> Result<Vec<u8>, String> {
     pem_decode_all(pem, label)?
