@@ -3,7 +3,7 @@
 
 use kube::CustomResourceExt as _;
 
-use crate::{ClusterImagePolicy, ImagePolicy, TrustRoot, WorkloadKind};
+use crate::{ClusterImagePolicy, ImagePolicy, ImagePolicyException, TrustRoot, WorkloadKind};
 
 /// Where the chart keeps the CRDs, relative to the repository root.
 pub const CRD_DIR: &str = "charts/sigil/crds";
@@ -37,6 +37,7 @@ pub fn crd_files() -> Result<Vec<(&'static str, String)>, CrdError> {
     Ok(vec![
         render("clusterimagepolicies.yaml", ClusterImagePolicy::crd())?,
         render("imagepolicies.yaml", ImagePolicy::crd())?,
+        render("imagepolicyexceptions.yaml", ImagePolicyException::crd())?,
         render("trustroots.yaml", TrustRoot::crd())?,
         render("workloadkinds.yaml", WorkloadKind::crd())?,
     ])

@@ -17,6 +17,7 @@
 
 pub mod cip;
 pub mod crds;
+pub mod exception;
 pub mod image_policy;
 pub mod sigstore;
 pub mod snapshot;
@@ -24,6 +25,7 @@ pub mod trustroot;
 pub mod workloadkind;
 
 pub use cip::{ClusterImagePolicy, ClusterImagePolicySpec};
+pub use exception::{ImagePolicyException, ImagePolicyExceptionSpec};
 pub use image_policy::{ImagePolicy, ImagePolicySpec};
 pub use trustroot::{TrustRoot, TrustRootSpec};
 pub use workloadkind::{WorkloadKind, WorkloadKindSpec};

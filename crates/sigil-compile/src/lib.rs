@@ -20,6 +20,7 @@
 pub mod compile;
 pub mod convert;
 pub mod default_root;
+pub mod exception;
 pub mod foreign;
 pub mod kyverno;
 pub mod lint;
