@@ -175,6 +175,13 @@ impl<J: ImageJudge, S: PullSecretSource> Auditor<J, S> {
         marked
     }
 
+    /// ImagePolicyExceptions were added, changed or removed, or one
+    /// expired: every image is judged again (verdicts whose waivers still
+    /// hold come from the cache).
+    pub fn exceptions_changed(&mut self) -> usize {
+        self.engine.invalidate_all()
+    }
+
     /// The re-verification interval passed: every image is judged again
     /// (signatures are added and removed, certificates and roots expire).
     pub fn interval_elapsed(&mut self) -> usize {

@@ -346,6 +346,7 @@ fn policy_findings(site: &Site<'_>, verdict: &Verdict) -> Vec<Finding> {
                 PolicyOutcome::Warn => Outcome::Warn,
                 PolicyOutcome::Inconclusive => Outcome::Error,
                 PolicyOutcome::Fail => Outcome::Fail,
+                PolicyOutcome::Skipped => Outcome::Skip,
             };
             let passed = matches!(p.outcome, PolicyOutcome::Pass | PolicyOutcome::Warn);
             let authorities = p

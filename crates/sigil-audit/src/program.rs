@@ -121,6 +121,7 @@ impl Args {
             flavor: self.report_format,
             cluster_report: self.cluster_report,
             max_results: self.report_max_results,
+            exceptions: None,
         }
     }
 
@@ -195,6 +196,9 @@ async fn snapshot_loaded(judge: &PolicyJudge) {
 pub async fn run(args: Args) -> Result<(), ProgramError> {
     let judge_metrics = Arc::new(Metrics::new());
     let judging = args.judge.build(judge_metrics.clone()).await?;
+    if let Some(table) = judging.exceptions.clone() {
+        judge_metrics.track_exceptions(table);
+    }
     let (judge, source) = match judging.judge {
         Judge::Snapshot { judge, source } => (judge, source),
         Judge::NoSnapshot { .. } => {
@@ -213,6 +217,7 @@ pub async fn run(args: Args) -> Result<(), ProgramError> {
         judge,
         judging.secrets,
         judge_metrics,
+        judging.exceptions,
     )
     .await;
     source.abort();
@@ -225,6 +230,7 @@ async fn audit(
     judge: Arc<PolicyJudge>,
     secrets: sigil_judge::secrets::AnyPullSecrets,
     judge_metrics: Arc<Metrics>,
+    exceptions: Option<Arc<sigil_judge::exceptions::ExceptionTable>>,
 ) -> Result<(), ProgramError> {
     let client = client?;
     let listen = args.metrics_listen;
@@ -256,7 +262,8 @@ async fn audit(
         args.engine_settings(),
         args.audit_scope(),
     );
-    let settings = args.runtime_settings();
+    let mut settings = args.runtime_settings();
+    settings.exceptions = exceptions;
     tracing::info!(
         %metrics_addr,
         format = ?settings.flavor,

@@ -18,6 +18,7 @@
 //! Pass and Fail columns of `kubectl get cip`); nothing else.
 
 use std::collections::BTreeSet;
+use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use futures_util::{StreamExt as _, stream};
@@ -26,6 +27,7 @@ use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{Namespace, Pod};
 use kube::api::Api;
 use kube::runtime::{WatchStreamExt as _, watcher};
+use sigil_judge::exceptions::ExceptionTable;
 use sigil_judge::judge::{ImageJudge, PullSecretSource};
 use sigil_judge::policy_judge::InForce;
 use sigil_runtime::shutdown::Shutdown;
@@ -51,6 +53,10 @@ pub struct RuntimeSettings {
     pub cluster_report: bool,
     /// Results per report part.
     pub max_results: usize,
+    /// The ImagePolicyExceptions the judge enforces: every image is judged
+    /// again when they change and when one expires, so reports follow
+    /// admission.
+    pub exceptions: Option<Arc<ExceptionTable>>,
 }
 
 impl Default for RuntimeSettings {
@@ -61,6 +67,7 @@ impl Default for RuntimeSettings {
             flavor: Flavor::OpenReports,
             cluster_report: true,
             max_results: report::DEFAULT_MAX_RESULTS,
+            exceptions: None,
         }
     }
 }
@@ -259,11 +266,39 @@ pub async fn run<J: ImageJudge, S: PullSecretSource>(
     if let Some(f) = in_force() {
         auditor.snapshot_applied(f);
     }
+    let mut exception_changes = settings.exceptions.as_ref().map(|t| t.subscribe());
     loop {
         let settle = async {
             match due {
                 Some(at) => tokio::time::sleep_until(at).await,
                 None => std::future::pending().await,
+            }
+        };
+        let exceptions_moved = async {
+            match (&settings.exceptions, exception_changes.as_mut()) {
+                (Some(table), Some(changes)) => {
+                    let now = time::OffsetDateTime::now_utc();
+                    let expiry = table.next_expiry(now).map(|t| {
+                        // Just past the instant, so the judge sees it expired.
+                        let wait = (t - now).whole_milliseconds().max(0) + 1_000;
+                        tokio::time::Instant::now()
+                            + Duration::from_millis(u64::try_from(wait).unwrap_or(u64::MAX))
+                    });
+                    tokio::select! {
+                        changed = changes.changed() => {
+                            if changed.is_err() {
+                                std::future::pending::<()>().await;
+                            }
+                        }
+                        () = async {
+                            match expiry {
+                                Some(at) => tokio::time::sleep_until(at).await,
+                                None => std::future::pending().await,
+                            }
+                        } => {}
+                    }
+                }
+                _ => std::future::pending().await,
             }
         };
         tokio::select! {
@@ -285,6 +320,11 @@ pub async fn run<J: ImageJudge, S: PullSecretSource>(
                     tracing::info!(marked, "policy snapshot changed: re-judging the images it can affect");
                     due.get_or_insert_with(|| tokio::time::Instant::now() + settings.settle);
                 }
+            },
+            () = exceptions_moved => {
+                let marked = auditor.exceptions_changed();
+                tracing::info!(marked, "exceptions changed or one expired: judging every image again");
+                due.get_or_insert_with(|| tokio::time::Instant::now() + settings.settle);
             },
             _ = interval.tick() => {
                 let marked = auditor.interval_elapsed();

@@ -11,6 +11,7 @@ use std::time::Duration;
 
 use clap::ValueEnum;
 use sha2::{Digest as _, Sha256};
+use sigil_compile::exception::ExceptionRules;
 use sigil_policy::glob::HostPattern;
 use sigil_policy::model::NoMatchPolicy;
 use sigil_registry::cloud::hosts::ExtraHost;
@@ -25,6 +26,7 @@ use sigil_verifier::trust::TrustedRoot;
 use tokio::task::JoinHandle;
 
 use crate::cache::CacheConfig;
+use crate::exceptions::ExceptionTable;
 use crate::policy_judge::{PolicyJudge, PolicyJudgeError};
 use crate::secrets::{AnyPullSecrets, KubePullSecrets, NoPullSecrets};
 use crate::slots::HostSlots;
@@ -254,6 +256,15 @@ pub struct JudgeArgs {
     /// its worker.
     #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u64).range(10..=60000))]
     pub rego_time_limit_ms: u64,
+    /// A namespace where ImagePolicyExceptions count (repeatable; `*`:
+    /// every namespace). Without one, no exception counts and none is read.
+    #[arg(long = "exception-namespace")]
+    pub exception_namespaces: Vec<String>,
+    /// How long after its creation an ImagePolicyException may count at
+    /// most (`168h`, `7d`, `1h30m`); one whose expiresAt lies later is
+    /// refused.
+    #[arg(long, default_value = "168h")]
+    pub exception_max_duration: String,
 }
 
 /// Where the policy snapshot comes from, when one is enforced.
@@ -317,6 +328,9 @@ pub enum Judge {
 pub struct Judging {
     /// The judge.
     pub judge: Judge,
+    /// The ImagePolicyExceptions the judge enforces, when
+    /// `--exception-namespace` names any (kept current by a watch).
+    pub exceptions: Option<Arc<ExceptionTable>>,
     /// The pull-secret source.
     pub secrets: AnyPullSecrets,
     /// The API client, when one was needed so far (or is asked for later).
@@ -373,6 +387,7 @@ impl JudgeArgs {
         let (root, root_id) = self.trust_root()?;
         let Some(from) = self.snapshot_from()? else {
             return Ok(Judging {
+                exceptions: None,
                 judge: Judge::NoSnapshot {
                     client_config: Box::new(client_config),
                     root,
@@ -394,6 +409,19 @@ impl JudgeArgs {
             }
             judge = judge.with_material_cache(Arc::new(material));
         }
+        let rules = self.exception_rules()?;
+        let exceptions = if rules.enabled() {
+            let table = Arc::new(ExceptionTable::new(rules));
+            let client = kube.get("--exception-namespace").await?;
+            tokio::spawn(crate::exceptions::watch(
+                table.clone(),
+                kube::Api::all(client),
+            ));
+            judge = judge.with_exceptions(table.clone());
+            Some(table)
+        } else {
+            None
+        };
         let judge = Arc::new(judge);
         let source = match from {
             SnapshotFrom::File(path) => {
@@ -407,10 +435,20 @@ impl JudgeArgs {
             }
         };
         Ok(Judging {
+            exceptions,
             judge: Judge::Snapshot { judge, source },
             secrets,
             kube,
         })
+    }
+
+    /// Where ImagePolicyExceptions count and for how long
+    /// (`--exception-namespace`, `--exception-max-duration`).
+    pub fn exception_rules(&self) -> Result<ExceptionRules, SetupError> {
+        let max = sigil_compile::exception::parse_duration(&self.exception_max_duration)
+            .map_err(|e| config(format!("--exception-max-duration: {e}")))?;
+        ExceptionRules::new(&self.exception_namespaces, max)
+            .map_err(|e| config(format!("--exception-max-duration: {e}")))
     }
 
     /// The shared cache `--shared-cache-url` names (reporting to

@@ -141,17 +141,23 @@ pub enum PolicyOutcome {
     Inconclusive,
     /// It failed.
     Fail,
+    /// An ImagePolicyException waives it for this image of this workload:
+    /// it did not judge the image ([`PolicyVerdict::message`] names the
+    /// exception and its expiry).
+    Skipped,
 }
 
 impl PolicyOutcome {
     /// Its name in logs and metric labels: `pass`, `warn`, `error`
-    /// (inconclusive) or `fail`, as the audit's reports spell them.
+    /// (inconclusive), `fail` or `skip` (waived by an exception), as the
+    /// audit's reports spell them.
     pub fn label(self) -> &'static str {
         match self {
             Self::Pass => "pass",
             Self::Warn => "warn",
             Self::Inconclusive => "error",
             Self::Fail => "fail",
+            Self::Skipped => "skip",
         }
     }
 }

@@ -20,6 +20,7 @@
 
 pub mod args;
 pub mod cache;
+pub mod exceptions;
 pub mod judge;
 pub mod metrics;
 pub mod policy_judge;

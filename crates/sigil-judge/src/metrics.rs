@@ -17,12 +17,13 @@
 //! [`MAX_AUDIT_MODE_POLICIES`], so cardinality is bounded whatever the input.
 
 use std::collections::HashSet;
-use std::sync::Mutex;
 use std::sync::atomic::AtomicU64;
+use std::sync::{Arc, Mutex};
 
 use sigil_registry::cloud::cache::Exchange;
 use sigil_registry::{ProviderId, RequestObserver, RequestOutcome, SharedCacheEvent};
 
+use crate::exceptions::ExceptionTable;
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
@@ -182,9 +183,36 @@ pub struct Metrics {
     pub external_data_requests: Family<ExternalDataRequestLabels, Counter>,
     /// Keys of those requests, by outcome.
     pub external_data_keys: Family<ExternalDataKeyLabels, Counter>,
+    /// ImagePolicyExceptions by state: active, expired, refused.
+    pub exceptions: Family<ExceptionStateLabels, Gauge>,
+    /// When each active exception stops counting (Unix seconds).
+    pub exception_expiry: Family<ExceptionLabels, Gauge>,
     registry_hosts: Mutex<HashSet<String>>,
     audit_mode_policies: Mutex<HashSet<String>>,
+    exception_table: Mutex<Option<Arc<ExceptionTable>>>,
 }
+
+/// Labels of `sigil_exceptions`.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ExceptionStateLabels {
+    /// `active` (counts now), `expired` (past its expiresAt) or `refused`
+    /// (by the admin's rules, or invalid).
+    pub state: &'static str,
+}
+
+/// Labels of `sigil_exception_expiry_timestamp_seconds`.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ExceptionLabels {
+    /// The exception's namespace.
+    pub namespace: String,
+    /// The exception's name.
+    pub exception: String,
+}
+
+/// Active exceptions given a series of their own in
+/// `sigil_exception_expiry_timestamp_seconds` (those expiring first); the
+/// count in `sigil_exceptions` covers all of them.
+pub const MAX_EXCEPTION_SERIES: usize = 500;
 
 /// The `build` info metric's labels: the version and the crypto module, so a
 /// dashboard can tell FIPS replicas from the others.
@@ -323,6 +351,18 @@ impl Metrics {
             "Keys (images) of Gatekeeper external-data requests, by outcome: allowed, warned, denied, skipped, error (not judged)",
             external_data_keys.clone(),
         );
+        let exceptions = Family::<ExceptionStateLabels, Gauge>::default();
+        registry.register(
+            "exceptions",
+            "ImagePolicyExceptions this process reads, by state: active (counts now), expired (past its expiresAt), refused (outside the allowed namespaces, beyond the maximum duration, or invalid)",
+            exceptions.clone(),
+        );
+        let exception_expiry = Family::<ExceptionLabels, Gauge>::default();
+        registry.register(
+            "exception_expiry_timestamp_seconds",
+            "When each active ImagePolicyException stops counting, in Unix seconds",
+            exception_expiry.clone(),
+        );
         registry.register(
             "build",
             "Version and crypto module of this binary",
@@ -348,8 +388,53 @@ impl Metrics {
             shared_cache,
             external_data_requests,
             external_data_keys,
+            exceptions,
+            exception_expiry,
             registry_hosts: Mutex::new(HashSet::new()),
             audit_mode_policies: Mutex::new(HashSet::new()),
+            exception_table: Mutex::new(None),
+        }
+    }
+
+    /// Exports the state of `table` (read at every scrape, so expiries
+    /// show when they happen).
+    pub fn track_exceptions(&self, table: Arc<ExceptionTable>) {
+        if let Ok(mut slot) = self.exception_table.lock() {
+            *slot = Some(table);
+        }
+    }
+
+    /// Sets the exception gauges from the tracked table at `now`.
+    fn observe_exceptions(&self, now: time::OffsetDateTime) {
+        let Some(table) = self.exception_table.lock().ok().and_then(|t| t.clone()) else {
+            return;
+        };
+        let counts = table.counts(now);
+        for (state, n) in [
+            ("active", counts.active),
+            ("expired", counts.expired),
+            ("refused", counts.refused),
+        ] {
+            self.exceptions
+                .get_or_create(&ExceptionStateLabels { state })
+                .set(i64::try_from(n).unwrap_or(i64::MAX));
+        }
+        let current = table.current();
+        let mut active: Vec<_> = current.all().filter(|e| now < e.expires_at).collect();
+        active.sort_by_key(|e| e.expires_at);
+        self.exception_expiry.clear();
+        for e in active.into_iter().take(MAX_EXCEPTION_SERIES) {
+            let name = e
+                .name
+                .strip_prefix(&format!("{}/", e.namespace))
+                .unwrap_or(&e.name)
+                .to_string();
+            self.exception_expiry
+                .get_or_create(&ExceptionLabels {
+                    namespace: e.namespace.clone(),
+                    exception: name,
+                })
+                .set(e.expires_at.unix_timestamp());
         }
     }
 
@@ -402,6 +487,7 @@ impl Metrics {
 
     /// The text exposition.
     pub fn encode(&self) -> String {
+        self.observe_exceptions(time::OffsetDateTime::now_utc());
         let mut out = String::new();
         // Writing into a String cannot fail; an error would only truncate.
         let _ = prometheus_client::encoding::text::encode(&mut out, &self.registry);

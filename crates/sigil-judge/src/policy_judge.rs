@@ -24,6 +24,7 @@ use std::time::Duration;
 
 use sha2::{Digest as _, Sha256};
 use sigil_api::snapshot::{PolicySnapshot, SnapshotError};
+use sigil_compile::exception::{self, Waiver};
 use sigil_policy::eval::{
     AuthorityOutcome, AuthorityVerifier, ImageReadError, ImageResult, PlatformsResult, PolicyResult,
 };
@@ -42,6 +43,7 @@ use sigil_verifier::trust::TrustedRoot;
 use tokio::sync::watch;
 use tokio::time::Instant;
 
+use crate::exceptions::ExceptionTable;
 use crate::judge::{
     AuthorityVerdict, ImageJudge, ObjectInfo, PinnedImage, PolicyOutcome, PolicyVerdict,
     PullSecrets, Verdict, Versions,
@@ -434,6 +436,8 @@ pub struct PolicyJudge {
     revocation: Arc<RevocationFetcher>,
     /// The revision in force, for whoever must act on a change (the audit).
     revision: watch::Sender<u64>,
+    /// The ImagePolicyExceptions in force, if this process enforces any.
+    exceptions: Option<Arc<ExceptionTable>>,
 }
 
 /// SHA-256 of everything `snapshot` enforces: all but its revision and
@@ -492,7 +496,34 @@ impl PolicyJudge {
             material: None,
             revocation: Arc::new(revocation),
             revision: watch::Sender::new(0),
+            exceptions: None,
         })
+    }
+
+    /// Enforces the ImagePolicyExceptions `table` holds: a policy an
+    /// exception waives for an image of a workload does not judge it until
+    /// the exception expires, by this process's clock.
+    pub fn with_exceptions(mut self, table: Arc<ExceptionTable>) -> Self {
+        self.exceptions = Some(table);
+        self
+    }
+
+    /// The policies waived now for `image` of `object`.
+    fn waivers(&self, object: &ObjectInfo, image: &ImageName) -> Vec<Waiver> {
+        let Some(table) = &self.exceptions else {
+            return Vec::new();
+        };
+        let exceptions = table.current();
+        if !exceptions.in_namespace(&object.namespace) {
+            return Vec::new();
+        }
+        let workloads = exception::workload_names(&object.kind, &object.object.metadata);
+        exceptions.waivers(
+            &object.namespace,
+            &workloads,
+            image,
+            time::OffsetDateTime::now_utc(),
+        )
     }
 
     /// Shares discovered signature material through `cache`, across
@@ -768,6 +799,60 @@ impl PolicyJudge {
     }
 }
 
+/// Whether `policy` is among those `waivers` waive.
+fn is_waived(waivers: &[Waiver], policy: &CompiledPolicy) -> bool {
+    waivers.iter().any(|w| w.policy == policy.name)
+}
+
+/// The waived policies among `policies` that select `image` of `resource`,
+/// each with its waiver.
+fn waived_selecting<'p>(
+    policies: impl Iterator<Item = &'p CompiledPolicy>,
+    waivers: &[Waiver],
+    image: &ImageName,
+    resource: &ResourceInfo,
+) -> Vec<(&'p CompiledPolicy, Waiver)> {
+    if waivers.is_empty() {
+        return Vec::new();
+    }
+    policies
+        .filter(|p| p.matches_image(image) && p.matches_resource(resource))
+        .filter_map(|p| {
+            waivers
+                .iter()
+                .find(|w| w.policy == p.name)
+                .map(|w| (p, w.clone()))
+        })
+        .collect()
+}
+
+/// `verdict` with a `Skipped` result for each waived policy that selects
+/// the image (and, when `warn`, an admission warning naming the exception).
+/// When the waived policies were the only ones selecting the image, it is
+/// admitted: the image was selected, so `noMatchPolicy` does not apply.
+fn with_waivers(mut verdict: Verdict, waived: &[(&CompiledPolicy, Waiver)], warn: bool) -> Verdict {
+    if waived.is_empty() {
+        return verdict;
+    }
+    if verdict.results.is_empty() {
+        verdict = Verdict::allow(Vec::new());
+    }
+    for (policy, waiver) in waived {
+        verdict.policies.push(policy.name.clone());
+        if warn {
+            verdict.warnings.push(waiver.warning());
+        }
+        verdict.results.push(PolicyVerdict {
+            policy: policy.name.clone(),
+            mode: policy.mode,
+            outcome: PolicyOutcome::Skipped,
+            authorities: Vec::new(),
+            message: waiver.words(),
+        });
+    }
+    verdict
+}
+
 /// Maps an evaluation result onto the server's verdict, worded by
 /// `sigil_policy::render` (the wording `sigil policy test` prints too).
 fn verdict_of(result: &ImageResult, no_match: Verdict) -> Verdict {
@@ -924,17 +1009,29 @@ impl ImageJudge for PolicyJudge {
             Err(e) => return Verdict::deny(Vec::new(), vec![e]),
         };
         let resource = Self::resource(&loaded, object);
+        let waivers = self.waivers(object, &name);
         let run = evaluate_image(
             &verifier,
-            loaded.admission(&object.namespace),
+            loaded
+                .admission(&object.namespace)
+                .filter(|p| !is_waived(&waivers, p)),
             &name,
             &resource,
             self.no_match,
         );
-        match tokio::time::timeout_at(deadline, run).await {
+        let verdict = match tokio::time::timeout_at(deadline, run).await {
             Ok(result) => verdict_of(&result, self.no_match_verdict()),
-            Err(_) => Verdict::deny(Vec::new(), vec![crate::judge::deadline_passed(&reference)]),
-        }
+            Err(_) => {
+                return Verdict::deny(Vec::new(), vec![crate::judge::deadline_passed(&reference)]);
+            }
+        };
+        let waived = waived_selecting(
+            loaded.admission(&object.namespace),
+            &waivers,
+            &name,
+            &resource,
+        );
+        with_waivers(verdict, &waived, true)
     }
 
     async fn judge_audit_mode(
@@ -966,22 +1063,45 @@ impl ImageJudge for PolicyJudge {
             },
             Err(e) => return Verdict::allow(Vec::new()).unjudged(&selecting, &e),
         };
+        let waivers = self.waivers(object, &name);
         let run = evaluate_image(
             &verifier,
-            loaded.audit_mode(&object.namespace),
+            loaded
+                .audit_mode(&object.namespace)
+                .filter(|p| !is_waived(&waivers, p)),
             &name,
             &resource,
             NoMatchPolicy::Allow,
         );
+        let waived = waived_selecting(
+            loaded.audit_mode(&object.namespace),
+            &waivers,
+            &name,
+            &resource,
+        );
         match tokio::time::timeout_at(deadline, run).await {
-            Ok(result) => Verdict {
-                allowed: true,
-                policies: result.policies.iter().map(|p| p.name.clone()).collect(),
-                results: result.policies.iter().map(policy_verdict).collect(),
-                ..Verdict::default()
-            },
-            Err(_) => Verdict::allow(Vec::new())
-                .unjudged(&selecting, &crate::judge::deadline_passed(&reference)),
+            Ok(result) => with_waivers(
+                Verdict {
+                    allowed: true,
+                    policies: result.policies.iter().map(|p| p.name.clone()).collect(),
+                    results: result.policies.iter().map(policy_verdict).collect(),
+                    ..Verdict::default()
+                },
+                &waived,
+                false,
+            ),
+            Err(_) => {
+                let judged: Vec<&CompiledPolicy> = selecting
+                    .into_iter()
+                    .filter(|p| !is_waived(&waivers, p))
+                    .collect();
+                with_waivers(
+                    Verdict::allow(Vec::new())
+                        .unjudged(&judged, &crate::judge::deadline_passed(&reference)),
+                    &waived,
+                    false,
+                )
+            }
         }
     }
 
@@ -1066,9 +1186,24 @@ impl ImageJudge for PolicyJudge {
         // whatever authorities naming none verify against: the policies
         // that select the image say everything its verdict depends on.
         // An image none selects gets `noMatchPolicy`, which no snapshot sets.
+        // The waivers in force now are part of the key: a verdict judged
+        // under an exception never answers once it has expired (the key
+        // then names no waiver) or for a workload it does not cover.
+        let waived: String = self
+            .waivers(object, &name)
+            .iter()
+            .map(|w| {
+                format!(
+                    "|{}={}@{}",
+                    w.policy,
+                    w.exception,
+                    w.expires_at.unix_timestamp()
+                )
+            })
+            .collect();
         Versions {
             policy_hash: format!(
-                "selecting:{}",
+                "selecting:{}{waived}",
                 loaded.selecting_prints(&name, &Self::resource(&loaded, object))
             ),
             trust_root_version: self.public_good_id.clone(),
@@ -1076,7 +1211,10 @@ impl ImageJudge for PolicyJudge {
     }
 
     fn epoch(&self) -> u64 {
+        // Both only grow: their sum moves whenever either does, so no
+        // verdict judged across an exception change is cached.
         self.loaded().map_or(0, |l| l.epoch)
+            + self.exceptions.as_ref().map_or(0, |t| t.generation())
     }
 
     fn object_key(&self, object: &ObjectInfo) -> Option<String> {

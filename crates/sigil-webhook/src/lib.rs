@@ -242,6 +242,9 @@ pub async fn run(args: Args) -> Result<(), Error> {
     let metrics = Arc::new(Metrics::new());
     let settings = server_settings(&args);
     let judging = args.judge.build(metrics.clone()).await?;
+    if let Some(table) = judging.exceptions.clone() {
+        metrics.track_exceptions(table);
+    }
     let secrets = judging.secrets;
     match judging.judge {
         sigil_judge::args::Judge::NoSnapshot {
