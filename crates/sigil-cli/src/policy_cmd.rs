@@ -14,6 +14,7 @@ use clap::{Args, Subcommand, ValueEnum};
 use sigil_api::cip::{ClusterImagePolicySpec, Policy, RemotePolicy};
 use sigil_compile::compile::{MAX_REMOTE_POLICY_BYTES, SecretResolver, check_remote_policy};
 use sigil_compile::default_root::{DefaultRoot, DefaultSource, check_instance_urls};
+use sigil_compile::exception::{ExceptionRules, Exceptions, parse_duration};
 use sigil_policy::glob::ImageName;
 use sigil_policy::model::{CompiledPolicy, Mode, NoMatchPolicy, ResourceInfo};
 use sigil_policy::registry::RegistryVerifier;
@@ -140,6 +141,24 @@ pub(crate) struct PolicySetArgs {
     /// configMapRef or secretRef).
     #[arg(long, value_name = "DIR")]
     pub(crate) notation_config: Option<PathBuf>,
+    /// The workload the images belong to, as KIND/NAME (`Deployment/web`):
+    /// the ImagePolicyExceptions of the --policy files (in --namespace) that
+    /// name it and the image waive the policies they name, as at admission.
+    #[arg(long, value_name = "KIND/NAME")]
+    workload: Option<String>,
+    /// A namespace where ImagePolicyExceptions count, as the chart's
+    /// exceptions.namespaces (repeatable; `*`, the default: every namespace).
+    #[arg(
+        long = "exception-namespace",
+        value_name = "NAMESPACE",
+        default_value = "*"
+    )]
+    exception_namespaces: Vec<String>,
+    /// How long after its creation an exception may count at most, as the
+    /// chart's exceptions.maxDuration (an exception file without a
+    /// creationTimestamp counts as created now).
+    #[arg(long, value_name = "DURATION", default_value = "168h")]
+    exception_max_duration: String,
 }
 
 impl PolicySetArgs {
@@ -147,6 +166,36 @@ impl PolicySetArgs {
     /// Notation configuration directory standing alone).
     pub(crate) fn given(&self) -> bool {
         !self.policies.is_empty() || self.notation_config.is_some()
+    }
+
+    /// The ImagePolicyExceptions of the --policy files, checked as the
+    /// webhook checks them with these flags' rules, and the names the
+    /// --workload goes by.
+    fn exceptions(&self, now: time::OffsetDateTime) -> Result<(Exceptions, Vec<(String, String)>)> {
+        let max = parse_duration(&self.exception_max_duration)
+            .map_err(|e| anyhow::anyhow!("--exception-max-duration: {e}"))?;
+        let rules = ExceptionRules::new(&self.exception_namespaces, max)
+            .map_err(|e| anyhow::anyhow!("--exception-max-duration: {e}"))?;
+        let exceptions = crate::policy_files::load_exceptions(&self.policies, &rules, now)?;
+        let workload = match &self.workload {
+            None => Vec::new(),
+            Some(w) => {
+                let (kind, name) = w
+                    .split_once('/')
+                    .filter(|(k, n)| !k.is_empty() && !n.is_empty() && !n.contains('/'))
+                    .with_context(|| {
+                        format!("--workload {w}: expected KIND/NAME, e.g. Deployment/web")
+                    })?;
+                vec![(kind.to_owned(), name.to_owned())]
+            }
+        };
+        if !exceptions.is_empty() && workload.is_empty() {
+            eprintln!(
+                "note: the --policy files hold ImagePolicyExceptions, which name workloads; give \
+                 --workload KIND/NAME to judge the images as that workload's"
+            );
+        }
+        Ok((exceptions, workload))
     }
 }
 
@@ -604,6 +653,8 @@ pub(crate) fn evaluate(
         },
     )?;
     note_pull_secrets(&policies, credential_source);
+    let now = time::OffsetDateTime::now_utc();
+    let (exceptions, workload) = set.exceptions(now)?;
     // One client pins tags, the verifier owns another: both share nothing
     // but their configuration.
     let pinning = RegistryClient::new(client.clone())?;
@@ -629,10 +680,38 @@ pub(crate) fn evaluate(
     let mut worst = Verdict::Allow;
     for input in images {
         let image = rt.block_on(pin_digest(&pinning, input))?;
-        let result = rt.block_on(evaluate_image(
-            &verifier, &policies, &image, &resource, no_match,
+        let waivers = exceptions.waivers(&set.namespace, &workload, &image, now);
+        let waived: Vec<&CompiledPolicy> = policies
+            .iter()
+            .filter(|p| waivers.iter().any(|w| w.policy == p.name))
+            .filter(|p| p.matches_image(&image) && p.matches_resource(&resource))
+            .collect();
+        let judging = policies
+            .iter()
+            .filter(|p| !waivers.iter().any(|w| w.policy == p.name));
+        let mut result = rt.block_on(evaluate_image(
+            &verifier, judging, &image, &resource, no_match,
         ));
-        let verdict = render(&format!("image {input}"), std::slice::from_ref(&result));
+        if !waived.is_empty() && result.policies.is_empty() {
+            // Selected, every selecting policy waived: not a no-match.
+            result.no_match = None;
+        }
+        let mut verdict = render(&format!("image {input}"), std::slice::from_ref(&result));
+        for p in &waived {
+            for w in waivers.iter().filter(|w| w.policy == p.name) {
+                if p.mode.admits() {
+                    verdict
+                        .warnings
+                        .push(render::image_warning(&result.image, &w.warning()));
+                } else {
+                    println!(
+                        "audit: policy {} (mode: audit) skipped: {}",
+                        p.name,
+                        w.words()
+                    );
+                }
+            }
+        }
         for w in &verdict.warnings {
             println!("warn: {w}");
         }
@@ -650,7 +729,16 @@ pub(crate) fn evaluate(
                 Verdict::Deny
             }
             None => {
-                println!("allow: {image} ({})", admitted_by(&result));
+                let mut by = admitted_by(&result);
+                if !waived.is_empty() {
+                    let names: Vec<&str> = waived.iter().map(|p| p.name.as_str()).collect();
+                    if result.policies.is_empty() {
+                        by = format!("policies waived by exception: {}", names.join(", "));
+                    } else {
+                        by.push_str(&format!("; waived by exception: {}", names.join(", ")));
+                    }
+                }
+                println!("allow: {image} ({by})");
                 if verdict.warnings.is_empty() {
                     Verdict::Allow
                 } else {

@@ -1,6 +1,7 @@
 //! Reading the policy files the CLI is given: ClusterImagePolicies and
 //! ImagePolicies out of multi-document YAML, for `sigil policy test` and
-//! `verify --policy` as for `sigil audit --policy` and `sigil policy preview`.
+//! `verify --policy` as for `sigil audit --policy` and `sigil policy preview`,
+//! and the ImagePolicyExceptions among them.
 
 use std::path::Path;
 
@@ -63,4 +64,48 @@ pub(crate) fn policy_documents(path: &Path) -> Result<Vec<PolicyDocument>> {
         }
     }
     Ok(out)
+}
+
+/// The ImagePolicyExceptions of the YAML file `path`, in order; other kinds
+/// are skipped. Each must say its namespace.
+pub(crate) fn exception_documents(path: &Path) -> Result<Vec<sigil_api::ImagePolicyException>> {
+    let docs: Vec<serde_json::Value> = serde_saphyr::from_multiple(&read(path)?)
+        .with_context(|| format!("{} is not YAML", path.display()))?;
+    let mut out = Vec::new();
+    for doc in docs {
+        if doc.get("kind").and_then(|k| k.as_str()) != Some("ImagePolicyException") {
+            continue;
+        }
+        let e: sigil_api::ImagePolicyException = serde_json::from_value(doc)
+            .with_context(|| format!("{}: invalid ImagePolicyException", path.display()))?;
+        if e.metadata.namespace.as_deref().is_none_or(str::is_empty) {
+            bail!(
+                "{}: ImagePolicyException {} has no metadata.namespace; give the namespace whose \
+                 workloads it covers",
+                path.display(),
+                e.metadata.name.as_deref().unwrap_or_default()
+            );
+        }
+        out.push(e);
+    }
+    Ok(out)
+}
+
+/// The exceptions of `files`, checked with `rules` at `now` as the webhook
+/// checks them; a refused one is an error naming it and why.
+pub(crate) fn load_exceptions(
+    files: &[std::path::PathBuf],
+    rules: &sigil_compile::exception::ExceptionRules,
+    now: time::OffsetDateTime,
+) -> Result<sigil_compile::exception::Exceptions> {
+    let mut compiled = Vec::new();
+    for path in files {
+        for e in exception_documents(path)? {
+            compiled.push(
+                sigil_compile::exception::compile(&e, rules, now)
+                    .map_err(|why| anyhow::anyhow!("{}: {why}", path.display()))?,
+            );
+        }
+    }
+    Ok(sigil_compile::exception::Exceptions::new(compiled))
 }

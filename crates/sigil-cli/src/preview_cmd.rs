@@ -17,6 +17,7 @@ use serde::Serialize;
 use sigil_api::snapshot::SnapshotPolicy;
 use sigil_audit::finding::{Finding, NO_MATCH_POLICY, Outcome, RUNNING_DIGEST_POLICY};
 use sigil_audit::print;
+use sigil_judge::exceptions::ExceptionTable;
 use sigil_judge::policy_judge::PolicyJudge;
 use sigil_policy::NoMatchPolicy;
 use sigil_verifier::trust::TrustedRoot;
@@ -48,6 +49,20 @@ pub(crate) struct PreviewArgs {
     /// status is 0 whatever they would deny (1 on errors).
     #[arg(long)]
     fail_on_deny: bool,
+    /// A namespace where the files' ImagePolicyExceptions count, as the
+    /// chart's exceptions.namespaces (repeatable; `*`, the default: every
+    /// namespace). An exception waives the policies it names for the
+    /// workloads and images it names until its expiresAt, as at admission.
+    #[arg(
+        long = "exception-namespace",
+        value_name = "NAMESPACE",
+        default_value = "*"
+    )]
+    exception_namespaces: Vec<String>,
+    /// How long after its creation an exception may count at most, as the
+    /// chart's exceptions.maxDuration.
+    #[arg(long, value_name = "DURATION", default_value = "168h")]
+    exception_max_duration: String,
 }
 
 /// A workload with containers the policies would deny.
@@ -204,6 +219,28 @@ pub(crate) fn summary_text(s: &Summary) -> String {
     out
 }
 
+/// `judge` enforcing the ImagePolicyExceptions of the files, checked with
+/// the flags' rules as the cluster would check them.
+fn with_file_exceptions(judge: PolicyJudge, args: &PreviewArgs) -> Result<PolicyJudge> {
+    let max = sigil_compile::exception::parse_duration(&args.exception_max_duration)
+        .map_err(|e| anyhow::anyhow!("--exception-max-duration: {e}"))?;
+    let rules = sigil_compile::exception::ExceptionRules::new(&args.exception_namespaces, max)
+        .map_err(|e| anyhow::anyhow!("--exception-max-duration: {e}"))?;
+    let mut objects = Vec::new();
+    for path in &args.files {
+        objects.extend(crate::policy_files::exception_documents(path)?);
+    }
+    if objects.is_empty() {
+        return Ok(judge);
+    }
+    let table = ExceptionTable::new(rules);
+    table.replace(&objects, time::OffsetDateTime::now_utc());
+    if let Some((name, why)) = table.refused().into_iter().next() {
+        anyhow::bail!("ImagePolicyException {name}: {why}");
+    }
+    Ok(judge.with_exceptions(Arc::new(table)))
+}
+
 /// Runs `sigil policy preview`.
 pub(crate) fn run(args: &PreviewArgs, public_good: TrustedRoot) -> Result<Verdict> {
     let rt = tokio::runtime::Builder::new_multi_thread()
@@ -235,6 +272,7 @@ async fn preview(args: &PreviewArgs, public_good: TrustedRoot) -> Result<Verdict
         NoMatchPolicy::Allow,
     )
     .context("cannot set up the policy judge")?;
+    let judge = with_file_exceptions(judge, args)?;
     judge.apply(&snapshot).with_context(|| {
         format!(
             "the files to preview do not load ({}); `sigil policy lint` says what to fix",
