@@ -107,7 +107,8 @@ done
 # against the rules a case renders (the rule file it names, NAME.rules.yaml
 # for charts/sigil/ci/NAME-values.yaml): the audit's alerts tell enforcing
 # policies from `mode: audit` and `warn` ones; the shared cache's tell an
-# unreachable cache from entries failing their MAC.
+# unreachable cache from entries failing their MAC; the exceptions' warn
+# within exceptions.expiryWarning of an expiry and of refused exceptions.
 if [[ -n $PROMTOOL ]]; then
     for tests in "$REPO"/scripts/alert-tests/*.yaml; do
         name=$(basename "$tests" .yaml)
@@ -161,6 +162,14 @@ else
     failed=1
 fi
 
+if python3 "$REPO/scripts/chart_check.py" self-test "$WORK/exceptions.yaml" \
+        "$CHART/ci/exceptions-values.yaml" "$NS" "${help_args[@]}"; then
+    log "ok   self-test exceptions (every deliberate breakage was caught)"
+else
+    log "FAIL self-test exceptions"
+    failed=1
+fi
+
 # One tag scheme: what the release workflow pushes for v<appVersion> is what
 # the chart and deploy/sigil.yaml run by default; the krew manifest names the
 # workflow's archives.
@@ -187,7 +196,7 @@ for f in sorted(os.listdir(sys.argv[1])):
     if len(docs) != 1 or docs[0].get("kind") != "CustomResourceDefinition":
         sys.exit(f"  FAIL: crds/{f} is not one CustomResourceDefinition")
     names.append(docs[0]["metadata"]["name"])
-want = ["clusterimagepolicies.policy.sigil.dev", "imagepolicies.policy.sigil.dev", "trustroots.policy.sigil.dev", "workloadkinds.policy.sigil.dev"]
+want = ["clusterimagepolicies.policy.sigil.dev", "imagepolicies.policy.sigil.dev", "imagepolicyexceptions.policy.sigil.dev", "trustroots.policy.sigil.dev", "workloadkinds.policy.sigil.dev"]
 if sorted(names) != want:
     sys.exit(f"  FAIL: the packaged chart's crds/ holds {names}, want {want}")
 PY
@@ -236,5 +245,9 @@ refused "the in-chart shared cache with a Secret but no password key" --set shar
     --set sharedCache.existingSecret=mine
 refused "both an external and the in-chart shared cache" --set sharedCache.deploy=true \
     --set sharedCache.url=redis://cache.example:6379
+refused "exceptions running longer than 366 days" --set 'exceptions.namespaces={team-a}' \
+    --set exceptions.maxDuration=367d
+refused "an exception duration not written in d, h, m and s" --set exceptions.maxDuration=1.5h
+refused "an exception namespace that is not a name" --set 'exceptions.namespaces={Team_A}'
 
 exit "$failed"

@@ -964,6 +964,7 @@ def check_extras(docs, values, ns, errors):
         "imagepolicies.policy.sigil.dev",
         "trustroots.policy.sigil.dev",
         "workloadkinds.policy.sigil.dev",
+        "imagepolicyexceptions.policy.sigil.dev",
     }
     if crds != ours | report_crds(values) | pc_crds:
         errors.append(f"CRDs rendered: {sorted(crds)}")
@@ -988,6 +989,10 @@ def check_extras(docs, values, ns, errors):
                 {"sigil-audit-metrics"} if values["audit"]["enabled"] else set())
             if set(hit) != want:
                 errors.append(f"ServiceMonitor selects {sorted(hit)}, want {sorted(want)}")
+            # sigil's `namespace` (audit results, exceptions) and `endpoint`
+            # (admission requests) labels must survive the scrape.
+            if any(e.get("honorLabels") is not True for e in sm[0]["spec"]["endpoints"]):
+                errors.append("ServiceMonitor endpoints do not honor sigil's labels (honorLabels: true)")
     elif sm:
         errors.append("ServiceMonitor without serviceMonitor.enabled")
     rule = find(docs, "PrometheusRule", "sigil")
@@ -1099,6 +1104,94 @@ def check_gatekeeper(docs, values, ns, errors):
         errors.append(f"ClusterRole sigil-controller's Provider rules are {rules}, want {want_rule if managed else []}")
     if bool(constraint) != bool(gk["constraint"]["enabled"]):
         errors.append("the example SigilVerifiedImages Constraint does not follow gatekeeper.constraint.enabled")
+
+
+EXCEPTIONS = "imagepolicyexceptions"
+EXCEPTION_READER = "sigil-exception-reader"
+EXCEPTION_EDITOR = "sigil-exception-editor"
+UNITS = {"d": 86400, "h": 3600, "m": 60, "s": 1}
+
+
+def duration_seconds(text):
+    """A duration as the chart writes it (168h, 7d, 1h30m), in seconds."""
+    return sum(int(n) * UNITS[u] for n, u in re.findall(r"(\d+)([dhms])", str(text)))
+
+
+def check_exceptions(docs, values, ns, errors):
+    """exceptions.namespaces: the webhook and the audit get the namespaces
+    and the maximum duration as flags, and may read exceptions everywhere
+    (a ClusterRole of get/list/watch, bound to them alone); the editor role
+    exists for the admin to bind, aggregated into `admin` only when asked;
+    the alerts follow. Off: none of it, and no one in the chart may touch
+    exceptions."""
+    e = values["exceptions"]
+    on = bool(e["namespaces"])
+    for name in ("sigil-webhook", "sigil-audit"):
+        for d in find(docs, "Deployment", name):
+            args = args_of(d)
+            want_ns = list(e["namespaces"]) if on else []
+            want_max = [e["maxDuration"]] if on else []
+            if args.get("--exception-namespace", []) != want_ns:
+                errors.append(f"{name} --exception-namespace is {args.get('--exception-namespace', [])}, want {want_ns}")
+            if args.get("--exception-max-duration", []) != want_max:
+                errors.append(f"{name} --exception-max-duration is {args.get('--exception-max-duration', [])}, want {want_max}")
+    read = [{"apiGroups": ["policy.sigil.dev"], "resources": [EXCEPTIONS], "verbs": ["get", "list", "watch"]}]
+    edit = [{"apiGroups": ["policy.sigil.dev"], "resources": [EXCEPTIONS],
+             "verbs": ["get", "list", "watch", "create", "update", "patch", "delete"]}]
+    # Only these two roles name exceptions; the controller reads none.
+    for role in find(docs, "ClusterRole") + find(docs, "Role"):
+        if role["metadata"]["name"] in (EXCEPTION_READER, EXCEPTION_EDITOR):
+            continue
+        for r in role.get("rules", []):
+            if EXCEPTIONS in r.get("resources", []) or ("policy.sigil.dev" in r.get("apiGroups", [])
+                                                       and "*" in r.get("resources", [])):
+                errors.append(f"{role['kind']} {role['metadata']['name']} grants {r['verbs']} on exceptions")
+    reader = find(docs, "ClusterRole", EXCEPTION_READER)
+    editor = find(docs, "ClusterRole", EXCEPTION_EDITOR)
+    binding = find(docs, "ClusterRoleBinding", EXCEPTION_READER)
+    if not on:
+        if reader or editor or binding:
+            errors.append("exceptions.namespaces is empty but exception roles are rendered")
+    else:
+        if len(reader) != 1 or reader[0]["rules"] != read:
+            errors.append(f"ClusterRole {EXCEPTION_READER} must grant get, list and watch on {EXCEPTIONS} only")
+        subjects = [{"kind": "ServiceAccount", "name": "sigil-webhook", "namespace": ns}]
+        if values["audit"]["enabled"]:
+            subjects.append({"kind": "ServiceAccount", "name": "sigil-audit", "namespace": ns})
+        ref = {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": EXCEPTION_READER}
+        if len(binding) != 1 or binding[0]["roleRef"] != ref or binding[0]["subjects"] != subjects:
+            errors.append(f"ClusterRoleBinding {EXCEPTION_READER} must bind {EXCEPTION_READER} to {subjects} alone")
+        if len(editor) != 1 or editor[0]["rules"] != edit:
+            errors.append(f"ClusterRole {EXCEPTION_EDITOR} must grant {edit[0]['verbs']} on {EXCEPTIONS} only")
+        else:
+            labels = editor[0]["metadata"].get("labels") or {}
+            aggregated = {k for k, v in labels.items()
+                          if k.startswith("rbac.authorization.k8s.io/aggregate-to-") and v == "true"}
+            want = {"rbac.authorization.k8s.io/aggregate-to-admin"} if e["aggregateToAdmin"] else set()
+            if aggregated != want:
+                errors.append(f"ClusterRole {EXCEPTION_EDITOR} is aggregated to {sorted(aggregated)}, want {sorted(want)} (exceptions.aggregateToAdmin)")
+    for b in find(docs, "ClusterRoleBinding") + find(docs, "RoleBinding"):
+        if b["roleRef"]["name"] == EXCEPTION_EDITOR:
+            errors.append(f"{b['kind']} {b['metadata']['name']} binds {EXCEPTION_EDITOR}: the admin binds it, not the chart")
+    rule = find(docs, "PrometheusRule", "sigil")
+    rules = {r.get("alert"): r for g in (rule[0]["spec"]["groups"] if rule else []) for r in g["rules"]}
+    alerts = {"SigilExceptionExpiring", "SigilExceptionRefused"}
+    if not rule:
+        return
+    if not on:
+        if alerts & set(rules):
+            errors.append("PrometheusRule sigil has exception alerts while exceptions are off")
+        return
+    if not alerts <= set(rules):
+        errors.append(f"PrometheusRule sigil lacks {sorted(alerts - set(rules))}")
+        return
+    lead = duration_seconds(e["expiryWarning"])
+    expiring = " ".join(rules["SigilExceptionExpiring"]["expr"].split())
+    if expiring != f"max by (namespace, exception) (sigil_exception_expiry_timestamp_seconds) - time() < {lead}":
+        errors.append(f"SigilExceptionExpiring is {expiring!r}, want the expiry within exceptions.expiryWarning ({lead} s)")
+    refused = " ".join(rules["SigilExceptionRefused"]["expr"].split())
+    if refused != 'max(sigil_exceptions{state="refused"}) > 0' or rules["SigilExceptionRefused"].get("for") != "10m":
+        errors.append(f"SigilExceptionRefused is {refused!r} for {rules['SigilExceptionRefused'].get('for')}")
 
 
 def check_flags(docs, help_dir, errors, warnings):
@@ -1221,6 +1314,7 @@ def check(docs, values, ns, help_dir=None):
     check_policy_controller(docs, values, errors)
     check_extras(docs, values, ns, errors)
     check_gatekeeper(docs, values, ns, errors)
+    check_exceptions(docs, values, ns, errors)
     if help_dir:
         check_flags(docs, help_dir, errors, warnings)
     return errors, warnings
@@ -1392,7 +1486,41 @@ def breakages():
     def stray_shared_cache(docs):
         container(docs, "sigil-webhook")["args"].append("--shared-cache-url=redis://cache.example:6379")
 
-    return [stray_shared_cache, stray_gatekeeper_listener, audit_without_cloud_providers, drop_cloud_providers, stray_cloud_token, image_policy_references_cluster_wide, pc_entry_judges_twice, pc_crd_pruned, pc_controller_writes_sources, connections_unbounded, stray_autoscaler, github_root_tampered, stray_github_trust_root, webhook_limit_too_low, drop_webhook_env, drop_ro_root, allow_escalation, unfixed_pod_user, include_kube_system, timeout_mismatch,
+    def stray_exception_flag(docs):
+        container(docs, "sigil-webhook")["args"].append("--exception-namespace=*")
+
+    def controller_reads_exceptions(docs):
+        find(docs, "ClusterRole", "sigil-controller")[0]["rules"].append(
+            {"apiGroups": ["policy.sigil.dev"], "resources": [EXCEPTIONS], "verbs": ["list", "watch"]})
+
+    def exc_webhook_ignores_exceptions(docs):
+        c = container(docs, "sigil-webhook")
+        c["args"] = [a for a in c["args"] if not a.startswith("--exception-")]
+
+    def exc_reader_may_write(docs):
+        find(docs, "ClusterRole", EXCEPTION_READER)[0]["rules"][0]["verbs"].append("create")
+
+    def exc_editor_bound_by_the_chart(docs):
+        docs.append({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+                     "metadata": {"name": "everyone-edits-exceptions"},
+                     "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
+                                 "name": EXCEPTION_EDITOR},
+                     "subjects": [{"kind": "Group", "name": "system:authenticated",
+                                   "apiGroup": "rbac.authorization.k8s.io"}]})
+
+    def exc_editor_aggregated_to_edit(docs):
+        find(docs, "ClusterRole", EXCEPTION_EDITOR)[0]["metadata"]["labels"][
+            "rbac.authorization.k8s.io/aggregate-to-edit"] = "true"
+
+    def exc_expiry_warning_ignored(docs):
+        for g in find(docs, "PrometheusRule", "sigil")[0]["spec"]["groups"]:
+            for r in g["rules"]:
+                if r.get("alert") == "SigilExceptionExpiring":
+                    r["expr"] = r["expr"].rsplit("<", 1)[0] + "< 86400"
+
+    return [stray_exception_flag, controller_reads_exceptions, exc_webhook_ignores_exceptions,
+            exc_reader_may_write, exc_editor_bound_by_the_chart, exc_editor_aggregated_to_edit,
+            exc_expiry_warning_ignored, stray_shared_cache, stray_gatekeeper_listener, audit_without_cloud_providers, drop_cloud_providers, stray_cloud_token, image_policy_references_cluster_wide, pc_entry_judges_twice, pc_crd_pruned, pc_controller_writes_sources, connections_unbounded, stray_autoscaler, github_root_tampered, stray_github_trust_root, webhook_limit_too_low, drop_webhook_env, drop_ro_root, allow_escalation, unfixed_pod_user, include_kube_system, timeout_mismatch,
             ignore_failures, forget_cronjobs, wider_webhook_role, no_probe,
             wrong_namespace, unknown_flag, path_swap, allow_loopback_registries,
             tenants_name_any_registry, allow_unpinned_by_default, list_pull_secrets, forget_ephemeral_containers,
@@ -1579,6 +1707,8 @@ def main(argv):
         serving = bool(values["policyController"]["serve"])
         if breakage.__name__.startswith("pc_") != serving:
             continue  # each applies to a rendering serving policy-controller's objects, or not
+        if breakage.__name__.startswith("exc_") != bool(values["exceptions"]["namespaces"]):
+            continue  # each applies to a rendering with exceptions on, or off
         broken = copy.deepcopy(docs)
         breakage(broken)
         errors, _ = check(broken, values, ns, help_dir)

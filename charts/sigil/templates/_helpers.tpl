@@ -422,3 +422,44 @@ password
     secretName: {{ include "sigil.sharedCacheSecret" . }}
 {{- end }}
 {{- end -}}
+
+{{/*
+ImagePolicyExceptions (docs/exceptions.md): "true" when exceptions count in
+some namespace (exceptions.namespaces), else "". Off, the webhook and the
+audit get no exception flags and no right to read exceptions.
+*/}}
+{{- define "sigil.exceptionsEnabled" -}}
+{{- if .Values.exceptions.namespaces -}}true{{- end -}}
+{{- end -}}
+
+{{/* The seconds of a duration written as a sum of d, h, m and s (168h, 7d, 1h30m). */}}
+{{- define "sigil.durationSeconds" -}}
+{{- $units := dict "d" 86400 "h" 3600 "m" 60 "s" 1 -}}
+{{- $total := 0 -}}
+{{- range regexFindAll "[0-9]+[dhms]" . -1 -}}
+{{- $unit := regexFind "[dhms]$" . -}}
+{{- $total = add $total (mul (trimSuffix $unit . | atoi) (index $units $unit)) -}}
+{{- end -}}
+{{- $total -}}
+{{- end -}}
+
+{{/*
+The exception flags of the webhook and the audit, which both judge: the
+namespaces where exceptions count and their longest duration (more than 0,
+at most 366 days, as sigil_compile::exception::MAX_ALLOWED_DURATION).
+*/}}
+{{- define "sigil.exceptionArgs" -}}
+{{- if include "sigil.exceptionsEnabled" . }}
+{{- $max := include "sigil.durationSeconds" .Values.exceptions.maxDuration | int64 -}}
+{{- if or (le $max 0) (gt $max 31622400) -}}
+{{- fail (printf "exceptions.maxDuration %s: an exception may run more than 0 and at most 366d after its creation" .Values.exceptions.maxDuration) -}}
+{{- end -}}
+{{- range .Values.exceptions.namespaces }}
+- --exception-namespace={{ . }}
+{{- end }}
+- --exception-max-duration={{ .Values.exceptions.maxDuration }}
+{{- end }}
+{{- end -}}
+
+{{- define "sigil.exceptionEditorName" -}}sigil-exception-editor{{- end -}}
+{{- define "sigil.exceptionReaderName" -}}sigil-exception-reader{{- end -}}
