@@ -104,7 +104,8 @@ sigil_up() {
     --set-file webhook.caBundle="$dir/tls/ca.crt" \
     --set webhook.timeoutSeconds="$timeout" \
     --set policyController.serve=true \
-    --set "imagePolicies.referenceNamespaces={e2e-image-policy}" >"$dir/helm.log" 2>&1 ||
+    --set "imagePolicies.referenceNamespaces={e2e-image-policy}" \
+    --set "exceptions.namespaces={e2e-exception}" >"$dir/helm.log" 2>&1 ||
     { cat "$dir/helm.log" >&2; return 1; }
   # Each component talks to the API server as its own ServiceAccount, so the
   # chart's RBAC is what the e2e suite exercises.
@@ -124,7 +125,7 @@ sigil_up() {
     --tls-cert "$dir/tls/tls.crt" --tls-key "$dir/tls/tls.key" \
     --timeout-seconds "$timeout" --cue-module "$cue" \
     --policy-snapshot-secret "$SIGIL_NS/sigil-policy-snapshot" --pull-secrets kube \
-    --allow-registry-address 127.0.0.0/8 \
+    --allow-registry-address 127.0.0.0/8 --exception-namespace e2e-exception \
     "${insecure[@]}" >"$dir/webhook.log" 2>&1 &
   echo $! >"$dir/webhook.pid"
   if ! wait_url "$WEBHOOK_METRICS/readyz" 60; then

@@ -245,6 +245,7 @@ if ! helm upgrade --install sigil charts/sigil --namespace "$SIGIL_NS" --create-
   --set trustRoot.offline=true \
   --set webhook.timeoutSeconds=5 --set controller.replicas=2 \
   --set policyController.serve=true --set "imagePolicies.referenceNamespaces={e2e-image-policy}" \
+  --set "exceptions.namespaces={e2e-exception,e2e-audit-exception}" \
   --wait --timeout 5m >"$WORK/helm.log" 2>&1; then
   cat "$WORK/helm.log" >&2
   e2e_log "e2e-node: helm install did not get every sigil Pod ready within 5 min"
@@ -301,7 +302,7 @@ open(path, "w").write(yaml.safe_dump(doc, sort_keys=False))
 PY
   done
   (cd "$dir" && bash -euo pipefail -c "$apply") || return 1
-  for crd in clusterimagepolicies.policy.sigil.dev imagepolicies.policy.sigil.dev trustroots.policy.sigil.dev workloadkinds.policy.sigil.dev; do
+  for crd in clusterimagepolicies.policy.sigil.dev imagepolicies.policy.sigil.dev imagepolicyexceptions.policy.sigil.dev trustroots.policy.sigil.dev workloadkinds.policy.sigil.dev; do
     [[ $(kubectl get crd "$crd" -o jsonpath='{.metadata.annotations.e2e\.sigil\.dev/upgraded}') == true ]] ||
       { e2e_log "e2e-node: the documented CRD step did not update $crd"; return 1; }
   done

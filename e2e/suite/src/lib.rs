@@ -461,6 +461,46 @@ impl Cluster {
         Ok(())
     }
 
+    /// Applies an ImagePolicyException in `namespace` naming `policies`,
+    /// the `images` globs and the `workloads` (kind, name), expiring
+    /// `seconds` from now (whole seconds); returns `expiresAt` as written.
+    pub async fn apply_exception(
+        &self,
+        namespace: &str,
+        name: &str,
+        policies: &[&str],
+        images: &[&str],
+        workloads: &[(&str, &str)],
+        seconds: i64,
+    ) -> anyhow::Result<String> {
+        let now = k8s_openapi::jiff::Timestamp::now().as_second();
+        let expires = k8s_openapi::jiff::Timestamp::from_second(now + seconds)?.to_string();
+        let doc = serde_json::json!({
+            "apiVersion": "policy.sigil.dev/v1alpha1",
+            "kind": "ImagePolicyException",
+            "metadata": {"name": name, "namespace": namespace},
+            "spec": {
+                "policies": policies,
+                "images": images,
+                "workloads": workloads
+                    .iter()
+                    .map(|(kind, name)| serde_json::json!({"kind": kind, "name": name}))
+                    .collect::<Vec<_>>(),
+                "expiresAt": expires,
+                "reason": "sigil e2e",
+            },
+        });
+        self.apply(
+            &format!(
+                "/apis/policy.sigil.dev/v1alpha1/namespaces/{namespace}/imagepolicyexceptions/{name}"
+            ),
+            &labelled(&doc)?,
+        )
+        .await?
+        .expect_ok(&format!("applying ImagePolicyException {namespace}/{name}"))?;
+        Ok(expires)
+    }
+
     /// Applies `trust_root` (a TrustRoot document), labelled for cleanup.
     pub async fn apply_trust_root(&self, trust_root: &Value) -> anyhow::Result<()> {
         self.apply_labelled(TRUST_ROOT_PATH, "TrustRoot", trust_root)

@@ -430,6 +430,89 @@ async fn unsigned_and_wrongly_signed_images_are_denied_with_the_reason() {
     .await;
 }
 
+/// The namespace the chart of every e2e run allows exceptions in
+/// (`exceptions.namespaces`, `--exception-namespace`).
+const EXCEPTION_NS: &str = "exception";
+
+#[tokio::test]
+#[ignore = "needs a cluster with sigil: e2e/run-local.sh or e2e/kind.sh"]
+async fn an_exception_admits_an_unsigned_image_of_one_workload_until_it_expires() {
+    let s = Scenario::start(EXCEPTION_NS).await;
+    s.apply(&s.key1_policy("e2e-exception", "OLAREG")).await;
+    let unsigned = s.image("OLAREG_UNSIGNED");
+    s.expect_eventually(&[&s.image("OLAREG_NEW")], Want::Allowed)
+        .await;
+    s.expect(&[&unsigned], Want::Denied(&["policy e2e-exception failed"]))
+        .await;
+
+    // Waived for the scenario's pod (`try_pod` names it `e2e`) for 40 s.
+    let name = "vendor-sidecar";
+    let expires = s
+        .cluster
+        .apply_exception(
+            &s.ns,
+            name,
+            &["e2e-exception"],
+            &[&format!("{}/test/app*", s.fx.get("OLAREG").unwrap())],
+            &[("Pod", "e2e")],
+            40,
+        )
+        .await
+        .unwrap();
+    let waived = format!(
+        "policy e2e-exception waived: admitted by exception {}/{name} until {expires} (sigil e2e)",
+        s.ns
+    );
+    let took = s
+        .expect_eventually(&[&unsigned], Want::Warned(&[&waived]))
+        .await;
+    println!(
+        "exception: admitted by {}/{name} {took:.1?} after it was applied",
+        s.ns
+    );
+
+    // Only the workload it names: a Deployment with the same image is
+    // still denied.
+    let deployment = json!({
+        "apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": "other"},
+        "spec": {
+            "selector": {"matchLabels": {"app": "other"}},
+            "template": {
+                "metadata": {"labels": {"app": "other"}},
+                "spec": {"containers": [{"name": "c0", "image": unsigned}]},
+            },
+        },
+    });
+    let reply = s
+        .cluster
+        .create(
+            &format!("/apis/apps/v1/namespaces/{}/deployments", s.ns),
+            &deployment,
+            true,
+        )
+        .await
+        .unwrap();
+    assert!(
+        !reply.ok() && reply.message().contains("policy e2e-exception failed"),
+        "{}",
+        reply.describe()
+    );
+
+    // Right after the expiry, by the webhook's own clock: denied again,
+    // though the exception is still there.
+    let expiry: k8s_openapi::jiff::Timestamp = expires.parse().unwrap();
+    let left = expiry.as_second() - k8s_openapi::jiff::Timestamp::now().as_second();
+    assert!(
+        left > 0,
+        "the exception expired before it could be checked ({expires})"
+    );
+    tokio::time::sleep(Duration::from_secs(u64::try_from(left).unwrap() + 1)).await;
+    s.expect(&[&unsigned], Want::Denied(&["policy e2e-exception failed"]))
+        .await;
+    println!("exception: denied again within 1 s of its expiry {expires}");
+}
+
 #[tokio::test]
 #[ignore = "needs a cluster with sigil: e2e/run-local.sh or e2e/kind.sh"]
 async fn a_keyless_image_is_admitted_through_a_trust_root_and_a_wrong_identity_denied() {

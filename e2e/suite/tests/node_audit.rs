@@ -682,6 +682,88 @@ async fn a_frozen_workload_registry_turns_the_audit_results_to_error_never_pass(
         .unwrap();
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+#[ignore = "needs sigil installed on a node with audit.enabled: e2e/run-node.sh"]
+async fn an_exception_runs_an_unsigned_workload_until_it_expires_and_the_audit_agrees() {
+    // The chart allows exceptions in this namespace (run-node.sh).
+    let a = Audit::start("exception").await;
+    let key = a.fx.key_pem("KEY1").unwrap();
+    let unsigned = a.raw("NODE_WORKLOAD_UNSIGNED");
+    let registry = a.raw("NODE_REGISTRY");
+    let glob = format!("{registry}/sigil-e2e/**");
+    a.policy(
+        "audit-exception",
+        &glob,
+        "enforce",
+        json!([key_authority("harness-key1", &key)]),
+    )
+    .await;
+    a.admitted(&unsigned, false).await;
+
+    // Deployment `vendor` and the probe pod `e2e` may run the unsigned
+    // image for 150 s.
+    let expires = a
+        .cluster
+        .apply_exception(
+            &a.ns,
+            "vendor",
+            &["audit-exception"],
+            &[&glob],
+            &[("Deployment", "vendor"), ("Pod", "e2e")],
+            150,
+        )
+        .await
+        .unwrap();
+    a.admitted(&unsigned, true).await;
+    a.deployment("vendor", &unsigned, 1).await;
+    a.running("vendor", 1).await;
+    let seen = a
+        .report_until(
+            "the Report to show the excepted workload as skip",
+            PASS,
+            |seen| find(seen, "vendor", "audit-exception").is_some_and(|o| o.result == "skip"),
+        )
+        .await;
+    let skipped = find(&seen, "vendor", "audit-exception").unwrap();
+    let words = format!("admitted by exception {}/vendor until {expires}", a.ns);
+    assert!(skipped.message.contains(&words), "{skipped}");
+    println!("audit: while the exception runs: {skipped}");
+
+    // Right after the expiry, by each component's own clock: admission
+    // denies and the audit turns the running workload to fail, though the
+    // exception object is still there.
+    let expiry: k8s_openapi::jiff::Timestamp = expires.parse().unwrap();
+    let left = expiry.as_second() - unix_now();
+    assert!(
+        left > 0,
+        "the exception expired before the checks ({expires})"
+    );
+    tokio::time::sleep(Duration::from_secs(u64::try_from(left).unwrap() + 1)).await;
+    let reply = a.cluster.try_pod(&a.ns, &[&unsigned]).await.unwrap();
+    assert!(
+        !reply.ok() && reply.message().contains("policy audit-exception failed"),
+        "admission after the expiry: {}",
+        reply.describe()
+    );
+    let start = Instant::now();
+    let seen = a
+        .report_until(
+            "the Report to turn the workload to fail after the expiry",
+            PASS,
+            |seen| find(seen, "vendor", "audit-exception").is_some_and(|o| o.result == "fail"),
+        )
+        .await;
+    println!(
+        "audit: {:.1?} after the expiry the Report says: {}",
+        start.elapsed() + Duration::from_secs(1),
+        find(&seen, "vendor", "audit-exception").unwrap()
+    );
+    a.cluster
+        .delete(&format!("/api/v1/namespaces/{}", a.ns))
+        .await
+        .unwrap();
+}
+
 #[test]
 fn printer_columns_are_read_by_their_header() {
     let table = "NAME          READY   MODE      PASS   FAIL   ERROR   AGE\n\
