@@ -63,11 +63,11 @@ pub struct ImagePolicyExceptionSpec {
     /// The policies waived: ClusterImagePolicy names, or names of
     /// ImagePolicies in this namespace. Every other policy still judges the
     /// images.
-    #[schemars(length(min = 1, max = 32))]
+    #[schemars(length(min = 1, max = 32), inner(length(min = 1, max = 253)))]
     pub policies: Vec<String>,
     /// The images waived, as globs in the syntax of a ClusterImagePolicy's
     /// `images[].glob` (`ghcr.io/vendor/sidecar*`, `registry.local/**`).
-    #[schemars(length(min = 1, max = 32))]
+    #[schemars(length(min = 1, max = 32), inner(length(min = 1, max = 512)))]
     pub images: Vec<String>,
     /// The workloads whose images are waived; each names a kind and a name
     /// (a glob: `*` any run of characters). A Pod counts as its own name,

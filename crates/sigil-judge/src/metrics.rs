@@ -702,7 +702,40 @@ mod tests {
                 result: "hit",
             })
             .inc();
+        // One exception that counts for the next hour: the gauges come
+        // from the tracked table at every scrape.
+        let rules = sigil_compile::exception::ExceptionRules::new(
+            &["team-a".into()],
+            std::time::Duration::from_secs(7200),
+        )
+        .unwrap();
+        let table = Arc::new(ExceptionTable::new(rules));
+        let mut e = sigil_api::exception::ImagePolicyException::new(
+            "sidecar",
+            sigil_api::exception::ImagePolicyExceptionSpec {
+                policies: vec!["signed".into()],
+                images: vec!["registry.test/**".into()],
+                workloads: vec![sigil_api::exception::ExceptionWorkload {
+                    kind: "Pod".into(),
+                    name: "*".into(),
+                }],
+                expires_at: sigil_verifier::trust::format_rfc3339(
+                    time::OffsetDateTime::now_utc() + time::Duration::hours(1),
+                ),
+                reason: None,
+            },
+        );
+        e.metadata.namespace = Some("team-a".into());
+        table.replace([&e], time::OffsetDateTime::now_utc());
+        m.track_exceptions(table);
         let exposition = m.encode();
+        assert!(
+            exposition.contains("sigil_exceptions{state=\"active\"} 1")
+                && exposition.contains(
+                    "sigil_exception_expiry_timestamp_seconds{namespace=\"team-a\",exception=\"sidecar\"}"
+                ),
+            "{exposition}"
+        );
         let missing = sigil_testkit::metrics::unexported(&exposition, |name| {
             !name.starts_with("sigil_controller_") && !name.starts_with("sigil_audit_")
         });
