@@ -177,6 +177,16 @@ def push_notation(registry, repo, subject, envelope_path, fmt, chain):
 SUMMARY = re.compile(r"pass: (\d+), fail: (\d+), warn: (\d+), error: (\d+), skip: (\d+)")
 
 
+NOISE = re.compile(r"^(Warning: .* is deprecated and will be removed.*|Applying \d+ policy rule\(s\) to .*|-+)$")
+
+
+def kyverno_said(message):
+    """Kyverno's answer without the lines every run prints: ClusterPolicy's
+    deprecation notice (naming this run's temporary file) and the count of
+    rules applied."""
+    return "\n".join(line for line in message.splitlines() if line.strip() and not NOISE.match(line.strip()))
+
+
 def kyverno_counts(result):
     m = SUMMARY.search(result["kyverno_message"])
     return tuple(int(x) for x in m.groups()) if m else None
@@ -254,7 +264,9 @@ def report(corpus, reasons, results, meta):
         " `failurePolicy: Fail`, when a rule errs (`deny (rule error)`); an Audit rule's failure is a warning"
         " (`kyverno apply --audit-warn`). sigil's are `sigil policy test --no-match allow`'s exit status (0 admit,"
         " 3 admit with a warning, 1 deny): Kyverno admits an image that no rule selects, or that only Audit rules"
-        " select, which in sigil is `noMatchPolicy: allow`.",
+        " select, which in sigil is `noMatchPolicy: allow`. For an ImageValidatingPolicy the CLI prints a failure"
+        " as `failed as audit warning` whatever its `validationActions`, but counts it as a failure; these"
+        " policies say `validationActions: [Deny]`, so the webhook denies.",
         "",
         f"**{n} pairs: {agree} agree, {n - agree} disagree.**",
         "",
@@ -277,14 +289,14 @@ def report(corpus, reasons, results, meta):
             "",
             reason or "**No reason recorded yet** (bench/differential/kyverno/reasons.yaml).",
             "",
-            f"- Kyverno: {pd.cell(r['kyverno_message'] or '(no output)', 600)}",
+            f"- Kyverno: {pd.cell(kyverno_said(r['kyverno_message']) or '(no output)', 600)}",
             f"- sigil: {pd.cell(r['sigil_message'] or '(no output)', 600)}",
             "",
         ]
     lines += ["## What each tool said", "",
               "| # | Kyverno (exit, output) | sigil (exit, output) |", "|---|---|---|"]
     for i, (r, _, _, _, _) in enumerate(rows, 1):
-        lines.append(f"| {i} | {r['kyverno_exit']}: {pd.cell(r['kyverno_message'] or '-')} | "
+        lines.append(f"| {i} | {r['kyverno_exit']}: {pd.cell(kyverno_said(r['kyverno_message']) or '-')} | "
                      f"{r['sigil_exit']}: {pd.cell(r['sigil_message'] or '-')} |")
     convert = {r["id"]: r.get("convert", "") for r in results}
     lines += ["", "## The pair sets", "",
@@ -360,6 +372,9 @@ def check():
              "sigil_exit": 1, "sigil_message": ""},
         ]
         assert [kyverno_verdict(r) for r in results] == ["deny", "admit (warn)", "deny (rule error)", "error"]
+        noisy = ("Warning: /tmp/p.yaml: kyverno.io/v1 ClusterPolicy is deprecated and will be removed in a future"
+                 " release; migrate\n\nApplying 3 policy rule(s) to 1 resource(s)...\nfailed\n" + line.format(0, 1, 0, 0, 0))
+        assert kyverno_said(noisy) == "failed\n" + line.format(0, 1, 0, 0, 0), kyverno_said(noisy)
         text, unexplained = report(corpus, {(e["id"], "C"): "because", (e["id"], "D"): "so"}, results, meta)
         assert "**4 pairs: 2 agree, 2 disagree.**" in text, text
         assert "because" in text and "a\\|b" in text and unexplained == [], (text, unexplained)
