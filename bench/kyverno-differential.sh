@@ -28,6 +28,8 @@ NO_NETWORK_PROXY=http://127.0.0.1:9
 KEEP=$REPO/.cache/bench/kyverno-differential
 # Each tool's verdict on one pair, in seconds.
 TOOL_TIMEOUT=120
+# Each step that makes a fixture (a push, a signature), in seconds.
+STEP_TIMEOUT=60
 
 log() { printf 'kyverno-differential: %s\n' "$*" >&2; }
 die() { log "error: $*"; exit 1; }
@@ -52,10 +54,9 @@ outer() {
     python3 "$HELPER" --check
     local kyv_bin
     kyv_bin=$(nice -n 19 bench/peers/build.sh kyverno-cli)
-    # sigil, and the testkit's Notary Project PKI; the debug build that
-    # make test has already made.
-    nice -n 19 cargo build -q -p sigil-cli --bin sigil
-    nice -n 19 cargo build -q -p sigil-testkit --example notation_pki
+    # sigil, and the testkit's Notary Project PKI, from the workspace's
+    # selection (the one make test builds, so nothing is rebuilt).
+    nice -n 19 cargo build -q --workspace --bin sigil --example notation_pki
     local target=${CARGO_TARGET_DIR:-$REPO/target}
     export DIFF_KYVERNO=$kyv_bin/kyverno-cli
     export DIFF_SIGIL=$target/debug/sigil
@@ -93,13 +94,20 @@ other_notary_pki() { # dir
     cat "$d/leaf.crt" "$d/root.crt" >"$d/chain.pem"
 }
 
+# e2e/lib.sh's push_image (a small one-layer image; prints its digest),
+# within STEP_TIMEOUT.
+push() { # registry repo tag content
+    # shellcheck disable=SC2016 # expanded by the inner shell
+    timeout "$STEP_TIMEOUT" bash -c '. e2e/lib.sh && push_image "$@"' push "$@"
+}
+
 # Pushes a small image to test/notary and signs it with notation-go; prints
 # the reference. MOVED signs FROM's digest and hangs the signature on a new
 # image, as if it had been copied there.
 notary_image() { # name pki-dir format [-expiry D] | name pki-dir format moved-from-ref
     local name=$1 pki=$2 format=$3 digest manifest size media signed
     shift 3
-    digest=$(push_image "$OLAREG" test/notary "$name" "kyverno-differential-$name")
+    digest=$(push "$OLAREG" test/notary "$name" "kyverno-differential-$name")
     signed=$digest
     if [[ ${1:-} == *@sha256:* ]]; then
         signed=${1#*@}
@@ -107,12 +115,12 @@ notary_image() { # name pki-dir format [-expiry D] | name pki-dir format moved-f
     fi
     [[ $format == none ]] && { echo "$OLAREG/test/notary@$digest"; return; }
     manifest=$WORK/notary-$name.json
-    crane manifest --insecure "$OLAREG/test/notary@$signed" >"$manifest"
+    timeout "$STEP_TIMEOUT" crane manifest --insecure "$OLAREG/test/notary@$signed" >"$manifest"
     size=$(stat -c %s "$manifest")
     media=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["mediaType"])' "$manifest")
-    "$NOTATION_SIGNER" -key "$pki/leaf.key" -chain "$pki/chain.pem" -format "$format" \
+    timeout "$STEP_TIMEOUT" "$NOTATION_SIGNER" -key "$pki/leaf.key" -chain "$pki/chain.pem" -format "$format" \
         -media-type "$media" -digest "$signed" -size "$size" "$@" >"$WORK/notary-$name.$format"
-    python3 "$HELPER" push-notation "$OLAREG" test/notary "$digest" "$WORK/notary-$name.$format" "$format" \
+    timeout "$STEP_TIMEOUT" python3 "$HELPER" push-notation "$OLAREG" test/notary "$digest" "$WORK/notary-$name.$format" "$format" \
         "$pki/chain.pem" >/dev/null
     echo "$OLAREG/test/notary@$digest"
 }
@@ -123,16 +131,14 @@ notary_image() { # name pki-dir format [-expiry D] | name pki-dir format moved-f
 extra_fixtures() { # fixture-file
     local fix=$1 keydir
     keydir=$(dirname "$KEY1")
-    # shellcheck source=e2e/lib.sh
-    . e2e/lib.sh
     local skipped prov pki=$WORK/notary-pki other=$WORK/notary-other
-    skipped=$(push_image "$OLAREG" test/skipped unsigned kyverno-differential-skipped)
-    prov=$(push_image "$OLAREG" test/app prov-main-legacy kyverno-differential-prov-main-legacy)
+    skipped=$(push "$OLAREG" test/skipped unsigned kyverno-differential-skipped)
+    prov=$(push "$OLAREG" test/app prov-main-legacy kyverno-differential-prov-main-legacy)
     (cd "$keydir" && COSIGN_PASSWORD='' COSIGN_YES=true TUF_ROOT=$WORK/tuf HOME=$WORK/home \
-        cosign attest --key key1.key --use-signing-config=false --tlog-upload=false --allow-insecure-registry \
+        timeout "$STEP_TIMEOUT" cosign attest --key key1.key --use-signing-config=false --tlog-upload=false --allow-insecure-registry \
         --yes --new-bundle-format=false --predicate prov-main.json --type slsaprovenance1 \
         "$OLAREG/test/app@$prov" >/dev/null 2>&1) || die "cosign attest of the legacy provenance failed"
-    "$DIFF_NOTATION_PKI" "$pki" >/dev/null
+    timeout "$STEP_TIMEOUT" "$DIFF_NOTATION_PKI" "$pki" >/dev/null
     mkdir -p "$other"
     other_notary_pki "$other"
     local jws
