@@ -15,6 +15,8 @@
 # Run by hand or by `make kyverno-differential`; not part of `make test` (it
 # needs the Kyverno build). Needs go, cargo, openssl, python3 with PyYAML.
 set -euo pipefail
+# A failed step inside $(...) (a fixture's push or signature) stops the run.
+shopt -s inherit_errexit
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 REPO=$PWD
 export PYTHONDONTWRITEBYTECODE=1
@@ -120,8 +122,8 @@ notary_image() { # name pki-dir format [-expiry D] | name pki-dir format moved-f
     media=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["mediaType"])' "$manifest")
     timeout "$STEP_TIMEOUT" "$NOTATION_SIGNER" -key "$pki/leaf.key" -chain "$pki/chain.pem" -format "$format" \
         -media-type "$media" -digest "$signed" -size "$size" "$@" >"$WORK/notary-$name.$format"
-    timeout "$STEP_TIMEOUT" python3 "$HELPER" push-notation "$OLAREG" test/notary "$digest" "$WORK/notary-$name.$format" "$format" \
-        "$pki/chain.pem" >/dev/null
+    timeout "$STEP_TIMEOUT" python3 "$HELPER" push-notation "$OLAREG" test/notary "$digest" \
+        "$WORK/notary-$name.$format" "$format" "$pki/chain.pem" >/dev/null
     echo "$OLAREG/test/notary@$digest"
 }
 
@@ -135,8 +137,8 @@ extra_fixtures() { # fixture-file
     skipped=$(push "$OLAREG" test/skipped unsigned kyverno-differential-skipped)
     prov=$(push "$OLAREG" test/app prov-main-legacy kyverno-differential-prov-main-legacy)
     (cd "$keydir" && COSIGN_PASSWORD='' COSIGN_YES=true TUF_ROOT=$WORK/tuf HOME=$WORK/home \
-        timeout "$STEP_TIMEOUT" cosign attest --key key1.key --use-signing-config=false --tlog-upload=false --allow-insecure-registry \
-        --yes --new-bundle-format=false --predicate prov-main.json --type slsaprovenance1 \
+        timeout "$STEP_TIMEOUT" cosign attest --key key1.key --use-signing-config=false --tlog-upload=false \
+        --allow-insecure-registry --yes --new-bundle-format=false --predicate prov-main.json --type slsaprovenance1 \
         "$OLAREG/test/app@$prov" >/dev/null 2>&1) || die "cosign attest of the legacy provenance failed"
     timeout "$STEP_TIMEOUT" "$DIFF_NOTATION_PKI" "$pki" >/dev/null
     mkdir -p "$other"
