@@ -2,9 +2,18 @@
 """The Kyverno conversion differential's corpus and report (bench/kyverno-differential.sh).
 
   pairs CORPUS.yaml FIXTURES.env
-      One line per (policy, image) pair: "ID<TAB>POLICY-FILE<TAB>IMAGE-NAME<TAB>REFERENCE".
+      One line per (policy, image) pair:
+      "ID<TAB>POLICY-FILE<TAB>IMAGE-NAME<TAB>REFERENCE<TAB>SIGIL-SETUP" (`trust-root` or `-`).
   render CORPUS.yaml ID FIXTURES.env > policy.yaml
-      The pair set's Kyverno policy on this run's registries, keys and Notary root.
+      The pair set's Kyverno policy on this run's registries, keys, test
+      Sigstore and Notary root.
+  render-sigil CORPUS.yaml ID FIXTURES.env > policy.yaml
+      What `sigil policy convert` reads: the same, except for a pair set with
+      `sigil: trust-root`, whose Rekor and CT log keys are left out, as a user
+      does when the conversion says that they belong in a TrustRoot.
+  sigstore TRUSTED_ROOT.json DIR >> FIXTURES.env
+      The test Sigstore's Fulcio certificates, Rekor and CT log keys as PEM
+      files in DIR, for Kyverno's keyless rules; prints their fixture lines.
   pod REFERENCE > pod.yaml
       The Pod that `kyverno apply` judges: one container running REFERENCE.
   push-notation REGISTRY REPOSITORY SUBJECT-DIGEST ENVELOPE FORMAT CHAIN.pem
@@ -20,8 +29,9 @@
       results (no registry, no Kyverno).
 
 The policies live in bench/differential/kyverno/. Rendering replaces @OLAREG@
-and @DOCKREG@ in any string with the run's registries, and a string that is
-exactly @KEY1@, @KEY2@ or @NOTARY_ROOT@ with that PEM. The shared pieces
+and @DOCKREG@ in any string with the run's registries, a string that is
+exactly @KEY1@, @KEY2@, @NOTARY_ROOT@, @FULCIO_ROOTS@, @REKOR_KEY@ or
+@CTLOG_KEY@ with that PEM, and @REKOR_URL@ with the test Rekor's URL. The shared pieces
 (fixture files, PEM keys, table cells, reasons) are policy-differential.py's.
 """
 
@@ -44,7 +54,9 @@ pd = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(pd)
 CorpusError = pd.CorpusError
 
-PEM_NAMES = ("KEY1", "KEY2", "NOTARY_ROOT")
+PEM_NAMES = ("KEY1", "KEY2", "NOTARY_ROOT", "FULCIO_ROOTS", "REKOR_KEY", "CTLOG_KEY")
+VALUE_NAMES = ("REKOR_URL",)
+SIGIL_SETUPS = ("trust-root",)
 NOTARY_SIGNATURE = "application/vnd.cncf.notary.signature"
 ENVELOPE_TYPES = {"jws": "application/jose+json", "cose": "application/cose"}
 EMPTY_CONFIG = b"{}"
@@ -67,10 +79,29 @@ def load_corpus(path):
         ids.add(entry["id"])
         if not isinstance(entry["images"], list) or not entry["images"]:
             raise CorpusError(f"{where} ({entry['id']}): `images` must list fixture names")
+        if entry.get("sigil", "-") not in SIGIL_SETUPS + ("-",):
+            raise CorpusError(f"{where} ({entry['id']}): `sigil` is one of {SIGIL_SETUPS}")
     return corpus
 
 
-def render(entry, fixtures):
+def drop_log_keys(value):
+    """The policy without `rekor.pubkey` and `ctlog.pubkey` (an emptied
+    `ctlog` goes too)."""
+    if isinstance(value, list):
+        return [drop_log_keys(v) for v in value]
+    if not isinstance(value, dict):
+        return value
+    out = {}
+    for k, v in value.items():
+        if k in ("rekor", "ctlog") and isinstance(v, dict):
+            v = {kk: vv for kk, vv in v.items() if kk != "pubkey"}
+            if not v:
+                continue
+        out[k] = drop_log_keys(v)
+    return out
+
+
+def render(entry, fixtures, for_sigil=False):
     path = os.path.join(KYV_DIR, entry["policy"])
     with open(path) as f:
         docs = [d for d in yaml.safe_load_all(f) if d]
@@ -88,6 +119,10 @@ def render(entry, fixtures):
         m = re.fullmatch(r"@([A-Z0-9_]+)@", value)
         if m and m.group(1) in PEM_NAMES:
             return pd.pem_of(fixtures, m.group(1))
+        if m and m.group(1) in VALUE_NAMES:
+            if not fixtures.get(m.group(1)):
+                raise CorpusError(f"{entry['id']}: the fixtures have no {m.group(1)}")
+            return fixtures[m.group(1)]
         for k, v in regs.items():
             if k in value and not v:
                 raise CorpusError(f"{entry['id']}: the fixtures name no registry for {k}")
@@ -96,7 +131,10 @@ def render(entry, fixtures):
             raise CorpusError(f"{entry['id']}: {value!r} names no fixture this script knows")
         return value
 
-    return yaml.safe_dump_all([fill(d) for d in docs], sort_keys=False)
+    docs = [fill(d) for d in docs]
+    if for_sigil and entry.get("sigil") == "trust-root":
+        docs = [drop_log_keys(d) for d in docs]
+    return yaml.safe_dump_all(docs, sort_keys=False)
 
 
 def pairs(corpus, fixtures):
@@ -105,7 +143,34 @@ def pairs(corpus, fixtures):
             ref = fixtures.get(name)
             if not ref:
                 raise CorpusError(f"{entry['id']}: the fixtures have no image {name}")
-            yield entry["id"], entry["policy"], name, ref
+            yield entry["id"], entry["policy"], name, ref, entry.get("sigil", "-")
+
+
+def sigstore(trusted_root, out_dir):
+    """PEM files of a trusted_root.json's Fulcio certificates and its (Rekor
+    v1) transparency log and CT log keys, and the fixture lines naming them."""
+    os.makedirs(out_dir, exist_ok=True)
+    import base64
+    certs = "".join(pd.pem("CERTIFICATE", base64.b64decode(c["rawBytes"]))
+                    for ca in trusted_root.get("certificateAuthorities", [])
+                    for c in ca["certChain"]["certificates"])
+    tlogs = [t for t in trusted_root.get("tlogs", []) if not t["baseUrl"].startswith("https://log2")]
+    ctlogs = trusted_root.get("ctlogs", [])
+    if not certs or not tlogs or not ctlogs:
+        raise CorpusError("the trusted root needs a certificate authority, a Rekor v1 log and a CT log")
+    files = {
+        "FULCIO_ROOTS": ("fulcio-roots.pem", certs),
+        "REKOR_KEY": ("rekor.pub", pd.pem("PUBLIC KEY", base64.b64decode(tlogs[0]["publicKey"]["rawBytes"]))),
+        "CTLOG_KEY": ("ctlog.pub", pd.pem("PUBLIC KEY", base64.b64decode(ctlogs[0]["publicKey"]["rawBytes"]))),
+    }
+    lines = []
+    for name, (file, text) in files.items():
+        path = os.path.join(out_dir, file)
+        with open(path, "w") as f:
+            f.write(text)
+        lines.append(f"{name}={path}")
+    lines.append(f"REKOR_URL={tlogs[0]['baseUrl'].rstrip('/')}")
+    return lines
 
 
 def pod(ref):
@@ -177,13 +242,14 @@ def push_notation(registry, repo, subject, envelope_path, fmt, chain):
 SUMMARY = re.compile(r"pass: (\d+), fail: (\d+), warn: (\d+), error: (\d+), skip: (\d+)")
 
 
-NOISE = re.compile(r"^(Warning: .* is deprecated and will be removed.*|Applying \d+ policy rule\(s\) to .*|-+)$")
+NOISE = re.compile(r"^(Warning: .* is deprecated and will be removed.*|Applying \d+ policy rule\(s\) to .*|-+|"
+                   r"\*\*Info\*\* Multiple valid certificate chains found.*)$")
 
 
 def kyverno_said(message):
     """Kyverno's answer without the lines every run prints: ClusterPolicy's
-    deprecation notice (naming this run's temporary file) and the count of
-    rules applied."""
+    deprecation notice (naming this run's temporary file), the count of rules
+    applied, and cosign's note on choosing among certificate chains."""
     return "\n".join(line for line in message.splitlines() if line.strip() and not NOISE.match(line.strip()))
 
 
@@ -255,8 +321,8 @@ def report(corpus, reasons, results, meta):
         f"- Date: {meta['date']}; machine: {meta['machine']}",
         f"- {meta['sigil_version']} (commit {meta['sigil_commit']}); Kyverno CLI {meta['kyverno_version']}",
         "- Images: cosign-signed and attested fixtures in olareg and docker-registry on 127.0.0.1"
-        " (e2e/registry-fixtures.sh), and images signed with notation-go (the testkit's notation-signer, JWS and"
-        " COSE). Kyverno ran with `HTTPS_PROXY`/`HTTP_PROXY="
+        " (e2e/registry-fixtures.sh), keyless images signed through the testkit's Sigstore (its Fulcio, Rekor and"
+        " CT log), and images signed with notation-go (the testkit's notation-signer, JWS and COSE). Kyverno ran with `HTTPS_PROXY`/`HTTP_PROXY="
         f"{meta['proxy']}`, where nothing listens, an empty `TUF_ROOT`, `HOME` and `DOCKER_CONFIG`, so that"
         f" anything it tried to reach off this machine failed at once; {meta.get('proxy_hits', '0')} of its"
         " answers mention that proxy.",
@@ -301,13 +367,17 @@ def report(corpus, reasons, results, meta):
     convert = {r["id"]: r.get("convert", "") for r in results}
     lines += ["", "## The pair sets", "",
               "What `sigil policy convert` reported: its warnings (where it knows sigil judges differently) and"
-              " its errors (what it left out) are quoted.",
+              " its errors (what it left out) are quoted. A keyless rule off the public-good Sigstore names that"
+              " instance's log keys, which the conversion refuses (they belong in a TrustRoot); sigil then judged"
+              " the rule as a user rewrites it after that error, without the keys, with the test Sigstore as the"
+              " cluster's default TrustRoot.",
               "", "| policy | file | `sigil policy convert` said |", "|---|---|---|"]
     for e in corpus:
         said = [w.split(": ", 1)[1] for w in convert.get(e["id"], "").splitlines()
                 if w.startswith(("warning: ", "error: "))]
+        setup = "(the log keys left out, the default TrustRoot) " if e.get("sigil") == "trust-root" else ""
         lines.append(f"| {e['id']} | `bench/differential/kyverno/{e['policy']}` | "
-                     f"{pd.cell(' / '.join(said), 700) if said else '-'} |")
+                     f"{setup}{pd.cell(' / '.join(said), 700) if said else '-'} |")
     if stale:
         lines += ["", "Reasons recorded for pairs that agree in this run (stale): " + ", ".join(stale) + "."]
     return "\n".join(lines) + "\n", unexplained
@@ -338,7 +408,7 @@ def check():
     reasons = pd.load_reasons(os.path.join(KYV_DIR, "reasons.yaml"))
     with tempfile.TemporaryDirectory() as tmp:
         fake_pem = pd.pem("PUBLIC KEY", b"\x30" * 91)
-        fixtures = {"OLAREG": "127.0.0.1:5001", "DOCKREG": "127.0.0.1:5002"}
+        fixtures = {"OLAREG": "127.0.0.1:5001", "DOCKREG": "127.0.0.1:5002", "REKOR_URL": "http://rekor.example"}
         for k in PEM_NAMES:
             p = os.path.join(tmp, k)
             with open(p, "w") as f:
@@ -353,9 +423,29 @@ def check():
                 assert d["apiVersion"].split("/")[0] in ("kyverno.io", "policies.kyverno.io"), e["id"]
                 assert "127.0.0.1:500" in yaml.safe_dump(d), e["id"]
             assert "BEGIN PUBLIC KEY" in text, e["id"]
+            for_sigil = render(e, fixtures, True)
+            if e.get("sigil") == "trust-root":
+                assert "pubkey" in text and "pubkey" not in for_sigil, e["id"]
+                assert "http://rekor.example" in for_sigil, e["id"]
+            else:
+                assert for_sigil == text, e["id"]
         for (pair_id, image) in reasons:
             entry = next((e for e in corpus if e["id"] == pair_id), None)
             assert entry and image in entry["images"], f"reasons.yaml: {pair_id} has no image {image}"
+        import base64
+        der = base64.b64encode(b"\x30\x03\x02\x01\x01").decode()
+        lines = sigstore({
+            "certificateAuthorities": [{"certChain": {"certificates": [{"rawBytes": der}, {"rawBytes": der}]}}],
+            "tlogs": [{"baseUrl": "https://log2025-1.rekor.example", "publicKey": {"rawBytes": der}},
+                      {"baseUrl": "http://rekor.example/", "publicKey": {"rawBytes": der}}],
+            "ctlogs": [{"baseUrl": "http://ctfe.example", "publicKey": {"rawBytes": der}}],
+        }, os.path.join(tmp, "sigstore"))
+        got = dict(line.split("=", 1) for line in lines)
+        assert got["REKOR_URL"] == "http://rekor.example", got
+        with open(got["FULCIO_ROOTS"]) as f:
+            assert f.read().count("BEGIN CERTIFICATE") == 2
+        with open(got["REKOR_KEY"]) as f:
+            assert f.read().startswith("-----BEGIN PUBLIC KEY-----")
         assert yaml.safe_load(pod("127.0.0.1:5001/a@sha256:00"))["spec"]["containers"][0]["image"] \
             == "127.0.0.1:5001/a@sha256:00"
         meta = {k: "x" for k in META_KEYS}
@@ -391,11 +481,14 @@ def main(argv):
         elif argv[:1] == ["pairs"] and len(argv) == 3:
             for p in pairs(load_corpus(argv[1]), pd.read_fixtures(argv[2])):
                 print("\t".join(p))
-        elif argv[:1] == ["render"] and len(argv) == 4:
+        elif argv[:1] in (["render"], ["render-sigil"]) and len(argv) == 4:
             entry = next((e for e in load_corpus(argv[1]) if e["id"] == argv[2]), None)
             if entry is None:
                 raise CorpusError(f"no pair set {argv[2]} in the corpus")
-            print(render(entry, pd.read_fixtures(argv[3])), end="")
+            print(render(entry, pd.read_fixtures(argv[3]), argv[0] == "render-sigil"), end="")
+        elif argv[:1] == ["sigstore"] and len(argv) == 3:
+            with open(argv[1]) as f:
+                print("\n".join(sigstore(json.load(f), argv[2])))
         elif argv[:1] == ["pod"] and len(argv) == 2:
             print(pod(argv[1]), end="")
         elif argv[:1] == ["push-notation"] and len(argv) == 7:

@@ -4,8 +4,9 @@
 # (`kyverno apply`, Kyverno v1.19.1 built by bench/peers/build.sh) on the
 # policy as written, and by `sigil policy test` on what `sigil policy convert`
 # made of it, on images in local registries on 127.0.0.1: the cosign fixtures
-# of e2e/registry-fixtures.sh, and images this script signs with notation-go
-# (the testkit's notation-signer). The table goes to docs/kyverno-differential.md
+# of e2e/registry-fixtures.sh, keyless images the testkit signs through its
+# test Sigstore, and images this script signs with notation-go (the testkit's
+# notation-signer). The table goes to docs/kyverno-differential.md
 # (bench/kyverno-differential.py report).
 #
 # Usage: bench/kyverno-differential.sh [--out FILE] [--report]
@@ -56,13 +57,14 @@ outer() {
     python3 "$HELPER" --check
     local kyv_bin
     kyv_bin=$(nice -n 19 bench/peers/build.sh kyverno-cli)
-    # sigil, and the testkit's Notary Project PKI, from the workspace's
-    # selection (the one make test builds, so nothing is rebuilt).
-    nice -n 19 cargo build -q --workspace --bin sigil --example notation_pki
+    # sigil, the testkit's Notary Project PKI and keyless images, from the
+    # workspace's selection (the one make test builds, so nothing is rebuilt).
+    nice -n 19 cargo build -q --workspace --bin sigil --example notation_pki --example keyless-images
     local target=${CARGO_TARGET_DIR:-$REPO/target}
     export DIFF_KYVERNO=$kyv_bin/kyverno-cli
     export DIFF_SIGIL=$target/debug/sigil
     export DIFF_NOTATION_PKI=$target/debug/examples/notation_pki
+    export DIFF_KEYLESS_IMAGES=$target/debug/examples/keyless-images
     export DIFF_OUT=$out
     DIFF_COMMAND=bench/kyverno-differential.sh
     [[ $out == docs/kyverno-differential.md ]] || DIFF_COMMAND+=" --out $out"
@@ -129,7 +131,8 @@ notary_image() { # name pki-dir format [-expiry D] | name pki-dir format moved-f
 
 # Fixtures beyond e2e/registry-fixtures.sh's, appended to the fixture file:
 # a tag reference, an unsigned image in a repository a policy skips, SLSA
-# provenance from main in the legacy format, and the Notary Project images.
+# provenance from main in the legacy format, keyless images and the test
+# Sigstore's roots and keys, and the Notary Project images.
 extra_fixtures() { # fixture-file
     local fix=$1 keydir
     keydir=$(dirname "$KEY1")
@@ -140,6 +143,8 @@ extra_fixtures() { # fixture-file
         timeout "$STEP_TIMEOUT" cosign attest --key key1.key --use-signing-config=false --tlog-upload=false \
         --allow-insecure-registry --yes --new-bundle-format=false --predicate prov-main.json --type slsaprovenance1 \
         "$OLAREG/test/app@$prov" >/dev/null 2>&1) || die "cosign attest of the legacy provenance failed"
+    timeout "$STEP_TIMEOUT" "$DIFF_KEYLESS_IMAGES" "$OLAREG" test/keyless "$WORK" >>"$fix"
+    python3 "$HELPER" sigstore "$WORK/trusted_root.json" "$WORK/sigstore" >>"$fix"
     timeout "$STEP_TIMEOUT" "$DIFF_NOTATION_PKI" "$pki" >/dev/null
     mkdir -p "$other"
     other_notary_pki "$other"
@@ -164,7 +169,7 @@ extra_fixtures() { # fixture-file
 inner() {
     [[ -n ${SIGIL_REGISTRY_FIXTURES:-} ]] || die "run as e2e/registry-fixtures.sh -- $0 --inner"
     local tool
-    for tool in "$DIFF_KYVERNO" "$DIFF_SIGIL" "$DIFF_NOTATION_PKI"; do
+    for tool in "$DIFF_KYVERNO" "$DIFF_SIGIL" "$DIFF_NOTATION_PKI" "$DIFF_KEYLESS_IMAGES"; do
         [[ -x $tool ]] || die "$tool is missing; run bench/kyverno-differential.sh without --inner"
     done
     NOTATION_SIGNER=$(command -v notation-signer) || die "notation-signer is not on PATH (e2e/registry-fixtures.sh puts it there)"
@@ -180,16 +185,22 @@ inner() {
 
     local results=$WORK/results.jsonl n=0
     : >"$results"
-    local id source name ref kyv_policy sigil_policy pod run rc
-    while IFS=$'\t' read -r id source name ref; do
+    local id source name ref setup kyv_policy sigil_input sigil_policy pod run rc sigil_args
+    while IFS=$'\t' read -r id source name ref setup; do
         kyv_policy=$WORK/policies/$id.yaml
+        sigil_input=$WORK/policies/$id.for-sigil.yaml
         sigil_policy=$WORK/policies/$id.sigil.yaml
         if [[ ! -f $kyv_policy ]]; then
             python3 "$HELPER" render "$CORPUS" "$id" "$fix" >"$kyv_policy"
+            python3 "$HELPER" render-sigil "$CORPUS" "$id" "$fix" >"$sigil_input"
             # convert exits 3 when it warns and 1 when it leaves something
-            # out; both are part of the result (the report quotes them).
+            # out; both are part of the result (the report quotes them, and
+            # for a rewritten policy what convert said of the original).
+            : >"$WORK/policies/$id.convert"
+            [[ $setup != trust-root ]] ||
+                "$DIFF_SIGIL" policy convert "$kyv_policy" 2>"$WORK/policies/$id.convert" >/dev/null || true
             rc=0
-            "$DIFF_SIGIL" policy convert "$kyv_policy" >"$sigil_policy" 2>"$WORK/policies/$id.convert" || rc=$?
+            "$DIFF_SIGIL" policy convert "$sigil_input" >"$sigil_policy" 2>>"$WORK/policies/$id.convert" || rc=$?
             ((rc == 0 || rc == 1 || rc == 3)) ||
                 die "sigil policy convert of $id ($source) failed: $(cat "$WORK/policies/$id.convert")"
         fi
@@ -203,8 +214,12 @@ inner() {
             "$DIFF_KYVERNO" apply "$kyv_policy" --resource "$pod" --registry --audit-warn --remove-color
         # --no-match allow: Kyverno admits an image no rule selects, or only
         # Audit rules select; a migrant keeps that with noMatchPolicy: allow.
-        run_tool "$run.sigil" env DOCKER_CONFIG="$WORK/docker" "$DIFF_SIGIL" policy test --no-match allow \
-            --policy "$sigil_policy" --insecure-registry "$OLAREG" --insecure-registry "$DOCKREG" "$ref"
+        sigil_args=(--no-match allow --policy "$sigil_policy" --insecure-registry "$OLAREG"
+            --insecure-registry "$DOCKREG")
+        # The test Sigstore as the cluster's default TrustRoot.
+        [[ $setup != trust-root ]] ||
+            sigil_args+=(--trust-root "difftest=$WORK/trusted_root.json" --default-trust-root difftest)
+        run_tool "$run.sigil" env DOCKER_CONFIG="$WORK/docker" "$DIFF_SIGIL" policy test "${sigil_args[@]}" "$ref"
         python3 "$HELPER" record "$run" "$id" "$source" "$name" "$ref" "$WORK/policies/$id.convert" >>"$results"
         log "$n: $id × $name: kyverno exit $(<"$run.kyverno.rc"), sigil exit $(<"$run.sigil.rc")"
     done < <(python3 "$HELPER" pairs "$CORPUS" "$fix")
