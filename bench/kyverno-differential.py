@@ -288,6 +288,11 @@ def admits(verdict):
     return verdict.startswith("admit")
 
 
+# A warning or an error of `sigil policy convert` about a document ("FILE:
+# warning: document 0 (...): ..."), not its closing count.
+CONVERT_SAID = re.compile(r"^\S+: (warning|error): (document .*)$")
+
+
 def report(corpus, reasons, results, meta):
     rows = []
     agree = 0
@@ -322,7 +327,8 @@ def report(corpus, reasons, results, meta):
         f"- {meta['sigil_version']} (commit {meta['sigil_commit']}); Kyverno CLI {meta['kyverno_version']}",
         "- Images: cosign-signed and attested fixtures in olareg and docker-registry on 127.0.0.1"
         " (e2e/registry-fixtures.sh), keyless images signed through the testkit's Sigstore (its Fulcio, Rekor and"
-        " CT log), and images signed with notation-go (the testkit's notation-signer, JWS and COSE). Kyverno ran with `HTTPS_PROXY`/`HTTP_PROXY="
+        " CT log), and images signed with notation-go (the testkit's notation-signer, JWS and COSE). Kyverno"
+        " ran with `HTTPS_PROXY`/`HTTP_PROXY="
         f"{meta['proxy']}`, where nothing listens, an empty `TUF_ROOT`, `HOME` and `DOCKER_CONFIG`, so that"
         f" anything it tried to reach off this machine failed at once; {meta.get('proxy_hits', '0')} of its"
         " answers mention that proxy.",
@@ -373,8 +379,8 @@ def report(corpus, reasons, results, meta):
               " cluster's default TrustRoot.",
               "", "| policy | file | `sigil policy convert` said |", "|---|---|---|"]
     for e in corpus:
-        said = [w.split(": ", 1)[1] for w in convert.get(e["id"], "").splitlines()
-                if w.startswith(("warning: ", "error: "))]
+        said = [f"{m.group(1)}: {m.group(2)}"
+                for m in map(CONVERT_SAID.match, convert.get(e["id"], "").splitlines()) if m]
         setup = "(the log keys left out, the default TrustRoot) " if e.get("sigil") == "trust-root" else ""
         lines.append(f"| {e['id']} | `bench/differential/kyverno/{e['policy']}` | "
                      f"{setup}{pd.cell(' / '.join(said), 700) if said else '-'} |")
@@ -463,9 +469,14 @@ def check():
         ]
         assert [kyverno_verdict(r) for r in results] == ["deny", "admit (warn)", "deny (rule error)", "error"]
         noisy = ("Warning: /tmp/p.yaml: kyverno.io/v1 ClusterPolicy is deprecated and will be removed in a future"
-                 " release; migrate\n\nApplying 3 policy rule(s) to 1 resource(s)...\nfailed\n" + line.format(0, 1, 0, 0, 0))
+                 " release; migrate\n\nApplying 3 policy rule(s) to 1 resource(s)...\nfailed\n"
+                 + line.format(0, 1, 0, 0, 0))
         assert kyverno_said(noisy) == "failed\n" + line.format(0, 1, 0, 0, 0), kyverno_said(noisy)
+        for r in results:
+            r["convert"] = ("/tmp/p.yaml: changed: document 0 (x): y\n"
+                            "/tmp/p.yaml: warning: document 0 (x): skipped\nerror: 1 item(s) need attention")
         text, unexplained = report(corpus, {(e["id"], "C"): "because", (e["id"], "D"): "so"}, results, meta)
+        assert "| warning: document 0 (x): skipped |" in text, text
         assert "**4 pairs: 2 agree, 2 disagree.**" in text, text
         assert "because" in text and "a\\|b" in text and unexplained == [], (text, unexplained)
         _, unexplained = report(corpus, {}, results, meta)

@@ -172,7 +172,8 @@ inner() {
     for tool in "$DIFF_KYVERNO" "$DIFF_SIGIL" "$DIFF_NOTATION_PKI" "$DIFF_KEYLESS_IMAGES"; do
         [[ -x $tool ]] || die "$tool is missing; run bench/kyverno-differential.sh without --inner"
     done
-    NOTATION_SIGNER=$(command -v notation-signer) || die "notation-signer is not on PATH (e2e/registry-fixtures.sh puts it there)"
+    NOTATION_SIGNER=$(command -v notation-signer) ||
+        die "notation-signer is not on PATH (e2e/registry-fixtures.sh puts it there)"
     WORK=$(mktemp -d "${TMPDIR:-/tmp}/sigil-kyverno-diff.XXXXXX")
     trap 'rm -rf -- "$WORK"' EXIT
     local fix=$WORK/fixtures.env
