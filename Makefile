@@ -134,6 +134,14 @@ bench-policy-scale:
 policy-differential:
 	bench/policy-differential.sh
 
+## Verdicts of Kyverno's own CLI (`kyverno apply`) on Kyverno policies and of
+## `sigil policy test` on what `sigil policy convert` made of them, local
+## registries only (run by hand, not part of `make test`: it builds Kyverno's
+## CLI): docs/kyverno-differential.md.
+.PHONY: kyverno-differential
+kyverno-differential:
+	bench/kyverno-differential.sh
+
 ## `sigil verify` vs `cosign verify`, key-based, both formats, on a local registry.
 bench-image: release
 	bench/verify-image.sh

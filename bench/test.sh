@@ -33,6 +33,14 @@ if python3 bench/policy-differential.py --check; then
 else
     fail "bench/policy-differential.py --check failed"
 fi
+# The Kyverno conversion differential's corpus: every Kyverno policy renders
+# on made-up registries and keys, the reasons name pairs of the corpus, and
+# the report renders (bench/kyverno-differential.py --check).
+if python3 bench/kyverno-differential.py --check; then
+    ok "the Kyverno differential's corpus renders"
+else
+    fail "bench/kyverno-differential.py --check failed"
+fi
 
 DIGEST=sha256:$(printf '%064d' 7)
 REG=10.244.0.1:5000

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Builds the peers sigil is benchmarked against (policy-controller and Kyverno)
-# from the Go module proxy, each through its wrapper module in this directory,
+# and Kyverno's command line (for bench/kyverno-differential.sh) from the Go
+# module proxy, each through its wrapper module in this directory,
 # into the peers cache, and prints that cache's bin/ directory on stdout.
 # Everything else goes to stderr, so
 #   PATH="$(bench/peers/build.sh):$PATH"
@@ -8,7 +9,8 @@
 # version, a hash of this script and its wrapper module, and the Go version)
 # matches. Each build's wall time and binary sizes go to <cache>/build-report.tsv.
 #
-# Usage: bench/peers/build.sh [--force] [policy-controller|kyverno ...]
+# Usage: bench/peers/build.sh [--force] [policy-controller|kyverno|kyverno-cli ...]
+#        (without a peer: policy-controller and kyverno)
 # Cache: ${SIGIL_PEERS_DIR:-<repo>/.cache/peers}
 set -euo pipefail
 
@@ -26,14 +28,14 @@ log() { printf 'peers-build: %s\n' "$*" >&2; }
 die() { log "error: $*"; exit 1; }
 
 usage() {
-    sed -n '11,12s/^# \{0,1\}//p' "${BASH_SOURCE[0]}" >&2
+    sed -n '12,14s/^# \{0,1\}//p' "${BASH_SOURCE[0]}" >&2
 }
 
 # The module each peer is, and the packages built from it, as "output=package".
 peer_module() {
     case $1 in
         policy-controller) echo github.com/sigstore/policy-controller ;;
-        kyverno) echo github.com/kyverno/kyverno ;;
+        kyverno | kyverno-cli) echo github.com/kyverno/kyverno ;;
         *) return 1 ;;
     esac
 }
@@ -45,6 +47,8 @@ peer_packages() {
         # policy-tester is what policy-controller's release calls cmd/tester.
         policy-controller) printf '%s\n' "policy-controller-webhook=$m/cmd/webhook" "policy-tester=$m/cmd/tester" ;;
         kyverno) printf '%s\n' "kyverno=$m/cmd/kyverno" "kyvernopre=$m/cmd/kyverno-init" ;;
+        # Released as `kyverno`, a name the admission controller has here.
+        kyverno-cli) printf '%s\n' "kyverno-cli=$m/cmd/cli/kubectl-kyverno" ;;
     esac
 }
 
@@ -53,7 +57,7 @@ peer_ldflags() {
     local v=$2
     case $1 in
         policy-controller) printf '%s' "-X sigs.k8s.io/release-utils/version.gitVersion=$v -X sigs.k8s.io/release-utils/version.gitTreeState=clean" ;;
-        kyverno) printf '%s' "-X github.com/kyverno/kyverno/pkg/version.BuildVersion=$v" ;;
+        kyverno | kyverno-cli) printf '%s' "-X github.com/kyverno/kyverno/pkg/version.BuildVersion=$v" ;;
     esac
 }
 
@@ -127,7 +131,7 @@ main() {
         case $1 in
             -h | --help) usage; exit 0 ;;
             --force) force=1 ;;
-            policy-controller | kyverno) peers+=("$1") ;;
+            policy-controller | kyverno | kyverno-cli) peers+=("$1") ;;
             *) usage; die "unknown argument: $1 (peers: ${ALL_PEERS[*]})" ;;
         esac
         shift
