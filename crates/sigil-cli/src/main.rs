@@ -43,7 +43,7 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     /// Verify a Sigstore bundle against an artifact (sigstore-conformance CLI protocol).
-    VerifyBundle(VerifyBundleArgs),
+    VerifyBundle(Box<VerifyBundleArgs>),
     /// Verify a Notary Project signature envelope (JWS or COSE) against an
     /// image manifest with the Notation CLI's trust policy and trust store.
     VerifyNotation(Box<notation_cmd::VerifyNotationArgs>),

@@ -78,7 +78,7 @@ enum PolicyCommand {
     ///
     /// Exit status 0 when admitted, 3 when admitted with warnings (warn-mode
     /// failures, noMatchPolicy warn), 1 when denied or on errors.
-    Test(TestArgs),
+    Test(Box<TestArgs>),
     /// Show what policies not yet applied would deny among what runs in the cluster.
     ///
     /// Judges the ClusterImagePolicy and ImagePolicy files alone (not the cluster's

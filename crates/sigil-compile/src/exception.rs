@@ -470,13 +470,13 @@ fn name_matches(pattern: &str, name: &str) -> bool {
     let n = name.as_bytes();
     let (mut pi, mut ni) = (0, 0);
     let mut star: Option<(usize, usize)> = None;
-    while ni < n.len() {
+    while let Some(&here) = n.get(ni) {
         match p.get(pi) {
             Some(b'*') => {
                 star = Some((pi, ni));
                 pi += 1;
             }
-            Some(&c) if c == n[ni] => {
+            Some(&c) if c == here => {
                 pi += 1;
                 ni += 1;
             }
