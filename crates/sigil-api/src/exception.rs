@@ -57,7 +57,8 @@ use serde::{Deserialize, Serialize};
 )]
 #[serde(rename_all = "camelCase")]
 #[x_kube(
-    validation = Rule::new("self.policies.all(p, !p.contains('/') && !p.contains('*'))").message("name each policy by its name: a ClusterImagePolicy's, or an ImagePolicy's of this namespace (no namespace, no globs)")
+    validation = Rule::new("self.policies.all(p, !p.contains('/') && !p.contains('*'))").message("name each policy by its name: a ClusterImagePolicy's, or an ImagePolicy's of this namespace (no namespace, no globs)"),
+    validation = Rule::new("self.workloads.all(w, !w.name.contains('/'))").message("a workload is named by its name alone (or a glob of names), without a namespace: an exception covers workloads of its own namespace only")
 )]
 pub struct ImagePolicyExceptionSpec {
     /// The policies waived: ClusterImagePolicy names, or names of
