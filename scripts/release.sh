@@ -68,7 +68,7 @@ image() {
     : "${IMAGE:?IMAGE names the image repository}"
     version >/dev/null
     cd "$REPO"
-    date -u +%Y-%m-%dT%H:%M:%SZ >target-started
+    mkdir -p target && date -u +%Y-%m-%dT%H:%M:%SZ >target/release-started
     # One tag scheme: the git tag without its `v`, as the chart's appVersion.
     make image PUSH="$IMAGE:${TAG#v}" "${insecure_make[@]}" >&2
     digest=$(cat target/oci/sigil.digest)
@@ -86,7 +86,7 @@ attest() {
     local ref=$1 debs started
     [[ $ref == *@sha256:* ]] || die "attest takes IMAGE@DIGEST, not $ref"
     : "${IMAGE:?IMAGE names the image repository}"
-    started=$(cat "$REPO/target-started" 2>/dev/null) || die "no target-started: run release.sh image first"
+    started=$(cat "$REPO/target/release-started" 2>/dev/null) || die "no target/release-started: run release.sh image first"
     (cd "$REPO" && cargo tree --locked -e normal,no-proc-macro --prefix none -f '{p}' \
         -p sigil-webhook -p sigil-audit -p sigil-controller -p sigil-cli) >crates.txt
     "$REPO/scripts/build-cue-wasm.sh" --modules >go-modules.txt
