@@ -124,11 +124,24 @@ $key
     ctlog: {}
   - name: corp-ci
     keyless:
+      url: https://fulcio.corp.example.com
       trustRootRef: corp-sigstore
       identities:
       - issuer: https://gitlab.corp.example.com
         subjectRegExp: '^https://gitlab\.corp\.example\.com/'
 ---
+apiVersion: policy.sigil.dev/v1alpha1
+kind: WorkloadKind
+metadata:
+  name: upgrade-rollouts
+spec:
+  builtin: ArgoRollout
+EOF
+# An ImagePolicy may name only registries a ClusterImagePolicy names: it
+# comes once they are Ready.
+kubectl wait --for=condition=Ready --timeout 120s clusterimagepolicy/upgrade-workloads >/dev/null ||
+  fail "ClusterImagePolicy upgrade-workloads did not become Ready under $PREV_VERSION"
+kubectl apply -f - >/dev/null <<EOF
 apiVersion: policy.sigil.dev/v1alpha1
 kind: ImagePolicy
 metadata:
@@ -143,13 +156,6 @@ spec:
       data: |
 $key
     ctlog: {}
----
-apiVersion: policy.sigil.dev/v1alpha1
-kind: WorkloadKind
-metadata:
-  name: upgrade-rollouts
-spec:
-  builtin: ArgoRollout
 EOF
 ready() { # when
   kubectl wait --for=condition=Ready --timeout 120s trustroot/corp-sigstore clusterimagepolicy/corp-keyless \
