@@ -46,6 +46,12 @@ export IMAGE=$REG/sigil-dev/sigil
 export CHARTS=oci://$REG/sigil-dev/charts
 mkdir -p "$WORK/release" "$WORK/home"
 # cosign keeps to this directory: no TUF root, no signing config from outside.
+# The toolchains the steps run (cargo, go) keep their own homes.
+export RUSTUP_HOME=${RUSTUP_HOME:-$HOME/.rustup} CARGO_HOME=${CARGO_HOME:-$HOME/.cargo}
+if command -v go >/dev/null; then
+  GOPATH=$(go env GOPATH) GOCACHE=$(go env GOCACHE) GOMODCACHE=$(go env GOMODCACHE)
+  export GOPATH GOCACHE GOMODCACHE
+fi
 export HOME=$WORK/home TUF_ROOT=$WORK/home/tuf COSIGN_PASSWORD=''
 (cd "$WORK" && cosign generate-key-pair --output-key-prefix release >/dev/null 2>&1) ||
   fail "cosign generate-key-pair failed"

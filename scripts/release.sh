@@ -90,11 +90,11 @@ attest() {
     (cd "$REPO" && cargo tree --locked -e normal,no-proc-macro --prefix none -f '{p}' \
         -p sigil-webhook -p sigil-audit -p sigil-controller -p sigil-cli) >crates.txt
     "$REPO/scripts/build-cue-wasm.sh" --modules >go-modules.txt
-    SOURCE_DATE_EPOCH=$(git -C "$REPO" log -1 --format=%ct) "$REPO/scripts/sbom.py" \
+    SOURCE_DATE_EPOCH=$(git -C "$REPO" log -1 --format=%ct) python3 "$REPO/scripts/sbom.py" \
         --layout "$REPO/target/oci/sigil" --crates crates.txt --go-modules go-modules.txt \
         --name "$IMAGE" --version "$(version)" >sbom.spdx.json
     debs=$("$REPO/scripts/fetch-debs.sh" libc6 libgcc-s1 ca-certificates base-files)
-    "$REPO/scripts/provenance.py" --debs "$debs" --started "$started" \
+    python3 "$REPO/scripts/provenance.py" --debs "$debs" --started "$started" \
         --finished "$(date -u +%Y-%m-%dT%H:%M:%SZ)" >provenance.json
     cosign attest "${sign_flags[@]}" --type spdxjson --predicate sbom.spdx.json "$ref"
     cosign attest "${sign_flags[@]}" --type slsaprovenance1 --predicate provenance.json "$ref"
