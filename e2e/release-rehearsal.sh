@@ -144,7 +144,8 @@ python3 - deploy/examples/sigil-releases.yaml "$REG" "$pub" >"$WORK/sigil-releas
 import sys, yaml
 path, reg, pub = sys.argv[1:]
 # Multi-line strings (the key) as literal blocks, as a person writes them.
-yaml.add_representer(str, lambda d, s: d.represent_scalar("tag:yaml.org,2002:str", s, style="|" if "\n" in s else None))
+yaml.add_representer(str, lambda d, s: d.represent_scalar("tag:yaml.org,2002:str", s, style="|" if "\n" in s else None),
+                     Dumper=yaml.SafeDumper)
 doc = yaml.safe_load(open(path))
 spec = doc["spec"]
 # The registry: ghcr.io becomes the node's.
