@@ -35,6 +35,7 @@ import ssl
 import sys
 import time
 import urllib.parse
+from datetime import datetime, timezone
 
 # The API server waits at most the webhook's timeoutSeconds (at most 30).
 REQUEST_TIMEOUT_S = 40
@@ -152,7 +153,8 @@ def main() -> None:
         key = f"{kind} {'signed' if signed else 'unsigned'}"
         counts.setdefault(key, {"correct": 0, "wrong": 0, "failed": 0})[verdict] += 1
         if detail and len(examples) < 10:
-            examples.append(f"{time.strftime('%H:%M:%S')} {key}: {detail}")
+            at = datetime.now(timezone.utc).strftime("%H:%M:%S.%f")[:-3]
+            examples.append(f"{at} {key}: {detail}")
         n += 1
         time.sleep(max(0.0, start + n * args.pace_ms / 1000 - time.monotonic()))
     print(json.dumps({"admissions": n, **total, "seconds": round(time.monotonic() - start, 1),

@@ -190,6 +190,25 @@ done
 log "in force under $PREV_VERSION: TrustRoot corp-sigstore, ClusterImagePolicies corp-keyless and upgrade-workloads, ImagePolicy $NS/upgrade-namespace, WorkloadKind upgrade-rollouts (all Ready)"
 
 # ---- 4. Upgrade and rollback under load -------------------------------------------
+# watch_rules FILE: watches the validating webhook configuration (at most
+# 900 s) and writes each version of it to FILE with the time it arrived and
+# whether the rule for the WorkloadKind's Rollouts was in it: the
+# controller adds that rule to the chart's rules, which a Helm upgrade
+# rewrites. Prints the watch's pid.
+watch_rules() {
+  timeout 900 kubectl get validatingwebhookconfiguration sigil-webhook --watch \
+    -o jsonpath='{.metadata.resourceVersion}{" "}{.webhooks[*].rules[*].resources}{"\n"}' 2>/dev/null \
+    > >(python3 -u -c '
+import sys
+from datetime import datetime, timezone
+for line in sys.stdin:
+    at = datetime.now(timezone.utc).strftime("%H:%M:%S.%f")[:-3]
+    version = line.split(" ", 1)[0]
+    state = "with" if "rollouts" in line else "WITHOUT"
+    print(f"{at} validating webhook configuration version {version}: {state} the Rollouts rule")
+' >"$1") &
+  echo $!
+}
 # under_load NAME COMMAND...: the load runs from 10 s before COMMAND until
 # 15 s after both Deployments have rolled out; prints the load's summary line.
 under_load() {
@@ -199,17 +218,22 @@ under_load() {
   python3 e2e/upgrade-load.py --kubeconfig "$KUBECONFIG" --targets "$WORK/targets" \
     --stop-file "$WORK/$name.stop" --max-seconds 900 --pace-ms 100 >"$WORK/$name.json" 2>"$WORK/$name.err" &
   pid=$!
+  local watcher
+  watcher=$(watch_rules "$WORK/$name.rules")
   sleep 10
-  local t=$SECONDS
+  local t=$SECONDS from
+  from=$(date -u +%H:%M:%S.%3N)
   "$@" >"$WORK/$name.log" 2>&1 || rc=$?
   if ((rc == 0)); then
     timeout 330 kubectl -n "$SIGIL_NS" rollout status --timeout 5m \
       deployment/sigil-controller deployment/sigil-webhook >>"$WORK/$name.log" 2>&1 || rc=$?
   fi
-  log "$name took $((SECONDS - t)) s (exit $rc)"
+  log "$name (and both rollouts) from $from to $(date -u +%H:%M:%S.%3N), $((SECONDS - t)) s (exit $rc)"
   sleep 15
   touch "$WORK/$name.stop"
   wait "$pid" || true
+  kill "$watcher" 2>/dev/null || true
+  sleep 0.5
   if ((rc != 0)); then
     cat "$WORK/$name.log" >&2
     fail "$name failed"
@@ -224,6 +248,7 @@ for e in d["examples"]:
 PY
 ) || { cat "$WORK/$name.err" "$WORK/$name.json" >&2; fail "no summary of the load during $name"; }
   printf '%s\n' "$summary"
+  sed 's/^/  /' "$WORK/$name.rules"
 }
 
 steps=$(awk '/^## Upgrading/ { s = 1 } s && /^```sh$/ { b = 1; next } b && /^```$/ { exit } b' docs/installation.md)
