@@ -241,7 +241,10 @@ under_load() {
   summary=$(python3 - "$WORK/$name.json" <<'PY'
 import json, sys
 d = json.load(open(sys.argv[1]))
-by = ", ".join(f"{k} {v['correct'] + v['wrong'] + v['failed']}" for k, v in sorted(d["by_target"].items()))
+def count(v):
+    bad = f" of which {v['wrong']} wrong, {v['failed']} failed" if v["wrong"] or v["failed"] else ""
+    return f"{v['correct'] + v['wrong'] + v['failed']}{bad}"
+by = ", ".join(f"{k} {count(v)}" for k, v in sorted(d["by_target"].items()))
 print(f"{d['admissions']} admissions in {d['seconds']} s ({by}): {d['failed']} failed, {d['wrong']} wrong")
 for e in d["examples"]:
     print("  " + e)
