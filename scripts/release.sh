@@ -29,7 +29,6 @@ set -euo pipefail
 REPO=$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")/.." && pwd)
 
 die() { printf 'release: error: %s\n' "$*" >&2; exit 1; }
-log() { printf 'release: %s\n' "$*" >&2; }
 usage() { sed -n '7,18s/^# \{0,1\}//p' "${BASH_SOURCE[0]}" >&2; exit 2; }
 
 version() {
