@@ -113,7 +113,7 @@ install=${install//"--create-namespace"/"--create-namespace --plain-http --set i
 install=${install//"rollout status"/"rollout status --timeout 5m"}
 install=${install//"sigil-system"/"$SIGIL_NS"}
 log "installing as docs/installation.md says, the registry changed:"
-printf '  %s\n' "$install" >&2
+printf '  %s\n' "${install//$'\n'/$'\n  '}" >&2
 t=$SECONDS
 doctor=$(tail -n 1 <<<"$install")
 (cd "$WORK" && bash -euo pipefail -c "$(sed '$d' <<<"$install")") >"$WORK/install.log" 2>&1 ||
@@ -210,7 +210,7 @@ verify=${verify//"sigil-0.1.0-"/"sigil-$VERSION-"}
 verify=$(sed -e '/^cosign verify-blob/,/ISSUER"$/ s|--certificate-identity-regexp "$ID" --certificate-oidc-issuer "$ISSUER"|--key "$PUB" --insecure-ignore-tlog|' \
   -e 's|--certificate-identity-regexp "$ID" --certificate-oidc-issuer "$ISSUER"|--key "$PUB" --insecure-ignore-tlog --allow-insecure-registry|' <<<"$verify")
 log "docs/installation.md's verification commands, the registry and the signer substituted:"
-printf '  %s\n' "$verify" >&2
+printf '  %s\n' "${verify//$'\n'/$'\n  '}" >&2
 (cd "$WORK/release/dist" && sha256sum -c --quiet SHA256SUMS && PUB=$pub bash -euo pipefail -c "$verify") \
   >"$WORK/verify.log" 2>&1 || { cat "$WORK/verify.log" >&2; fail "the documented verification failed"; }
 log "every documented verification passed (image, provenance, SBOM, chart, CLI archive; SHA256SUMS)"

@@ -263,7 +263,7 @@ upgrade=${steps//"oci://ghcr.io/sigil-dev/charts/sigil"/"oci://$REG/sigil-dev/ch
 upgrade=${upgrade//NEW/$VERSION}
 upgrade=${upgrade//"-n sigil-system"/"-n $SIGIL_NS"}
 log "upgrading as docs/installation.md says, the registry changed:"
-printf '  %s\n' "$upgrade" >&2
+printf '  %s\n' "${upgrade//$'\n'/$'\n  '}" >&2
 mkdir -p "$WORK/upgrade"
 result=$(under_load "helm-upgrade" bash -euo pipefail -c "cd '$WORK/upgrade' && $upgrade")
 [[ $(webhook_image) == "$REF" ]] || fail "after the upgrade the webhook runs $(webhook_image), not the release $REF"
