@@ -172,6 +172,16 @@ e2e-kind:
 e2e-node:
 	e2e/run-node.sh
 
+## An earlier version (UPGRADE_FROM=<git ref>; default: before the last
+## change of a CRD or of the policy snapshot's format, built once per commit
+## into .cache/upgrade) upgraded to a rehearsed release of this checkout and
+## rolled back, under steady admissions, on the e2e node (root; beside
+## e2e-node, not part of `make test`: a cold build of the earlier version
+## would take CI past its time budget).
+.PHONY: e2e-upgrade
+e2e-upgrade:
+	SIGIL_E2E_PHASES="release upgrade" $(if $(UPGRADE_FROM),SIGIL_UPGRADE_FROM=$(UPGRADE_FROM)) e2e/run-node.sh
+
 ## sigil's OCI image without a container engine (target/oci/sigil); with
 ## PUSH=host:port/repo[:tag] also pushed (INSECURE=1: plain HTTP). FIPS=1:
 ## the FIPS variant (release-fips binaries; target/oci/sigil-fips, tag

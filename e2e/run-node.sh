@@ -26,12 +26,24 @@
 #    values for each cloud (tokens mounted as each cloud's webhook mounts
 #    them) and a mirror setting, then a scenario per cloud, refresh under
 #    load, a provider down, and the mirror.
-#    Last, sigil's namespace enforces the Pod Security Standard `restricted`
+#    Then sigil's namespace enforces the Pod Security Standard `restricted`
 #    and `helm upgrade` drops the chart's fixed user and group IDs for ones
 #    assigned from outside, as on OpenShift (e2e/suite/tests/node_restricted.rs).
+#    Last, a release rehearsed (e2e/release-rehearsal.sh): the release
+#    workflow's steps (scripts/release.sh) against the node's registry, sigil
+#    installed from that OCI chart as docs/installation.md says, and judging
+#    its own image with the documented policy.
+#    With the phase `upgrade` (make e2e-upgrade), an earlier version instead
+#    (e2e/previous-release.sh, built once per commit), upgraded to the
+#    rehearsed release and rolled back under load (e2e/upgrade.sh).
 # 6. `down`, and the footprint again: anything left on the machine fails.
 #
-# Needs root. Arguments go to both test binaries (a test name filters).
+# Needs root. Arguments go to the test binaries (a test name filters).
+# SIGIL_E2E_PHASES: the phases of step 5 to run, in their order, from
+# "suite node audit cloud restricted release upgrade" (default: all but
+# upgrade); for example SIGIL_E2E_PHASES=release while working on it.
+# SIGIL_UPGRADE_FROM: the git ref the upgrade starts from (default:
+# e2e/previous-release.sh's).
 # SIGIL_E2E_KEEP=1 leaves the cluster up (e2e/local-cluster.sh down with
 # SIGIL_E2E_STATE=.cache/e2e/node removes it).
 set -euo pipefail
@@ -40,6 +52,12 @@ REPO_ROOT=$PWD
 # shellcheck source=e2e/lib.sh
 . e2e/lib.sh
 export SIGIL_E2E_STATE=${SIGIL_E2E_STATE:-$REPO_ROOT/.cache/e2e/node}
+ALL_PHASES="suite node audit cloud restricted release upgrade"
+export SIGIL_E2E_PHASES=${SIGIL_E2E_PHASES:-suite node audit cloud restricted release}
+for p in $SIGIL_E2E_PHASES; do
+  [[ " $ALL_PHASES " == *" $p "* ]] || { e2e_log "e2e-node: unknown phase $p (phases: $ALL_PHASES)"; exit 2; }
+done
+phase() { [[ " $SIGIL_E2E_PHASES " == *" $1 "* ]]; }
 
 timed() { # NAME COMMAND...: runs COMMAND, says how long it took
   local name=$1 t=$SECONDS
@@ -66,7 +84,17 @@ if [ "${1:-}" != "--inner" ]; then
   export PATH="$TOOLS:$PATH"
   timed "the cluster's binaries" e2e/cluster/build.sh >/dev/null
   timed "sigil's image" scripts/image.sh >/dev/null
-  timed "the test binaries" cargo build -q --workspace --all-targets
+  if phase suite || phase node || phase audit || phase cloud || phase restricted; then
+    timed "the test binaries" cargo build -q --workspace --all-targets
+  fi
+  if phase upgrade; then
+    phase release || { e2e_log "e2e-node: the phase upgrade needs the phase release (its target version)"; exit 2; }
+    # The earlier version: built once per commit into .cache/upgrade.
+    t=$SECONDS
+    SIGIL_UPGRADE_PREVIOUS=$(e2e/previous-release.sh ${SIGIL_UPGRADE_FROM:+"$SIGIL_UPGRADE_FROM"})
+    export SIGIL_UPGRADE_PREVIOUS
+    e2e_log "e2e-node: the earlier version for the upgrade took $((SECONDS - t)) s: $SIGIL_UPGRADE_PREVIOUS"
+  fi
   WORK=$(mktemp -d "${TMPDIR:-/tmp}/sigil-e2e-node.XXXXXX")
   # A cluster of an interrupted run goes first, so the snapshot is of a clean machine.
   e2e/local-cluster.sh down
@@ -264,12 +292,16 @@ run_suite() {
 }
 export SIGIL_E2E_NAMESPACE=$SIGIL_NS
 export SIGIL_E2E_CONTAINERD_SOCK=$SIGIL_E2E_STATE/run/containerd.sock
-t=$SECONDS
-run_suite e2e "$@" || status=$?
-e2e_log "e2e-node: the e2e suite against in-cluster sigil took $((SECONDS - t)) s"
-t=$SECONDS
-run_suite node "$@" || status=$?
-e2e_log "e2e-node: the node scenarios took $((SECONDS - t)) s"
+if phase suite; then
+  t=$SECONDS
+  run_suite e2e "$@" || status=$?
+  e2e_log "e2e-node: the e2e suite against in-cluster sigil took $((SECONDS - t)) s"
+fi
+if phase node; then
+  t=$SECONDS
+  run_suite node "$@" || status=$?
+  e2e_log "e2e-node: the node scenarios took $((SECONDS - t)) s"
+fi
 # The audit, switched on as a user switches it on, by an upgrade that
 # follows docs/installation.md's "Upgrading" steps as written but for where
 # the chart comes from (this checkout's chart, packaged, for the OCI
@@ -286,7 +318,7 @@ upgrade_as_documented() {
   pull=$(sed -n 1p <<<"$steps") apply=$(sed -n 2p <<<"$steps") upgrade=$(sed -n 3p <<<"$steps")
   [[ $pull == "helm pull oci://ghcr.io/sigil-dev/charts/sigil --version NEW --untar --untardir sigil-NEW" &&
     $apply == "kubectl apply --server-side --force-conflicts -f sigil-NEW/sigil/crds/" &&
-    $upgrade == "helm upgrade sigil oci://ghcr.io/sigil-dev/charts/sigil --version NEW -n sigil-system --reuse-values" ]] ||
+    $upgrade == "helm upgrade sigil oci://ghcr.io/sigil-dev/charts/sigil --version NEW -n sigil-system --reset-then-reuse-values" ]] ||
     { e2e_log "e2e-node: docs/installation.md's upgrade steps changed; follow them here too: $steps"; return 1; }
   mkdir -p "$dir/pkg" "$dir/sigil-NEW"
   # helm pull --untar, from this checkout.
@@ -312,7 +344,9 @@ PY
     --set webhook.cache.verdictTTLSeconds=20 --wait --timeout 5m")
 }
 t=$SECONDS
-if upgrade_as_documented >"$WORK/helm-audit.log" 2>&1; then
+if ! phase audit; then
+  :
+elif upgrade_as_documented >"$WORK/helm-audit.log" 2>&1; then
   e2e_log "e2e-node: CRDs applied and helm upgrade as docs/installation.md says, CRD change in force"
   e2e_log "e2e-node: helm upgrade --set audit.enabled=true (pods ready) took $((SECONDS - t)) s"
   t=$SECONDS
@@ -414,7 +448,9 @@ EOF
     { cat "$WORK/helm-cloud.log" >&2; e2e_log "e2e-node: helm upgrade with the cloud values failed"; return 1; }
 }
 t=$SECONDS
-if cloud_phase; then
+if ! phase cloud; then
+  :
+elif cloud_phase; then
   e2e_log "e2e-node: the cloud fakes and helm upgrade with each cloud's values took $((SECONDS - t)) s"
   t=$SECONDS
   export SIGIL_E2E_CLOUD_VALUES=$WORK/cloud-values.yaml
@@ -447,7 +483,9 @@ restricted_phase() {
     { cat "$WORK/helm-restricted.log" >&2; e2e_log "e2e-node: helm upgrade into the restricted namespace failed"; return 1; }
 }
 t=$SECONDS
-if restricted_phase; then
+if ! phase restricted; then
+  :
+elif restricted_phase; then
   e2e_log "e2e-node: restricted namespace and helm upgrade without fixed IDs (pods ready) took $((SECONDS - t)) s"
   t=$SECONDS
   export SIGIL_E2E_RESTRICTED_UID=$RESTRICTED_UID
@@ -459,8 +497,32 @@ else
   status=1
 fi
 # sigil ran as its ServiceAccounts: an RBAC refusal in its logs means the
-# chart grants too little, even if no scenario noticed.
+# chart grants too little, even if no scenario noticed. Read before the
+# rehearsal replaces this installation.
 kubectl -n "$SIGIL_NS" logs -l app.kubernetes.io/name=sigil --all-containers --prefix --tail=-1 >"$WORK/sigil.log" 2>&1 || true
+# A release rehearsed: the workflow's steps against the node's registry, and
+# sigil installed from that chart as docs/installation.md says.
+if phase release; then
+  t=$SECONDS
+  if e2e/release-rehearsal.sh "$WORK/rehearsal" "$UNSIGNED"; then
+    e2e_log "e2e-node: the release rehearsal took $((SECONDS - t)) s"
+  else
+    e2e_log "e2e-node: the release rehearsal failed (above)"
+    status=1
+  fi
+fi
+# The earlier version upgraded to the rehearsed release, and rolled back,
+# under load.
+if phase upgrade; then
+  t=$SECONDS
+  if e2e/upgrade.sh "$WORK/upgrade" "$SIGIL_UPGRADE_PREVIOUS" "$SIGNED" "$UNSIGNED" "$KEY1"; then
+    e2e_log "e2e-node: the upgrade and rollback under load took $((SECONDS - t)) s"
+  else
+    e2e_log "e2e-node: the upgrade and rollback under load failed (above)"
+    status=1
+  fi
+fi
+kubectl -n "$SIGIL_NS" logs -l app.kubernetes.io/name=sigil --all-containers --prefix --tail=-1 >>"$WORK/sigil.log" 2>&1 || true
 if grep -i "forbidden" "$WORK/sigil.log" | head -n 5 >&2; then
   e2e_log "e2e-node: sigil was refused by RBAC (above)"
   status=1

@@ -33,6 +33,8 @@ except ImportError:  # pragma: no cover
     sys.exit("chart_check.py needs PyYAML: python3 -m pip install pyyaml")
 
 CHART = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "charts", "sigil")
+# The release workflow's steps (its `image` command runs `make image PUSH=`).
+RELEASE_SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "release.sh")
 WEBHOOK_RESOURCES = {
     ("", "pods"), ("", "pods/ephemeralcontainers"), ("", "replicationcontrollers"),
     ("apps", "deployments"), ("apps", "replicasets"), ("apps", "statefulsets"),
@@ -1529,15 +1531,20 @@ def breakages():
             audit_without_value]
 
 
-def workflow_pushes(workflow, tag):
+def workflow_pushes(workflow, tag, release_script=""):
     """The image reference the release workflow pushes for git tag `tag`:
-    its `make image PUSH=...` line, with $IMAGE and $TAG (or ${TAG#v}) of the
-    job's env expanded as bash would for that tag."""
+    its `make image PUSH=...` line (in a run step, or in scripts/release.sh,
+    text `release_script`, when a step runs its `image` command), with $IMAGE
+    and $TAG (or ${TAG#v}) of the job's env expanded as bash would for that
+    tag."""
     pushed = []
     for job in (workflow.get("jobs") or {}).values():
         env = job.get("env") or {}
         for step in job.get("steps") or []:
-            for m in re.finditer(r'make image PUSH="([^"]+)"', step.get("run") or ""):
+            run = step.get("run") or ""
+            if "scripts/release.sh image" in run:
+                run += "\n" + release_script
+            for m in re.finditer(r'make image PUSH="([^"]+)"', run):
                 ref = m.group(1)
                 ref = ref.replace("${TAG#v}", tag[1:] if tag.startswith("v") else tag)
                 ref = ref.replace("${TAG}", tag).replace("$TAG", tag)
@@ -1552,10 +1559,10 @@ def workflow_platforms(workflow):
     return {f"{e.get('os')}-{e.get('arch')}" for e in include}
 
 
-def check_release(workflow, rendered, deployed, chart, krew_text):
+def check_release(workflow, rendered, deployed, chart, krew_text, release_script=""):
     errors = []
     tag = "v" + str(chart["appVersion"])
-    pushed = workflow_pushes(workflow, tag)
+    pushed = workflow_pushes(workflow, tag, release_script)
     if len(pushed) != 1:
         errors.append(f"release workflow: {len(pushed)} `make image PUSH=` lines, want exactly 1")
     for name, docs in (("the chart's default rendering", rendered), ("deploy/sigil.yaml", deployed)):
@@ -1570,9 +1577,10 @@ def check_release(workflow, rendered, deployed, chart, krew_text):
     if not platforms:
         errors.append("release workflow: job `cli` builds no platforms")
     # The archives and the krew manifest come from the script that
-    # scripts/test-release-cli.sh tests, not from steps of their own.
+    # scripts/test-release-cli.sh tests (`release.sh cli` runs its
+    # `manifest`), not from steps of their own.
     jobs = workflow.get("jobs", {})
-    for job, call in (("cli", "scripts/release-cli.sh pack"), ("cli-publish", "scripts/release-cli.sh manifest")):
+    for job, call in (("cli", "scripts/release-cli.sh pack"), ("cli-publish", "scripts/release.sh cli")):
         runs = "\n".join(str(step.get("run", "")) for step in jobs.get(job, {}).get("steps", []))
         if call not in runs:
             errors.append(f"release workflow: job `{job}` does not run `{call}`")
@@ -1606,8 +1614,10 @@ def release_main(argv):
         chart = yaml.safe_load(f)
     with open(krew_path, encoding="utf-8") as f:
         krew_text = f.read()
+    with open(RELEASE_SCRIPT, encoding="utf-8") as f:
+        script = f.read()
     rendered, deployed = load_docs(rendered_path), load_docs(deploy_path)
-    errors = check_release(yaml.safe_load(workflow_text), rendered, deployed, chart, krew_text)
+    errors = check_release(yaml.safe_load(workflow_text), rendered, deployed, chart, krew_text, script)
     for e in errors:
         print(f"  FAIL: {e}")
     if errors:
@@ -1622,16 +1632,18 @@ def release_main(argv):
         return out
     broken = {
         "the workflow pushing the git tag itself": (
-            workflow_text.replace("${TAG#v}", "$TAG"), rendered, deployed, chart, krew_text),
-        "a chart rendering the tag with a v": (workflow_text, retag(rendered), deployed, chart, krew_text),
-        "a stale deploy/sigil.yaml": (workflow_text, rendered, retag(deployed), chart, krew_text),
+            workflow_text.replace("${TAG#v}", "$TAG"), rendered, deployed, chart, krew_text,
+            script.replace("${TAG#v}", "$TAG")),
+        "a chart rendering the tag with a v": (workflow_text, retag(rendered), deployed, chart, krew_text, script),
+        "a stale deploy/sigil.yaml": (workflow_text, rendered, retag(deployed), chart, krew_text, script),
         "archives packed by the workflow's own steps": (
-            workflow_text.replace("scripts/release-cli.sh pack", "tar -czf"), rendered, deployed, chart, krew_text),
+            workflow_text.replace("scripts/release-cli.sh pack", "tar -czf"), rendered, deployed, chart, krew_text,
+            script),
         "a krew platform the workflow does not build": (
-            workflow_text, rendered, deployed, chart, krew_text.replace("arch: arm64", "arch: s390x", 1)),
+            workflow_text, rendered, deployed, chart, krew_text.replace("arch: arm64", "arch: s390x", 1), script),
     }
-    missed = [name for name, (w, r, d, c, k) in broken.items()
-              if not check_release(yaml.safe_load(w), r, d, c, k)]
+    missed = [name for name, (w, r, d, c, k, x) in broken.items()
+              if not check_release(yaml.safe_load(w), r, d, c, k, x)]
     for name in missed:
         print(f"  FAIL: self-test: the release check did not notice {name}")
     return 1 if missed else 0
