@@ -14,7 +14,9 @@ use clap::{Args, Subcommand, ValueEnum};
 use sigil_api::cip::{ClusterImagePolicySpec, Policy, RemotePolicy};
 use sigil_compile::compile::{MAX_REMOTE_POLICY_BYTES, SecretResolver, check_remote_policy};
 use sigil_compile::default_root::{DefaultRoot, DefaultSource, check_instance_urls};
-use sigil_compile::exception::{ExceptionRules, Exceptions, parse_duration};
+use sigil_compile::exception::{
+    ExceptionRules, Exceptions, is_waived, parse_duration, waived_selecting,
+};
 use sigil_policy::glob::ImageName;
 use sigil_policy::model::{CompiledPolicy, Mode, NoMatchPolicy, ResourceInfo};
 use sigil_policy::registry::RegistryVerifier;
@@ -681,14 +683,8 @@ pub(crate) fn evaluate(
     for input in images {
         let image = rt.block_on(pin_digest(&pinning, input))?;
         let waivers = exceptions.waivers(&set.namespace, &workload, &image, now);
-        let waived: Vec<&CompiledPolicy> = policies
-            .iter()
-            .filter(|p| waivers.iter().any(|w| w.policy == p.name))
-            .filter(|p| p.matches_image(&image) && p.matches_resource(&resource))
-            .collect();
-        let judging = policies
-            .iter()
-            .filter(|p| !waivers.iter().any(|w| w.policy == p.name));
+        let waived = waived_selecting(policies.iter(), &waivers, &image, &resource);
+        let judging = policies.iter().filter(|p| !is_waived(&waivers, p));
         let mut result = rt.block_on(evaluate_image(
             &verifier, judging, &image, &resource, no_match,
         ));
@@ -697,19 +693,17 @@ pub(crate) fn evaluate(
             result.no_match = None;
         }
         let mut verdict = render(&format!("image {input}"), std::slice::from_ref(&result));
-        for p in &waived {
-            for w in waivers.iter().filter(|w| w.policy == p.name) {
-                if p.mode.admits() {
-                    verdict
-                        .warnings
-                        .push(render::image_warning(&result.image, &w.warning()));
-                } else {
-                    println!(
-                        "audit: policy {} (mode: audit) skipped: {}",
-                        p.name,
-                        w.words()
-                    );
-                }
+        for (p, w) in &waived {
+            if p.mode.admits() {
+                verdict
+                    .warnings
+                    .push(render::image_warning(&result.image, &w.warning()));
+            } else {
+                println!(
+                    "audit: policy {} (mode: audit) skipped: {}",
+                    p.name,
+                    w.words()
+                );
             }
         }
         for w in &verdict.warnings {
@@ -731,7 +725,7 @@ pub(crate) fn evaluate(
             None => {
                 let mut by = admitted_by(&result);
                 if !waived.is_empty() {
-                    let names: Vec<&str> = waived.iter().map(|p| p.name.as_str()).collect();
+                    let names: Vec<&str> = waived.iter().map(|(p, _)| p.name.as_str()).collect();
                     if result.policies.is_empty() {
                         by = format!("policies waived by exception: {}", names.join(", "));
                     } else {

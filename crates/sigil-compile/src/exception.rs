@@ -19,6 +19,7 @@ use std::time::Duration;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use sigil_api::exception::{ImagePolicyException, ImagePolicyExceptionSpec, qualified_name};
 use sigil_policy::glob::{Glob, ImageName};
+use sigil_policy::model::{CompiledPolicy, ResourceInfo};
 use sigil_verifier::trust::{format_rfc3339, parse_rfc3339};
 use time::OffsetDateTime;
 
@@ -461,6 +462,33 @@ impl CompiledException {
     pub fn waives(&self, policy: &str) -> bool {
         self.policies.contains(policy)
     }
+}
+
+/// Whether `policy` is among those `waivers` waive.
+pub fn is_waived(waivers: &[Waiver], policy: &CompiledPolicy) -> bool {
+    waivers.iter().any(|w| w.policy == policy.name)
+}
+
+/// The waived policies among `policies` that select `image` of `resource`,
+/// each with its waiver: those an admission answer reports as skipped.
+pub fn waived_selecting<'p>(
+    policies: impl Iterator<Item = &'p CompiledPolicy>,
+    waivers: &[Waiver],
+    image: &ImageName,
+    resource: &ResourceInfo,
+) -> Vec<(&'p CompiledPolicy, Waiver)> {
+    if waivers.is_empty() {
+        return Vec::new();
+    }
+    policies
+        .filter(|p| p.matches_image(image) && p.matches_resource(resource))
+        .filter_map(|p| {
+            waivers
+                .iter()
+                .find(|w| w.policy == p.name)
+                .map(|w| (p, w.clone()))
+        })
+        .collect()
 }
 
 /// Whether `name` matches `pattern`, where `*` stands for any run of

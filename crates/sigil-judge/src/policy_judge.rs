@@ -24,7 +24,7 @@ use std::time::Duration;
 
 use sha2::{Digest as _, Sha256};
 use sigil_api::snapshot::{PolicySnapshot, SnapshotError};
-use sigil_compile::exception::{self, Waiver};
+use sigil_compile::exception::{self, Waiver, is_waived, waived_selecting};
 use sigil_policy::eval::{
     AuthorityOutcome, AuthorityVerifier, ImageReadError, ImageResult, PlatformsResult, PolicyResult,
 };
@@ -797,33 +797,6 @@ impl PolicyJudge {
             NoMatchPolicy::Deny => Verdict::deny(Vec::new(), vec![render::NO_MATCH_DENIED.into()]),
         }
     }
-}
-
-/// Whether `policy` is among those `waivers` waive.
-fn is_waived(waivers: &[Waiver], policy: &CompiledPolicy) -> bool {
-    waivers.iter().any(|w| w.policy == policy.name)
-}
-
-/// The waived policies among `policies` that select `image` of `resource`,
-/// each with its waiver.
-fn waived_selecting<'p>(
-    policies: impl Iterator<Item = &'p CompiledPolicy>,
-    waivers: &[Waiver],
-    image: &ImageName,
-    resource: &ResourceInfo,
-) -> Vec<(&'p CompiledPolicy, Waiver)> {
-    if waivers.is_empty() {
-        return Vec::new();
-    }
-    policies
-        .filter(|p| p.matches_image(image) && p.matches_resource(resource))
-        .filter_map(|p| {
-            waivers
-                .iter()
-                .find(|w| w.policy == p.name)
-                .map(|w| (p, w.clone()))
-        })
-        .collect()
 }
 
 /// `verdict` with a `Skipped` result for each waived policy that selects
